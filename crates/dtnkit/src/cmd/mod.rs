@@ -1,0 +1,18 @@
+//! One module per subcommand; each exposes a clap argument type and a `run` function.
+
+pub mod bundle;
+
+/// Errors that mean "the user gave us bad input" (a malformed file, an invalid option value) exit with 2, like
+/// clap's own usage errors; everything else (I/O failures, peers misbehaving) exits with 1.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct UsageError(pub String);
+
+/// Maps an error to the process exit code documented in the README.
+pub fn exit_code_for(e: &anyhow::Error) -> u8 {
+    if e.downcast_ref::<UsageError>().is_some() {
+        2
+    } else {
+        1
+    }
+}

@@ -1,0 +1,36 @@
+//! The one dtnkit command line: every tool of the stack and the lab is a subcommand.
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+mod cmd;
+
+/// dtnkit — a Delay-Tolerant Networking stack and space-link lab.
+#[derive(Parser)]
+#[command(name = "dtnkit", version, about, propagate_version = true)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Inspect and make BPv7 bundle files.
+    #[command(subcommand)]
+    Bundle(cmd::bundle::BundleCommand),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Bundle(c) => cmd::bundle::run(c),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("dtnkit: error: {e:#}");
+            ExitCode::from(cmd::exit_code_for(&e))
+        }
+    }
+}
