@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# The whole test suite, from a fresh machine: installs what the tests need (Debian packages, cargo tools), then runs
+# the format check, clippy with -D warnings, the doc tests and every other test. The last lines are cargo-nextest's
+# own summary, so a run that executed no test shows.
+#
+# Environment: CARGO_TARGET_DIR (default: ./target) is shared by every step so nothing is built twice.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$PWD/target}"
+export CARGO_TERM_COLOR="${CARGO_TERM_COLOR:-never}"
+
+step() { printf '\n==> %s\n' "$*"; }
+as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
+
+# --- Debian packages: tshark (LTP/BPv7/TCPCL dissectors used as an oracle) -----------------------------------------
+missing=()
+command -v tshark >/dev/null 2>&1 || missing+=(tshark)
+if [ ${#missing[@]} -gt 0 ]; then
+  step "installing Debian packages: ${missing[*]}"
+  echo "wireshark-common wireshark-common/install-setuid boolean false" | as_root debconf-set-selections
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get update -qq
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# --- Rust tools ------------------------------------------------------------------------------------------------------
+rustup component list --installed 2>/dev/null | grep -q '^rustfmt' || rustup component add rustfmt
+rustup component list --installed 2>/dev/null | grep -q '^clippy' || rustup component add clippy
+if ! cargo nextest --version >/dev/null 2>&1; then
+  step "installing cargo-nextest (one-time build, a few minutes)"
+  cargo install --locked cargo-nextest
+fi
+
+# --- Checks ----------------------------------------------------------------------------------------------------------
+step "cargo fmt --check"
+cargo fmt --all -- --check
+
+step "cargo clippy --all-targets -D warnings"
+cargo clippy --workspace --all-targets --locked -- -D warnings
+
+step "doc tests"
+cargo test --workspace --doc --locked
+
+step "tests (cargo nextest)"
+cargo nextest run --workspace --locked --no-fail-fast
