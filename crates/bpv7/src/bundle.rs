@@ -1,0 +1,429 @@
+//! The bundle (RFC 9171 4.1): strict decoding, fast encoding, identity, and the per-hop mutations a forwarding
+//! agent makes.
+
+use bytes::{Bytes, BytesMut};
+
+use crate::block::{
+    CanonicalBlock, HopCount, BLOCK_TYPE_BUNDLE_AGE, BLOCK_TYPE_HOP_COUNT, BLOCK_TYPE_PAYLOAD,
+    BLOCK_TYPE_PREVIOUS_NODE, PAYLOAD_BLOCK_NUMBER,
+};
+use crate::cbor::{self, ArrayLen, Reader};
+use crate::eid::Eid;
+use crate::error::DecodeError;
+use crate::flags::{BlockFlags, BundleFlags};
+use crate::primary::PrimaryBlock;
+use crate::time::CreationTimestamp;
+
+/// Limits applied while decoding untrusted input, so a peer cannot make us do unbounded work.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DecodeLimits {
+    /// Maximum number of canonical blocks (including the payload block).
+    pub max_blocks: usize,
+    /// Maximum encoded bundle size in bytes.
+    pub max_bundle_len: usize,
+}
+
+impl Default for DecodeLimits {
+    /// 64 blocks, 4 GiB: generous for real traffic, small enough to stop block-count amplification.
+    fn default() -> Self {
+        DecodeLimits {
+            max_blocks: 64,
+            max_bundle_len: 4 << 30,
+        }
+    }
+}
+
+/// Identity of a bundle (or of one fragment of it): what duplicate detection and status reports key on.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct BundleId {
+    /// Source node ID.
+    pub source: Eid,
+    /// Creation timestamp.
+    pub timestamp: CreationTimestamp,
+    /// For a fragment: (fragment offset, payload length).
+    pub fragment: Option<(u64, u64)>,
+}
+
+impl std::fmt::Display for BundleId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} {}", self.source, self.timestamp)?;
+        if let Some((off, len)) = self.fragment {
+            write!(f, " frag {off}+{len}")?;
+        }
+        Ok(())
+    }
+}
+
+/// Errors from the per-hop mutators.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum UpdateError {
+    /// Adding to the bundle age would overflow.
+    #[error("bundle age {age_ms} ms + {add_ms} ms overflows")]
+    AgeOverflow {
+        /// Current age.
+        age_ms: u64,
+        /// Amount to add.
+        add_ms: u64,
+    },
+    /// The hop count would overflow.
+    #[error("hop count overflows")]
+    HopCountOverflow,
+    /// The existing extension block does not decode.
+    #[error(transparent)]
+    Invalid(#[from] DecodeError),
+}
+
+/// A bundle: the primary block and the canonical blocks, payload last.
+///
+/// Invariants of a decoded bundle (checked by [`Bundle::decode`]; [`Bundle::validate`] checks them for a bundle
+/// assembled by hand): exactly one payload block, numbered 1, last; unique non-zero block numbers; at most one
+/// previous node / bundle age / hop count block, each well-formed; a bundle age block if the creation time is 0;
+/// fragment fields consistent with the payload length.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Bundle {
+    primary: PrimaryBlock,
+    blocks: Vec<CanonicalBlock>,
+    non_shortest: bool,
+}
+
+impl Bundle {
+    /// Assembles a bundle from blocks (payload last) and validates it.
+    pub fn from_parts(primary: PrimaryBlock, blocks: Vec<CanonicalBlock>) -> Result<Bundle, DecodeError> {
+        let b = Bundle {
+            primary,
+            blocks,
+            non_shortest: false,
+        };
+        b.validate()?;
+        Ok(b)
+    }
+
+    /// Decodes exactly one bundle occupying all of `buf`, with default limits.
+    pub fn decode(buf: Bytes) -> Result<Bundle, DecodeError> {
+        Self::decode_with_limits(buf, &DecodeLimits::default())
+    }
+
+    /// Decodes exactly one bundle occupying all of `buf`.
+    pub fn decode_with_limits(buf: Bytes, limits: &DecodeLimits) -> Result<Bundle, DecodeError> {
+        let (bundle, end) = Self::decode_prefix_with_limits(&buf, limits)?;
+        if end != buf.len() {
+            return Err(DecodeError::TrailingBytes {
+                count: buf.len() - end,
+                at: end,
+            });
+        }
+        Ok(bundle)
+    }
+
+    /// Decodes the bundle at the start of `buf` and returns it with the number of bytes it occupied, so a buffer
+    /// holding several bundles back to back (one LTP block) can be split.
+    pub fn decode_prefix(buf: &Bytes) -> Result<(Bundle, usize), DecodeError> {
+        Self::decode_prefix_with_limits(buf, &DecodeLimits::default())
+    }
+
+    /// [`Bundle::decode_prefix`] with explicit limits.
+    pub fn decode_prefix_with_limits(buf: &Bytes, limits: &DecodeLimits) -> Result<(Bundle, usize), DecodeError> {
+        let mut r = Reader::new(buf, 0);
+        match r.array("bundle")? {
+            (ArrayLen::Indefinite, _) => {}
+            (ArrayLen::Definite(_), at) => return Err(DecodeError::NotIndefiniteArray { at }),
+        }
+        let primary = PrimaryBlock::decode(&mut r, buf)?;
+        let mut blocks: Vec<CanonicalBlock> = Vec::new();
+        loop {
+            if r.pos() > limits.max_bundle_len {
+                return Err(DecodeError::TooLarge {
+                    len: r.pos(),
+                    limit: limits.max_bundle_len,
+                });
+            }
+            if r.peek("bundle")? == cbor::BREAK {
+                r.byte("bundle")?;
+                break;
+            }
+            if let Some(last) = blocks.last() {
+                if last.block_type() == BLOCK_TYPE_PAYLOAD {
+                    // Decode the next block header only to name it in the error.
+                    let number = CanonicalBlock::decode(&mut r, buf).map(|b| b.number()).unwrap_or(0);
+                    return Err(DecodeError::PayloadNotLast { number });
+                }
+            }
+            if blocks.len() >= limits.max_blocks {
+                return Err(DecodeError::TooManyBlocks {
+                    limit: limits.max_blocks,
+                });
+            }
+            blocks.push(CanonicalBlock::decode(&mut r, buf)?);
+        }
+        if r.pos() > limits.max_bundle_len {
+            return Err(DecodeError::TooLarge {
+                len: r.pos(),
+                limit: limits.max_bundle_len,
+            });
+        }
+        let bundle = Bundle {
+            primary,
+            blocks,
+            non_shortest: r.saw_non_shortest,
+        };
+        bundle.validate()?;
+        Ok((bundle, r.pos()))
+    }
+
+    /// Checks every bundle-level rule of RFC 9171 (see the type's documentation).
+    pub fn validate(&self) -> Result<(), DecodeError> {
+        self.primary.validate()?;
+        let last = self.blocks.last().ok_or(DecodeError::MissingPayload)?;
+        let mut seen_types = [false; 3];
+        for (i, b) in self.blocks.iter().enumerate() {
+            let is_last = i + 1 == self.blocks.len();
+            if b.block_type() == BLOCK_TYPE_PAYLOAD {
+                if !is_last {
+                    let next = self.blocks.get(i + 1).map_or(0, |n| n.number());
+                    return Err(DecodeError::PayloadNotLast { number: next });
+                }
+                if b.number() != PAYLOAD_BLOCK_NUMBER {
+                    return Err(DecodeError::PayloadBlockNumberNot1 { found: b.number() });
+                }
+            } else if b.number() == PAYLOAD_BLOCK_NUMBER {
+                return Err(DecodeError::BlockNumber1NotPayload {
+                    block_type: b.block_type(),
+                });
+            }
+            if b.number() == 0 {
+                return Err(DecodeError::BlockNumberZero {
+                    block_type: b.block_type(),
+                });
+            }
+            // Blocks are few (limit 64 by default): a quadratic scan beats hashing and never allocates.
+            if self.blocks.iter().take(i).any(|o| o.number() == b.number()) {
+                return Err(DecodeError::DuplicateBlockNumber(b.number()));
+            }
+            let slot = match b.block_type() {
+                BLOCK_TYPE_PREVIOUS_NODE => Some(0),
+                BLOCK_TYPE_BUNDLE_AGE => Some(1),
+                BLOCK_TYPE_HOP_COUNT => Some(2),
+                _ => None,
+            };
+            if let Some(s) = slot {
+                if std::mem::replace(&mut seen_types[s], true) {
+                    return Err(DecodeError::DuplicateExtensionBlock {
+                        block_type: b.block_type(),
+                        number: b.number(),
+                    });
+                }
+                b.validate_data()?;
+            }
+        }
+        if last.block_type() != BLOCK_TYPE_PAYLOAD {
+            return Err(DecodeError::MissingPayload);
+        }
+        if self.primary.timestamp.dtn_time_ms == 0 && !seen_types[1] {
+            return Err(DecodeError::MissingBundleAge);
+        }
+        if let Some(f) = self.primary.fragment {
+            let length = last.data().len() as u64;
+            if f.offset.checked_add(length).is_none_or(|end| end > f.total_adu_len) {
+                return Err(DecodeError::FragmentOutOfRange {
+                    offset: f.offset,
+                    length,
+                    total: f.total_adu_len,
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// The primary block.
+    pub fn primary(&self) -> &PrimaryBlock {
+        &self.primary
+    }
+
+    /// Mutable access to the primary block; the primary block is re-encoded (fresh CRC) afterwards.
+    pub fn primary_mut(&mut self) -> &mut PrimaryBlock {
+        self.primary.raw = None;
+        &mut self.primary
+    }
+
+    /// All canonical blocks in wire order (payload last).
+    pub fn blocks(&self) -> &[CanonicalBlock] {
+        &self.blocks
+    }
+
+    /// Mutable access to the canonical blocks. The caller must keep the invariants (call [`Bundle::validate`]).
+    pub fn blocks_mut(&mut self) -> &mut Vec<CanonicalBlock> {
+        &mut self.blocks
+    }
+
+    /// Splits the bundle into its primary block and canonical blocks.
+    pub fn into_parts(self) -> (PrimaryBlock, Vec<CanonicalBlock>) {
+        (self.primary, self.blocks)
+    }
+
+    /// True if any integer or length in the received encoding was not in shortest form (tolerated; see
+    /// [`crate::cbor`](crate) policy in the crate docs).
+    pub fn had_non_shortest_encoding(&self) -> bool {
+        self.non_shortest
+    }
+
+    /// The payload block.
+    pub fn payload_block(&self) -> Option<&CanonicalBlock> {
+        self.blocks.last().filter(|b| b.block_type() == BLOCK_TYPE_PAYLOAD)
+    }
+
+    /// The payload (application data unit or fragment of it), a zero-copy slice of the received bundle.
+    pub fn payload(&self) -> Bytes {
+        self.payload_block().map(|b| b.data().clone()).unwrap_or_default()
+    }
+
+    /// The first block of the given type.
+    pub fn block_by_type(&self, block_type: u64) -> Option<&CanonicalBlock> {
+        self.blocks.iter().find(|b| b.block_type() == block_type)
+    }
+
+    /// The block with the given number.
+    pub fn block_by_number(&self, number: u64) -> Option<&CanonicalBlock> {
+        self.blocks.iter().find(|b| b.number() == number)
+    }
+
+    /// Identity of this bundle (fragment offset and payload length included for fragments).
+    pub fn id(&self) -> BundleId {
+        BundleId {
+            source: self.primary.source.clone(),
+            timestamp: self.primary.timestamp,
+            fragment: self
+                .primary
+                .fragment
+                .map(|f| (f.offset, self.payload_block().map_or(0, |b| b.data().len() as u64))),
+        }
+    }
+
+    /// True if the payload is an administrative record.
+    pub fn is_admin_record(&self) -> bool {
+        self.primary.flags.contains(BundleFlags::ADMIN_RECORD)
+    }
+
+    /// The previous node, if the bundle carries a (valid) previous node block.
+    pub fn previous_node(&self) -> Option<Eid> {
+        self.block_by_type(BLOCK_TYPE_PREVIOUS_NODE)?.as_previous_node()?.ok()
+    }
+
+    /// The bundle age in ms, if the bundle carries a bundle age block.
+    pub fn bundle_age_ms(&self) -> Option<u64> {
+        self.block_by_type(BLOCK_TYPE_BUNDLE_AGE)?.as_bundle_age()?.ok()
+    }
+
+    /// The hop count, if the bundle carries a hop count block.
+    pub fn hop_count(&self) -> Option<HopCount> {
+        self.block_by_type(BLOCK_TYPE_HOP_COUNT)?.as_hop_count()?.ok()
+    }
+
+    /// True if the bundle's lifetime has passed at DTN time `now_ms` (by creation time, or by bundle age when
+    /// the source had no clock). `elapsed_here_ms` is the time the bundle has spent at this node, added to the
+    /// carried age.
+    pub fn is_expired(&self, now_ms: u64, elapsed_here_ms: u64) -> bool {
+        let lifetime = self.primary.lifetime_ms;
+        if let Some(age) = self.bundle_age_ms() {
+            if age.saturating_add(elapsed_here_ms) >= lifetime {
+                return true;
+            }
+        }
+        let created = self.primary.timestamp.dtn_time_ms;
+        created != 0 && now_ms >= created.saturating_add(lifetime)
+    }
+
+    /// The smallest block number not in use (at least 2), for adding a block.
+    pub fn next_block_number(&self) -> u64 {
+        let max = self.blocks.iter().map(|b| b.number()).max().unwrap_or(1);
+        max.saturating_add(1).max(2)
+    }
+
+    /// Inserts an extension block before the payload block. The caller chooses a free number
+    /// ([`Bundle::next_block_number`]).
+    pub fn insert_block(&mut self, block: CanonicalBlock) -> Result<(), DecodeError> {
+        let at = self.blocks.len().saturating_sub(1);
+        self.blocks.insert(at, block);
+        if let Err(e) = self.validate() {
+            self.blocks.remove(at);
+            return Err(e);
+        }
+        Ok(())
+    }
+
+    fn extension_crc(&self) -> crate::CrcType {
+        self.payload_block().map_or(self.primary.crc_type, |b| b.crc_type())
+    }
+
+    /// Sets (or adds) the previous node block to `node`, as every forwarding node must (RFC 9171 4.4.1). Other
+    /// blocks stay byte-exact.
+    pub fn set_previous_node(&mut self, node: &Eid) {
+        let crc = self.extension_crc();
+        if let Some(b) = self.blocks.iter_mut().find(|b| b.block_type() == BLOCK_TYPE_PREVIOUS_NODE) {
+            *b = CanonicalBlock::previous_node(b.number(), b.flags(), b.crc_type(), node);
+        } else {
+            let number = self.next_block_number();
+            let at = self.blocks.len().saturating_sub(1);
+            self.blocks.insert(at, CanonicalBlock::previous_node(number, BlockFlags::empty(), crc, node));
+        }
+    }
+
+    /// Increments the hop count; returns the new value (check [`HopCount::exceeded`]), or `Ok(None)` if the
+    /// bundle has no hop count block.
+    pub fn increment_hop_count(&mut self) -> Result<Option<HopCount>, UpdateError> {
+        let Some(b) = self.blocks.iter_mut().find(|b| b.block_type() == BLOCK_TYPE_HOP_COUNT) else {
+            return Ok(None);
+        };
+        let Some(hops) = b.as_hop_count() else {
+            return Ok(None);
+        };
+        let mut hops = hops?;
+        hops.count = hops.count.checked_add(1).ok_or(UpdateError::HopCountOverflow)?;
+        b.set_data(crate::block::encode_hop_count(hops));
+        Ok(Some(hops))
+    }
+
+    /// Adds `add_ms` to the bundle age (time spent at this node); returns the new age, or `Ok(None)` if the
+    /// bundle has no bundle age block.
+    pub fn add_bundle_age(&mut self, add_ms: u64) -> Result<Option<u64>, UpdateError> {
+        let Some(b) = self.blocks.iter_mut().find(|b| b.block_type() == BLOCK_TYPE_BUNDLE_AGE) else {
+            return Ok(None);
+        };
+        let Some(age_ms) = b.as_bundle_age() else {
+            return Ok(None);
+        };
+        let age_ms = age_ms?;
+        let new = age_ms.checked_add(add_ms).ok_or(UpdateError::AgeOverflow { age_ms, add_ms })?;
+        let mut data = Vec::with_capacity(9);
+        cbor::put_uint(&mut data, new);
+        b.set_data(data.into());
+        Ok(Some(new))
+    }
+
+    /// Exact encoded size of [`Bundle::encode`]'s output.
+    pub fn encoded_len(&self) -> usize {
+        2 + self.primary.encoded_len() + self.blocks.iter().map(|b| b.encoded_len()).sum::<usize>()
+    }
+
+    /// Encodes into a new vector (one allocation of the exact size; the payload is copied once).
+    pub fn encode(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(self.encoded_len());
+        self.encode_to(&mut out);
+        out
+    }
+
+    /// Appends the encoding to `out` (reserving the exact size first).
+    pub fn encode_into(&self, out: &mut BytesMut) {
+        out.reserve(self.encoded_len());
+        self.encode_to(out);
+    }
+
+    fn encode_to<B: bytes::BufMut + AsMut<[u8]> + AsRef<[u8]>>(&self, out: &mut B) {
+        out.put_u8(cbor::INDEFINITE_ARRAY);
+        self.primary.encode_into(out);
+        for b in &self.blocks {
+            b.encode_into(out);
+        }
+        out.put_u8(cbor::BREAK);
+    }
+}
