@@ -176,6 +176,7 @@ impl Bundle {
         self.primary.validate()?;
         let last = self.blocks.last().ok_or(DecodeError::MissingPayload)?;
         let mut seen_types = [false; 3];
+        let no_block_reports = self.primary.source.is_none() || self.is_admin_record();
         for (i, b) in self.blocks.iter().enumerate() {
             let is_last = i + 1 == self.blocks.len();
             if b.block_type() == BLOCK_TYPE_PAYLOAD {
@@ -194,6 +195,13 @@ impl Bundle {
             if b.number() == 0 {
                 return Err(DecodeError::BlockNumberZero {
                     block_type: b.block_type(),
+                });
+            }
+            if no_block_reports && b.flags().contains(BlockFlags::REPORT_IF_UNPROCESSABLE) {
+                return Err(DecodeError::BlockFlagConflict {
+                    block: b.number(),
+                    flags: b.flags().bits(),
+                    reason: "no status reports for administrative records or anonymous bundles",
                 });
             }
             // Blocks are few (limit 64 by default): a quadratic scan beats hashing and never allocates.

@@ -166,6 +166,16 @@ pub enum DecodeError {
         /// Which rule is violated.
         reason: &'static str,
     },
+    /// Block processing flags that RFC 9171 4.2.4 forbids for this bundle.
+    #[error("block {block}: invalid block processing flags {flags:#x}: {reason}")]
+    BlockFlagConflict {
+        /// Block number.
+        block: u64,
+        /// The block's flags.
+        flags: u64,
+        /// Which rule is violated.
+        reason: &'static str,
+    },
     /// The type-specific data of a known extension block does not decode.
     #[error("block {block} (type {block_type}): invalid block data: {source}")]
     InvalidBlockData {
