@@ -80,12 +80,22 @@ pub enum UpdateError {
 /// assembled by hand): exactly one payload block, numbered 1, last; unique non-zero block numbers; at most one
 /// previous node / bundle age / hop count block, each well-formed; a bundle age block if the creation time is 0;
 /// fragment fields consistent with the payload length.
-#[derive(Debug, Clone, PartialEq, Eq)]
+///
+/// Equality compares content (see [`PrimaryBlock`] and [`CanonicalBlock`]), not how it was encoded.
+#[derive(Debug, Clone)]
 pub struct Bundle {
     primary: PrimaryBlock,
     blocks: Vec<CanonicalBlock>,
     non_shortest: bool,
 }
+
+impl PartialEq for Bundle {
+    fn eq(&self, other: &Self) -> bool {
+        self.primary == other.primary && self.blocks == other.blocks
+    }
+}
+
+impl Eq for Bundle {}
 
 impl Bundle {
     /// Assembles a bundle from blocks (payload last) and validates it.
