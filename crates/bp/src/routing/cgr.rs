@@ -611,7 +611,11 @@ impl Cgr {
     }
 
     /// Releases a booking made with [`Cgr::book`] (the bundle was dropped or re-routed).
+    ///
+    /// Freed volume can make routes usable that the cached route lists left out, so this drops
+    /// the cache (booking more, or time passing, only ever removes routes and needs no such care).
     pub fn unbook(&mut self, route: &Route, bytes: u64) {
+        self.cache.clear();
         for h in &route.hops {
             if let Some(b) = self.booked.get_mut(&h.contact) {
                 *b = b.saturating_sub(bytes);
