@@ -44,10 +44,25 @@ fn realistic_ion_plan_parses() {
     assert_eq!(plan.contact_count(), 7);
     assert_eq!(plan.range_count(), 4);
     let c = plan.contact_at(2, 3, 600_000).map(|c| (c.line, c.contact));
-    let want = Contact { start_ms: 600_000, end_ms: 1_200_000, from: 2, to: 3, rate_bytes_per_s: 62_500, confidence: 0.9 };
+    let want = Contact {
+        start_ms: 600_000,
+        end_ms: 1_200_000,
+        from: 2,
+        to: 3,
+        rate_bytes_per_s: 62_500,
+        confidence: 0.9,
+    };
     assert_eq!(c, Some((6, want)));
-    assert_eq!(plan.contact_at(1, 4, 3_600_000).map(|c| (c.end_ms, c.rate_bits_per_s())), Some((7_200_000, 10_000_000)));
-    assert_eq!(plan.contact_at(3, 2, 1_200_000).map(|c| c.line), Some(10), "tabs and repeated blanks");
+    assert_eq!(
+        plan.contact_at(1, 4, 3_600_000)
+            .map(|c| (c.end_ms, c.rate_bits_per_s())),
+        Some((7_200_000, 10_000_000))
+    );
+    assert_eq!(
+        plan.contact_at(3, 2, 1_200_000).map(|c| c.line),
+        Some(10),
+        "tabs and repeated blanks"
+    );
     // OWLT: symmetric by default, explicit reverse wins.
     assert_eq!(plan.owlt_ms(2, 1, 0), Some(125));
     assert_eq!(plan.owlt_ms(3, 2, 0), Some(1500));
@@ -55,7 +70,10 @@ fn realistic_ion_plan_parses() {
     assert_eq!(plan.owlt_ms(4, 1, 0), Some(20));
     assert_eq!(plan.owlt_ms(1, 3, 0), None);
     // Queries the runtime uses.
-    let active: Vec<u64> = plan.active_contacts_from(2, 700_000).map(|c| c.to).collect();
+    let active: Vec<u64> = plan
+        .active_contacts_from(2, 700_000)
+        .map(|c| c.to)
+        .collect();
     assert_eq!(active, vec![1, 3]);
     assert_eq!(plan.active_ranges_of(4, 0).count(), 2);
     assert_eq!(plan.next_change_after(3, 0), Some(600_000));
@@ -64,14 +82,21 @@ fn realistic_ion_plan_parses() {
     let up = |at_ms, rate| LinkEvent {
         at_ms,
         neighbour: 2,
-        kind: LinkEventKind::Up { rate_bytes_per_s: rate, owlt_ms: Some(1500) },
+        kind: LinkEventKind::Up {
+            rate_bytes_per_s: rate,
+            owlt_ms: Some(1500),
+        },
     };
     assert_eq!(
         events,
         vec![
             up(600_000, 1000),
             up(1_200_000, 2000), // adjacent contact: rate change, no Down in between
-            LinkEvent { at_ms: 1_800_000, neighbour: 2, kind: LinkEventKind::Down },
+            LinkEvent {
+                at_ms: 1_800_000,
+                neighbour: 2,
+                kind: LinkEventKind::Down
+            },
         ]
     );
     assert_eq!(plan.to_dtn_ms(1000), epoch() + 1000);
@@ -84,29 +109,84 @@ const BAD_LINES: &[(&str, &str, &str, &str)] = &[
     ("m horizon +0", "command", "m", "not supported"),
     ("1 1 ''", "command", "1", "not supported"),
     ("x", "command", "x", "not supported"),
-    ("z contact +0 +1 1 2 3", "command", "z", "`a` (add) or `d` (delete)"),
+    (
+        "z contact +0 +1 1 2 3",
+        "command",
+        "z",
+        "`a` (add) or `d` (delete)",
+    ),
     ("a", "object", "", "missing"),
-    ("a contakt +0 +10 1 2 100", "object", "contakt", "`contact` or `range`"),
+    (
+        "a contakt +0 +10 1 2 100",
+        "object",
+        "contakt",
+        "`contact` or `range`",
+    ),
     ("a contact", "start", "", "missing"),
     ("a contact 10 +20 1 3 100", "start", "10", "+SECONDS"),
     ("a contact +ten +20 1 3 100", "start", "+ten", "+SECONDS"),
-    ("a contact +1.0001 +20 1 3 100", "start", "+1.0001", "3 decimals"),
-    ("a contact 2025/12/31-23:00:00 +20 1 3 100", "start", "2025/12/31-23:00:00", "plan epoch"),
-    ("a contact 2026/02/30-00:00:00 +20 1 3 100", "start", "2026/02/30-00:00:00", "yyyy/mm/dd-hh:mm:ss"),
+    (
+        "a contact +1.0001 +20 1 3 100",
+        "start",
+        "+1.0001",
+        "3 decimals",
+    ),
+    (
+        "a contact 2025/12/31-23:00:00 +20 1 3 100",
+        "start",
+        "2025/12/31-23:00:00",
+        "plan epoch",
+    ),
+    (
+        "a contact 2026/02/30-00:00:00 +20 1 3 100",
+        "start",
+        "2026/02/30-00:00:00",
+        "yyyy/mm/dd-hh:mm:ss",
+    ),
     ("a contact +0 +0 1 3 100", "end", "+0", "after the start"),
-    ("a contact +50 +20 1 3 100", "end", "+20", "after the start (+50)"),
+    (
+        "a contact +50 +20 1 3 100",
+        "end",
+        "+20",
+        "after the start (+50)",
+    ),
     ("a contact +0 +20 0 3 100", "from", "0", "node number"),
     ("a contact +0 +20 one 3 100", "from", "one", "node number"),
     ("a contact +0 +20 1 -3 100", "to", "-3", "node number"),
     ("a contact +0 +20 1", "to", "", "missing"),
-    ("a contact +0 +20 1 1 100", "to", "1", "different from `from`"),
+    (
+        "a contact +0 +20 1 1 100",
+        "to",
+        "1",
+        "different from `from`",
+    ),
     ("a contact +0 +20 1 3", "rate", "", "missing"),
     ("a contact +0 +20 1 3 0", "rate", "0", "rate > 0"),
     ("a contact +0 +20 1 3 1e3", "rate", "1e3", "integer rate"),
-    ("a contact +0 +20 1 3 100 1.5", "confidence", "1.5", "between 0 and 1"),
-    ("a contact +0 +20 1 3 100 high", "confidence", "high", "between 0 and 1"),
-    ("a contact +0 +20 1 3 100 1 extra", "line", "extra", "end of line"),
-    ("a contact +50 +150 1 2 100", "start", "+50", "1→2 [+0, +100) on line 2"),
+    (
+        "a contact +0 +20 1 3 100 1.5",
+        "confidence",
+        "1.5",
+        "between 0 and 1",
+    ),
+    (
+        "a contact +0 +20 1 3 100 high",
+        "confidence",
+        "high",
+        "between 0 and 1",
+    ),
+    (
+        "a contact +0 +20 1 3 100 1 extra",
+        "line",
+        "extra",
+        "end of line",
+    ),
+    (
+        "a contact +50 +150 1 2 100",
+        "start",
+        "+50",
+        "1→2 [+0, +100) on line 2",
+    ),
     ("a range +0 +20 1 3", "owlt", "", "missing"),
     ("a range +0 +20 1 3 -1", "owlt", "-1", "seconds >= 0"),
     ("a range +0 +20 1 3 0.0001", "owlt", "0.0001", "3 decimals"),
@@ -123,17 +203,25 @@ const BAD_LINES: &[(&str, &str, &str, &str)] = &[
 #[test]
 fn every_malformed_line_kind_gives_one_precise_error() {
     for (bad, field, value, expected) in BAD_LINES {
-        let text = format!("# header\na contact +0 +100 1 2 100\n{bad}\na contact +200 +300 1 2 100\n");
+        let text =
+            format!("# header\na contact +0 +100 1 2 100\n{bad}\na contact +200 +300 1 2 100\n");
         let e = match ContactPlan::from_ion_str(&text, "bad.rc", epoch()) {
             Ok(_) => panic!("{bad:?} was accepted"),
             Err(e) => e,
         };
         let got = (e.file.as_str(), e.line, e.field.as_str(), e.value.as_str());
         assert_eq!(got, ("bad.rc", 3, *field, *value), "{bad:?}: {e}");
-        assert!(e.expected.contains(expected), "{bad:?}: expected text {:?} lacks {expected:?}", e.expected);
+        assert!(
+            e.expected.contains(expected),
+            "{bad:?}: expected text {:?} lacks {expected:?}",
+            e.expected
+        );
         let shown = e.to_string();
         assert_eq!(shown.lines().count(), 1, "{shown}");
-        assert!(shown.starts_with(&format!("bad.rc:3: field `{field}` = {value:?}: expected ")), "{shown}");
+        assert!(
+            shown.starts_with(&format!("bad.rc:3: field `{field}` = {value:?}: expected ")),
+            "{shown}"
+        );
     }
 }
 
@@ -145,7 +233,12 @@ fn overlapping_range_names_both_lines() {
     assert_eq!((e.line, e.field.as_str()), (3, "start"));
     assert!(e.expected.contains("on line 1"), "{e}");
     // The reverse direction is a separate range, not an overlap.
-    assert!(ContactPlan::from_ion_str("a range +0 +100 1 2 1\na range +50 +200 2 1 2\n", "r.rc", 0).is_ok());
+    assert!(ContactPlan::from_ion_str(
+        "a range +0 +100 1 2 1\na range +50 +200 2 1 2\n",
+        "r.rc",
+        0
+    )
+    .is_ok());
 }
 
 const TOML_PLAN: &str = r#"
@@ -240,7 +333,10 @@ fn toml_form_equals_ion_form() {
     let ranges = |p: &ContactPlan| p.ranges().map(|r| r.range).collect::<Vec<Range>>();
     assert_eq!(contacts(&toml), contacts(&ion));
     assert_eq!(ranges(&toml), ranges(&ion));
-    assert_eq!(toml.link_events(2, 0).collect::<Vec<_>>(), ion.link_events(2, 0).collect::<Vec<_>>());
+    assert_eq!(
+        toml.link_events(2, 0).collect::<Vec<_>>(),
+        ion.link_events(2, 0).collect::<Vec<_>>()
+    );
     // Lines point at the `[[contact]]` header of each entry.
     assert_eq!(toml.contact_at(2, 3, 600_000).map(|c| c.line), Some(17));
 }
@@ -251,7 +347,10 @@ fn toml_overlap_names_both_entries() {
                 [[contact]]\nstart_s = 5\nend_s = 20\nfrom = 1\nto = 2\nrate_bytes_per_s = 1\n";
     let e = ContactPlan::from_toml_str(text, "o.toml", 0).err();
     let e = e.unwrap_or_else(|| PlanError::new("", 0, "", "", ""));
-    assert_eq!((e.file.as_str(), e.line, e.field.as_str(), e.value.as_str()), ("o.toml", 8, "start", "+5"));
+    assert_eq!(
+        (e.file.as_str(), e.line, e.field.as_str(), e.value.as_str()),
+        ("o.toml", 8, "start", "+5")
+    );
     assert!(e.expected.contains("on line 1"), "{e}");
 }
 
@@ -261,12 +360,15 @@ fn load_dispatches_on_extension() {
     let _ = std::fs::create_dir_all(&dir);
     let ion_path = dir.join("plan.rc");
     let toml_path = dir.join("plan.toml");
-    let written = std::fs::write(&ion_path, ION_PLAN).and_then(|_| std::fs::write(&toml_path, TOML_PLAN));
+    let written =
+        std::fs::write(&ion_path, ION_PLAN).and_then(|_| std::fs::write(&toml_path, TOML_PLAN));
     assert!(written.is_ok());
     let a = ContactPlan::load(&ion_path, epoch()).map(|p| p.contact_count());
     let b = ContactPlan::load(&toml_path, epoch()).map(|p| p.contact_count());
     assert_eq!((a, b), (Ok(7), Ok(7)));
-    let missing = ContactPlan::load(&dir.join("nope.rc"), 0).err().map(|e| (e.field, e.line));
+    let missing = ContactPlan::load(&dir.join("nope.rc"), 0)
+        .err()
+        .map(|e| (e.field, e.line));
     assert_eq!(missing, Some(("file".to_owned(), 0)));
     let _ = std::fs::remove_dir_all(&dir);
 }
