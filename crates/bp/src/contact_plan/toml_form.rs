@@ -312,31 +312,47 @@ fn range(ctx: &Ctx<'_>, r: &RawRange, epoch: u64) -> Result<Range, PlanError> {
 /// Turns a TOML syntax or schema error into one plan error line, extracting the key name of
 /// unknown-field errors so the message names the field like every other error does.
 fn syntax_error(e: &toml::de::Error, lines: &Lines<'_>, file: &str) -> PlanError {
-    let line = e.span().map_or(0, |s| lines.line_of(s.start));
+    let text = lines.text;
+    let span = e.span().unwrap_or(0..0);
+    let start = span.start.min(text.len());
+    let line = lines.line_of(start);
     let msg = e.message().lines().next().unwrap_or("invalid TOML").trim();
-    let snippet = e
-        .span()
-        .and_then(|s| lines.text.get(s.start..s.end.min(s.start + 80)))
+    // The whole source line around the error, to find the key and to show something useful when
+    // the error span is empty.
+    let line_start = text
+        .get(..start)
+        .and_then(|t| t.rfind('\n'))
+        .map_or(0, |i| i + 1);
+    let line_end = text
+        .get(start..)
+        .and_then(|t| t.find('\n'))
+        .map_or(text.len(), |i| start + i);
+    let line_text = text.get(line_start..line_end).unwrap_or("").trim();
+    let snippet = text
+        .get(start..span.end.min(text.len()))
         .unwrap_or("")
-        .to_owned();
+        .trim();
+    let value = if snippet.is_empty() {
+        line_text
+    } else {
+        snippet
+    };
     if let Some(rest) = msg.strip_prefix("unknown field `") {
         let field = rest.split('`').next().unwrap_or("");
-        return PlanError::new(
-            file,
-            line,
-            field,
-            snippet,
-            format!(
-                "a known key ({})",
-                msg.split_once(", expected ").map_or(msg, |(_, k)| k)
-            ),
-        );
+        let keys = msg.split_once(", expected ").map_or(msg, |(_, k)| k);
+        return PlanError::new(file, line, field, value, format!("a known key ({keys})"));
     }
+    // A value of the wrong type: name the key it was assigned to (`key = value` before the span).
+    let key = text
+        .get(line_start..start)
+        .and_then(|before| before.split_once('='))
+        .map(|(k, _)| k.trim())
+        .filter(|k| !k.is_empty() && !k.contains('['));
     PlanError::new(
         file,
         line,
-        "toml",
-        snippet,
+        key.unwrap_or("toml"),
+        value,
         format!("valid contact-plan TOML ({msg})"),
     )
 }
@@ -413,7 +429,17 @@ owlt_s = 0.25
         let e = err("[[contacts]]\n");
         assert_eq!((e.line, e.field.as_str()), (1, "contacts"), "{e}");
         let e = err("[[contact]\n");
-        assert_eq!((e.line, e.field.as_str()), (1, "toml"), "{e}");
+        assert_eq!(
+            (e.line, e.field.as_str(), e.value.as_str()),
+            (1, "toml", "[[contact]"),
+            "{e}"
+        );
+        let e = err("\ncontact = 5\n");
+        assert_eq!(
+            (e.line, e.field.as_str(), e.value.as_str()),
+            (2, "contact", "5"),
+            "{e}"
+        );
         let e = err("[[range]]\nstart_s = 0\nend_s = 1\nfrom = 0\nto = 2\nowlt_s = 1");
         assert_eq!(
             (e.line, e.field.as_str(), e.value.as_str()),
