@@ -1,0 +1,128 @@
+//! Engine and span configuration.
+
+use std::time::Duration;
+
+/// Engine-wide settings.
+#[derive(Debug, Clone)]
+pub struct EngineConfig {
+    /// This engine's LTP engine id (session originator id of its export sessions).
+    pub local_engine_id: u64,
+    /// Seed for the initial session and serial numbers (RFC 5326 recommends unpredictable
+    /// starting values; a seed keeps simulations reproducible).
+    pub seed: u64,
+    /// Upper bound on red bytes buffered by all import sessions together. A session whose
+    /// growth would exceed it is cancelled with `SYS_CNCLD`.
+    pub max_total_import_bytes: u64,
+    /// How many recently closed import sessions are remembered so that late or duplicated
+    /// segments never reopen them (oldest forgotten first).
+    pub closed_session_memory: usize,
+    /// How long a closed import session is remembered (entries older than this are forgotten
+    /// even when the memory is not full).
+    pub closed_session_horizon: Duration,
+}
+
+impl EngineConfig {
+    /// Defaults suited to a node: 1 GiB of import buffers, 65 536 remembered sessions for an
+    /// hour.
+    pub fn new(local_engine_id: u64) -> Self {
+        Self {
+            local_engine_id,
+            seed: local_engine_id ^ 0x5eed_17b0_u64,
+            max_total_import_bytes: 1 << 30,
+            closed_session_memory: 65_536,
+            closed_session_horizon: Duration::from_secs(3600),
+        }
+    }
+}
+
+/// Per-remote-engine ("span") settings, as in ION's `a span` but with millisecond-or-finer
+/// timers. All of them except the engine id can be changed at run time through the engine.
+#[derive(Debug, Clone)]
+pub struct SpanConfig {
+    /// Remote engine id.
+    pub remote_engine_id: u64,
+    /// Maximum size of one LTP segment (header + content + trailer) in bytes; data segments
+    /// are cut so the encoded segment never exceeds it. Must be at least 64.
+    pub max_segment_size: usize,
+    /// Maximum concurrent export sessions towards this engine; more blocks wait in a queue.
+    pub max_export_sessions: usize,
+    /// Blocks waiting for a free export session beyond this count are refused (`SpanFull`).
+    pub max_pending_blocks: usize,
+    /// Maximum concurrent import sessions from this engine. Data for a new session beyond
+    /// the limit is dropped (not remembered); the sender's checkpoint timer retries it.
+    pub max_import_sessions: usize,
+    /// Transmission rate in bits per second used for pacing (0 = unlimited).
+    pub rate_bps: u64,
+    /// Token bucket depth in bytes: how far the engine may burst ahead of the rate.
+    pub pacing_burst_bytes: u64,
+    /// One-way light time to the remote engine.
+    pub owlt: Duration,
+    /// Processing margin added to two OWLTs to derive the RTO (covers queueing and
+    /// processing at both ends).
+    pub processing_margin: Duration,
+    /// Explicit retransmission timeout; overrides the derived `2 × owlt + processing_margin`.
+    pub rto: Option<Duration>,
+    /// Retransmissions of one checkpoint before the export session is cancelled (RLEXC).
+    pub max_checkpoint_retransmissions: u32,
+    /// Retransmissions of one report before the import session is cancelled (RLEXC).
+    pub max_report_retransmissions: u32,
+    /// Retransmissions of a cancel segment before the session is closed unilaterally.
+    pub max_cancel_retransmissions: u32,
+    /// Retransmission cycles (reports that trigger retransmission) per export session, and
+    /// reports issued per import session, before cancelling with RXMTCYCEXC.
+    pub max_retransmission_cycles: u32,
+    /// Maximum reception claims in one report; more claims are split over several reports.
+    pub max_claims_per_report: usize,
+    /// Copies of each signal segment (RS, RA, CS, CAS, CR, CAR) sent back to back: the
+    /// "LTP enhanced" signal replication. 1 = standard LTP.
+    pub signal_replication: u32,
+    /// Aggregation: a block is started as soon as the aggregated items reach this size.
+    pub aggregation_size_limit: usize,
+    /// Aggregation: a non-empty aggregate is started at most this long after its first item.
+    pub aggregation_time_limit: Duration,
+    /// Red bytes one import session may buffer; a segment beyond this offset cancels the
+    /// session (SYS_CNCLD) instead of allocating.
+    pub max_red_bytes_per_session: u64,
+    /// Width of session numbers this engine chooses (32 matches ION and HDTN).
+    pub session_number_bits: u32,
+    /// An import session that receives nothing for this long is cancelled (red) or closed
+    /// (green only). Keeps a vanished sender from pinning buffers forever.
+    pub import_inactivity_timeout: Duration,
+}
+
+impl SpanConfig {
+    /// Reasonable defaults: 1400-byte segments, 16 sessions, unlimited rate, explicit RTO
+    /// unset (derived from a zero OWLT plus a 100 ms margin).
+    pub fn new(remote_engine_id: u64) -> Self {
+        Self {
+            remote_engine_id,
+            max_segment_size: 1400,
+            max_export_sessions: 16,
+            max_pending_blocks: 1024,
+            max_import_sessions: 64,
+            rate_bps: 0,
+            pacing_burst_bytes: 0,
+            owlt: Duration::ZERO,
+            processing_margin: Duration::from_millis(100),
+            rto: None,
+            max_checkpoint_retransmissions: 10,
+            max_report_retransmissions: 10,
+            max_cancel_retransmissions: 10,
+            max_retransmission_cycles: 100,
+            max_claims_per_report: 20,
+            signal_replication: 1,
+            aggregation_size_limit: 64 * 1024,
+            aggregation_time_limit: Duration::from_millis(1),
+            max_red_bytes_per_session: 64 << 20,
+            session_number_bits: 32,
+            import_inactivity_timeout: Duration::from_secs(60),
+        }
+    }
+
+    /// The retransmission timeout in effect: the explicit `rto` if set, else ION style
+    /// `2 × owlt + processing_margin`.
+    pub fn effective_rto(&self) -> Duration {
+        self.rto
+            .unwrap_or(self.owlt * 2 + self.processing_margin)
+    }
+}

@@ -1,0 +1,263 @@
+//! Export (sending) session state and its segmentation plan.
+//!
+//! The plan is a queue of *batches*: the first transmission is one batch (red ranges, then
+//! green), and each report with gaps adds one batch holding exactly the unclaimed ranges of
+//! that report. The last red segment of every batch is a checkpoint, so one report produces
+//! one retransmission cycle. Segments are cut lazily at transmission time, so a block costs
+//! no per-segment allocation.
+
+use std::collections::VecDeque;
+use std::ops::Range;
+use std::time::Duration;
+
+use bytes::Bytes;
+
+use crate::rangeset::RangeSet;
+use crate::sdnv;
+use crate::segment::{self, CancelReason, CheckpointInfo, SegmentType, SessionId};
+
+/// A group of ranges sent back to back, closed by a checkpoint if it holds red data.
+#[derive(Debug)]
+pub(crate) struct Batch {
+    pub(crate) ranges: VecDeque<Range<u64>>,
+    /// Report serial carried by the batch's checkpoint (0 for the first transmission).
+    pub(crate) report_serial: u64,
+    pub(crate) retransmission: bool,
+}
+
+/// An outstanding checkpoint, kept so a timeout can resend it verbatim.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Checkpoint {
+    pub(crate) serial: u64,
+    pub(crate) report_serial: u64,
+    pub(crate) offset: u64,
+    pub(crate) len: u64,
+    pub(crate) ty: SegmentType,
+    pub(crate) retransmissions: u32,
+    /// Span-clock deadline of the armed timer.
+    pub(crate) deadline: Option<Duration>,
+}
+
+/// Lifecycle of an export session.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ExportState {
+    Active,
+    /// CS sent (or queued); waiting for CAS.
+    Cancelling {
+        reason: CancelReason,
+        retransmissions: u32,
+        deadline: Option<Duration>,
+    },
+}
+
+/// One export session.
+#[derive(Debug)]
+pub(crate) struct ExportSession {
+    pub(crate) id: SessionId,
+    pub(crate) remote: u64,
+    pub(crate) client_service_id: u64,
+    pub(crate) block: Bytes,
+    pub(crate) red_len: u64,
+    pub(crate) tokens: Vec<u64>,
+    pub(crate) state: ExportState,
+    /// Red bytes claimed by reports so far.
+    pub(crate) acked: RangeSet,
+    pub(crate) batches: VecDeque<Batch>,
+    /// Checkpoints whose timer expired, to resend first.
+    pub(crate) cp_resend: VecDeque<u64>,
+    pub(crate) checkpoints: Vec<Checkpoint>,
+    pub(crate) next_cp_serial: u64,
+    /// Report serials already acted upon (duplicates only get an RA).
+    pub(crate) handled_reports: Vec<u64>,
+    pub(crate) cycles: u32,
+    /// Whether the session number is in the span's `data_sessions` queue.
+    pub(crate) queued: bool,
+}
+
+/// The next data segment chosen by [`ExportSession::next_segment`].
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct PlannedSegment {
+    pub(crate) ty: SegmentType,
+    pub(crate) offset: u64,
+    pub(crate) len: u64,
+    pub(crate) checkpoint: Option<CheckpointInfo>,
+    pub(crate) retransmission: bool,
+    /// A timeout-driven resend of an existing checkpoint (its timer is re-armed, no new
+    /// checkpoint record).
+    pub(crate) checkpoint_resend: bool,
+}
+
+impl ExportSession {
+    /// New session with its first-transmission batch planned.
+    pub(crate) fn new(
+        id: SessionId,
+        remote: u64,
+        client_service_id: u64,
+        block: Bytes,
+        red_len: u64,
+        tokens: Vec<u64>,
+        first_cp_serial: u64,
+    ) -> Self {
+        let len = block.len() as u64;
+        let mut ranges = VecDeque::with_capacity(2);
+        if red_len > 0 {
+            ranges.push_back(0..red_len);
+        }
+        if len > red_len {
+            ranges.push_back(red_len..len);
+        }
+        let mut batches = VecDeque::with_capacity(1);
+        batches.push_back(Batch {
+            ranges,
+            report_serial: 0,
+            retransmission: false,
+        });
+        Self {
+            id,
+            remote,
+            client_service_id,
+            block,
+            red_len,
+            tokens,
+            state: ExportState::Active,
+            acked: RangeSet::new(),
+            batches,
+            cp_resend: VecDeque::new(),
+            checkpoints: Vec::new(),
+            next_cp_serial: first_cp_serial,
+            handled_reports: Vec::new(),
+            cycles: 0,
+            queued: false,
+        }
+    }
+
+    /// Whether data segments remain to be sent.
+    pub(crate) fn has_data_output(&self) -> bool {
+        self.state == ExportState::Active
+            && (!self.cp_resend.is_empty() || !self.batches.is_empty())
+    }
+
+    /// Whether every red byte has been claimed by a report.
+    pub(crate) fn red_complete(&self) -> bool {
+        self.red_len == 0 || self.acked.contains_range(0..self.red_len)
+    }
+
+    /// Whether the session has nothing left to do (red acknowledged, everything sent).
+    pub(crate) fn finished(&self) -> bool {
+        self.state == ExportState::Active
+            && self.red_complete()
+            && self.batches.is_empty()
+            && self.cp_resend.is_empty()
+    }
+
+    /// Drop planned red retransmissions (the red part is fully acknowledged).
+    pub(crate) fn drop_red_plan(&mut self) {
+        let red_len = self.red_len;
+        for b in &mut self.batches {
+            b.ranges.retain(|r| r.start >= red_len);
+        }
+        self.batches.retain(|b| !b.ranges.is_empty());
+        self.cp_resend.clear();
+    }
+
+    /// Cut the next data segment so that the encoded segment fits in `mss` bytes.
+    pub(crate) fn next_segment(&mut self, mss: usize) -> Option<PlannedSegment> {
+        while let Some(serial) = self.cp_resend.pop_front() {
+            if let Some(cp) = self.checkpoints.iter().find(|c| c.serial == serial) {
+                return Some(PlannedSegment {
+                    ty: cp.ty,
+                    offset: cp.offset,
+                    len: cp.len,
+                    checkpoint: Some(CheckpointInfo {
+                        checkpoint_serial: cp.serial,
+                        report_serial: cp.report_serial,
+                    }),
+                    retransmission: true,
+                    checkpoint_resend: true,
+                });
+            }
+        }
+        let red_len = self.red_len;
+        let block_len = self.block.len() as u64;
+        let header = segment::plain_header_len(self.id)
+            + sdnv::encoded_len(self.client_service_id)
+            + sdnv::encoded_len(mss as u64);
+        loop {
+            let batch = self.batches.front_mut()?;
+            let Some(range) = batch.ranges.front().cloned() else {
+                self.batches.pop_front();
+                continue;
+            };
+            let start = range.start;
+            let red = start < red_len;
+            let base = header + sdnv::encoded_len(start);
+            let cap_plain = mss.saturating_sub(base).max(1) as u64;
+            let remaining = range.end - start;
+            let final_red_range =
+                red && batch.ranges.get(1).is_none_or(|r| r.start >= red_len);
+            let len = if final_red_range {
+                // The last segment of this range is the batch's checkpoint, which carries
+                // two more SDNVs: keep it within the MSS too.
+                let cp_extra = sdnv::encoded_len(self.next_cp_serial)
+                    + sdnv::encoded_len(batch.report_serial);
+                let cap_cp = mss.saturating_sub(base + cp_extra).max(1) as u64;
+                if remaining <= cap_cp {
+                    remaining
+                } else if remaining <= cap_plain {
+                    remaining - cap_cp
+                } else {
+                    cap_plain
+                }
+            } else {
+                remaining.min(cap_plain)
+            };
+            let end = start + len;
+            let range_done = end >= range.end;
+            if range_done {
+                batch.ranges.pop_front();
+            } else if let Some(r) = batch.ranges.front_mut() {
+                r.start = end;
+            }
+            let last_red = red
+                && range_done
+                && batch.ranges.front().is_none_or(|r| r.start >= red_len);
+            let ty = if red {
+                if !last_red {
+                    SegmentType::RedData
+                } else if end < red_len {
+                    SegmentType::RedCheckpoint
+                } else if red_len == block_len {
+                    SegmentType::RedCheckpointEorpEob
+                } else {
+                    SegmentType::RedCheckpointEorp
+                }
+            } else if end == block_len {
+                SegmentType::GreenEob
+            } else {
+                SegmentType::GreenData
+            };
+            let checkpoint = if ty.is_checkpoint() {
+                let serial = self.next_cp_serial;
+                self.next_cp_serial = self.next_cp_serial.wrapping_add(1).max(1);
+                Some(CheckpointInfo {
+                    checkpoint_serial: serial,
+                    report_serial: batch.report_serial,
+                })
+            } else {
+                None
+            };
+            let retransmission = batch.retransmission;
+            if batch.ranges.is_empty() {
+                self.batches.pop_front();
+            }
+            return Some(PlannedSegment {
+                ty,
+                offset: start,
+                len: end - start,
+                checkpoint,
+                retransmission,
+                checkpoint_resend: false,
+            });
+        }
+    }
+}

@@ -1,0 +1,101 @@
+//! Import (receiving) session state.
+//!
+//! Red data is reassembled in a lazily grown buffer, bounded per session and globally; the
+//! buffer is handed to the client (and released) as soon as the red part is complete. The
+//! received-range set is kept until the session closes so retransmitted checkpoints can be
+//! answered with a full report.
+
+use std::time::Duration;
+
+use crate::rangeset::RangeSet;
+use crate::segment::{CancelReason, ReportSegment};
+
+/// A report issued by this session, kept until acknowledged.
+#[derive(Debug, Clone)]
+pub(crate) struct IssuedReport {
+    pub(crate) rs: ReportSegment,
+    pub(crate) retransmissions: u32,
+    pub(crate) deadline: Option<Duration>,
+    /// Claims the whole red part (issued after delivery).
+    pub(crate) full: bool,
+}
+
+/// Lifecycle of an import session.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ImportState {
+    Active,
+    /// CR sent (or queued); waiting for CAR.
+    Cancelling {
+        reason: CancelReason,
+        retransmissions: u32,
+        deadline: Option<Duration>,
+    },
+}
+
+/// One import session.
+#[derive(Debug)]
+pub(crate) struct ImportSession {
+    pub(crate) client_service_id: u64,
+    pub(crate) buf: Vec<u8>,
+    /// Bytes charged against the engine-wide import limit (the buffer's capacity).
+    pub(crate) charged: u64,
+    pub(crate) received: RangeSet,
+    pub(crate) red_len: Option<u64>,
+    /// Lowest green offset seen.
+    pub(crate) green_low: Option<u64>,
+    pub(crate) eob: bool,
+    pub(crate) delivered: bool,
+    pub(crate) full_report_acked: bool,
+    pub(crate) reports: Vec<IssuedReport>,
+    pub(crate) next_report_serial: u64,
+    pub(crate) answered_checkpoints: Vec<u64>,
+    pub(crate) state: ImportState,
+    /// Span-clock time of the last segment received.
+    pub(crate) last_rx: Duration,
+}
+
+impl ImportSession {
+    pub(crate) fn new(
+        client_service_id: u64,
+        first_report_serial: u64,
+        clock: Duration,
+    ) -> Self {
+        Self {
+            client_service_id,
+            buf: Vec::new(),
+            charged: 0,
+            received: RangeSet::new(),
+            red_len: None,
+            green_low: None,
+            eob: false,
+            delivered: false,
+            full_report_acked: false,
+            reports: Vec::new(),
+            next_report_serial: first_report_serial,
+            answered_checkpoints: Vec::new(),
+            state: ImportState::Active,
+            last_rx: clock,
+        }
+    }
+
+    /// Whether the red part is complete (and not yet delivered).
+    pub(crate) fn red_ready(&self) -> bool {
+        !self.delivered
+            && self
+                .red_len
+                .is_some_and(|r| self.received.contains_range(0..r))
+    }
+
+    /// Whether the session has finished and can be closed.
+    pub(crate) fn closable(&self) -> bool {
+        if self.state != ImportState::Active || !self.eob {
+            return false;
+        }
+        let red_present = self.red_len.is_some() || !self.received.is_empty();
+        if red_present {
+            self.delivered && self.full_report_acked
+        } else {
+            self.green_low == Some(0)
+        }
+    }
+}

@@ -1,0 +1,49 @@
+//! Counters for monitoring and for the experiment tools (per span and engine-wide).
+
+/// Per-span counters. All counts are cumulative since the span was added.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SpanStats {
+    /// Segments handed to the driver (all types, replicated copies included).
+    pub segments_sent: u64,
+    /// Segments received and decoded for this span.
+    pub segments_received: u64,
+    /// Data segments sent (first transmissions and retransmissions).
+    pub data_segments_sent: u64,
+    /// Payload bytes in data segments sent.
+    pub data_bytes_sent: u64,
+    /// Data segments that were retransmissions (report-driven or checkpoint timeouts).
+    pub data_segments_retransmitted: u64,
+    /// Report segments sent (copies included).
+    pub reports_sent: u64,
+    /// Report segments received.
+    pub reports_received: u64,
+    /// Retransmission cycles started by reports with gaps.
+    pub retransmission_cycles: u64,
+    /// Checkpoint retransmission timer expirations.
+    pub checkpoint_timeouts: u64,
+    /// Report retransmission timer expirations.
+    pub report_timeouts: u64,
+    /// Cancel retransmission timer expirations.
+    pub cancel_timeouts: u64,
+    /// Export sessions completed successfully.
+    pub exports_completed: u64,
+    /// Export sessions cancelled (either side).
+    pub exports_cancelled: u64,
+    /// Red blocks delivered to the client.
+    pub blocks_received: u64,
+    /// Import sessions cancelled (either side).
+    pub imports_cancelled: u64,
+    /// Segments that would have opened an import session beyond `max_import_sessions`.
+    pub imports_refused: u64,
+    /// Segments for recently closed or unknown sessions, dropped.
+    pub stale_segments: u64,
+}
+
+/// Engine-wide counters.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct EngineStats {
+    /// Datagrams that failed to decode.
+    pub malformed: u64,
+    /// Segments from or for an engine without a span.
+    pub unknown_engine: u64,
+}
