@@ -16,6 +16,11 @@ use crate::rangeset::RangeSet;
 use crate::sdnv;
 use crate::segment::{self, CancelReason, CheckpointInfo, SegmentType, SessionId};
 
+/// Bytes every red segment leaves free for the checkpoint and report serial numbers
+/// (two 3-byte SDNVs: serials below 2^21, which covers the 14-bit initial values plus any
+/// realistic number of checkpoints).
+pub(crate) const CHECKPOINT_RESERVE: usize = 6;
+
 /// A group of ranges sent back to back, closed by a checkpoint if it holds red data.
 #[derive(Debug)]
 pub(crate) struct Batch {
@@ -191,26 +196,17 @@ impl ExportSession {
             let start = range.start;
             let red = start < red_len;
             let base = header + sdnv::encoded_len(start);
-            let cap_plain = mss.saturating_sub(base).max(1) as u64;
-            let remaining = range.end - start;
-            let final_red_range =
-                red && batch.ranges.get(1).is_none_or(|r| r.start >= red_len);
-            let len = if final_red_range {
-                // The last segment of this range is the batch's checkpoint, which carries
-                // two more SDNVs: keep it within the MSS too.
-                let cp_extra = sdnv::encoded_len(self.next_cp_serial)
-                    + sdnv::encoded_len(batch.report_serial);
-                let cap_cp = mss.saturating_sub(base + cp_extra).max(1) as u64;
-                if remaining <= cap_cp {
-                    remaining
-                } else if remaining <= cap_plain {
-                    remaining - cap_cp
-                } else {
-                    cap_plain
-                }
+            // Red segments leave room for the checkpoint fields, so that any red segment
+            // (in particular a lost one, resent as the last of a retransmission batch) can
+            // carry them without being split.
+            let reserve = if red {
+                (sdnv::encoded_len(self.next_cp_serial) + sdnv::encoded_len(batch.report_serial))
+                    .max(CHECKPOINT_RESERVE)
             } else {
-                remaining.min(cap_plain)
+                0
             };
+            let cap = mss.saturating_sub(base + reserve).max(1) as u64;
+            let len = (range.end - start).min(cap);
             let end = start + len;
             let range_done = end >= range.end;
             if range_done {

@@ -30,6 +30,8 @@ pub enum Action {
     Duplicate,
     /// Deliver this much later than it would have arrived.
     Delay(Duration),
+    /// Deliver normally, plus a late copy this much later.
+    DuplicateLate(Duration),
 }
 
 /// A datagram as seen by the script and recorded in the transmission log.
@@ -234,6 +236,10 @@ impl Harness {
                         push(arrival, bytes, &mut self.seq);
                     }
                     Action::Delay(d) => push(arrival + d, bytes, &mut self.seq),
+                    Action::DuplicateLate(d) => {
+                        push(arrival, bytes.clone(), &mut self.seq);
+                        push(arrival + d, bytes, &mut self.seq);
+                    }
                 }
             }
         }
@@ -372,4 +378,25 @@ pub fn block(len: usize, seed: u64) -> Bytes {
         })
         .collect::<Vec<u8>>()
         .into()
+}
+
+/// Offset, length and checkpoint serial of a data segment.
+pub fn data_of(s: &Sent) -> (u64, u64, Option<ltp::CheckpointInfo>) {
+    match &s.seg.content {
+        ltp::Content::Data(d) => (d.offset, d.data.len() as u64, d.checkpoint),
+        _ => panic!("not a data segment"),
+    }
+}
+
+/// The report content of an RS.
+pub fn report_of(s: &Sent) -> ltp::ReportSegment {
+    match &s.seg.content {
+        ltp::Content::Report(r) => r.clone(),
+        _ => panic!("not a report"),
+    }
+}
+
+/// Arrival time at the peer of a datagram sent on an idle link.
+pub fn arrival(p: &Params, s: &Sent) -> Duration {
+    s.time + p.ser(s.len) + p.delay
 }
