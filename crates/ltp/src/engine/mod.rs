@@ -1048,7 +1048,8 @@ impl Engine {
         let start = d.offset;
         let end = d.offset + d.data.len() as u64; // checked by the decoder
         let miscolored = imp.green_low.is_some_and(|g| end > g)
-            || imp.red_len.is_some_and(|r| end > r || (ty.is_eorp() && end != r));
+            || imp.red_len.is_some_and(|r| end > r || (ty.is_eorp() && end != r))
+            || (ty.is_eorp() && imp.received.max_end() > end);
         if miscolored {
             self.cancel_import_with(now, i, id, CancelReason::Miscolored);
             return;
