@@ -55,7 +55,12 @@ fn iid_extremes_are_exact() {
 #[test]
 fn ber_to_packet_loss_conversion() {
     // Closed form against a direct product for moderate values.
-    for (ber, len) in [(1e-5_f64, 1024usize), (1e-6, 1500), (1e-7, 65_000), (1e-3, 10)] {
+    for (ber, len) in [
+        (1e-5_f64, 1024usize),
+        (1e-6, 1500),
+        (1e-7, 65_000),
+        (1e-3, 10),
+    ] {
         let direct = 1.0 - (1.0 - ber).powi(8 * len as i32);
         let p = ber_packet_loss(ber, len);
         assert!(

@@ -5,6 +5,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 mod cmd;
+mod plot;
 
 /// dtnkit — a Delay-Tolerant Networking stack and space-link lab.
 #[derive(Parser)]
@@ -19,12 +20,19 @@ enum Command {
     /// Inspect and make BPv7 bundle files.
     #[command(subcommand)]
     Bundle(cmd::bundle::BundleCommand),
+    /// Generate erasure traces and print their statistics.
+    #[command(subcommand)]
+    Trace(cmd::trace::TraceCommand),
+    /// Real-time link emulator: a UDP relay applying forward/return channel models.
+    Emu(cmd::emu::EmuArgs),
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Bundle(c) => cmd::bundle::run(c),
+        Command::Trace(c) => cmd::trace::run(c),
+        Command::Emu(a) => cmd::emu::run(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -1,6 +1,8 @@
 //! One module per subcommand; each exposes a clap argument type and a `run` function.
 
 pub mod bundle;
+pub mod emu;
+pub mod trace;
 
 /// Errors that mean "the user gave us bad input" (a malformed file, an invalid option value) exit with 2, like
 /// clap's own usage errors; everything else (I/O failures, peers misbehaving) exits with 1.

@@ -1,0 +1,143 @@
+//! Plotting helpers shared by the CLI tools (trace statistics now, the analyzer later).
+//!
+//! Text is rendered by plotters' pure-Rust `ab_glyph` path with an embedded DejaVu Sans (assets/fonts), so the
+//! binary needs no system font libraries. The output format follows the file extension: `.png` or `.svg`.
+
+use std::path::Path;
+use std::sync::Once;
+
+use anyhow::Context;
+use plotters::prelude::*;
+use plotters::style::{register_font, FontStyle};
+
+/// DejaVu Sans, embedded (license: assets/fonts/LICENSE-DejaVu.txt).
+static DEJAVU_SANS: &[u8] = include_bytes!("../../../assets/fonts/DejaVuSans.ttf");
+static REGISTER: Once = Once::new();
+
+/// Registers the embedded font as plotters' "sans-serif" (once per process).
+pub fn ensure_font() {
+    REGISTER.call_once(|| {
+        // The font is a known-good file compiled into the binary; failure would only mean unreadable labels.
+        let _ = register_font("sans-serif", FontStyle::Normal, DEJAVU_SANS);
+    });
+}
+
+/// One curve: a label and its points.
+pub struct Series {
+    /// Legend text.
+    pub label: String,
+    /// `(x, y)` points in drawing order.
+    pub points: Vec<(f64, f64)>,
+}
+
+/// Axis labels, title and ranges of a line chart.
+pub struct LineChart<'a> {
+    /// Title on top.
+    pub title: &'a str,
+    /// X axis label.
+    pub x_label: &'a str,
+    /// Y axis label.
+    pub y_label: &'a str,
+    /// X range.
+    pub x_range: (f64, f64),
+    /// Y range.
+    pub y_range: (f64, f64),
+    /// Draw each series as a step function (for empirical CDFs).
+    pub steps: bool,
+}
+
+const COLORS: [RGBColor; 6] = [
+    RGBColor(31, 119, 180),
+    RGBColor(255, 127, 14),
+    RGBColor(44, 160, 44),
+    RGBColor(214, 39, 40),
+    RGBColor(148, 103, 189),
+    RGBColor(140, 86, 75),
+];
+
+fn draw<DB: DrawingBackend>(
+    root: DrawingArea<DB, plotters::coord::Shift>,
+    chart: &LineChart,
+    series: &[Series],
+) -> anyhow::Result<()>
+where
+    DB::ErrorType: 'static,
+{
+    root.fill(&WHITE).map_err(|e| anyhow::anyhow!("{e:?}"))?;
+    let mut c = ChartBuilder::on(&root)
+        .caption(chart.title, ("sans-serif", 26))
+        .margin(16)
+        .x_label_area_size(50)
+        .y_label_area_size(64)
+        .build_cartesian_2d(
+            chart.x_range.0..chart.x_range.1,
+            chart.y_range.0..chart.y_range.1,
+        )
+        .map_err(|e| anyhow::anyhow!("{e:?}"))?;
+    c.configure_mesh()
+        .x_desc(chart.x_label)
+        .y_desc(chart.y_label)
+        .label_style(("sans-serif", 16))
+        .axis_desc_style(("sans-serif", 18))
+        .light_line_style(RGBColor(235, 235, 235))
+        .draw()
+        .map_err(|e| anyhow::anyhow!("{e:?}"))?;
+    for (i, s) in series.iter().enumerate() {
+        let color = COLORS[i % COLORS.len()];
+        let pts: Vec<(f64, f64)> = if chart.steps {
+            let mut v = Vec::with_capacity(2 * s.points.len() + 1);
+            let mut prev_y = 0.0;
+            for &(x, y) in &s.points {
+                v.push((x, prev_y));
+                v.push((x, y));
+                prev_y = y;
+            }
+            v.push((chart.x_range.1, prev_y));
+            v
+        } else {
+            s.points.clone()
+        };
+        c.draw_series(LineSeries::new(pts, color.stroke_width(2)))
+            .map_err(|e| anyhow::anyhow!("{e:?}"))?
+            .label(s.label.clone())
+            .legend(move |(x, y)| {
+                PathElement::new(vec![(x, y), (x + 24, y)], color.stroke_width(3))
+            });
+    }
+    c.configure_series_labels()
+        .position(SeriesLabelPosition::LowerRight)
+        .background_style(WHITE.mix(0.9))
+        .border_style(BLACK)
+        .label_font(("sans-serif", 18))
+        .draw()
+        .map_err(|e| anyhow::anyhow!("{e:?}"))?;
+    root.present().map_err(|e| anyhow::anyhow!("{e:?}"))?;
+    Ok(())
+}
+
+/// Draws a line chart into `path` (`.png` 1000x650 or `.svg`).
+pub fn line_chart(path: &Path, chart: &LineChart, series: &[Series]) -> anyhow::Result<()> {
+    ensure_font();
+    let ext = path
+        .extension()
+        .and_then(|e| e.to_str())
+        .map(str::to_ascii_lowercase);
+    match ext.as_deref() {
+        Some("svg") => draw(
+            SVGBackend::new(path, (1000, 650)).into_drawing_area(),
+            chart,
+            series,
+        ),
+        Some("png") => draw(
+            BitMapBackend::new(path, (1000, 650)).into_drawing_area(),
+            chart,
+            series,
+        ),
+        _ => Err(crate::cmd::UsageError(format!(
+            "--plot {}: expected a file name ending in .png or .svg",
+            path.display()
+        ))
+        .into()),
+    }
+    .with_context(|| format!("drawing {}", path.display()))
+}

@@ -1,0 +1,11 @@
+//! Real I/O for dtnkit: the pieces that touch sockets, clocks and threads.
+//!
+//! - [`udp`]: batched UDP on Linux (`recvmmsg`/`sendmmsg`), large socket buffers, precise readiness waits. Reused
+//!   later by the LTP and BP drivers.
+//! - [`emu`]: the real-time link emulator — a UDP relay between two endpoints that applies a
+//!   [`channel::Link`]'s forward and return models to every datagram.
+
+#![warn(missing_docs)]
+
+pub mod emu;
+pub mod udp;

@@ -1,0 +1,258 @@
+//! End-to-end relay tests through real UDP sockets on 127.0.0.1 (ephemeral ports, every wait bounded).
+
+use std::net::{SocketAddr, UdpSocket};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use channel::{DirectionModel, ErasureTrace, Link, LossModel};
+use runtime::emu::{Relay, RelayHandle, RelaySettings};
+
+const MS: Duration = Duration::from_millis(1);
+
+fn endpoint() -> UdpSocket {
+    let s = UdpSocket::bind("127.0.0.1:0").expect("bind endpoint");
+    s.set_read_timeout(Some(Duration::from_millis(200)))
+        .expect("timeout");
+    s
+}
+
+fn any() -> SocketAddr {
+    "127.0.0.1:0".parse().expect("literal address")
+}
+
+fn start(
+    a: Option<SocketAddr>,
+    b: SocketAddr,
+    fwd: DirectionModel,
+    ret: DirectionModel,
+) -> RelayHandle {
+    let mut settings = RelaySettings::new(any(), any(), a, b);
+    settings.slots = 4096;
+    settings.max_datagram = 2048;
+    Relay::start(&settings, Link::new(fwd, ret, 1), None).expect("relay starts")
+}
+
+fn packet(seq: u64, sent_ns: u64) -> [u8; 64] {
+    let mut p = [0u8; 64];
+    p[..8].copy_from_slice(&seq.to_be_bytes());
+    p[8..16].copy_from_slice(&sent_ns.to_be_bytes());
+    p
+}
+
+fn fields(p: &[u8]) -> Option<(u64, u64)> {
+    let seq = u64::from_be_bytes(p.get(..8)?.try_into().ok()?);
+    let sent = u64::from_be_bytes(p.get(8..16)?.try_into().ok()?);
+    Some((seq, sent))
+}
+
+/// Starts receiving on a clone of `sock` in a thread before the test starts sending.
+fn spawn_drain(
+    sock: &UdpSocket,
+    epoch: Instant,
+    expected: usize,
+    deadline: Duration,
+) -> std::thread::JoinHandle<Vec<(u64, u64, u64)>> {
+    let sock = sock.try_clone().expect("clone");
+    std::thread::spawn(move || drain(&sock, epoch, expected, deadline))
+}
+
+fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+/// Receives until `expected` datagrams arrived, the socket stays quiet for a read timeout after the first one, or
+/// the deadline passes.
+fn drain(
+    sock: &UdpSocket,
+    epoch: Instant,
+    expected: usize,
+    deadline: Duration,
+) -> Vec<(u64, u64, u64)> {
+    let mut got = Vec::new();
+    let mut buf = [0u8; 2048];
+    let until = Instant::now() + deadline;
+    while got.len() < expected && Instant::now() < until {
+        match sock.recv(&mut buf) {
+            Ok(n) => {
+                let now = epoch.elapsed().as_nanos() as u64;
+                if let Some((seq, sent)) = buf.get(..n).and_then(fields) {
+                    got.push((seq, sent, now));
+                }
+            }
+            // Quiet for a whole read timeout after traffic started: everything that will come has come.
+            Err(_) if !got.is_empty() => break,
+            Err(_) => continue,
+        }
+    }
+    got
+}
+
+#[test]
+fn delay_is_applied_in_both_directions() {
+    let a = endpoint();
+    let b = endpoint();
+    let delay = DirectionModel {
+        delay: 10 * MS,
+        ..Default::default()
+    };
+    // Endpoint A is learned from its traffic (no `a` configured), like an iperf3 client.
+    let relay = start(None, b.local_addr().expect("addr"), delay.clone(), delay);
+    let epoch = Instant::now();
+    let n = 200;
+    let echo = std::thread::spawn({
+        let b = b.try_clone().expect("clone");
+        let relay_b = relay.local_b();
+        move || {
+            let mut one_way = Vec::new();
+            let mut buf = [0u8; 2048];
+            let until = Instant::now() + Duration::from_secs(10);
+            while one_way.len() < n && Instant::now() < until {
+                if let Ok(len) = b.recv(&mut buf) {
+                    let now = epoch.elapsed().as_nanos() as u64;
+                    if let Some((_, sent)) = buf.get(..len).and_then(fields) {
+                        one_way.push((now - sent) as f64 / 1e6);
+                        let _ = b.send_to(&buf[..len], relay_b);
+                    }
+                }
+            }
+            one_way
+        }
+    });
+    let back = spawn_drain(&a, epoch, n, Duration::from_secs(10));
+    for i in 0..n as u64 {
+        let sent = epoch.elapsed().as_nanos() as u64;
+        a.send_to(&packet(i, sent), relay.local_a()).expect("send");
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    let back = back.join().expect("drain thread");
+    let mut one_way = echo.join().expect("echo thread");
+    let summary = relay.stop().expect("clean stop");
+    assert_eq!(one_way.len(), n, "forward deliveries; summary {summary:?}");
+    assert_eq!(back.len(), n, "return deliveries; summary {summary:?}");
+    let fwd = median(&mut one_way);
+    let mut rtt: Vec<f64> = back
+        .iter()
+        .map(|&(_, sent, now)| (now - sent) as f64 / 1e6)
+        .collect();
+    let rtt = median(&mut rtt);
+    assert!(
+        (fwd - 10.0).abs() < 0.5,
+        "median one-way delay {fwd:.3} ms, expected 10 ± 0.5 ms"
+    );
+    assert!(
+        (rtt - 20.0).abs() < 1.0,
+        "median round trip {rtt:.3} ms, expected 20 ± 1 ms"
+    );
+    assert_eq!(
+        summary.forward.relay_drops() + summary.ret.relay_drops(),
+        0,
+        "{summary:?}"
+    );
+}
+
+#[test]
+fn iid_loss_rate_through_the_relay() {
+    let a = endpoint();
+    let b = endpoint();
+    let per = 0.1;
+    let fwd = DirectionModel {
+        loss: LossModel::Iid { per },
+        delay: MS,
+        ..Default::default()
+    };
+    let relay = start(
+        Some(a.local_addr().expect("addr")),
+        b.local_addr().expect("addr"),
+        fwd,
+        DirectionModel::default(),
+    );
+    let epoch = Instant::now();
+    let n = 4000u64;
+    let got = spawn_drain(&b, epoch, n as usize, Duration::from_secs(5));
+    for i in 0..n {
+        a.send_to(&packet(i, 0), relay.local_a()).expect("send");
+        if i % 50 == 49 {
+            std::thread::sleep(Duration::from_micros(500));
+        }
+    }
+    let got = got.join().expect("drain thread");
+    let summary = relay.stop().expect("clean stop");
+    let received = got.len() as f64;
+    let expected = n as f64 * (1.0 - per);
+    let tol = 5.0 * (n as f64 * per * (1.0 - per)).sqrt();
+    assert!(
+        (received - expected).abs() < tol,
+        "received {received}, expected {expected} ± {tol}"
+    );
+    // Every missing datagram is a model decision: nothing else was dropped.
+    assert_eq!(summary.forward.received, n, "{summary:?}");
+    assert_eq!(
+        summary.forward.lost_channel + got.len() as u64,
+        n,
+        "{summary:?}"
+    );
+    assert_eq!(summary.forward.relay_drops(), 0, "{summary:?}");
+}
+
+#[test]
+fn trace_replay_in_step_with_timestamps() {
+    let a = endpoint();
+    let b = endpoint();
+    // A 400 ms trace at 1 ms: erased during [60, 120) and [200, 250) ms; long enough not to loop in this test.
+    let samples = (0..400).map(|ms| (60..120).contains(&ms) || (200..250).contains(&ms));
+    let trace = Arc::new(ErasureTrace::from_samples(MS, samples).expect("trace"));
+    let fwd = DirectionModel {
+        loss: LossModel::Trace {
+            trace: trace.clone(),
+            offset: Duration::ZERO,
+        },
+        ..Default::default()
+    };
+    let relay = start(
+        Some(a.local_addr().expect("addr")),
+        b.local_addr().expect("addr"),
+        fwd,
+        DirectionModel::default(),
+    );
+    let epoch = relay.start_instant();
+    let mut sent = Vec::new();
+    let got = spawn_drain(&b, epoch, 300, Duration::from_secs(2));
+    for i in 0..300u64 {
+        let t = epoch.elapsed();
+        if t > 380 * MS {
+            break;
+        }
+        a.send_to(&packet(i, t.as_nanos() as u64), relay.local_a())
+            .expect("send");
+        sent.push((i, t));
+        std::thread::sleep(Duration::from_micros(1200));
+    }
+    let got = got.join().expect("drain thread");
+    let summary = relay.stop().expect("clean stop");
+    let delivered: std::collections::HashSet<u64> = got.iter().map(|&(seq, _, _)| seq).collect();
+    let mut checked = 0;
+    for &(seq, t) in &sent {
+        // Skip packets within 1 ms of a window edge: their relay arrival time may fall on either side.
+        let near_edge = [60u64, 120, 200, 250]
+            .iter()
+            .any(|&e| t.abs_diff(MS * e as u32) < MS);
+        if near_edge {
+            continue;
+        }
+        checked += 1;
+        let erased = trace.erased_at(t);
+        assert_eq!(
+            !delivered.contains(&seq),
+            erased,
+            "packet {seq} sent at {t:?}: erased {erased}"
+        );
+    }
+    assert!(checked > 150, "only {checked} packets checked");
+    assert_eq!(
+        summary.forward.lost_channel as usize,
+        sent.len() - got.len(),
+        "{summary:?}"
+    );
+    assert!(summary.forward.lost_channel > 50, "{summary:?}");
+}
