@@ -79,7 +79,10 @@ impl ReasonCode {
     pub fn code(self) -> u64 {
         match self {
             ReasonCode::Other(c) => c,
-            assigned => Self::ASSIGNED.iter().position(|r| *r == assigned).unwrap_or(0) as u64,
+            assigned => Self::ASSIGNED
+                .iter()
+                .position(|r| *r == assigned)
+                .unwrap_or(0) as u64,
         }
     }
 
@@ -265,15 +268,23 @@ impl StatusReport {
                     at,
                 });
             }
-            let time_ms = if len == 2 { Some(r.uint("status time")?) } else { None };
+            let time_ms = if len == 2 {
+                Some(r.uint("status time")?)
+            } else {
+                None
+            };
             *item = StatusItem { asserted, time_ms };
         }
         let reason = ReasonCode::from_code(r.uint("reason code")?);
         let source = Eid::decode(r, "subject source")?;
         r.array_of("subject creation timestamp", "2", |n| n == 2)?;
-        let timestamp = CreationTimestamp::new(r.uint("creation time")?, r.uint("sequence number")?);
+        let timestamp =
+            CreationTimestamp::new(r.uint("creation time")?, r.uint("sequence number")?);
         let fragment = if n == 6 {
-            Some((r.uint("subject fragment offset")?, r.uint("subject fragment length")?))
+            Some((
+                r.uint("subject fragment offset")?,
+                r.uint("subject fragment length")?,
+            ))
         } else {
             None
         };
@@ -331,7 +342,10 @@ mod tests {
         });
         assert_eq!(
             rec.encode(),
-            [0x82, 0x01, 0x84, 0x84, 0x81, 0xF5, 0x81, 0xF4, 0x81, 0xF4, 0x81, 0xF4, 0x00, 0x82, 0x02, 0x82, 0x01, 0x00, 0x82, 0x00, 0x00]
+            [
+                0x82, 0x01, 0x84, 0x84, 0x81, 0xF5, 0x81, 0xF4, 0x81, 0xF4, 0x81, 0xF4, 0x00, 0x82,
+                0x02, 0x82, 0x01, 0x00, 0x82, 0x00, 0x00
+            ]
         );
     }
 
@@ -339,7 +353,13 @@ mod tests {
     fn unknown_record_types_are_preserved() {
         let raw = Bytes::from_static(&[0x82, 0x18, 0x63, 0xA1, 0x01, 0x82, 0x01, 0x02]);
         let rec = AdminRecord::decode(&raw).unwrap();
-        assert!(matches!(rec, AdminRecord::Other { record_type: 99, .. }));
+        assert!(matches!(
+            rec,
+            AdminRecord::Other {
+                record_type: 99,
+                ..
+            }
+        ));
         assert_eq!(rec.encode(), raw.to_vec());
         assert!(AdminRecord::decode(&Bytes::from_static(&[0x82, 0x01, 0x84, 0x84])).is_err());
     }

@@ -89,7 +89,13 @@ impl Eq for CanonicalBlock {}
 
 impl CanonicalBlock {
     /// A block with the given fields; `data` is the block-type-specific data (the content of the byte string).
-    pub fn new(block_type: u64, number: u64, flags: BlockFlags, crc_type: CrcType, data: Bytes) -> Self {
+    pub fn new(
+        block_type: u64,
+        number: u64,
+        flags: BlockFlags,
+        crc_type: CrcType,
+        data: Bytes,
+    ) -> Self {
         CanonicalBlock {
             block_type,
             number,
@@ -103,14 +109,26 @@ impl CanonicalBlock {
 
     /// A payload block (number 1).
     pub fn payload(flags: BlockFlags, crc_type: CrcType, payload: Bytes) -> Self {
-        Self::new(BLOCK_TYPE_PAYLOAD, PAYLOAD_BLOCK_NUMBER, flags, crc_type, payload)
+        Self::new(
+            BLOCK_TYPE_PAYLOAD,
+            PAYLOAD_BLOCK_NUMBER,
+            flags,
+            crc_type,
+            payload,
+        )
     }
 
     /// A previous node block.
     pub fn previous_node(number: u64, flags: BlockFlags, crc_type: CrcType, node: &Eid) -> Self {
         let mut data = Vec::with_capacity(node.encoded_len());
         node.encode(&mut data);
-        Self::new(BLOCK_TYPE_PREVIOUS_NODE, number, flags, crc_type, data.into())
+        Self::new(
+            BLOCK_TYPE_PREVIOUS_NODE,
+            number,
+            flags,
+            crc_type,
+            data.into(),
+        )
     }
 
     /// A bundle age block (milliseconds since creation).
@@ -122,7 +140,13 @@ impl CanonicalBlock {
 
     /// A hop count block.
     pub fn hop_count(number: u64, flags: BlockFlags, crc_type: CrcType, hops: HopCount) -> Self {
-        Self::new(BLOCK_TYPE_HOP_COUNT, number, flags, crc_type, encode_hop_count(hops))
+        Self::new(
+            BLOCK_TYPE_HOP_COUNT,
+            number,
+            flags,
+            crc_type,
+            encode_hop_count(hops),
+        )
     }
 
     /// Block type code.
@@ -219,7 +243,7 @@ impl CanonicalBlock {
         if let Some(raw) = &self.raw {
             return raw.len();
         }
-        let n = self.crc_type.len();
+        let n = self.crc_type.size();
         1 + cbor::head_len(self.block_type)
             + cbor::head_len(self.number)
             + cbor::head_len(self.flags.bits())
@@ -236,7 +260,7 @@ impl CanonicalBlock {
             return;
         }
         let start = out.as_ref().len();
-        let n = self.crc_type.len();
+        let n = self.crc_type.size();
         cbor::put_array(out, if n > 0 { 6 } else { 5 });
         cbor::put_uint(out, self.block_type);
         cbor::put_uint(out, self.number);
@@ -254,12 +278,19 @@ impl CanonicalBlock {
         let number = r.uint("block number")?;
         let flags = BlockFlags(r.uint("block processing flags")?);
         let code = r.uint("CRC type")?;
-        let crc_type = CrcType::from_code(code).ok_or(DecodeError::UnknownCrcType { block: number, code })?;
+        let crc_type = CrcType::from_code(code).ok_or(DecodeError::UnknownCrcType {
+            block: number,
+            code,
+        })?;
         let expected_len = if crc_type.is_none() { 5 } else { 6 };
         if n != expected_len {
             return Err(DecodeError::WrongArrayLength {
                 field: "canonical block",
-                expected: if crc_type.is_none() { "5 (no CRC)" } else { "6 (with CRC)" },
+                expected: if crc_type.is_none() {
+                    "5 (no CRC)"
+                } else {
+                    "6 (with CRC)"
+                },
                 found: n,
                 at: start,
             });
@@ -290,10 +321,10 @@ pub(crate) fn read_and_check_crc(
         return Ok(0);
     }
     let value = r.bstr("CRC")?;
-    if value.len() != crc_type.len() {
+    if value.len() != crc_type.size() {
         return Err(DecodeError::BadCrcLength {
             block,
-            expected: crc_type.len(),
+            expected: crc_type.size(),
             found: value.len(),
         });
     }
@@ -312,8 +343,12 @@ pub(crate) fn read_and_check_crc(
 
 /// Appends the CRC field of a block that started at `start` in `out`: a zero-filled byte string, then the CRC
 /// computed over the whole block patched in.
-pub(crate) fn finish_crc<B: BufMut + AsMut<[u8]> + AsRef<[u8]>>(out: &mut B, start: usize, crc_type: CrcType) {
-    let n = crc_type.len();
+pub(crate) fn finish_crc<B: BufMut + AsMut<[u8]> + AsRef<[u8]>>(
+    out: &mut B,
+    start: usize,
+    crc_type: CrcType,
+) {
+    let n = crc_type.size();
     if n == 0 {
         return;
     }
@@ -328,7 +363,10 @@ pub(crate) fn finish_crc<B: BufMut + AsMut<[u8]> + AsRef<[u8]>>(out: &mut B, sta
     }
 }
 
-fn decode_whole<T>(data: &Bytes, f: impl FnOnce(&mut Reader<'_>) -> Result<T, DecodeError>) -> Result<T, DecodeError> {
+fn decode_whole<T>(
+    data: &Bytes,
+    f: impl FnOnce(&mut Reader<'_>) -> Result<T, DecodeError>,
+) -> Result<T, DecodeError> {
     let mut r = Reader::new(data, 0);
     let v = f(&mut r)?;
     if r.remaining() != 0 {

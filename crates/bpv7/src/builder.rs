@@ -30,7 +30,13 @@ impl BundleBuilder {
     /// [`BundleBuilder::creation`] when the node has a clock), CRC-32C on every block.
     pub fn new(source: Eid, destination: Eid) -> Self {
         BundleBuilder {
-            primary: PrimaryBlock::new(destination, source.clone(), source, CreationTimestamp::default(), 3_600_000),
+            primary: PrimaryBlock::new(
+                destination,
+                source.clone(),
+                source,
+                CreationTimestamp::default(),
+                3_600_000,
+            ),
             crc_type: CrcType::Crc32c,
             previous_node: None,
             age_ms: None,
@@ -122,14 +128,31 @@ impl BundleBuilder {
             n
         };
         if let Some(node) = &self.previous_node {
-            blocks.push(CanonicalBlock::previous_node(next(), BlockFlags::empty(), crc, node));
+            blocks.push(CanonicalBlock::previous_node(
+                next(),
+                BlockFlags::empty(),
+                crc,
+                node,
+            ));
         }
-        let age = self.age_ms.or((primary.timestamp.dtn_time_ms == 0).then_some(0));
+        let age = self
+            .age_ms
+            .or((primary.timestamp.dtn_time_ms == 0).then_some(0));
         if let Some(age) = age {
-            blocks.push(CanonicalBlock::bundle_age(next(), BlockFlags::empty(), crc, age));
+            blocks.push(CanonicalBlock::bundle_age(
+                next(),
+                BlockFlags::empty(),
+                crc,
+                age,
+            ));
         }
         if let Some(limit) = self.hop_limit {
-            blocks.push(CanonicalBlock::hop_count(next(), BlockFlags::empty(), crc, HopCount { limit, count: 0 }));
+            blocks.push(CanonicalBlock::hop_count(
+                next(),
+                BlockFlags::empty(),
+                crc,
+                HopCount { limit, count: 0 },
+            ));
         }
         for (block_type, flags, data) in self.extensions {
             if block_type == BLOCK_TYPE_PAYLOAD {
@@ -137,7 +160,11 @@ impl BundleBuilder {
             }
             blocks.push(CanonicalBlock::new(block_type, next(), flags, crc, data));
         }
-        blocks.push(CanonicalBlock::payload(self.payload_flags, crc, self.payload));
+        blocks.push(CanonicalBlock::payload(
+            self.payload_flags,
+            crc,
+            self.payload,
+        ));
         Bundle::from_parts(primary, blocks)
     }
 }

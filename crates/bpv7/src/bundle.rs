@@ -99,7 +99,10 @@ impl Eq for Bundle {}
 
 impl Bundle {
     /// Assembles a bundle from blocks (payload last) and validates it.
-    pub fn from_parts(primary: PrimaryBlock, blocks: Vec<CanonicalBlock>) -> Result<Bundle, DecodeError> {
+    pub fn from_parts(
+        primary: PrimaryBlock,
+        blocks: Vec<CanonicalBlock>,
+    ) -> Result<Bundle, DecodeError> {
         let b = Bundle {
             primary,
             blocks,
@@ -133,7 +136,10 @@ impl Bundle {
     }
 
     /// [`Bundle::decode_prefix`] with explicit limits.
-    pub fn decode_prefix_with_limits(buf: &Bytes, limits: &DecodeLimits) -> Result<(Bundle, usize), DecodeError> {
+    pub fn decode_prefix_with_limits(
+        buf: &Bytes,
+        limits: &DecodeLimits,
+    ) -> Result<(Bundle, usize), DecodeError> {
         let mut r = Reader::new(buf, 0);
         match r.array("bundle")? {
             (ArrayLen::Indefinite, _) => {}
@@ -155,7 +161,9 @@ impl Bundle {
             if let Some(last) = blocks.last() {
                 if last.block_type() == BLOCK_TYPE_PAYLOAD {
                     // Decode the next block header only to name it in the error.
-                    let number = CanonicalBlock::decode(&mut r, buf).map(|b| b.number()).unwrap_or(0);
+                    let number = CanonicalBlock::decode(&mut r, buf)
+                        .map(|b| b.number())
+                        .unwrap_or(0);
                     return Err(DecodeError::PayloadNotLast { number });
                 }
             }
@@ -242,7 +250,10 @@ impl Bundle {
         }
         if let Some(f) = self.primary.fragment {
             let length = last.data().len() as u64;
-            if f.offset.checked_add(length).is_none_or(|end| end > f.total_adu_len) {
+            if f.offset
+                .checked_add(length)
+                .is_none_or(|end| end > f.total_adu_len)
+            {
                 return Err(DecodeError::FragmentOutOfRange {
                     offset: f.offset,
                     length,
@@ -287,12 +298,16 @@ impl Bundle {
 
     /// The payload block.
     pub fn payload_block(&self) -> Option<&CanonicalBlock> {
-        self.blocks.last().filter(|b| b.block_type() == BLOCK_TYPE_PAYLOAD)
+        self.blocks
+            .last()
+            .filter(|b| b.block_type() == BLOCK_TYPE_PAYLOAD)
     }
 
     /// The payload (application data unit or fragment of it), a zero-copy slice of the received bundle.
     pub fn payload(&self) -> Bytes {
-        self.payload_block().map(|b| b.data().clone()).unwrap_or_default()
+        self.payload_block()
+            .map(|b| b.data().clone())
+            .unwrap_or_default()
     }
 
     /// The first block of the given type.
@@ -310,10 +325,12 @@ impl Bundle {
         BundleId {
             source: self.primary.source.clone(),
             timestamp: self.primary.timestamp,
-            fragment: self
-                .primary
-                .fragment
-                .map(|f| (f.offset, self.payload_block().map_or(0, |b| b.data().len() as u64))),
+            fragment: self.primary.fragment.map(|f| {
+                (
+                    f.offset,
+                    self.payload_block().map_or(0, |b| b.data().len() as u64),
+                )
+            }),
         }
     }
 
@@ -324,17 +341,23 @@ impl Bundle {
 
     /// The previous node, if the bundle carries a (valid) previous node block.
     pub fn previous_node(&self) -> Option<Eid> {
-        self.block_by_type(BLOCK_TYPE_PREVIOUS_NODE)?.as_previous_node()?.ok()
+        self.block_by_type(BLOCK_TYPE_PREVIOUS_NODE)?
+            .as_previous_node()?
+            .ok()
     }
 
     /// The bundle age in ms, if the bundle carries a bundle age block.
     pub fn bundle_age_ms(&self) -> Option<u64> {
-        self.block_by_type(BLOCK_TYPE_BUNDLE_AGE)?.as_bundle_age()?.ok()
+        self.block_by_type(BLOCK_TYPE_BUNDLE_AGE)?
+            .as_bundle_age()?
+            .ok()
     }
 
     /// The hop count, if the bundle carries a hop count block.
     pub fn hop_count(&self) -> Option<HopCount> {
-        self.block_by_type(BLOCK_TYPE_HOP_COUNT)?.as_hop_count()?.ok()
+        self.block_by_type(BLOCK_TYPE_HOP_COUNT)?
+            .as_hop_count()?
+            .ok()
     }
 
     /// True if the bundle's lifetime has passed at DTN time `now_ms` (by creation time, or by bundle age when
@@ -370,33 +393,48 @@ impl Bundle {
     }
 
     fn extension_crc(&self) -> crate::CrcType {
-        self.payload_block().map_or(self.primary.crc_type, |b| b.crc_type())
+        self.payload_block()
+            .map_or(self.primary.crc_type, |b| b.crc_type())
     }
 
     /// Sets (or adds) the previous node block to `node`, as every forwarding node must (RFC 9171 4.4.1). Other
     /// blocks stay byte-exact.
     pub fn set_previous_node(&mut self, node: &Eid) {
         let crc = self.extension_crc();
-        if let Some(b) = self.blocks.iter_mut().find(|b| b.block_type() == BLOCK_TYPE_PREVIOUS_NODE) {
+        if let Some(b) = self
+            .blocks
+            .iter_mut()
+            .find(|b| b.block_type() == BLOCK_TYPE_PREVIOUS_NODE)
+        {
             *b = CanonicalBlock::previous_node(b.number(), b.flags(), b.crc_type(), node);
         } else {
             let number = self.next_block_number();
             let at = self.blocks.len().saturating_sub(1);
-            self.blocks.insert(at, CanonicalBlock::previous_node(number, BlockFlags::empty(), crc, node));
+            self.blocks.insert(
+                at,
+                CanonicalBlock::previous_node(number, BlockFlags::empty(), crc, node),
+            );
         }
     }
 
     /// Increments the hop count; returns the new value (check [`HopCount::exceeded`]), or `Ok(None)` if the
     /// bundle has no hop count block.
     pub fn increment_hop_count(&mut self) -> Result<Option<HopCount>, UpdateError> {
-        let Some(b) = self.blocks.iter_mut().find(|b| b.block_type() == BLOCK_TYPE_HOP_COUNT) else {
+        let Some(b) = self
+            .blocks
+            .iter_mut()
+            .find(|b| b.block_type() == BLOCK_TYPE_HOP_COUNT)
+        else {
             return Ok(None);
         };
         let Some(hops) = b.as_hop_count() else {
             return Ok(None);
         };
         let mut hops = hops?;
-        hops.count = hops.count.checked_add(1).ok_or(UpdateError::HopCountOverflow)?;
+        hops.count = hops
+            .count
+            .checked_add(1)
+            .ok_or(UpdateError::HopCountOverflow)?;
         b.set_data(crate::block::encode_hop_count(hops));
         Ok(Some(hops))
     }
@@ -404,14 +442,20 @@ impl Bundle {
     /// Adds `add_ms` to the bundle age (time spent at this node); returns the new age, or `Ok(None)` if the
     /// bundle has no bundle age block.
     pub fn add_bundle_age(&mut self, add_ms: u64) -> Result<Option<u64>, UpdateError> {
-        let Some(b) = self.blocks.iter_mut().find(|b| b.block_type() == BLOCK_TYPE_BUNDLE_AGE) else {
+        let Some(b) = self
+            .blocks
+            .iter_mut()
+            .find(|b| b.block_type() == BLOCK_TYPE_BUNDLE_AGE)
+        else {
             return Ok(None);
         };
         let Some(age_ms) = b.as_bundle_age() else {
             return Ok(None);
         };
         let age_ms = age_ms?;
-        let new = age_ms.checked_add(add_ms).ok_or(UpdateError::AgeOverflow { age_ms, add_ms })?;
+        let new = age_ms
+            .checked_add(add_ms)
+            .ok_or(UpdateError::AgeOverflow { age_ms, add_ms })?;
         let mut data = Vec::with_capacity(9);
         cbor::put_uint(&mut data, new);
         b.set_data(data.into());

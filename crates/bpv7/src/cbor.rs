@@ -84,10 +84,13 @@ impl<'a> Reader<'a> {
 
     /// The next byte, without consuming it.
     pub(crate) fn peek(&self, field: &'static str) -> Result<u8, DecodeError> {
-        self.buf.get(self.pos).copied().ok_or(DecodeError::Truncated {
-            field,
-            at: self.pos,
-        })
+        self.buf
+            .get(self.pos)
+            .copied()
+            .ok_or(DecodeError::Truncated {
+                field,
+                at: self.pos,
+            })
     }
 
     /// Consumes one byte.
@@ -106,7 +109,10 @@ impl<'a> Reader<'a> {
         let (value, min) = match info {
             0..=23 => return Ok((major, Some(u64::from(info)), at)),
             24 => (u64::from(self.fixed::<1>(field)?[0]), 24),
-            25 => (u64::from(u16::from_be_bytes(self.fixed::<2>(field)?)), 0x100),
+            25 => (
+                u64::from(u16::from_be_bytes(self.fixed::<2>(field)?)),
+                0x100,
+            ),
             26 => (
                 u64::from(u32::from_be_bytes(self.fixed::<4>(field)?)),
                 0x1_0000,
@@ -216,14 +222,14 @@ impl<'a> Reader<'a> {
                 at,
             });
         }
-        Ok((
-            value.map_or(ArrayLen::Indefinite, ArrayLen::Definite),
-            at,
-        ))
+        Ok((value.map_or(ArrayLen::Indefinite, ArrayLen::Definite), at))
     }
 
     /// Reads a definite-length array head; an indefinite array is an error.
-    pub(crate) fn definite_array(&mut self, field: &'static str) -> Result<(u64, usize), DecodeError> {
+    pub(crate) fn definite_array(
+        &mut self,
+        field: &'static str,
+    ) -> Result<(u64, usize), DecodeError> {
         match self.array(field)? {
             (ArrayLen::Definite(n), at) => Ok((n, at)),
             (ArrayLen::Indefinite, at) => Err(DecodeError::InvalidCbor {
@@ -255,7 +261,11 @@ impl<'a> Reader<'a> {
     }
 
     /// Checks the length against the remaining input *before* using it, then slices.
-    fn take_range(&mut self, field: &'static str, len: u64) -> Result<std::ops::Range<usize>, DecodeError> {
+    fn take_range(
+        &mut self,
+        field: &'static str,
+        len: u64,
+    ) -> Result<std::ops::Range<usize>, DecodeError> {
         let start = self.pos;
         if len > self.remaining() as u64 {
             return Err(DecodeError::Truncated {
@@ -400,7 +410,18 @@ mod tests {
 
     #[test]
     fn shortest_form_round_trip() {
-        for v in [0u64, 23, 24, 255, 256, 65535, 65536, u32::MAX as u64, u32::MAX as u64 + 1, u64::MAX] {
+        for v in [
+            0u64,
+            23,
+            24,
+            255,
+            256,
+            65535,
+            65536,
+            u32::MAX as u64,
+            u32::MAX as u64 + 1,
+            u64::MAX,
+        ] {
             let mut out = Vec::new();
             put_uint(&mut out, v);
             assert_eq!(out.len(), head_len(v));

@@ -8,7 +8,7 @@
 use crc::{Crc, CRC_16_IBM_SDLC};
 
 /// CRC-16/X-25 (a.k.a. IBM-SDLC): poly 0x1021, reflected, init and xorout 0xFFFF — the CRC-16 RFC 9171 specifies.
-const X25: Crc<u16> = Crc::<u16>::new(&CRC_16_IBM_SDLC);
+static X25: Crc<u16> = Crc::<u16>::new(&CRC_16_IBM_SDLC);
 
 /// Which CRC protects a block.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
@@ -43,7 +43,7 @@ impl CrcType {
     }
 
     /// Size of the CRC value in bytes (0 for none).
-    pub fn len(self) -> usize {
+    pub fn size(self) -> usize {
         match self {
             CrcType::None => 0,
             CrcType::Crc16 => 2,
@@ -74,10 +74,10 @@ impl CrcType {
         }
     }
 
-    /// Computes the CRC of a block whose last `self.len()` bytes are the CRC value, treating those bytes as zero,
+    /// Computes the CRC of a block whose last `self.size()` bytes are the CRC value, treating those bytes as zero,
     /// without copying the block.
     pub(crate) fn compute_with_zeroed_tail(self, block: &[u8]) -> u32 {
-        let n = self.len();
+        let n = self.size();
         let split = block.len().saturating_sub(n);
         let (head, _) = block.split_at(split);
         match self {
@@ -92,7 +92,7 @@ impl CrcType {
         }
     }
 
-    /// Writes `value` big-endian into `out` (which must be `self.len()` bytes).
+    /// Writes `value` big-endian into `out` (which must be `self.size()` bytes).
     pub(crate) fn write_value(self, value: u32, out: &mut [u8]) {
         match self {
             CrcType::None => {}
@@ -124,7 +124,7 @@ mod tests {
         let mut block = b"some block bytes!!!!".to_vec();
         for t in [CrcType::Crc16, CrcType::Crc32c] {
             let via_tail = t.compute_with_zeroed_tail(&block);
-            let n = block.len() - t.len();
+            let n = block.len() - t.size();
             block[n..].fill(0);
             assert_eq!(via_tail, t.compute(&block));
         }

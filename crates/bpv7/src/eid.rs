@@ -318,7 +318,20 @@ mod tests {
 
     #[test]
     fn rejects_bad_text() {
-        for bad in ["", "foo:bar", "dtn:", "dtn:/x", "dtn:///x", "dtn://a b/", "ipn:1", "ipn:1.2.3.4", "ipn:1.x", "ipn:-1.2", "ipn:1..2", "ipn:99999999999999999999.1"] {
+        for bad in [
+            "",
+            "foo:bar",
+            "dtn:",
+            "dtn:/x",
+            "dtn:///x",
+            "dtn://a b/",
+            "ipn:1",
+            "ipn:1.2.3.4",
+            "ipn:1.x",
+            "ipn:-1.2",
+            "ipn:1..2",
+            "ipn:99999999999999999999.1",
+        ] {
             assert!(bad.parse::<Eid>().is_err(), "{bad}");
         }
         assert_eq!("dtn://n".parse::<Eid>().unwrap().to_string(), "dtn://n/");

@@ -103,7 +103,9 @@ pub enum DecodeError {
     #[error("duplicate block number {0}")]
     DuplicateBlockNumber(u64),
     /// A canonical block numbered 0 (reserved for the primary block).
-    #[error("canonical block of type {block_type} has block number 0 (reserved for the primary block)")]
+    #[error(
+        "canonical block of type {block_type} has block number 0 (reserved for the primary block)"
+    )]
     BlockNumberZero {
         /// Type of the offending block.
         block_type: u64,

@@ -155,7 +155,13 @@ mod tests {
         let f = BundleFlags::MUST_NOT_FRAGMENT | BundleFlags::REPORT_DELIVERY | BundleFlags(0x100);
         assert_eq!(f.names(), vec!["must-not-fragment", "report-delivery"]);
         assert_eq!(f.unassigned_bits(), 0x100);
-        assert_eq!(f.to_string(), "0x20104 (must-not-fragment, report-delivery, unassigned 0x100)");
-        assert_eq!(BlockFlags::from_name("replicate"), Some(BlockFlags::REPLICATE_IN_EVERY_FRAGMENT));
+        assert_eq!(
+            f.to_string(),
+            "0x20104 (must-not-fragment, report-delivery, unassigned 0x100)"
+        );
+        assert_eq!(
+            BlockFlags::from_name("replicate"),
+            Some(BlockFlags::REPLICATE_IN_EVERY_FRAGMENT)
+        );
     }
 }

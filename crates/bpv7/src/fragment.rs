@@ -77,7 +77,10 @@ pub fn fragment(bundle: &Bundle, max_encoded_len: usize) -> Result<Vec<Bundle>, 
         Some(f) => (f.offset, f.total_adu_len),
         None => (0, payload.len() as u64),
     };
-    let extensions = bundle.blocks().split_last().map_or(&[][..], |(_, rest)| rest);
+    let extensions = bundle
+        .blocks()
+        .split_last()
+        .map_or(&[][..], |(_, rest)| rest);
     let mut out = Vec::new();
     let mut pos = 0usize;
     while pos < payload.len() {
@@ -95,8 +98,10 @@ pub fn fragment(bundle: &Bundle, max_encoded_len: usize) -> Result<Vec<Bundle>, 
             .collect();
         let mut empty_payload = payload_block.clone();
         empty_payload.set_data(Bytes::new());
-        let overhead =
-            2 + p.encoded_len() + blocks.iter().map(|b| b.encoded_len()).sum::<usize>() + empty_payload.encoded_len();
+        let overhead = 2
+            + p.encoded_len()
+            + blocks.iter().map(|b| b.encoded_len()).sum::<usize>()
+            + empty_payload.encoded_len();
         // With a chunk of c bytes the payload's byte-string head grows from 1 byte to head_len(c) bytes.
         let available = max_encoded_len.saturating_sub(overhead);
         let mut chunk = available.min(payload.len() - pos);
@@ -266,7 +271,10 @@ impl Reassembler {
 
     /// Adds a fragment. Returns the reassembled bundle when this fragment completes its ADU.
     pub fn insert(&mut self, fragment: Bundle) -> Result<Option<Bundle>, ReassemblyError> {
-        let f = fragment.primary().fragment.ok_or(ReassemblyError::NotAFragment)?;
+        let f = fragment
+            .primary()
+            .fragment
+            .ok_or(ReassemblyError::NotAFragment)?;
         if f.total_adu_len > self.limits.max_adu_len {
             return Err(ReassemblyError::AduTooLarge {
                 len: f.total_adu_len,
@@ -292,7 +300,11 @@ impl Reassembler {
                 });
             }
             let mut cursor = start;
-            let first_key = p.pieces.range(..=start).next_back().map_or(start, |(k, _)| *k);
+            let first_key = p
+                .pieces
+                .range(..=start)
+                .next_back()
+                .map_or(start, |(k, _)| *k);
             for (&ps, piece) in p.pieces.range(first_key..end) {
                 let pe = ps + piece.len() as u64;
                 if pe <= start {
@@ -323,7 +335,12 @@ impl Reassembler {
             }
         }
         let adding: u64 = new_ranges.iter().map(|(s, e)| e - s).sum();
-        if adding as usize > self.limits.max_pending_bytes.saturating_sub(self.pending_bytes) {
+        if adding as usize
+            > self
+                .limits
+                .max_pending_bytes
+                .saturating_sub(self.pending_bytes)
+        {
             return Err(ReassemblyError::TooManyBytes {
                 adding: adding as usize,
                 limit: self.limits.max_pending_bytes,
@@ -331,7 +348,8 @@ impl Reassembler {
         }
 
         let created = fragment.primary().timestamp.dtn_time_ms;
-        let expires_at_ms = (created != 0).then(|| created.saturating_add(fragment.primary().lifetime_ms));
+        let expires_at_ms =
+            (created != 0).then(|| created.saturating_add(fragment.primary().lifetime_ms));
         let total = f.total_adu_len;
         let p = match self.pending.entry(key.clone()) {
             std::collections::hash_map::Entry::Occupied(o) => o.into_mut(),
@@ -343,12 +361,19 @@ impl Reassembler {
                 expires_at_ms,
             }),
         };
-        if p.first.primary().fragment.is_some_and(|pf| start < pf.offset) {
+        if p.first
+            .primary()
+            .fragment
+            .is_some_and(|pf| start < pf.offset)
+        {
             p.first = fragment.clone();
         }
         for (s, e) in new_ranges {
             // Copy: holding a slice would pin the whole received buffer, defeating the byte limit.
-            let piece = Bytes::copy_from_slice(data.get((s - start) as usize..(e - start) as usize).unwrap_or_default());
+            let piece = Bytes::copy_from_slice(
+                data.get((s - start) as usize..(e - start) as usize)
+                    .unwrap_or_default(),
+            );
             p.pieces.insert(s, piece);
         }
         p.received += adding;

@@ -39,6 +39,9 @@ pub mod fragment;
 pub mod primary;
 pub mod time;
 
+/// Re-exported so users (and the fuzz target) name the same `Bytes` type the codec hands out.
+pub use bytes;
+
 pub use admin::{AdminRecord, ReasonCode, StatusItem, StatusReport};
 pub use block::{block_type_name, CanonicalBlock, HopCount};
 pub use builder::BundleBuilder;
@@ -47,6 +50,8 @@ pub use crc::CrcType;
 pub use eid::{Eid, EidError};
 pub use error::DecodeError;
 pub use flags::{BlockFlags, BundleFlags};
-pub use fragment::{fragment, AduKey, FragmentError, ReassemblyError, ReassemblyLimits, Reassembler};
+pub use fragment::{
+    fragment, AduKey, FragmentError, Reassembler, ReassemblyError, ReassemblyLimits,
+};
 pub use primary::{FragmentInfo, PrimaryBlock};
 pub use time::{dtn_time_from_unix_ms, format_dtn_time, CreationTimestamp};

@@ -68,7 +68,13 @@ impl Eq for PrimaryBlock {}
 
 impl PrimaryBlock {
     /// A primary block with no flags, no CRC and no fragment fields.
-    pub fn new(destination: Eid, source: Eid, report_to: Eid, timestamp: CreationTimestamp, lifetime_ms: u64) -> Self {
+    pub fn new(
+        destination: Eid,
+        source: Eid,
+        report_to: Eid,
+        timestamp: CreationTimestamp,
+        lifetime_ms: u64,
+    ) -> Self {
         PrimaryBlock {
             flags: BundleFlags::empty(),
             crc_type: CrcType::None,
@@ -105,7 +111,7 @@ impl PrimaryBlock {
         if let Some(raw) = &self.raw {
             return raw.len();
         }
-        let n = self.crc_type.len();
+        let n = self.crc_type.size();
         let mut len = 1
             + 1
             + cbor::head_len(self.wire_flags().bits())
@@ -133,7 +139,9 @@ impl PrimaryBlock {
             return;
         }
         let start = out.as_ref().len();
-        let elements = 8 + if self.fragment.is_some() { 2 } else { 0 } + if self.crc_type.is_none() { 0 } else { 1 };
+        let elements = 8
+            + if self.fragment.is_some() { 2 } else { 0 }
+            + if self.crc_type.is_none() { 0 } else { 1 };
         cbor::put_array(out, elements);
         cbor::put_uint(out, BP_VERSION);
         cbor::put_uint(out, self.wire_flags().bits());
@@ -162,7 +170,8 @@ impl PrimaryBlock {
         }
         let flags = BundleFlags(r.uint("bundle processing flags")?);
         let code = r.uint("CRC type")?;
-        let crc_type = CrcType::from_code(code).ok_or(DecodeError::UnknownCrcType { block: 0, code })?;
+        let crc_type =
+            CrcType::from_code(code).ok_or(DecodeError::UnknownCrcType { block: 0, code })?;
         let is_fragment = flags.contains(BundleFlags::IS_FRAGMENT);
         let expected = 8 + u64::from(is_fragment) * 2 + u64::from(!crc_type.is_none());
         if n != expected {
@@ -182,7 +191,8 @@ impl PrimaryBlock {
         let source = Eid::decode(r, "source")?;
         let report_to = Eid::decode(r, "report-to")?;
         r.array_of("creation timestamp", "2", |n| n == 2)?;
-        let timestamp = CreationTimestamp::new(r.uint("creation time")?, r.uint("sequence number")?);
+        let timestamp =
+            CreationTimestamp::new(r.uint("creation time")?, r.uint("sequence number")?);
         let lifetime_ms = r.uint("lifetime")?;
         let fragment = if is_fragment {
             Some(FragmentInfo {
@@ -232,7 +242,13 @@ impl PrimaryBlock {
                 });
             }
         }
-        if self.timestamp.dtn_time_ms != 0 && self.timestamp.dtn_time_ms.checked_add(self.lifetime_ms).is_none() {
+        if self.timestamp.dtn_time_ms != 0
+            && self
+                .timestamp
+                .dtn_time_ms
+                .checked_add(self.lifetime_ms)
+                .is_none()
+        {
             return Err(DecodeError::LifetimeOverflow {
                 creation_ms: self.timestamp.dtn_time_ms,
                 lifetime_ms: self.lifetime_ms,

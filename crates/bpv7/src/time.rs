@@ -75,7 +75,10 @@ mod tests {
     fn formats_dates() {
         assert_eq!(format_dtn_time(0), "2000-01-01T00:00:00.000Z");
         // 2024-02-29T12:34:56.789Z is 1709210096789 Unix ms.
-        assert_eq!(format_dtn_time(1_709_210_096_789 - DTN_EPOCH_UNIX_MS), "2024-02-29T12:34:56.789Z");
+        assert_eq!(
+            format_dtn_time(1_709_210_096_789 - DTN_EPOCH_UNIX_MS),
+            "2024-02-29T12:34:56.789Z"
+        );
         assert_eq!(dtn_time_from_unix_ms(1), 0);
     }
 }

@@ -33,7 +33,8 @@ fn bp7_crc(c: bpv7::CrcType) -> CrcValue {
 }
 
 fn crc_bytes(c: &CrcValue) -> u32 {
-    c.bytes().map_or(0, |b| b.iter().fold(0u32, |a, x| (a << 8) | u32::from(*x)))
+    c.bytes()
+        .map_or(0, |b| b.iter().fold(0u32, |a, x| (a << 8) | u32::from(*x)))
 }
 
 /// Builds the spec with bp7's API.
@@ -79,7 +80,11 @@ fn assert_bp7_matches(b: &bp7::Bundle, s: &Spec, ours: &bpv7::Bundle) {
     let p = &b.primary;
     assert_eq!(p.bundle_control_flags, s.flags, "flags");
     assert_eq!(u64::from(p.crc.to_code()), s.crc.code(), "primary crc type");
-    assert_eq!(crc_bytes(&p.crc), ours.primary().received_crc(), "primary crc value");
+    assert_eq!(
+        crc_bytes(&p.crc),
+        ours.primary().received_crc(),
+        "primary crc value"
+    );
     assert_eq!(p.destination.to_string(), s.destination.to_string());
     assert_eq!(p.source.to_string(), s.source.to_string());
     assert_eq!(p.report_to.to_string(), s.report_to.to_string());
@@ -99,14 +104,23 @@ fn assert_bp7_matches(b: &bp7::Bundle, s: &Spec, ours: &bpv7::Bundle) {
         assert_eq!(got.block_number, want.number);
         assert_eq!(u64::from(got.block_control_flags), want.flags);
         assert_eq!(u64::from(got.crc.to_code()), want.crc.code());
-        assert_eq!(crc_bytes(&got.crc), our_block.received_crc(), "block {} crc value", want.number);
+        assert_eq!(
+            crc_bytes(&got.crc),
+            our_block.received_crc(),
+            "block {} crc value",
+            want.number
+        );
         match (&want.content, got.data()) {
-            (Content::PreviousNode(e), CanonicalData::PreviousNode(g)) => assert_eq!(g.to_string(), e.to_string()),
+            (Content::PreviousNode(e), CanonicalData::PreviousNode(g)) => {
+                assert_eq!(g.to_string(), e.to_string())
+            }
             (Content::Age(a), CanonicalData::BundleAge(g)) => assert_eq!(g, a),
             (Content::Hop(l, c), CanonicalData::HopCount(gl, gc)) => {
                 assert_eq!((u64::from(*gl), u64::from(*gc)), (*l, *c))
             }
-            (Content::Opaque(d), CanonicalData::Data(g)) if want.block_type == 1 => assert_eq!(g, d),
+            (Content::Opaque(d), CanonicalData::Data(g)) if want.block_type == 1 => {
+                assert_eq!(g, d)
+            }
             (Content::Opaque(d), CanonicalData::Unknown(g)) => assert_eq!(g, d),
             (w, g) => panic!("block {}: expected {w:?}, bp7 decoded {g:?}", want.number),
         }
@@ -122,7 +136,8 @@ fn our_encoding_decodes_in_bp7_with_equal_fields() {
         let wire = ours.encode();
         // Our own decode gives the CRC values we computed.
         let ours = bpv7::Bundle::decode(Bytes::from(wire.clone())).expect("our own decode");
-        let theirs = bp7::Bundle::try_from(wire.as_slice()).unwrap_or_else(|e| panic!("case {i}: bp7 decode: {e:?}"));
+        let theirs = bp7::Bundle::try_from(wire.as_slice())
+            .unwrap_or_else(|e| panic!("case {i}: bp7 decode: {e:?}"));
         if let Err(errs) = theirs.validate() {
             panic!("case {i}: bp7 validate: {errs:?}\n{spec:?}");
         }
@@ -143,7 +158,11 @@ fn bp7_encoding_decodes_in_ours_with_equal_fields() {
         // bp7 stored the CRCs it computed while encoding; they must be the ones we verified.
         assert_bp7_matches(&theirs, &spec, &ours);
         // And both encoders produce the same bytes for the same bundle (both use shortest-form CBOR).
-        assert_eq!(common::ours_from_spec(&spec).encode(), wire, "case {i}: byte-identical encodings");
+        assert_eq!(
+            common::ours_from_spec(&spec).encode(),
+            wire,
+            "case {i}: byte-identical encodings"
+        );
     }
 }
 
@@ -154,7 +173,9 @@ fn bp7_rejects_what_we_corrupt_and_so_do_we() {
     let mut checked = 0;
     for _ in 0..200 {
         let mut spec = common::random_spec(&mut rng, 100);
-        let Some(payload) = spec.blocks.last_mut() else { continue };
+        let Some(payload) = spec.blocks.last_mut() else {
+            continue;
+        };
         payload.crc = bpv7::CrcType::Crc32c;
         if !matches!(&payload.content, Content::Opaque(d) if !d.is_empty()) {
             continue;

@@ -4,8 +4,8 @@
 mod common;
 
 use bpv7::{
-    fragment, BlockFlags, Bundle, BundleBuilder, BundleFlags, CanonicalBlock, CrcType, DecodeError, Eid, FragmentError,
-    ReassemblyError, ReassemblyLimits, Reassembler,
+    fragment, BlockFlags, Bundle, BundleBuilder, BundleFlags, CanonicalBlock, CrcType, DecodeError,
+    Eid, FragmentError, Reassembler, ReassemblyError, ReassemblyLimits,
 };
 use bytes::Bytes;
 use proptest::prelude::*;
@@ -17,9 +17,17 @@ fn sample(payload_len: usize) -> Bundle {
         .creation(bpv7::CreationTimestamp::new(1_000_000, 7))
         .hop_limit(30)
         .previous_node(Eid::ipn(1, 0))
-        .extension_block(200, BlockFlags::REPLICATE_IN_EVERY_FRAGMENT, Bytes::from_static(b"replicated"))
+        .extension_block(
+            200,
+            BlockFlags::REPLICATE_IN_EVERY_FRAGMENT,
+            Bytes::from_static(b"replicated"),
+        )
         .extension_block(201, BlockFlags::empty(), Bytes::from_static(b"first only"))
-        .payload((0..payload_len).map(|i| (i * 7 % 251) as u8).collect::<Vec<u8>>())
+        .payload(
+            (0..payload_len)
+                .map(|i| (i * 7 % 251) as u8)
+                .collect::<Vec<u8>>(),
+        )
         .build()
         .unwrap()
 }
@@ -34,10 +42,21 @@ fn fragments_respect_the_limit_and_replicate_flagged_blocks() {
     let frags = fragment(&b, 1000).unwrap();
     assert!(frags.len() >= 10);
     for (i, f) in frags.iter().enumerate() {
-        assert!(f.encoded_len() <= 1000, "fragment {i} is {} bytes", f.encoded_len());
+        assert!(
+            f.encoded_len() <= 1000,
+            "fragment {i} is {} bytes",
+            f.encoded_len()
+        );
         let f = rewire(f);
-        assert!(f.block_by_type(200).is_some(), "replicated block in fragment {i}");
-        assert_eq!(f.block_by_type(201).is_some(), i == 0, "first-only block in fragment {i}");
+        assert!(
+            f.block_by_type(200).is_some(),
+            "replicated block in fragment {i}"
+        );
+        assert_eq!(
+            f.block_by_type(201).is_some(),
+            i == 0,
+            "first-only block in fragment {i}"
+        );
         assert!(f.hop_count().is_some() && f.previous_node().is_some());
         let fi = f.primary().fragment.unwrap();
         assert_eq!(fi.total_adu_len, 10_000);
@@ -62,12 +81,18 @@ fn must_not_fragment_is_honoured() {
         .payload(vec![0u8; 5000])
         .build()
         .unwrap();
-    assert!(matches!(fragment(&b, 1000), Err(FragmentError::MustNotFragment { max: 1000, .. })));
+    assert!(matches!(
+        fragment(&b, 1000),
+        Err(FragmentError::MustNotFragment { max: 1000, .. })
+    ));
 }
 
 #[test]
 fn a_limit_below_the_overhead_is_refused() {
-    assert!(matches!(fragment(&sample(5000), 60), Err(FragmentError::TooSmall { max: 60, .. })));
+    assert!(matches!(
+        fragment(&sample(5000), 60),
+        Err(FragmentError::TooSmall { max: 60, .. })
+    ));
 }
 
 #[test]
@@ -80,7 +105,12 @@ fn fragmenting_a_fragment_keeps_offsets_relative_to_the_adu() {
     assert_eq!(sub[0].primary().fragment.unwrap().offset, base);
     let mut r = Reassembler::new(ReassemblyLimits::default());
     let mut done = None;
-    for f in frags.iter().take(1).chain(sub.iter()).chain(frags.iter().skip(2)) {
+    for f in frags
+        .iter()
+        .take(1)
+        .chain(sub.iter())
+        .chain(frags.iter().skip(2))
+    {
         if let Some(whole) = r.insert(rewire(f)).unwrap() {
             done = Some(whole);
         }
@@ -142,7 +172,10 @@ fn frag_with(offset: u64, total: u64, data: &'static [u8]) -> Bundle {
         .build()
         .unwrap();
     let (mut p, blocks) = b.into_parts();
-    p.fragment = Some(bpv7::FragmentInfo { offset, total_adu_len: total });
+    p.fragment = Some(bpv7::FragmentInfo {
+        offset,
+        total_adu_len: total,
+    });
     Bundle::from_parts(p, blocks).unwrap()
 }
 
@@ -161,26 +194,54 @@ fn overlapping_fragments_that_agree_are_merged() {
 fn conflicting_overlap_and_length_mismatch_are_errors_and_change_nothing() {
     let mut r = Reassembler::new(ReassemblyLimits::default());
     r.insert(frag_with(0, 10, b"01234")).unwrap();
-    assert_eq!(r.insert(frag_with(3, 10, b"XX")), Err(ReassemblyError::OverlapConflict { offset: 3 }));
-    assert_eq!(r.insert(frag_with(5, 11, b"5")), Err(ReassemblyError::TotalLengthMismatch { expected: 10, found: 11 }));
+    assert_eq!(
+        r.insert(frag_with(3, 10, b"XX")),
+        Err(ReassemblyError::OverlapConflict { offset: 3 })
+    );
+    assert_eq!(
+        r.insert(frag_with(5, 11, b"5")),
+        Err(ReassemblyError::TotalLengthMismatch {
+            expected: 10,
+            found: 11
+        })
+    );
     assert_eq!(r.pending_bytes(), 5);
-    let not_frag = BundleBuilder::new(Eid::ipn(1, 1), Eid::ipn(2, 1)).payload(&b"x"[..]).build().unwrap();
+    let not_frag = BundleBuilder::new(Eid::ipn(1, 1), Eid::ipn(2, 1))
+        .payload(&b"x"[..])
+        .build()
+        .unwrap();
     assert_eq!(r.insert(not_frag), Err(ReassemblyError::NotAFragment));
 }
 
 #[test]
 fn reassembler_limits_and_expiry() {
-    let limits = ReassemblyLimits { max_pending_bytes: 8, max_pending_adus: 1, max_adu_len: 100 };
+    let limits = ReassemblyLimits {
+        max_pending_bytes: 8,
+        max_pending_adus: 1,
+        max_adu_len: 100,
+    };
     let mut r = Reassembler::new(limits);
-    assert_eq!(r.insert(frag_with(0, 1000, b"x")), Err(ReassemblyError::AduTooLarge { len: 1000, limit: 100 }));
+    assert_eq!(
+        r.insert(frag_with(0, 1000, b"x")),
+        Err(ReassemblyError::AduTooLarge {
+            len: 1000,
+            limit: 100
+        })
+    );
     r.insert(frag_with(0, 50, b"0123")).unwrap();
-    assert!(matches!(r.insert(frag_with(10, 50, b"abcdefgh")), Err(ReassemblyError::TooManyBytes { adding: 8, .. })));
+    assert!(matches!(
+        r.insert(frag_with(10, 50, b"abcdefgh")),
+        Err(ReassemblyError::TooManyBytes { adding: 8, .. })
+    ));
     let other = {
         let (mut p, blocks) = frag_with(0, 50, b"z").into_parts();
         p.timestamp.sequence = 99;
         Bundle::from_parts(p, blocks).unwrap()
     };
-    assert_eq!(r.insert(other), Err(ReassemblyError::TooManyAdus { limit: 1 }));
+    assert_eq!(
+        r.insert(other),
+        Err(ReassemblyError::TooManyAdus { limit: 1 })
+    );
     assert!(r.expire(5999).is_empty());
     assert_eq!(r.expire(6000).len(), 1);
     assert_eq!((r.pending_adus(), r.pending_bytes()), (0, 0));
@@ -192,12 +253,21 @@ fn per_hop_mutators_keep_other_blocks_byte_exact() {
         .crc_type(CrcType::Crc16)
         .hop_limit(2)
         .bundle_age_ms(100)
-        .extension_block(222, BlockFlags::DISCARD_IF_UNPROCESSABLE, Bytes::from_static(b"opaque"))
+        .extension_block(
+            222,
+            BlockFlags::DISCARD_IF_UNPROCESSABLE,
+            Bytes::from_static(b"opaque"),
+        )
         .payload(&b"data"[..])
         .build()
         .unwrap();
     let mut b = rewire(&b);
-    let opaque_raw = b.block_by_type(222).unwrap().raw_encoding().unwrap().clone();
+    let opaque_raw = b
+        .block_by_type(222)
+        .unwrap()
+        .raw_encoding()
+        .unwrap()
+        .clone();
     let primary_raw = b.primary().raw_encoding().unwrap().clone();
     b.set_previous_node(&Eid::ipn(7, 0));
     assert_eq!(b.increment_hop_count().unwrap().unwrap().count, 1);
@@ -205,7 +275,10 @@ fn per_hop_mutators_keep_other_blocks_byte_exact() {
     let b2 = rewire(&b);
     assert_eq!(b2.previous_node(), Some(Eid::ipn(7, 0)));
     assert_eq!(b2.bundle_age_ms(), Some(150));
-    assert_eq!(b2.block_by_type(222).unwrap().raw_encoding(), Some(&opaque_raw));
+    assert_eq!(
+        b2.block_by_type(222).unwrap().raw_encoding(),
+        Some(&opaque_raw)
+    );
     assert_eq!(b2.primary().raw_encoding(), Some(&primary_raw));
     let mut b3 = b2.clone();
     b3.set_previous_node(&Eid::ipn(8, 0));
@@ -223,10 +296,26 @@ fn inserting_an_invalid_block_is_refused() {
     let mut b = sample(10);
     let n = b.next_block_number();
     assert_eq!(
-        b.insert_block(CanonicalBlock::hop_count(n, BlockFlags::empty(), CrcType::None, bpv7::HopCount { limit: 3, count: 0 })),
-        Err(DecodeError::DuplicateExtensionBlock { block_type: 10, number: n })
+        b.insert_block(CanonicalBlock::hop_count(
+            n,
+            BlockFlags::empty(),
+            CrcType::None,
+            bpv7::HopCount { limit: 3, count: 0 }
+        )),
+        Err(DecodeError::DuplicateExtensionBlock {
+            block_type: 10,
+            number: n
+        })
     );
-    assert!(b.insert_block(CanonicalBlock::new(300, n, BlockFlags::empty(), CrcType::Crc32c, Bytes::new())).is_ok());
+    assert!(b
+        .insert_block(CanonicalBlock::new(
+            300,
+            n,
+            BlockFlags::empty(),
+            CrcType::Crc32c,
+            Bytes::new()
+        ))
+        .is_ok());
     assert_eq!(rewire(&b), b);
 }
 

@@ -17,13 +17,20 @@ fn eid_strategy() -> impl Strategy<Value = Eid> {
     prop_oneof![
         Just(Eid::DtnNone),
         (any::<u64>(), any::<u64>()).prop_map(|(n, s)| Eid::ipn(n, s)),
-        (1..u64::MAX, any::<u64>(), any::<u64>()).prop_map(|(allocator, node, service)| Eid::Ipn { allocator, node, service }),
+        (1..u64::MAX, any::<u64>(), any::<u64>()).prop_map(|(allocator, node, service)| Eid::Ipn {
+            allocator,
+            node,
+            service
+        }),
         ("[a-zA-Z0-9._~-]{1,16}", "[!-~]{0,24}").prop_map(|(n, d)| Eid::dtn(&n, &d).unwrap()),
     ]
 }
 
 fn item_strategy() -> impl Strategy<Value = StatusItem> {
-    prop_oneof![Just(StatusItem::NO), proptest::option::of(any::<u64>()).prop_map(StatusItem::yes)]
+    prop_oneof![
+        Just(StatusItem::NO),
+        proptest::option::of(any::<u64>()).prop_map(StatusItem::yes)
+    ]
 }
 
 proptest! {

@@ -65,7 +65,9 @@ pub fn random_eid<R: Rng>(rng: &mut R, allow_none: bool) -> Eid {
             const CHARS: &[u8] = b"abcdefghijklmnopqrstuvwxyz0123456789-._~!$&'()*+,;=:@";
             let mut word = |min: usize, max: usize| -> String {
                 let n = rng.random_range(min..=max);
-                (0..n).map(|_| CHARS[rng.random_range(0..CHARS.len())] as char).collect()
+                (0..n)
+                    .map(|_| CHARS[rng.random_range(0..CHARS.len())] as char)
+                    .collect()
             };
             let node = word(1, 12);
             let demux = word(0, 20);
@@ -97,7 +99,11 @@ pub fn random_spec<R: Rng>(rng: &mut R, max_payload: usize) -> Spec {
     if admin || source.is_none() {
         flags &= !BundleFlags::ANY_REPORT.bits();
     }
-    let payload_len = if rng.random_bool(0.1) { 0 } else { rng.random_range(0..=max_payload) };
+    let payload_len = if rng.random_bool(0.1) {
+        0
+    } else {
+        rng.random_range(0..=max_payload)
+    };
     let payload: Vec<u8> = (0..payload_len).map(|_| rng.random()).collect();
     let fragment = if !source.is_none() && rng.random_bool(0.25) {
         let offset = rng.random_range(0..1_000_000u64);
@@ -124,7 +130,11 @@ pub fn random_spec<R: Rng>(rng: &mut R, max_payload: usize) -> Spec {
     let mut next = 2u64;
     let mut numbers = |rng: &mut R| {
         // Unique, increasing, sometimes sparse and sometimes large numbers.
-        next += if rng.random_bool(0.2) { int(rng) % 1000 + 1 } else { 1 };
+        next += if rng.random_bool(0.2) {
+            int(rng) % 1000 + 1
+        } else {
+            1
+        };
         next - 1
     };
     let mut kinds = Vec::new();
@@ -195,7 +205,12 @@ pub fn ours_from_spec(s: &Spec) -> bpv7::Bundle {
     );
     p.flags = BundleFlags(s.flags);
     p.crc_type = s.crc;
-    p.fragment = s.fragment.map(|(offset, total_adu_len)| bpv7::FragmentInfo { offset, total_adu_len });
+    p.fragment = s
+        .fragment
+        .map(|(offset, total_adu_len)| bpv7::FragmentInfo {
+            offset,
+            total_adu_len,
+        });
     let blocks = s
         .blocks
         .iter()
@@ -204,10 +219,18 @@ pub fn ours_from_spec(s: &Spec) -> bpv7::Bundle {
             match &b.content {
                 Content::PreviousNode(e) => CanonicalBlock::previous_node(b.number, f, b.crc, e),
                 Content::Age(a) => CanonicalBlock::bundle_age(b.number, f, b.crc, *a),
-                Content::Hop(limit, count) => {
-                    CanonicalBlock::hop_count(b.number, f, b.crc, HopCount { limit: *limit, count: *count })
+                Content::Hop(limit, count) => CanonicalBlock::hop_count(
+                    b.number,
+                    f,
+                    b.crc,
+                    HopCount {
+                        limit: *limit,
+                        count: *count,
+                    },
+                ),
+                Content::Opaque(d) => {
+                    CanonicalBlock::new(b.block_type, b.number, f, b.crc, Bytes::from(d.clone()))
                 }
-                Content::Opaque(d) => CanonicalBlock::new(b.block_type, b.number, f, b.crc, Bytes::from(d.clone())),
             }
         })
         .collect();
@@ -236,7 +259,13 @@ pub fn assert_ours_matches(b: &bpv7::Bundle, s: &Spec) {
             Content::PreviousNode(e) => assert_eq!(&got.as_previous_node().unwrap().unwrap(), e),
             Content::Age(a) => assert_eq!(got.as_bundle_age().unwrap().unwrap(), *a),
             Content::Hop(l, c) => {
-                assert_eq!(got.as_hop_count().unwrap().unwrap(), HopCount { limit: *l, count: *c })
+                assert_eq!(
+                    got.as_hop_count().unwrap().unwrap(),
+                    HopCount {
+                        limit: *l,
+                        count: *c
+                    }
+                )
             }
             Content::Opaque(d) => assert_eq!(&got.data()[..], &d[..]),
         }
