@@ -254,7 +254,9 @@ impl StatusReport {
 
     fn decode(r: &mut Reader<'_>) -> Result<StatusReport, DecodeError> {
         let n = r.array_of("status report", "4 or 6", |n| n == 4 || n == 6)?;
-        r.array_of("status information", "4", |n| n == 4)?;
+        // RFC 9171 6.1.1: at least four elements; any beyond the first four are reserved for future use and
+        // skipped here.
+        let count = r.array_of("status information", "at least 4", |n| n >= 4)?;
         let mut items = [StatusItem::NO; 4];
         for item in &mut items {
             let at = r.pos();
@@ -274,6 +276,9 @@ impl StatusReport {
                 None
             };
             *item = StatusItem { asserted, time_ms };
+        }
+        for _ in 4..count {
+            r.skip_item("status information")?;
         }
         let reason = ReasonCode::from_code(r.uint("reason code")?);
         let source = Eid::decode(r, "subject source")?;
@@ -347,6 +352,19 @@ mod tests {
                 0x02, 0x82, 0x01, 0x00, 0x82, 0x00, 0x00
             ]
         );
+    }
+
+    #[test]
+    fn status_information_beyond_four_items_is_skipped() {
+        let raw = Bytes::from_static(&[
+            0x82, 0x01, 0x84, 0x85, 0x81, 0xF5, 0x81, 0xF4, 0x81, 0xF4, 0x81, 0xF4, 0x82, 0xF5,
+            0x05, 0x00, 0x82, 0x02, 0x82, 0x01, 0x00, 0x82, 0x00, 0x00,
+        ]);
+        let AdminRecord::StatusReport(sr) = AdminRecord::decode(&raw).unwrap() else {
+            panic!("not a status report");
+        };
+        assert!(sr.received.asserted && !sr.deleted.asserted);
+        assert_eq!(sr.source, Eid::ipn(1, 0));
     }
 
     #[test]

@@ -194,3 +194,91 @@ fn bp7_rejects_what_we_corrupt_and_so_do_we() {
     }
     assert!(checked > 50);
 }
+
+fn random_report(rng: &mut ChaCha8Rng) -> bpv7::StatusReport {
+    use rand::RngExt;
+    let item = |rng: &mut ChaCha8Rng| match rng.random_range(0..3) {
+        0 => bpv7::StatusItem::NO,
+        1 => bpv7::StatusItem::yes(None),
+        _ => bpv7::StatusItem::yes(Some(rng.random_range(0..1u64 << 40))),
+    };
+    bpv7::StatusReport {
+        received: item(rng),
+        forwarded: item(rng),
+        delivered: item(rng),
+        deleted: item(rng),
+        reason: bpv7::ReasonCode::from_code(rng.random_range(0..17)),
+        source: common::random_eid(rng, false),
+        timestamp: bpv7::CreationTimestamp::new(
+            rng.random_range(0..1u64 << 40),
+            rng.random_range(0..1000),
+        ),
+        // bp7 marks "subject is a fragment" by a non-zero fragment length.
+        fragment: rng.random_bool(0.3).then(|| {
+            (
+                rng.random_range(0..1u64 << 30),
+                rng.random_range(1..1u64 << 30),
+            )
+        }),
+    }
+}
+
+#[test]
+fn status_reports_cross_check_both_ways() {
+    use bp7::administrative_record::{AdministrativeRecord, BundleStatusItem};
+    let mut rng = ChaCha8Rng::seed_from_u64(0xAD_0001);
+    for i in 0..1000 {
+        let ours = random_report(&mut rng);
+        // Ours -> bp7.
+        let wire = bpv7::AdminRecord::StatusReport(ours.clone()).encode();
+        let theirs: AdministrativeRecord =
+            serde_cbor::from_slice(&wire).unwrap_or_else(|e| panic!("case {i}: {e}"));
+        let AdministrativeRecord::BundleStatusReport(sr) = &theirs else {
+            panic!("case {i}: bp7 decoded {theirs:?}");
+        };
+        let items = [ours.received, ours.forwarded, ours.delivered, ours.deleted];
+        assert_eq!(sr.status_information.len(), 4);
+        for (got, want) in sr.status_information.iter().zip(items) {
+            assert_eq!(got.asserted, want.asserted);
+            assert_eq!(got.status_requested, want.time_ms.is_some());
+            assert_eq!(got.time, want.time_ms.unwrap_or(0));
+        }
+        assert_eq!(u64::from(sr.report_reason), ours.reason.code());
+        assert_eq!(sr.source_node.to_string(), ours.source.to_string());
+        assert_eq!(sr.timestamp.dtntime(), ours.timestamp.dtn_time_ms);
+        assert_eq!(sr.timestamp.seqno(), ours.timestamp.sequence);
+        assert_eq!(
+            (sr.frag_offset, sr.frag_len),
+            ours.fragment.unwrap_or((0, 0))
+        );
+
+        // bp7 -> ours: rebuild the same report with bp7's types and encoder.
+        let status_information = items
+            .iter()
+            .map(|it| BundleStatusItem {
+                asserted: it.asserted,
+                time: it.time_ms.unwrap_or(0),
+                status_requested: it.time_ms.is_some(),
+            })
+            .collect();
+        let rebuilt =
+            AdministrativeRecord::BundleStatusReport(bp7::administrative_record::StatusReport {
+                status_information,
+                report_reason: ours.reason.code() as u32,
+                source_node: bp7_eid(&ours.source),
+                timestamp: bp7::CreationTimestamp::with_time_and_seq(
+                    ours.timestamp.dtn_time_ms,
+                    ours.timestamp.sequence,
+                ),
+                frag_offset: ours.fragment.map_or(0, |f| f.0),
+                frag_len: ours.fragment.map_or(0, |f| f.1),
+            });
+        let payload = rebuilt.to_payload();
+        let bytes = Bytes::from(payload.payload_data().expect("payload").clone());
+        assert_eq!(
+            bpv7::AdminRecord::decode(&bytes).unwrap(),
+            bpv7::AdminRecord::StatusReport(ours)
+        );
+        assert_eq!(&bytes[..], &wire[..], "case {i}: byte-identical encodings");
+    }
+}
