@@ -85,6 +85,7 @@ fn realistic_ion_plan_parses() {
         kind: LinkEventKind::Up {
             rate_bytes_per_s: rate,
             owlt_ms: Some(1500),
+            return_owlt_ms: Some(1500),
         },
     };
     assert_eq!(
@@ -95,6 +96,35 @@ fn realistic_ion_plan_parses() {
             LinkEvent {
                 at_ms: 1_800_000,
                 neighbour: 2,
+                kind: LinkEventKind::Down
+            },
+        ]
+    );
+    // Inbound view of node 1: contacts 2→1 and 4→1; the 4→1 direction has its own range (20 ms)
+    // and the return direction 1→4 the 10 ms one.
+    let inbound: Vec<LinkEvent> = plan.inbound_link_events(1, 0).collect();
+    let want_up = |at_ms, neighbour, rate, owlt, back| LinkEvent {
+        at_ms,
+        neighbour,
+        kind: LinkEventKind::Up {
+            rate_bytes_per_s: rate,
+            owlt_ms: Some(owlt),
+            return_owlt_ms: Some(back),
+        },
+    };
+    assert_eq!(
+        inbound,
+        vec![
+            want_up(0, 2, 125_000, 125, 125),
+            LinkEvent {
+                at_ms: 3_600_000,
+                neighbour: 2,
+                kind: LinkEventKind::Down
+            },
+            want_up(3_600_000, 4, 1_250_000, 20, 10),
+            LinkEvent {
+                at_ms: 7_200_000,
+                neighbour: 4,
                 kind: LinkEventKind::Down
             },
         ]

@@ -3,9 +3,10 @@
 //! A node runtime or the simulator does not want to query the plan on every packet; it wants to
 //! be told "at t, the link to N comes up at R bytes/s with OWLT d" and "at t', it goes down", and
 //! to set one timer for the next change. This module turns the plan into exactly that sequence for
-//! a local node's *outgoing* links (its transmission opportunities, which is what gates an LTP
-//! span or a pacer). The reverse direction of a neighbour pair is that neighbour's own outgoing
-//! link and appears in its event stream.
+//! a local node's *outbound* links (its transmission opportunities, which gate an LTP span's
+//! sender and its pacer) and, separately, its *inbound* links (the neighbours' contacts towards
+//! it: when data, or LTP reports answering our data, can arrive — what LTP needs to suspend and
+//! resume its retransmission timers).
 //!
 //! Adjacent contacts (one ends when the next starts) produce a single `Up` with the new
 //! parameters rather than `Down` + `Up`, so a span is never torn down for a rate change.
@@ -20,8 +21,11 @@ pub enum LinkEventKind {
     Up {
         /// Contact rate in bytes per second (ION semantics); see [`LinkEventKind::rate_bits_per_s`].
         rate_bytes_per_s: u64,
-        /// OWLT to the neighbour in ms at this instant, `None` when no range covers it.
+        /// OWLT in the contact's direction in ms at this instant, `None` when no range covers it.
         owlt_ms: Option<u64>,
+        /// OWLT in the opposite direction (differs only with asymmetric ranges): with `owlt_ms`
+        /// it gives the round trip an LTP sender waits for a report.
+        return_owlt_ms: Option<u64>,
     },
     /// The link goes down (no contact from this instant).
     Down,
@@ -39,12 +43,12 @@ impl LinkEventKind {
     }
 }
 
-/// One change of one outgoing link of the local node.
+/// One change of one link of the local node (outbound or inbound, depending on the stream).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LinkEvent {
     /// When, in ms relative to the plan epoch.
     pub at_ms: u64,
-    /// The neighbour the link goes to.
+    /// The neighbour at the other end of the link.
     pub neighbour: NodeNum,
     /// The change.
     pub kind: LinkEventKind,
@@ -69,36 +73,68 @@ impl Iterator for LinkEvents {
 
 impl ExactSizeIterator for LinkEvents {}
 
-/// The state of one link during an interval: `None` = down.
-type State = Option<(u64, Option<u64>)>;
+/// The state of one link during an interval: `None` = down, else (rate, owlt, return owlt).
+type State = Option<(u64, Option<u64>, Option<u64>)>;
 
-fn state_at(plan: &ContactPlan, local: NodeNum, neighbour: NodeNum, t: u64) -> State {
-    plan.contact_between_at(local, neighbour, t)
-        .map(|c| (c.rate_bytes_per_s, plan.owlt_ms(local, neighbour, t)))
+fn state_at(plan: &ContactPlan, tx: NodeNum, rx: NodeNum, t: u64) -> State {
+    plan.contact_between_at(tx, rx, t).map(|c| {
+        (
+            c.rate_bytes_per_s,
+            plan.owlt_ms(tx, rx, t),
+            plan.owlt_ms(rx, tx, t),
+        )
+    })
 }
 
 fn to_kind(s: State) -> LinkEventKind {
     match s {
-        Some((rate_bytes_per_s, owlt_ms)) => LinkEventKind::Up {
+        Some((rate_bytes_per_s, owlt_ms, return_owlt_ms)) => LinkEventKind::Up {
             rate_bytes_per_s,
             owlt_ms,
+            return_owlt_ms,
         },
         None => LinkEventKind::Down,
     }
 }
 
-pub(super) fn link_events(plan: &ContactPlan, local: NodeNum, from_ms: u64) -> LinkEvents {
-    let mut neighbours: Vec<NodeNum> = plan.contacts_from(local).map(|c| c.to).collect();
-    neighbours.dedup(); // contacts_from is ordered by (to, start)
+/// Which of the local node's links a stream describes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Direction {
+    /// Contacts `local → neighbour`.
+    Outbound,
+    /// Contacts `neighbour → local`.
+    Inbound,
+}
+
+pub(super) fn link_events(
+    plan: &ContactPlan,
+    local: NodeNum,
+    from_ms: u64,
+    dir: Direction,
+) -> LinkEvents {
+    let mut neighbours: Vec<NodeNum> = match dir {
+        Direction::Outbound => plan.contacts_from(local).map(|c| c.to).collect(),
+        Direction::Inbound => plan
+            .contacts()
+            .filter(|c| c.to == local)
+            .map(|c| c.from)
+            .collect(),
+    };
+    neighbours.sort_unstable();
+    neighbours.dedup();
     let mut events = Vec::new();
     let mut instants = Vec::new();
     for n in neighbours {
+        let (tx, rx) = match dir {
+            Direction::Outbound => (local, n),
+            Direction::Inbound => (n, local),
+        };
         instants.clear();
-        plan.boundaries(local, n, &mut instants);
+        plan.boundaries(tx, rx, &mut instants);
         instants.retain(|&t| t > from_ms);
         instants.sort_unstable();
         instants.dedup();
-        let mut prev = state_at(plan, local, n, from_ms);
+        let mut prev = state_at(plan, tx, rx, from_ms);
         if prev.is_some() {
             events.push(LinkEvent {
                 at_ms: from_ms,
@@ -107,7 +143,7 @@ pub(super) fn link_events(plan: &ContactPlan, local: NodeNum, from_ms: u64) -> L
             });
         }
         for &t in &instants {
-            let s = state_at(plan, local, n, t);
+            let s = state_at(plan, tx, rx, t);
             if s != prev {
                 events.push(LinkEvent {
                     at_ms: t,
@@ -126,9 +162,14 @@ pub(super) fn link_events(plan: &ContactPlan, local: NodeNum, from_ms: u64) -> L
 }
 
 pub(super) fn next_change_after(plan: &ContactPlan, local: NodeNum, t_ms: u64) -> Option<u64> {
-    link_events(plan, local, t_ms)
-        .map(|e| e.at_ms)
-        .find(|&at| at > t_ms)
+    [Direction::Outbound, Direction::Inbound]
+        .into_iter()
+        .filter_map(|d| {
+            link_events(plan, local, t_ms, d)
+                .map(|e| e.at_ms)
+                .find(|&at| at > t_ms)
+        })
+        .min()
 }
 
 #[cfg(test)]
@@ -143,6 +184,7 @@ mod tests {
             kind: LinkEventKind::Up {
                 rate_bytes_per_s: rate,
                 owlt_ms: owlt,
+                return_owlt_ms: owlt,
             },
         }
     }
@@ -199,7 +241,9 @@ mod tests {
         );
         assert_eq!(p.next_change_after(1, 0), Some(5_000));
         assert_eq!(p.next_change_after(1, 20_000), Some(30_000));
-        assert_eq!(p.next_change_after(1, 40_000), None);
+        // Only the inbound contact 2→1 is left to change (it ends at 50 s).
+        assert_eq!(p.next_change_after(1, 40_000), Some(50_000));
+        assert_eq!(p.next_change_after(1, 50_000), None);
         assert_eq!(ev[0].kind.rate_bits_per_s(), Some(1600));
         Ok(())
     }

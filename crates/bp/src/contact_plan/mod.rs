@@ -513,14 +513,24 @@ impl ContactPlan {
             .map(|r| r.owlt_ms)
     }
 
-    /// Link up/down/rate/OWLT changes for `local`'s outgoing links, from `from_ms` on (an `Up` at
-    /// `from_ms` for every link already up then). See [`LinkEvents`].
+    /// Link up/down/rate/OWLT changes of `local`'s outbound links (contacts `local → n`), from
+    /// `from_ms` on, with an `Up` at `from_ms` for every link already up then. See [`LinkEvents`].
+    ///
+    /// Computed once, O(n log n) in the plan size: a driver should keep the iterator and
+    /// recompute it only when [`ContactPlan::generation`] changes.
     pub fn link_events(&self, local: NodeNum, from_ms: u64) -> LinkEvents {
-        events::link_events(self, local, from_ms)
+        events::link_events(self, local, from_ms, events::Direction::Outbound)
     }
 
-    /// The first instant strictly after `t_ms` at which one of `local`'s outgoing links changes
-    /// (comes up, goes down, or changes rate or OWLT): when a driver should wake up next.
+    /// Like [`ContactPlan::link_events`] for `local`'s inbound links (contacts `n → local`): when
+    /// each neighbour can send to us. `owlt_ms` is then the OWLT `n → local`.
+    pub fn inbound_link_events(&self, local: NodeNum, from_ms: u64) -> LinkEvents {
+        events::link_events(self, local, from_ms, events::Direction::Inbound)
+    }
+
+    /// The first instant strictly after `t_ms` at which one of `local`'s links, outbound or
+    /// inbound, changes (comes up, goes down, or changes rate or OWLT): when a driver should wake
+    /// up next. O(n log n) per call; prefer keeping the event iterators for long runs.
     pub fn next_change_after(&self, local: NodeNum, t_ms: u64) -> Option<u64> {
         events::next_change_after(self, local, t_ms)
     }

@@ -7,6 +7,8 @@
 use std::fmt;
 use std::str::FromStr;
 
+use serde::{Deserialize, Deserializer};
+
 use crate::contact_plan::NodeNum;
 
 /// An inclusive range of ipn node numbers, `first..=last`, with `1 <= first <= last`.
@@ -104,8 +106,27 @@ impl fmt::Display for NodeRange {
     }
 }
 
-/// One static route.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// In configuration files a node range is an integer (`dest = 7`) or a string (`"10-19"`, `"*"`).
+impl<'de> Deserialize<'de> for NodeRange {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            Node(u64),
+            Text(String),
+        }
+        let r = match Raw::deserialize(d)? {
+            Raw::Node(n) => NodeRange::single(n),
+            Raw::Text(s) => s.parse(),
+        };
+        r.map_err(serde::de::Error::custom)
+    }
+}
+
+/// One static route. In configuration (e.g. a TOML `[[route]]` table) it reads as
+/// `dest = 7` / `dest = "10-19"` / `dest = "*"` and `next_hop = 3`; unknown keys are rejected.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct StaticRoute {
     /// Destinations this route serves.
     pub dest: NodeRange,
@@ -139,6 +160,17 @@ impl StaticRoutes {
             None => self.routes.push(StaticRoute { dest, next_hop }),
         }
         Ok(())
+    }
+
+    /// A table from configured routes, in order (later entries for the same range win).
+    pub fn from_routes(
+        routes: impl IntoIterator<Item = StaticRoute>,
+    ) -> Result<Self, NodeRangeError> {
+        let mut t = Self::new();
+        for r in routes {
+            t.add(r.dest, r.next_hop)?;
+        }
+        Ok(t)
     }
 
     /// Removes the route for exactly `dest`; returns whether one existed.
@@ -183,6 +215,29 @@ mod tests {
         assert!(t.remove("*".parse()?));
         assert_eq!(t.lookup(5), None);
         Ok(())
+    }
+
+    #[test]
+    fn from_toml_config() {
+        #[derive(Deserialize)]
+        struct Cfg {
+            route: Vec<StaticRoute>,
+        }
+        let text = "[[route]]\ndest = 7\nnext_hop = 2\n[[route]]\ndest = \"*\"\nnext_hop = 9\n";
+        let cfg: Result<Cfg, _> = toml::from_str(text);
+        let table = cfg
+            .map_err(|e| e.to_string())
+            .and_then(|c| StaticRoutes::from_routes(c.route).map_err(|e| e.to_string()));
+        let table = table.unwrap_or_default();
+        assert_eq!((table.lookup(7), table.lookup(8)), (Some(2), Some(9)));
+        let bad: Result<Cfg, _> = toml::from_str("[[route]]\ndest = \"5-3\"\nnext_hop = 2\n");
+        assert!(bad
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default()
+            .contains("5-3"));
+        let bad: Result<Cfg, _> = toml::from_str("[[route]]\ndest = 5\nvia = 2\n");
+        assert!(bad.is_err());
     }
 
     #[test]
