@@ -122,7 +122,6 @@ impl SpanConfig {
     /// The retransmission timeout in effect: the explicit `rto` if set, else ION style
     /// `2 × owlt + processing_margin`.
     pub fn effective_rto(&self) -> Duration {
-        self.rto
-            .unwrap_or(self.owlt * 2 + self.processing_margin)
+        self.rto.unwrap_or(self.owlt * 2 + self.processing_margin)
     }
 }

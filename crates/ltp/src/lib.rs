@@ -24,13 +24,17 @@ pub mod sdnv;
 pub mod segment;
 pub mod stats;
 
+/// Re-export of the `bytes` crate used in the API (payloads are `Bytes` slices).
+pub use bytes;
 pub use config::{EngineConfig, SpanConfig};
 pub use engine::{Engine, SendOutcome, Transmit};
 pub use error::{DecodeError, RecvError, SendError};
 pub use event::Event;
-pub use log::{CsvSegmentLog, Direction, LogEvent, Outcome, RecordKind, SegmentRecord, SegmentSink};
+pub use log::{
+    CsvSegmentLog, Direction, LogEvent, Outcome, RecordKind, SegmentRecord, SegmentSink,
+};
 pub use segment::{
-    CancelReason, CheckpointInfo, Content, DataSegment, Extension, ReceptionClaim,
-    ReportSegment, Segment, SegmentType, SessionId,
+    CancelReason, CheckpointInfo, Content, DataSegment, Extension, ReceptionClaim, ReportSegment,
+    Segment, SegmentType, SessionId,
 };
 pub use stats::{EngineStats, SpanStats};

@@ -103,7 +103,10 @@ mod tests {
         let mut b = TokenBucket::new(8_000_000, 0, Duration::ZERO);
         assert_eq!(b.ready_at(Duration::ZERO), None);
         b.consume(1000, Duration::ZERO);
-        assert_eq!(b.ready_at(Duration::ZERO), Some(Duration::from_micros(1000)));
+        assert_eq!(
+            b.ready_at(Duration::ZERO),
+            Some(Duration::from_micros(1000))
+        );
         assert_eq!(b.ready_at(Duration::from_micros(1000)), None);
         b.consume(500, Duration::from_micros(1000));
         assert_eq!(

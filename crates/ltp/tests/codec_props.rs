@@ -10,13 +10,20 @@ use ltp::{
 use proptest::prelude::*;
 
 fn big_u64() -> impl Strategy<Value = u64> {
-    prop_oneof![0u64..200, any::<u64>(), Just(u64::MAX), (0u32..64).prop_map(|b| 1u64 << b)]
+    prop_oneof![
+        0u64..200,
+        any::<u64>(),
+        Just(u64::MAX),
+        (0u32..64).prop_map(|b| 1u64 << b)
+    ]
 }
 
 fn extensions() -> impl Strategy<Value = Vec<Extension>> {
     prop::collection::vec(
-        (any::<u8>(), prop::collection::vec(any::<u8>(), 0..20))
-            .prop_map(|(tag, v)| Extension { tag, value: Bytes::from(v) }),
+        (any::<u8>(), prop::collection::vec(any::<u8>(), 0..20)).prop_map(|(tag, v)| Extension {
+            tag,
+            value: Bytes::from(v),
+        }),
         0..3,
     )
 }
@@ -37,7 +44,10 @@ fn report() -> impl Strategy<Value = ReportSegment> {
             let mut at = 0u64;
             for (gap, len) in gaps {
                 at += gap;
-                claims.push(ReceptionClaim { offset: at, length: len });
+                claims.push(ReceptionClaim {
+                    offset: at,
+                    length: len,
+                });
                 at += len;
             }
             ReportSegment {
@@ -51,7 +61,10 @@ fn report() -> impl Strategy<Value = ReportSegment> {
 }
 
 fn segment() -> impl Strategy<Value = Segment> {
-    let session = (big_u64(), big_u64()).prop_map(|(o, n)| SessionId { originator: o, number: n });
+    let session = (big_u64(), big_u64()).prop_map(|(o, n)| SessionId {
+        originator: o,
+        number: n,
+    });
     let data = (
         prop::sample::select(vec![0u8, 1, 2, 3, 4, 7]),
         big_u64(),
@@ -79,7 +92,10 @@ fn segment() -> impl Strategy<Value = Segment> {
     let content = prop_oneof![
         data,
         report().prop_map(|r| (SegmentType::Report, Content::Report(r))),
-        big_u64().prop_map(|s| (SegmentType::ReportAck, Content::ReportAck { report_serial: s })),
+        big_u64().prop_map(|s| (
+            SegmentType::ReportAck,
+            Content::ReportAck { report_serial: s }
+        )),
         reason().prop_map(|r| (SegmentType::CancelFromSender, Content::Cancel(r))),
         reason().prop_map(|r| (SegmentType::CancelFromReceiver, Content::Cancel(r))),
         Just((SegmentType::CancelAckToSender, Content::CancelAck)),
@@ -157,7 +173,10 @@ proptest! {
 fn undefined_types_and_bad_fields_are_rejected() {
     for code in [5u8, 6, 10, 11] {
         let d = Bytes::from(vec![code, 1, 1, 0]);
-        assert_eq!(Segment::decode(&d), Err(DecodeError::UndefinedSegmentType(code)));
+        assert_eq!(
+            Segment::decode(&d),
+            Err(DecodeError::UndefinedSegmentType(code))
+        );
     }
     assert_eq!(
         Segment::decode(&Bytes::from_static(&[0x10, 1, 1, 0])),
@@ -181,12 +200,21 @@ fn undefined_types_and_bad_fields_are_rejected() {
     // A report claiming a huge number of claims allocates nothing and fails.
     let mut rs = vec![8, 1, 1, 0, 1, 1, 10, 0];
     sdnv::encode(u64::MAX, &mut rs);
-    assert_eq!(Segment::decode(&Bytes::from(rs)), Err(DecodeError::Truncated));
+    assert_eq!(
+        Segment::decode(&Bytes::from(rs)),
+        Err(DecodeError::Truncated)
+    );
     // Claims out of order or beyond the scope.
     let bad: &[u8] = &[8, 1, 1, 0, 1, 1, 10, 0, 2, 5, 2, 0, 2];
-    assert!(matches!(Segment::decode(&Bytes::copy_from_slice(bad)), Err(DecodeError::InvalidReport(_))));
+    assert!(matches!(
+        Segment::decode(&Bytes::copy_from_slice(bad)),
+        Err(DecodeError::InvalidReport(_))
+    ));
     let bad: &[u8] = &[8, 1, 1, 0, 1, 1, 10, 0, 1, 8, 5];
-    assert!(matches!(Segment::decode(&Bytes::copy_from_slice(bad)), Err(DecodeError::InvalidReport(_))));
+    assert!(matches!(
+        Segment::decode(&Bytes::copy_from_slice(bad)),
+        Err(DecodeError::InvalidReport(_))
+    ));
 }
 
 #[test]
@@ -195,13 +223,19 @@ fn known_wire_bytes() {
     // checkpoint 5, report 0, data "abc".
     let seg = Segment {
         segment_type: SegmentType::RedCheckpointEorpEob,
-        session: SessionId { originator: 1, number: 0x1234 },
+        session: SessionId {
+            originator: 1,
+            number: 0x1234,
+        },
         header_extensions: vec![],
         content: Content::Data(DataSegment {
             client_service_id: 1,
             offset: 0,
             data: Bytes::from_static(b"abc"),
-            checkpoint: Some(CheckpointInfo { checkpoint_serial: 5, report_serial: 0 }),
+            checkpoint: Some(CheckpointInfo {
+                checkpoint_serial: 5,
+                report_serial: 0,
+            }),
         }),
         trailer_extensions: vec![],
     };
@@ -211,8 +245,14 @@ fn known_wire_bytes() {
     );
     // Extension counts live in the two nibbles after the session id.
     let mut s2 = seg.clone();
-    s2.header_extensions.push(Extension { tag: 0x01, value: Bytes::from_static(&[9, 9]) });
-    s2.trailer_extensions.push(Extension { tag: 0x00, value: Bytes::new() });
+    s2.header_extensions.push(Extension {
+        tag: 0x01,
+        value: Bytes::from_static(&[9, 9]),
+    });
+    s2.trailer_extensions.push(Extension {
+        tag: 0x00,
+        value: Bytes::new(),
+    });
     let b = s2.to_vec().unwrap();
     assert_eq!(&b[..8], &[0x03, 0x01, 0xa4, 0x34, 0x11, 0x01, 0x02, 9]);
     assert_eq!(&b[b.len() - 2..], &[0x00, 0x00]);

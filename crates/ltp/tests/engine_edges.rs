@@ -8,8 +8,8 @@ use std::time::Duration;
 use bytes::Bytes;
 use common::{block, Harness, Params, ID};
 use ltp::{
-    CancelReason, CheckpointInfo, Content, CsvSegmentLog, DataSegment, Engine, EngineConfig,
-    Event, RecvError, Segment, SegmentType, SendError, SessionId, SpanConfig,
+    CancelReason, CheckpointInfo, Content, CsvSegmentLog, DataSegment, Engine, EngineConfig, Event,
+    RecvError, Segment, SegmentType, SendError, SessionId, SpanConfig,
 };
 
 const MS: Duration = Duration::from_millis(1);
@@ -27,7 +27,10 @@ fn receiver(max_red: u64, max_total: u64) -> Engine {
 fn data_seg(number: u64, ty: SegmentType, offset: u64, len: usize) -> Bytes {
     let seg = Segment {
         segment_type: ty,
-        session: SessionId { originator: 1, number },
+        session: SessionId {
+            originator: 1,
+            number,
+        },
         header_extensions: vec![],
         content: Content::Data(DataSegment {
             client_service_id: 1,
@@ -61,34 +64,61 @@ fn sent_types(e: &mut Engine, now: Duration) -> Vec<SegmentType> {
 #[test]
 fn hostile_offset_cancels_without_allocating() {
     let mut e = receiver(1 << 20, 1 << 30);
-    e.handle_datagram(Duration::ZERO, &data_seg(9, SegmentType::RedData, 10 << 30, 10))
-        .unwrap();
+    e.handle_datagram(
+        Duration::ZERO,
+        &data_seg(9, SegmentType::RedData, 10 << 30, 10),
+    )
+    .unwrap();
     assert_eq!(e.import_buffer_bytes(), 0);
     let ev = drain(&mut e);
     assert!(matches!(
         ev.as_slice(),
-        [Event::ImportCancelled { reason: CancelReason::SystemCancelled, by_sender: false, .. }]
+        [Event::ImportCancelled {
+            reason: CancelReason::SystemCancelled,
+            by_sender: false,
+            ..
+        }]
     ));
-    assert_eq!(sent_types(&mut e, Duration::ZERO), vec![SegmentType::CancelFromReceiver]);
+    assert_eq!(
+        sent_types(&mut e, Duration::ZERO),
+        vec![SegmentType::CancelFromReceiver]
+    );
 }
 
 #[test]
 fn global_import_limit_cancels_the_session_that_would_exceed_it() {
     let mut e = receiver(1 << 20, 150_000);
-    e.handle_datagram(Duration::ZERO, &data_seg(1, SegmentType::RedData, 0, 99_000))
-        .unwrap();
+    e.handle_datagram(
+        Duration::ZERO,
+        &data_seg(1, SegmentType::RedData, 0, 99_000),
+    )
+    .unwrap();
     assert_eq!(e.import_buffer_bytes(), 99_000);
-    e.handle_datagram(Duration::ZERO, &data_seg(2, SegmentType::RedData, 0, 99_000))
-        .unwrap();
-    assert_eq!(e.import_buffer_bytes(), 99_000, "second session refused its buffer");
+    e.handle_datagram(
+        Duration::ZERO,
+        &data_seg(2, SegmentType::RedData, 0, 99_000),
+    )
+    .unwrap();
+    assert_eq!(
+        e.import_buffer_bytes(),
+        99_000,
+        "second session refused its buffer"
+    );
     let ev = drain(&mut e);
     assert!(matches!(
         ev.as_slice(),
-        [Event::ImportCancelled { session: SessionId { number: 2, .. }, reason: CancelReason::SystemCancelled, .. }]
+        [Event::ImportCancelled {
+            session: SessionId { number: 2, .. },
+            reason: CancelReason::SystemCancelled,
+            ..
+        }]
     ));
     // Completing session 1 releases its buffer at delivery.
-    e.handle_datagram(Duration::ZERO, &data_seg(1, SegmentType::RedCheckpointEorpEob, 99_000, 1000))
-        .unwrap();
+    e.handle_datagram(
+        Duration::ZERO,
+        &data_seg(1, SegmentType::RedCheckpointEorpEob, 99_000, 1000),
+    )
+    .unwrap();
     assert_eq!(e.import_buffer_bytes(), 0);
     assert!(drain(&mut e)
         .iter()
@@ -99,14 +129,36 @@ fn global_import_limit_cancels_the_session_that_would_exceed_it() {
 fn miscolored_segments_cancel_the_import() {
     // Green data inside the red part.
     let mut e = receiver(1 << 20, 1 << 30);
-    e.handle_datagram(Duration::ZERO, &data_seg(1, SegmentType::RedCheckpointEorp, 0, 100)).unwrap();
-    e.handle_datagram(Duration::ZERO, &data_seg(1, SegmentType::GreenData, 50, 10)).unwrap();
-    assert!(drain(&mut e).iter().any(|ev| matches!(ev, Event::ImportCancelled { reason: CancelReason::Miscolored, .. })));
+    e.handle_datagram(
+        Duration::ZERO,
+        &data_seg(1, SegmentType::RedCheckpointEorp, 0, 100),
+    )
+    .unwrap();
+    e.handle_datagram(Duration::ZERO, &data_seg(1, SegmentType::GreenData, 50, 10))
+        .unwrap();
+    assert!(drain(&mut e).iter().any(|ev| matches!(
+        ev,
+        Event::ImportCancelled {
+            reason: CancelReason::Miscolored,
+            ..
+        }
+    )));
     // Red data after green.
     let mut e = receiver(1 << 20, 1 << 30);
-    e.handle_datagram(Duration::ZERO, &data_seg(1, SegmentType::GreenData, 100, 10)).unwrap();
-    e.handle_datagram(Duration::ZERO, &data_seg(1, SegmentType::RedData, 100, 10)).unwrap();
-    assert!(drain(&mut e).iter().any(|ev| matches!(ev, Event::ImportCancelled { reason: CancelReason::Miscolored, .. })));
+    e.handle_datagram(
+        Duration::ZERO,
+        &data_seg(1, SegmentType::GreenData, 100, 10),
+    )
+    .unwrap();
+    e.handle_datagram(Duration::ZERO, &data_seg(1, SegmentType::RedData, 100, 10))
+        .unwrap();
+    assert!(drain(&mut e).iter().any(|ev| matches!(
+        ev,
+        Event::ImportCancelled {
+            reason: CancelReason::Miscolored,
+            ..
+        }
+    )));
 }
 
 #[test]
@@ -120,7 +172,10 @@ fn malformed_and_foreign_datagrams_are_counted_and_dropped() {
     // Data from an engine without a span.
     let mut seg = data_seg(1, SegmentType::RedData, 0, 10).to_vec();
     seg[1] = 99;
-    assert_eq!(e.handle_datagram(Duration::ZERO, &Bytes::from(seg)), Err(RecvError::UnknownSpan(99)));
+    assert_eq!(
+        e.handle_datagram(Duration::ZERO, &Bytes::from(seg)),
+        Err(RecvError::UnknownSpan(99))
+    );
     assert_eq!(e.stats().unknown_engine, 1);
     assert_eq!(e.import_sessions(), 0);
 }
@@ -133,15 +188,33 @@ fn send_errors() {
     span.max_pending_blocks = 1;
     e.add_span(span);
     let t = Duration::ZERO;
-    assert_eq!(e.send_block(t, 3, 1, block(10, 1), 10, 0), Err(SendError::UnknownSpan(3)));
-    assert_eq!(e.send_block(t, 2, 1, Bytes::new(), 0, 0), Err(SendError::EmptyBlock));
+    assert_eq!(
+        e.send_block(t, 3, 1, block(10, 1), 10, 0),
+        Err(SendError::UnknownSpan(3))
+    );
+    assert_eq!(
+        e.send_block(t, 2, 1, Bytes::new(), 0, 0),
+        Err(SendError::EmptyBlock)
+    );
     assert_eq!(
         e.send_block(t, 2, 1, block(10, 1), 11, 0),
-        Err(SendError::RedTooLong { red_len: 11, block_len: 10 })
+        Err(SendError::RedTooLong {
+            red_len: 11,
+            block_len: 10
+        })
     );
-    assert!(matches!(e.send_block(t, 2, 1, block(10, 1), 10, 0), Ok(ltp::SendOutcome::Started(_))));
-    assert_eq!(e.send_block(t, 2, 1, block(10, 1), 10, 0), Ok(ltp::SendOutcome::Queued));
-    assert_eq!(e.send_block(t, 2, 1, block(10, 1), 10, 0), Err(SendError::SpanFull(2)));
+    assert!(matches!(
+        e.send_block(t, 2, 1, block(10, 1), 10, 0),
+        Ok(ltp::SendOutcome::Started(_))
+    ));
+    assert_eq!(
+        e.send_block(t, 2, 1, block(10, 1), 10, 0),
+        Ok(ltp::SendOutcome::Queued)
+    );
+    assert_eq!(
+        e.send_block(t, 2, 1, block(10, 1), 10, 0),
+        Err(SendError::SpanFull(2))
+    );
     assert_eq!(e.pending_blocks(2), 1);
 }
 
@@ -156,7 +229,17 @@ fn client_cancel_sends_cs_and_reports_the_tokens() {
     assert!(h.engines[0].cancel_export(h.now, id));
     h.run();
     assert!(h.events_of(0, |e| matches!(e, Event::ExportCancelled { reason: CancelReason::UserCancelled, tokens, .. } if tokens == &vec![31])).len() == 1);
-    assert_eq!(h.events_of(1, |e| matches!(e, Event::ImportCancelled { by_sender: true, .. })).len(), 1);
+    assert_eq!(
+        h.events_of(1, |e| matches!(
+            e,
+            Event::ImportCancelled {
+                by_sender: true,
+                ..
+            }
+        ))
+        .len(),
+        1
+    );
     assert_eq!(h.sent_of(1, SegmentType::CancelAckToSender).len(), 1);
     assert_eq!(h.engines[0].export_sessions(), 0);
     assert_eq!(h.engines[1].import_sessions(), 0);
@@ -170,7 +253,8 @@ fn no_transmission_while_link_down_and_rate_changes_apply() {
     span.max_segment_size = 1000;
     span.rate_bps = 8_000_000; // 1 byte per microsecond
     e.add_span(span);
-    e.send_block(Duration::ZERO, 2, 1, block(5_000, 1), 0, 0).unwrap();
+    e.send_block(Duration::ZERO, 2, 1, block(5_000, 1), 0, 0)
+        .unwrap();
     e.set_link_down(Duration::ZERO, 2);
     let mut buf = Vec::new();
     assert!(e.poll_transmit(Duration::ZERO, &mut buf).is_none());
@@ -189,7 +273,10 @@ fn no_transmission_while_link_down_and_rate_changes_apply() {
     while e.poll_transmit(now, &mut buf).is_some() {
         n += 1;
     }
-    assert_eq!(n, 4, "unlimited rate sends the rest (6 segments in all) at once");
+    assert_eq!(
+        n, 4,
+        "unlimited rate sends the rest (6 segments in all) at once"
+    );
     assert_eq!(e.export_sessions(), 0, "green block complete once radiated");
 }
 
@@ -221,7 +308,9 @@ fn csv_log_has_header_and_one_row_per_record() {
     assert_eq!(tx, h.sent_by(0).len());
     assert_eq!(rx, h.sent_by(1).len());
     assert_eq!(rows[0][6], "TX_START");
-    assert!(rows.iter().any(|r| r[6] == "RD_CP_EORP_EOB" && r[1] == "tx" && r[9] != "0"));
+    assert!(rows
+        .iter()
+        .any(|r| r[6] == "RD_CP_EORP_EOB" && r[1] == "tx" && r[9] != "0"));
     let end = rows.iter().find(|r| r[6] == "TX_END").unwrap();
     assert_eq!(end[14], "OK");
     assert_eq!(end[3], ID[1].to_string());

@@ -49,7 +49,10 @@ impl Pcap {
         ];
         ip.extend_from_slice(&src);
         ip.extend_from_slice(&dst);
-        let mut sum: u32 = ip.chunks(2).map(|c| u32::from(u16::from_be_bytes([c[0], c[1]]))).sum();
+        let mut sum: u32 = ip
+            .chunks(2)
+            .map(|c| u32::from(u16::from_be_bytes([c[0], c[1]])))
+            .sum();
         while sum > 0xffff {
             sum = (sum & 0xffff) + (sum >> 16);
         }
@@ -60,7 +63,8 @@ impl Pcap {
         ip.extend_from_slice(&(udp_len as u16).to_be_bytes());
         ip.extend_from_slice(&0u16.to_be_bytes()); // no UDP checksum (allowed over IPv4)
         ip.extend_from_slice(payload);
-        self.0.extend_from_slice(&(t.as_secs() as u32).to_le_bytes());
+        self.0
+            .extend_from_slice(&(t.as_secs() as u32).to_le_bytes());
         self.0.extend_from_slice(&t.subsec_micros().to_le_bytes());
         self.0.extend_from_slice(&(ip.len() as u32).to_le_bytes());
         self.0.extend_from_slice(&(ip.len() as u32).to_le_bytes());
@@ -76,7 +80,13 @@ fn lossy_traffic() -> Vec<Sent> {
     // Mixed block with red data loss and a lost checkpoint: RD, RD_CP_EORP, GD, GD_EOB,
     // RS, RA, retransmitted RD / RD_CP.
     let mut h = Harness::new(&p);
-    h.set_script(|s| if s.from == 0 && matches!(s.index, 2 | 3) { Action::Drop } else { Action::Deliver });
+    h.set_script(|s| {
+        if s.from == 0 && matches!(s.index, 2 | 3) {
+            Action::Drop
+        } else {
+            Action::Deliver
+        }
+    });
     h.send_a(block(12_000, 1), 8_000, 1);
     // Red-only block whose checkpoint is lost once: RD_CP_EORP_EOB twice.
     h.send_a(block(6_000, 2), 6_000, 2);
@@ -99,7 +109,13 @@ fn lossy_traffic() -> Vec<Sent> {
     let mut span_b = p.span.clone();
     span_b.max_report_retransmissions = 1;
     let mut h = Harness::with_spans(&p, span_a, span_b);
-    h.set_script(|s| if s.from == 1 && s.seg.segment_type == SegmentType::Report { Action::Drop } else { Action::Deliver });
+    h.set_script(|s| {
+        if s.from == 1 && s.seg.segment_type == SegmentType::Report {
+            Action::Drop
+        } else {
+            Action::Deliver
+        }
+    });
     h.send_a(block(3_000, 4), 3_000, 4);
     h.run();
     all.extend(h.sent);
@@ -110,7 +126,11 @@ fn lossy_traffic() -> Vec<Sent> {
 fn tshark() -> (String, (u32, u32)) {
     let out = Command::new("tshark").arg("--version").output();
     let Ok(out) = out.map_err(|e| e.to_string()).and_then(|o| {
-        if o.status.success() { Ok(o) } else { Err("tshark --version failed".into()) }
+        if o.status.success() {
+            Ok(o)
+        } else {
+            Err("tshark --version failed".into())
+        }
     }) else {
         panic!("tshark is not installed: scripts/test.sh installs it (apt-get install tshark)");
     };
@@ -146,12 +166,18 @@ fn wireshark_decodes_our_segments_without_errors() {
         expected_types.insert(s.seg.segment_type.code());
     }
     for ty in SegmentType::ALL {
-        assert!(expected_types.contains(&ty.code()), "scenario does not produce {ty:?}");
+        assert!(
+            expected_types.contains(&ty.code()),
+            "scenario does not produce {ty:?}"
+        );
     }
     let dir = std::env::temp_dir().join(format!("ltp-tshark-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let file = dir.join("ltp.pcap");
-    std::fs::File::create(&file).unwrap().write_all(&pcap.0).unwrap();
+    std::fs::File::create(&file)
+        .unwrap()
+        .write_all(&pcap.0)
+        .unwrap();
 
     // Wireshark before 4.2 throws an exception on *every* cancel-acknowledgment segment: its
     // LTP dissector adds a zero-length FT_STRINGZPAD item for the (empty, per RFC 5326
@@ -171,7 +197,10 @@ fn wireshark_decodes_our_segments_without_errors() {
         .unwrap();
     assert!(bad.status.success(), "tshark failed");
     let bad_out = String::from_utf8_lossy(&bad.stdout);
-    assert!(bad_out.trim().is_empty(), "tshark flags problems:\n{bad_out}");
+    assert!(
+        bad_out.trim().is_empty(),
+        "tshark flags problems:\n{bad_out}"
+    );
 
     let fields = Command::new(&tshark)
         .args(["-2", "-n", "-r"])
@@ -192,7 +221,11 @@ fn wireshark_decodes_our_segments_without_errors() {
             }
         })
         .collect();
-    assert_eq!(seen.len(), traffic.len(), "every datagram dissected as LTP:\n{out}");
+    assert_eq!(
+        seen.len(),
+        traffic.len(),
+        "every datagram dissected as LTP:\n{out}"
+    );
     let seen: BTreeSet<u8> = seen.into_iter().collect();
     assert_eq!(seen, expected_types);
     let _ = std::fs::remove_dir_all(&dir);

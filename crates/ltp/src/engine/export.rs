@@ -214,9 +214,8 @@ impl ExportSession {
             } else if let Some(r) = batch.ranges.front_mut() {
                 r.start = end;
             }
-            let last_red = red
-                && range_done
-                && batch.ranges.front().is_none_or(|r| r.start >= red_len);
+            let last_red =
+                red && range_done && batch.ranges.front().is_none_or(|r| r.start >= red_len);
             let ty = if red {
                 if !last_red {
                     SegmentType::RedData

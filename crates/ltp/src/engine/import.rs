@@ -55,11 +55,7 @@ pub(crate) struct ImportSession {
 }
 
 impl ImportSession {
-    pub(crate) fn new(
-        client_service_id: u64,
-        first_report_serial: u64,
-        clock: Duration,
-    ) -> Self {
+    pub(crate) fn new(client_service_id: u64, first_report_serial: u64, clock: Duration) -> Self {
         Self {
             client_service_id,
             buf: Vec::new(),

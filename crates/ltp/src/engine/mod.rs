@@ -28,11 +28,11 @@ use crate::config::{EngineConfig, SpanConfig};
 use crate::error::{RecvError, SendError};
 use crate::event::Event;
 use crate::log::{Direction, LogEvent, Outcome, RecordKind, SegmentRecord, SegmentSink};
+use crate::sdnv;
 use crate::segment::{
     self, CancelReason, CheckpointInfo, Content, DataSegment, ReceptionClaim, ReportSegment,
     Segment, SegmentType, SessionId,
 };
-use crate::sdnv;
 use crate::stats::{EngineStats, SpanStats};
 
 use closed::ClosedSessions;
@@ -103,8 +103,14 @@ impl Engine {
         let mut rng = cfg.seed;
         let session_counter = splitmix(&mut rng);
         Self {
-            closed_imports: ClosedSessions::new(cfg.closed_session_memory, cfg.closed_session_horizon),
-            closed_exports: ClosedSessions::new(cfg.closed_session_memory, cfg.closed_session_horizon),
+            closed_imports: ClosedSessions::new(
+                cfg.closed_session_memory,
+                cfg.closed_session_horizon,
+            ),
+            closed_exports: ClosedSessions::new(
+                cfg.closed_session_memory,
+                cfg.closed_session_horizon,
+            ),
             cfg,
             spans: Vec::new(),
             span_index: HashMap::new(),
@@ -139,7 +145,8 @@ impl Engine {
             }
             return;
         }
-        self.span_index.insert(cfg.remote_engine_id, self.spans.len());
+        self.span_index
+            .insert(cfg.remote_engine_id, self.spans.len());
         self.spans.push(Span::new(cfg));
     }
 
@@ -188,7 +195,17 @@ impl Engine {
         if let Some(s) = self.spans.get_mut(i) {
             if s.link_up {
                 s.link_down(now);
-                self.log_event(now, remote, SessionId { originator: 0, number: 0 }, LogEvent::LinkDown, 0, Outcome::None);
+                self.log_event(
+                    now,
+                    remote,
+                    SessionId {
+                        originator: 0,
+                        number: 0,
+                    },
+                    LogEvent::LinkDown,
+                    0,
+                    Outcome::None,
+                );
             }
         }
         true
@@ -202,7 +219,17 @@ impl Engine {
         if let Some(s) = self.spans.get_mut(i) {
             if !s.link_up {
                 s.link_up(now);
-                self.log_event(now, remote, SessionId { originator: 0, number: 0 }, LogEvent::LinkUp, 0, Outcome::None);
+                self.log_event(
+                    now,
+                    remote,
+                    SessionId {
+                        originator: 0,
+                        number: 0,
+                    },
+                    LogEvent::LinkUp,
+                    0,
+                    Outcome::None,
+                );
             }
         }
         true
@@ -254,9 +281,10 @@ impl Engine {
     pub fn is_idle(&self) -> bool {
         self.exports.is_empty()
             && self.imports.is_empty()
-            && self.spans.iter().all(|s| {
-                !s.has_output() && s.pending_blocks.is_empty() && s.aggregators.is_empty()
-            })
+            && self
+                .spans
+                .iter()
+                .all(|s| !s.has_output() && s.pending_blocks.is_empty() && s.aggregators.is_empty())
     }
 
     fn span_mut(&mut self, remote: u64) -> Option<&mut Span> {
@@ -748,7 +776,10 @@ impl Engine {
                 if imp.state != ImportState::Active {
                     return false;
                 }
-                let Some(rep) = imp.reports.iter_mut().find(|r| r.rs.report_serial == serial)
+                let Some(rep) = imp
+                    .reports
+                    .iter_mut()
+                    .find(|r| r.rs.report_serial == serial)
                 else {
                     return false;
                 };
@@ -854,8 +885,22 @@ impl Engine {
     }
 
     fn queue_signal(&mut self, span: usize, session: SessionId, kind: SignalKind, retx: bool) {
+        let copies = self
+            .spans
+            .get(span)
+            .map_or(1, |s| s.cfg.signal_replication.max(1));
+        self.queue_signal_n(span, session, kind, retx, copies);
+    }
+
+    fn queue_signal_n(
+        &mut self,
+        span: usize,
+        session: SessionId,
+        kind: SignalKind,
+        retx: bool,
+        copies: u32,
+    ) {
         if let Some(s) = self.spans.get_mut(span) {
-            let copies = s.cfg.signal_replication.max(1);
             s.signals.push_back(Signal {
                 session,
                 kind,
@@ -947,7 +992,11 @@ impl Engine {
                 if ty == SegmentType::CancelAckToSender {
                     if let Some(ex) = self.exports.get(&session.number) {
                         if matches!(ex.state, ExportState::Cancelling { .. }) {
-                            self.close_export(now, session.number, Outcome::Cancelled(cancel_reason_of_export(ex)));
+                            self.close_export(
+                                now,
+                                session.number,
+                                Outcome::Cancelled(cancel_reason_of_export(ex)),
+                            );
                         }
                     }
                 } else if let Some(imp) = self.imports.get(&session) {
@@ -1037,7 +1086,14 @@ impl Engine {
         self.maybe_close_import(now, id);
     }
 
-    fn on_red_data(&mut self, now: Duration, i: usize, id: SessionId, ty: SegmentType, d: DataSegment) {
+    fn on_red_data(
+        &mut self,
+        now: Duration,
+        i: usize,
+        id: SessionId,
+        ty: SegmentType,
+        d: DataSegment,
+    ) {
         let (max_per_session, remote) = match self.spans.get(i) {
             Some(s) => (s.cfg.max_red_bytes_per_session, s.cfg.remote_engine_id),
             None => return,
@@ -1048,7 +1104,9 @@ impl Engine {
         let start = d.offset;
         let end = d.offset + d.data.len() as u64; // checked by the decoder
         let miscolored = imp.green_low.is_some_and(|g| end > g)
-            || imp.red_len.is_some_and(|r| end > r || (ty.is_eorp() && end != r))
+            || imp
+                .red_len
+                .is_some_and(|r| end > r || (ty.is_eorp() && end != r))
             || (ty.is_eorp() && imp.received.max_end() > end);
         if miscolored {
             self.cancel_import_with(now, i, id, CancelReason::Miscolored);
@@ -1080,15 +1138,20 @@ impl Engine {
                     return;
                 }
                 imp.buf.reserve_exact(target - imp.buf.len());
-                self.total_import_bytes = self.total_import_bytes - imp.charged
-                    + imp.buf.capacity() as u64;
+                self.total_import_bytes =
+                    self.total_import_bytes - imp.charged + imp.buf.capacity() as u64;
                 imp.charged = imp.buf.capacity() as u64;
             }
-            if need > imp.buf.len() {
-                imp.buf.resize(need, 0);
-            }
-            if let Some(dst) = imp.buf.get_mut(start as usize..need) {
-                dst.copy_from_slice(&d.data);
+            if start as usize == imp.buf.len() {
+                // In-order arrival (the common case): append, no zero-fill.
+                imp.buf.extend_from_slice(&d.data);
+            } else {
+                if need > imp.buf.len() {
+                    imp.buf.resize(need, 0);
+                }
+                if let Some(dst) = imp.buf.get_mut(start as usize..need) {
+                    dst.copy_from_slice(&d.data);
+                }
             }
             imp.received.insert(start..end);
             if imp.red_ready() {
@@ -1108,7 +1171,14 @@ impl Engine {
                 if let Some(s) = self.spans.get_mut(i) {
                     s.stats.blocks_received += 1;
                 }
-                self.log_event(now, remote, id, LogEvent::BlockDelivered, red_len as u64, Outcome::None);
+                self.log_event(
+                    now,
+                    remote,
+                    id,
+                    LogEvent::BlockDelivered,
+                    red_len as u64,
+                    Outcome::None,
+                );
             }
         }
         if let Some(cp) = d.checkpoint {
@@ -1116,13 +1186,20 @@ impl Engine {
         }
     }
 
-    fn on_green_data(&mut self, now: Duration, i: usize, id: SessionId, ty: SegmentType, d: DataSegment) {
+    fn on_green_data(
+        &mut self,
+        now: Duration,
+        i: usize,
+        id: SessionId,
+        ty: SegmentType,
+        d: DataSegment,
+    ) {
         let remote = self.spans.get(i).map_or(0, |s| s.cfg.remote_engine_id);
         let Some(imp) = self.imports.get_mut(&id) else {
             return;
         };
-        let miscolored = imp.red_len.is_some_and(|r| d.offset < r)
-            || imp.received.max_end() > d.offset;
+        let miscolored =
+            imp.red_len.is_some_and(|r| d.offset < r) || imp.received.max_end() > d.offset;
         if miscolored {
             self.cancel_import_with(now, i, id, CancelReason::Miscolored);
             return;
@@ -1142,9 +1219,19 @@ impl Engine {
         });
     }
 
-    fn on_checkpoint(&mut self, now: Duration, i: usize, id: SessionId, cp: CheckpointInfo, cp_end: u64) {
+    fn on_checkpoint(
+        &mut self,
+        now: Duration,
+        i: usize,
+        id: SessionId,
+        cp: CheckpointInfo,
+        cp_end: u64,
+    ) {
         let (max_claims, max_cycles) = match self.spans.get(i) {
-            Some(s) => (s.cfg.max_claims_per_report.max(1), s.cfg.max_retransmission_cycles),
+            Some(s) => (
+                s.cfg.max_claims_per_report.max(1),
+                s.cfg.max_retransmission_cycles,
+            ),
             None => return,
         };
         let Some(imp) = self.imports.get_mut(&id) else {
@@ -1170,7 +1257,7 @@ impl Engine {
             }
             return;
         }
-        if imp.answered_checkpoints.len() as u64 >= u64::from(max_cycles) + 1 {
+        if imp.answered_checkpoints.len() as u64 > u64::from(max_cycles) {
             self.cancel_import_with(now, i, id, CancelReason::RetransmissionCyclesExceeded);
             return;
         }
@@ -1234,7 +1321,11 @@ impl Engine {
             }
             return;
         };
-        if let Some(pos) = imp.reports.iter().position(|r| r.rs.report_serial == serial) {
+        if let Some(pos) = imp
+            .reports
+            .iter()
+            .position(|r| r.rs.report_serial == serial)
+        {
             let rep = imp.reports.swap_remove(pos);
             if rep.full {
                 imp.full_report_acked = true;
@@ -1244,25 +1335,53 @@ impl Engine {
     }
 
     fn on_report(&mut self, now: Duration, i: usize, id: SessionId, rs: ReportSegment) {
-        let max_cycles = self.spans.get(i).map_or(0, |s| s.cfg.max_retransmission_cycles);
+        let max_cycles = self
+            .spans
+            .get(i)
+            .map_or(0, |s| s.cfg.max_retransmission_cycles);
         if let Some(s) = self.spans.get_mut(i) {
             s.stats.reports_received += 1;
         }
         let Some(ex) = self.exports.get_mut(&id.number) else {
-            // Closed session: the receiver missed our RA. Acknowledge again.
-            self.queue_signal(i, id, SignalKind::ReportAck { serial: rs.report_serial }, false);
+            // Closed session: the receiver missed our RA (or this is a replicated copy).
+            // Acknowledge again, with a single copy.
+            self.queue_signal_n(
+                i,
+                id,
+                SignalKind::ReportAck {
+                    serial: rs.report_serial,
+                },
+                false,
+                1,
+            );
             return;
         };
         if ex.state != ExportState::Active {
             return;
         }
-        self.queue_signal(i, id, SignalKind::ReportAck { serial: rs.report_serial }, false);
+        if ex.handled_reports.contains(&rs.report_serial) {
+            self.queue_signal_n(
+                i,
+                id,
+                SignalKind::ReportAck {
+                    serial: rs.report_serial,
+                },
+                false,
+                1,
+            );
+            return;
+        }
+        self.queue_signal(
+            i,
+            id,
+            SignalKind::ReportAck {
+                serial: rs.report_serial,
+            },
+            false,
+        );
         let Some(ex) = self.exports.get_mut(&id.number) else {
             return;
         };
-        if ex.handled_reports.contains(&rs.report_serial) {
-            return;
-        }
         ex.handled_reports.push(rs.report_serial);
         if rs.checkpoint_serial != 0 {
             ex.checkpoints.retain(|c| c.serial != rs.checkpoint_serial);
@@ -1304,7 +1423,13 @@ impl Engine {
         self.queue_data_session(i, id.number, false);
     }
 
-    fn on_cancel_from_sender(&mut self, now: Duration, i: usize, id: SessionId, reason: CancelReason) {
+    fn on_cancel_from_sender(
+        &mut self,
+        now: Duration,
+        i: usize,
+        id: SessionId,
+        reason: CancelReason,
+    ) {
         self.queue_signal(i, id, SignalKind::CancelAckToSender, false);
         let Some(imp) = self.imports.get(&id) else {
             return;
@@ -1324,7 +1449,13 @@ impl Engine {
         self.close_import(now, id, Outcome::Cancelled(reason));
     }
 
-    fn on_cancel_from_receiver(&mut self, now: Duration, i: usize, id: SessionId, reason: CancelReason) {
+    fn on_cancel_from_receiver(
+        &mut self,
+        now: Duration,
+        i: usize,
+        id: SessionId,
+        reason: CancelReason,
+    ) {
         self.queue_signal(i, id, SignalKind::CancelAckToReceiver, false);
         let Some(ex) = self.exports.get_mut(&id.number) else {
             return;
@@ -1354,18 +1485,14 @@ impl Engine {
     /// import inactivity, aggregation time limits).
     pub fn handle_timeout(&mut self, now: Duration) {
         for i in 0..self.spans.len() {
-            loop {
-                let Some(s) = self.spans.get_mut(i) else { break };
-                let Some((deadline, key)) = s.pop_due(now) else {
-                    break;
-                };
+            while let Some((deadline, key)) = self.spans.get_mut(i).and_then(|s| s.pop_due(now)) {
                 self.fire(now, i, deadline, key);
             }
-            loop {
-                let Some(s) = self.spans.get(i) else { break };
-                let Some(k) = s.aggregators.iter().position(|a| a.deadline <= now) else {
-                    break;
-                };
+            while let Some(k) = self
+                .spans
+                .get(i)
+                .and_then(|s| s.aggregators.iter().position(|a| a.deadline <= now))
+            {
                 self.flush_aggregator(now, i, k);
             }
         }
@@ -1397,7 +1524,14 @@ impl Engine {
                 if let Some(s) = self.spans.get_mut(i) {
                     s.stats.checkpoint_timeouts += 1;
                 }
-                self.log_event(now, remote, id, LogEvent::CheckpointTimeout, serial, Outcome::None);
+                self.log_event(
+                    now,
+                    remote,
+                    id,
+                    LogEvent::CheckpointTimeout,
+                    serial,
+                    Outcome::None,
+                );
                 let Some(ex) = self.exports.get_mut(&number) else {
                     return;
                 };
@@ -1434,9 +1568,21 @@ impl Engine {
                 if let Some(s) = self.spans.get_mut(i) {
                     s.stats.report_timeouts += 1;
                 }
-                self.log_event(now, remote, session, LogEvent::ReportTimeout, serial, Outcome::None);
+                self.log_event(
+                    now,
+                    remote,
+                    session,
+                    LogEvent::ReportTimeout,
+                    serial,
+                    Outcome::None,
+                );
                 if exceeded {
-                    self.cancel_import_with(now, i, session, CancelReason::RetransmissionLimitExceeded);
+                    self.cancel_import_with(
+                        now,
+                        i,
+                        session,
+                        CancelReason::RetransmissionLimitExceeded,
+                    );
                 } else {
                     self.queue_signal(i, session, SignalKind::Report { serial }, true);
                 }
@@ -1464,7 +1610,14 @@ impl Engine {
                 if let Some(s) = self.spans.get_mut(i) {
                     s.stats.cancel_timeouts += 1;
                 }
-                self.log_event(now, remote, id, LogEvent::CancelTimeout, 0, Outcome::Cancelled(reason));
+                self.log_event(
+                    now,
+                    remote,
+                    id,
+                    LogEvent::CancelTimeout,
+                    0,
+                    Outcome::Cancelled(reason),
+                );
                 if exceeded {
                     self.close_export(now, number, Outcome::Cancelled(reason));
                 } else {
@@ -1493,7 +1646,14 @@ impl Engine {
                 if let Some(s) = self.spans.get_mut(i) {
                     s.stats.cancel_timeouts += 1;
                 }
-                self.log_event(now, remote, session, LogEvent::CancelTimeout, 0, Outcome::Cancelled(reason));
+                self.log_event(
+                    now,
+                    remote,
+                    session,
+                    LogEvent::CancelTimeout,
+                    0,
+                    Outcome::Cancelled(reason),
+                );
                 if exceeded {
                     self.close_import(now, session, Outcome::Cancelled(reason));
                 } else {
@@ -1511,7 +1671,11 @@ impl Engine {
                 if due > deadline {
                     // Activity since the timer was armed: re-arm for the remainder.
                     let clock = s.clock(now);
-                    s.arm(now, due.saturating_sub(clock), TimerKey::ImportInactivity { session });
+                    s.arm(
+                        now,
+                        due.saturating_sub(clock),
+                        TimerKey::ImportInactivity { session },
+                    );
                     return;
                 }
                 let red_pending = imp.state == ImportState::Active
@@ -1521,7 +1685,11 @@ impl Engine {
                     self.cancel_import_with(now, i, session, CancelReason::SystemCancelled);
                     // Keep a guard so the cancelling session cannot linger either.
                     if let Some(s) = self.spans.get_mut(i) {
-                        s.arm(now, cfg.import_inactivity_timeout, TimerKey::ImportInactivity { session });
+                        s.arm(
+                            now,
+                            cfg.import_inactivity_timeout,
+                            TimerKey::ImportInactivity { session },
+                        );
                     }
                     if let Some(imp) = self.imports.get_mut(&session) {
                         imp.last_rx = self.spans.get(i).map_or(imp.last_rx, |s| s.clock(now));
@@ -1591,7 +1759,13 @@ impl Engine {
         self.queue_signal(i, id, SignalKind::CancelFromSender(reason), false);
     }
 
-    fn cancel_import_with(&mut self, _now: Duration, i: usize, id: SessionId, reason: CancelReason) {
+    fn cancel_import_with(
+        &mut self,
+        _now: Duration,
+        i: usize,
+        id: SessionId,
+        reason: CancelReason,
+    ) {
         let Some(imp) = self.imports.get_mut(&id) else {
             return;
         };
@@ -1681,7 +1855,11 @@ impl Engine {
             LogEvent::ReportTimeout => (0, 0),
             _ => (value, 0),
         };
-        let rps = if ev == LogEvent::ReportTimeout { value } else { 0 };
+        let rps = if ev == LogEvent::ReportTimeout {
+            value
+        } else {
+            0
+        };
         self.log(SegmentRecord {
             time: now,
             dir: Direction::Ev,

@@ -155,9 +155,7 @@ impl Span {
         if !self.link_up {
             return None;
         }
-        self.timers
-            .peek()
-            .map(|Reverse((d, _))| *d + self.downtime)
+        self.timers.peek().map(|Reverse((d, _))| *d + self.downtime)
     }
 
     /// Pop one timer that is due at `now` (returns its span-clock deadline and key).
