@@ -878,3 +878,50 @@ fn many_gaps_are_split_over_several_reports() {
     assert_eq!(st.data_segments_retransmitted, 4);
     assert_eq!(st.checkpoint_timeouts, 0);
 }
+
+#[test]
+fn receive_buffer_is_released_at_delivery_before_the_report_ack() {
+    let p = Params::standard();
+    let (d0, _, _) = baseline(&p, 50_000, 17);
+    let mut h = Harness::new(&p);
+    h.send_a(block(50_000, 17), 50_000, 1);
+    h.run_until(d0 - Duration::from_nanos(1));
+    assert!(
+        h.engines[1].import_buffer_bytes() >= 50_000,
+        "buffer held while incomplete"
+    );
+    h.run_until(d0);
+    assert_eq!(h.delivered().len(), 1);
+    assert_eq!(h.engines[1].import_sessions(), 1, "waiting for the RA");
+    assert_eq!(
+        h.engines[1].import_buffer_bytes(),
+        0,
+        "buffer already released"
+    );
+    h.run();
+    assert_eq!(h.engines[1].import_sessions(), 0);
+}
+
+#[test]
+fn derived_rto_is_two_owlt_plus_margin() {
+    let mut p = Params::standard();
+    p.span.rto = None;
+    p.span.owlt = p.delay;
+    p.span.processing_margin = 7 * MS;
+    let rto = 2 * p.delay + 7 * MS;
+    assert_eq!(p.span.effective_rto(), rto);
+    let (_, c0, _) = baseline(&p, 10_000, 18);
+    let mut h = Harness::new(&p);
+    let mut dropped = false;
+    h.set_script(move |s| {
+        if s.from == 0 && is_cp(s.seg.segment_type) && !dropped {
+            dropped = true;
+            Action::Drop
+        } else {
+            Action::Deliver
+        }
+    });
+    h.send_a(block(10_000, 18), 10_000, 1);
+    h.run();
+    assert_eq!(h.completed()[0].0, c0 + rto);
+}

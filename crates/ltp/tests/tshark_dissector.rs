@@ -230,3 +230,42 @@ fn wireshark_decodes_our_segments_without_errors() {
     assert_eq!(seen, expected_types);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The oracle itself must be able to fail: a report whose claim count exceeds what the
+/// datagram holds is flagged by the same filter.
+#[test]
+fn wireshark_flags_a_corrupted_segment() {
+    let (tshark, _) = tshark();
+    let mut pcap = Pcap::new();
+    // RS: originator 1, session 1, serial 1, checkpoint 1, upper 10, lower 0, 100 claims.
+    pcap.packet(
+        Duration::ZERO,
+        [10, 0, 0, 1],
+        [10, 0, 0, 2],
+        &[8, 1, 1, 0, 1, 1, 10, 0, 100, 0, 5],
+    );
+    let dir = std::env::temp_dir().join(format!("ltp-tshark-bad-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("bad.pcap");
+    std::fs::File::create(&file)
+        .unwrap()
+        .write_all(&pcap.0)
+        .unwrap();
+    let out = Command::new(&tshark)
+        .args(["-2", "-n", "-r"])
+        .arg(&file)
+        .args([
+            "-d",
+            "udp.port==1113,ltp",
+            "-Y",
+            "_ws.malformed || _ws.expert.severity == error",
+        ])
+        .stderr(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    assert!(
+        !String::from_utf8_lossy(&out.stdout).trim().is_empty(),
+        "tshark did not flag it"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -40,6 +40,9 @@ use export::{Batch, Checkpoint, ExportSession, ExportState};
 use import::{ImportSession, ImportState, IssuedReport};
 use span::{Aggregator, PendingBlock, Signal, SignalKind, Span, TimerKey};
 
+/// Report serials remembered per export session to recognise duplicates.
+const MAX_HANDLED_REPORTS: usize = 256;
+
 /// One segment written by [`Engine::poll_transmit`]: the last `len` bytes of the caller's
 /// buffer, to be sent as one datagram to `remote_engine`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -233,6 +236,14 @@ impl Engine {
             }
         }
         true
+    }
+
+    /// Current settings of the span to `remote`.
+    pub fn span_config(&self, remote: u64) -> Option<&SpanConfig> {
+        self.span_index
+            .get(&remote)
+            .and_then(|&i| self.spans.get(i))
+            .map(|s| &s.cfg)
     }
 
     /// Engine-wide counters.
@@ -1382,6 +1393,10 @@ impl Engine {
         let Some(ex) = self.exports.get_mut(&id.number) else {
             return;
         };
+        // Bounded: a peer sending endless distinct serials cannot grow it.
+        if ex.handled_reports.len() >= MAX_HANDLED_REPORTS {
+            ex.handled_reports.remove(0);
+        }
         ex.handled_reports.push(rs.report_serial);
         if rs.checkpoint_serial != 0 {
             ex.checkpoints.retain(|c| c.serial != rs.checkpoint_serial);
