@@ -4,7 +4,7 @@
 //! a distribution with a given mean and standard deviation, then quantized to the sample period. The default family
 //! is the **lognormal**: with the moments of seed 000's Table I it reproduces the bad-state medians and 90th
 //! percentiles quoted in the seed's text (0.8/1.2/4.1 ms and 1.8/4.4/11.6 ms) better than the gamma family, whose
-//! shape < 1 for trace F puts the median at ~0.9 ms and the 90th percentile at ~6.3 ms (lognormal: 1.2 and 4.8 ms).
+//! shape < 1 for trace F puts the median at 0.90 ms and the 90th percentile at 5.9 ms (lognormal: 1.20 and 4.76 ms).
 //!
 //! With [`GenParams::match_moments`] (the default), the sojourns of each state are *moment-matched*: standard
 //! normal draws `z_i` are mapped to `max(1, round(c * exp(sigma * z_i)))` samples with `sigma` and `c` solved

@@ -197,6 +197,36 @@ pub struct RecvMeta {
     pub src: Option<SocketAddr>,
     /// The datagram was longer than the buffer and was cut.
     pub truncated: bool,
+    /// Kernel receive time (CLOCK_REALTIME, since the Unix epoch) when [`enable_rx_timestamps`] is on.
+    pub timestamp: Option<Duration>,
+}
+
+/// Asks the kernel to stamp every received datagram with its arrival time (`SO_TIMESTAMPNS`), reported in
+/// [`RecvMeta::timestamp`]. Lets a receiver that reads in batches still know when each datagram arrived.
+pub fn enable_rx_timestamps(sock: &UdpSocket) -> io::Result<()> {
+    set_int_opt(sock, libc::SO_TIMESTAMPNS, 1)
+}
+
+/// Control-message space per datagram (a `timespec` cmsg needs 32 bytes on 64-bit Linux).
+const CMSG_WORDS: usize = 8;
+
+/// Extracts an `SCM_TIMESTAMPNS` timestamp from a received message's control data.
+fn timestamp_of(hdr: &libc::msghdr) -> Option<Duration> {
+    // SAFETY: `hdr` was filled by recvmmsg; the CMSG_* macros walk the control buffer within msg_controllen.
+    unsafe {
+        let mut cmsg = libc::CMSG_FIRSTHDR(hdr);
+        while !cmsg.is_null() {
+            let c = &*cmsg;
+            if c.cmsg_level == libc::SOL_SOCKET && c.cmsg_type == libc::SCM_TIMESTAMPNS {
+                let ts: libc::timespec = std::ptr::read_unaligned(libc::CMSG_DATA(cmsg).cast());
+                let secs = u64::try_from(ts.tv_sec).ok()?;
+                let nanos = u32::try_from(ts.tv_nsec).ok()?;
+                return Some(Duration::new(secs, nanos));
+            }
+            cmsg = libc::CMSG_NXTHDR(hdr, cmsg);
+        }
+    }
+    None
 }
 
 /// Preallocated state for `recvmmsg`.
@@ -204,6 +234,8 @@ pub struct RecvBatch {
     hdrs: Vec<libc::mmsghdr>,
     iovs: Vec<libc::iovec>,
     addrs: Vec<libc::sockaddr_storage>,
+    /// Control buffers (u64 words for cmsg alignment).
+    controls: Vec<[u64; CMSG_WORDS]>,
 }
 
 // SAFETY: the raw pointers inside are only scratch space rewritten before each call; no aliasing outlives a call.
@@ -226,6 +258,7 @@ impl RecvBatch {
                 capacity
             ],
             addrs: vec![zero_addr; capacity],
+            controls: vec![[0u64; CMSG_WORDS]; capacity],
         }
     }
 
@@ -248,10 +281,11 @@ impl RecvBatch {
         }
         for (i, buf) in bufs.iter_mut().take(n).enumerate() {
             let buf = buf.as_mut();
-            let (Some(iov), Some(hdr), Some(addr)) = (
+            let (Some(iov), Some(hdr), Some(addr), Some(ctrl)) = (
                 self.iovs.get_mut(i),
                 self.hdrs.get_mut(i),
                 self.addrs.get_mut(i),
+                self.controls.get_mut(i),
             ) else {
                 break;
             };
@@ -263,8 +297,8 @@ impl RecvBatch {
             hdr.msg_hdr.msg_namelen = size_of::<libc::sockaddr_storage>() as libc::socklen_t;
             hdr.msg_hdr.msg_iov = iov;
             hdr.msg_hdr.msg_iovlen = 1;
-            hdr.msg_hdr.msg_control = std::ptr::null_mut();
-            hdr.msg_hdr.msg_controllen = 0;
+            hdr.msg_hdr.msg_control = ctrl.as_mut_ptr().cast();
+            hdr.msg_hdr.msg_controllen = size_of::<[u64; CMSG_WORDS]>() as _;
             hdr.msg_hdr.msg_flags = 0;
             hdr.msg_len = 0;
         }
@@ -296,6 +330,7 @@ impl RecvBatch {
                 len: hdr.msg_len as usize,
                 src: from_storage(addr),
                 truncated: hdr.msg_hdr.msg_flags & libc::MSG_TRUNC != 0,
+                timestamp: timestamp_of(&hdr.msg_hdr),
             };
         }
         Ok(got)

@@ -25,7 +25,7 @@ use std::time::Instant;
 use channel::Link;
 
 pub use config::{EmuConfig, RelaySettings};
-pub use pump::{BATCH, SPIN_MARGIN};
+pub use pump::{BATCH, COALESCE, SPIN_MARGIN};
 
 use crate::udp::{self, BufferSizes};
 
@@ -114,6 +114,9 @@ impl Relay {
         let local_b = sock_b.local_addr()?;
         let stop = Arc::new(AtomicBool::new(false));
         let start = Instant::now();
+        let wall_start = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .ok();
         let (log_sink, log_handle) = match log {
             Some(out) => {
                 let (s, h) = log::start(out, 1 << 16)?;
@@ -144,6 +147,7 @@ impl Relay {
                         None
                     },
                     start,
+                    wall_start,
                     stop: stop.clone(),
                     log: log_sink.clone(),
                     slots: settings.slots,

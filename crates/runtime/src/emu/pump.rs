@@ -1,9 +1,12 @@
 //! One direction of the relay: receive in batches, let the channel model decide, hold delivered datagrams until
 //! their release time, send them in batches.
 //!
-//! Timing: the relay clock is `Instant::now() - start`, handed to the model as a `Duration`. One clock read is made
-//! per received batch (the batch was waiting in the socket when the non-blocking `recvmmsg` ran, so its datagrams
-//! arrived at most one loop iteration earlier). Waiting for the next release uses `ppoll` with a 1 µs timer slack
+//! Timing: the relay clock is `Instant::now() - start`, handed to the model as a `Duration`. Each datagram's arrival
+//! time is the kernel's receive timestamp (`SO_TIMESTAMPNS`, wall clock mapped onto the relay clock through the
+//! wall-clock reading taken at start), clamped to be non-decreasing and not later than the batch's read time; without
+//! timestamps the read time is used. Because arrival times come from the kernel, the relay can let a partial batch
+//! fill for up to [`COALESCE`] before reading again (fewer system calls per datagram) without changing any model
+//! decision; it never sleeps past a pending release. Waiting for the next release uses `ppoll` with a 1 µs timer slack
 //! until [`SPIN_MARGIN`] before the deadline, then polls the socket without sleeping until the deadline, so
 //! datagrams leave within a few microseconds of their release time while arrivals are still served.
 
@@ -26,6 +29,8 @@ pub const SPIN_MARGIN: Duration = Duration::from_micros(60);
 const MAX_WAIT: Duration = Duration::from_millis(20);
 /// Datagrams per system call.
 pub const BATCH: usize = 64;
+/// After a partial batch, wait this long (at most) for more datagrams before reading again.
+pub const COALESCE: Duration = Duration::from_micros(200);
 
 /// Where a direction sends.
 #[derive(Clone)]
@@ -88,6 +93,8 @@ pub(crate) struct Pump {
     /// Where to publish the source of received datagrams (forward direction without a configured A).
     pub(crate) learn: Option<Arc<Mutex<Option<SocketAddr>>>>,
     pub(crate) start: Instant,
+    /// Wall-clock time (since the Unix epoch) read together with `start`, to map kernel timestamps.
+    pub(crate) wall_start: Option<Duration>,
     pub(crate) stop: Arc<AtomicBool>,
     pub(crate) log: Option<LogSink>,
     pub(crate) slots: usize,
@@ -124,6 +131,8 @@ impl Pump {
     /// Runs until the stop flag is set; returns the direction's counters.
     pub(crate) fn run(mut self) -> std::io::Result<DirectionStats> {
         udp::set_thread_timer_slack(Duration::from_micros(1));
+        let timestamps = udp::enable_rx_timestamps(&self.rx).is_ok();
+        let mut last_arrival = Duration::ZERO;
         let mut stats = DirectionStats::default();
         // All slots are allocated up front; afterwards buffers only move between these containers.
         let mut free: Vec<Slot> = (0..self.slots)
@@ -185,8 +194,14 @@ impl Pump {
                 recv.recv(&self.rx, &mut batch, &mut meta)?
             };
             if n > 0 {
-                let t = self.start.elapsed();
+                let read_at = self.start.elapsed();
                 for (i, m) in meta.iter().enumerate().take(n) {
+                    let kernel = match (timestamps, m.timestamp, self.wall_start) {
+                        (true, Some(ts), Some(w)) => ts.checked_sub(w),
+                        _ => None,
+                    };
+                    let t = kernel.unwrap_or(read_at).min(read_at).max(last_arrival);
+                    last_arrival = t;
                     stats.received += 1;
                     stats.received_bytes += m.len as u64;
                     if let (Some(learn), Some(src)) = (&self.learn, m.src) {
@@ -249,6 +264,16 @@ impl Pump {
                 }
             }
             if n > 0 {
+                if n < BATCH {
+                    // Let the next batch fill, but wake in time for the next release.
+                    let until_release = heap.peek().map_or(COALESCE, |Reverse(p)| {
+                        p.release.saturating_sub(self.start.elapsed() + SPIN_MARGIN)
+                    });
+                    let nap = COALESCE.min(until_release);
+                    if nap >= Duration::from_micros(20) {
+                        std::thread::sleep(nap);
+                    }
+                }
                 continue;
             }
 
