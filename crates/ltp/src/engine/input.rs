@@ -1,0 +1,567 @@
+//! The receive path: `handle_datagram` and the per-segment-type procedures (reassembly,
+//! reports, report acknowledgments, cancellation).
+
+use super::*;
+
+impl Engine {
+    /// Process one received datagram. Malformed datagrams and segments from unknown
+    /// engines are counted and returned as errors; the engine state is unaffected.
+    pub fn handle_datagram(&mut self, now: Duration, datagram: &Bytes) -> Result<(), RecvError> {
+        let seg = match Segment::decode(datagram) {
+            Ok(seg) => seg,
+            Err(e) => {
+                self.stats.malformed += 1;
+                return Err(e.into());
+            }
+        };
+        let local = self.cfg.local_engine_id;
+        let ty = seg.segment_type;
+        let to_sender = matches!(
+            ty,
+            SegmentType::Report | SegmentType::CancelAckToSender | SegmentType::CancelFromReceiver
+        );
+        // Which span does this belong to?
+        let remote = if to_sender {
+            if seg.session.originator != local {
+                self.stats.unknown_engine += 1;
+                return Err(RecvError::UnknownSpan(seg.session.originator));
+            }
+            match self.exports.get(&seg.session.number) {
+                Some(ex) => ex.remote,
+                None => match self.closed_exports.get(&seg.session, now) {
+                    Some(r) => r,
+                    None => {
+                        self.stats.unknown_engine += 1;
+                        return Err(RecvError::UnknownSpan(seg.session.originator));
+                    }
+                },
+            }
+        } else {
+            seg.session.originator
+        };
+        let Some(&i) = self.span_index.get(&remote) else {
+            self.stats.unknown_engine += 1;
+            return Err(RecvError::UnknownSpan(remote));
+        };
+        if !to_sender && remote == local {
+            self.stats.unknown_engine += 1;
+            return Err(RecvError::UnknownSpan(remote));
+        }
+        if let Some(s) = self.spans.get_mut(i) {
+            s.stats.segments_received += 1;
+        }
+        if self.sink.is_some() {
+            self.log_rx(now, remote, &seg, datagram.len());
+        }
+        let session = seg.session;
+        match seg.content {
+            Content::Data(d) => self.on_data(now, i, session, ty, d),
+            Content::Report(rs) => self.on_report(now, i, session, rs),
+            Content::ReportAck { report_serial } => self.on_report_ack(now, session, report_serial),
+            Content::Cancel(reason) => {
+                if ty == SegmentType::CancelFromSender {
+                    self.on_cancel_from_sender(now, i, session, reason);
+                } else {
+                    self.on_cancel_from_receiver(now, i, session, reason);
+                }
+            }
+            Content::CancelAck => {
+                if ty == SegmentType::CancelAckToSender {
+                    if let Some(ex) = self.exports.get(&session.number) {
+                        if matches!(ex.state, ExportState::Cancelling { .. }) {
+                            self.close_export(
+                                now,
+                                session.number,
+                                Outcome::Cancelled(cancel_reason_of_export(ex)),
+                            );
+                        }
+                    }
+                } else if let Some(imp) = self.imports.get(&session) {
+                    if let ImportState::Cancelling { reason, .. } = imp.state {
+                        self.close_import(now, session, Outcome::Cancelled(reason));
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    pub(super) fn log_rx(&mut self, now: Duration, remote: u64, seg: &Segment, dlen: usize) {
+        let (offset, length, cps, rps, claims, outcome) = match &seg.content {
+            Content::Data(d) => {
+                let (c, r) = d
+                    .checkpoint
+                    .map_or((0, 0), |c| (c.checkpoint_serial, c.report_serial));
+                (d.offset, d.data.len() as u64, c, r, 0, Outcome::None)
+            }
+            Content::Report(rs) => (
+                rs.lower_bound,
+                rs.upper_bound - rs.lower_bound,
+                rs.checkpoint_serial,
+                rs.report_serial,
+                rs.claims.len() as u64,
+                Outcome::None,
+            ),
+            Content::ReportAck { report_serial } => (0, 0, 0, *report_serial, 0, Outcome::None),
+            Content::Cancel(r) => (0, 0, 0, 0, 0, Outcome::Cancelled(*r)),
+            Content::CancelAck => (0, 0, 0, 0, 0, Outcome::None),
+        };
+        self.log(SegmentRecord {
+            time: now,
+            dir: Direction::Rx,
+            local_engine: self.cfg.local_engine_id,
+            remote_engine: remote,
+            session_originator: seg.session.originator,
+            session_number: seg.session.number,
+            kind: RecordKind::Segment(seg.segment_type),
+            offset,
+            length,
+            checkpoint_serial: cps,
+            report_serial: rps,
+            claims,
+            retransmission: false,
+            datagram_len: dlen as u64,
+            outcome,
+        });
+    }
+
+    pub(super) fn on_data(
+        &mut self,
+        now: Duration,
+        i: usize,
+        id: SessionId,
+        ty: SegmentType,
+        d: DataSegment,
+    ) {
+        let Some(s) = self.spans.get_mut(i) else {
+            return;
+        };
+        let clock = s.clock(now);
+        if !self.imports.contains_key(&id) {
+            if self.closed_imports.get(&id, now).is_some() {
+                s.stats.stale_segments += 1;
+                return;
+            }
+            if s.import_count >= s.cfg.max_import_sessions {
+                s.stats.imports_refused += 1;
+                return;
+            }
+            s.import_count += 1;
+            let first_rs = (splitmix(&mut self.rng) % (1 << 14)) + 1;
+            self.imports
+                .insert(id, ImportSession::new(d.client_service_id, first_rs, clock));
+            let timeout = s.cfg.import_inactivity_timeout;
+            s.arm(now, timeout, TimerKey::ImportInactivity { session: id });
+            let remote = s.cfg.remote_engine_id;
+            self.log_event(now, remote, id, LogEvent::ImportStart, 0, Outcome::None);
+        }
+        let Some(imp) = self.imports.get_mut(&id) else {
+            return;
+        };
+        imp.last_rx = clock;
+        if imp.state != ImportState::Active {
+            return;
+        }
+        if ty.is_red() {
+            self.on_red_data(now, i, id, ty, d);
+        } else {
+            self.on_green_data(now, i, id, ty, d);
+        }
+        self.maybe_close_import(now, id);
+    }
+
+    pub(super) fn on_red_data(
+        &mut self,
+        now: Duration,
+        i: usize,
+        id: SessionId,
+        ty: SegmentType,
+        d: DataSegment,
+    ) {
+        let (max_per_session, remote) = match self.spans.get(i) {
+            Some(s) => (s.cfg.max_red_bytes_per_session, s.cfg.remote_engine_id),
+            None => return,
+        };
+        let Some(imp) = self.imports.get_mut(&id) else {
+            return;
+        };
+        let start = d.offset;
+        let end = d.offset + d.data.len() as u64; // checked by the decoder
+        let miscolored = imp.green_low.is_some_and(|g| end > g)
+            || imp
+                .red_len
+                .is_some_and(|r| end > r || (ty.is_eorp() && end != r))
+            || (ty.is_eorp() && imp.received.max_end() > end);
+        if miscolored {
+            self.cancel_import_with(now, i, id, CancelReason::Miscolored);
+            return;
+        }
+        if end > max_per_session {
+            self.cancel_import_with(now, i, id, CancelReason::SystemCancelled);
+            return;
+        }
+        if ty.is_eorp() {
+            imp.red_len = Some(end);
+        }
+        if ty.is_eob() {
+            imp.eob = true;
+        }
+        if !imp.delivered {
+            let need = end as usize;
+            if need > imp.buf.capacity() {
+                let target = match imp.red_len {
+                    Some(r) => r as usize,
+                    None => need
+                        .max(imp.buf.capacity().saturating_mul(2))
+                        .min(max_per_session as usize),
+                }
+                .max(need);
+                let new_total = self.total_import_bytes - imp.charged + target as u64;
+                if new_total > self.cfg.max_total_import_bytes {
+                    self.cancel_import_with(now, i, id, CancelReason::SystemCancelled);
+                    return;
+                }
+                imp.buf.reserve_exact(target - imp.buf.len());
+                self.total_import_bytes =
+                    self.total_import_bytes - imp.charged + imp.buf.capacity() as u64;
+                imp.charged = imp.buf.capacity() as u64;
+            }
+            if start as usize == imp.buf.len() {
+                // In-order arrival (the common case): append, no zero-fill.
+                imp.buf.extend_from_slice(&d.data);
+            } else {
+                if need > imp.buf.len() {
+                    imp.buf.resize(need, 0);
+                }
+                if let Some(dst) = imp.buf.get_mut(start as usize..need) {
+                    dst.copy_from_slice(&d.data);
+                }
+            }
+            imp.received.insert(start..end);
+            if imp.red_ready() {
+                let red_len = imp.red_len.unwrap_or(end) as usize;
+                let mut data = std::mem::take(&mut imp.buf);
+                data.truncate(red_len);
+                imp.delivered = true;
+                self.total_import_bytes -= imp.charged;
+                imp.charged = 0;
+                let csid = imp.client_service_id;
+                self.events.push_back(Event::BlockReceived {
+                    remote,
+                    session: id,
+                    client_service_id: csid,
+                    data: Bytes::from(data),
+                });
+                if let Some(s) = self.spans.get_mut(i) {
+                    s.stats.blocks_received += 1;
+                }
+                self.log_event(
+                    now,
+                    remote,
+                    id,
+                    LogEvent::BlockDelivered,
+                    red_len as u64,
+                    Outcome::None,
+                );
+            }
+        }
+        if let Some(cp) = d.checkpoint {
+            self.on_checkpoint(now, i, id, cp, end);
+        }
+    }
+
+    pub(super) fn on_green_data(
+        &mut self,
+        now: Duration,
+        i: usize,
+        id: SessionId,
+        ty: SegmentType,
+        d: DataSegment,
+    ) {
+        let remote = self.spans.get(i).map_or(0, |s| s.cfg.remote_engine_id);
+        let Some(imp) = self.imports.get_mut(&id) else {
+            return;
+        };
+        let miscolored =
+            imp.red_len.is_some_and(|r| d.offset < r) || imp.received.max_end() > d.offset;
+        if miscolored {
+            self.cancel_import_with(now, i, id, CancelReason::Miscolored);
+            return;
+        }
+        imp.green_low = Some(imp.green_low.map_or(d.offset, |g| g.min(d.offset)));
+        let eob = ty.is_eob();
+        if eob {
+            imp.eob = true;
+        }
+        self.events.push_back(Event::GreenSegment {
+            remote,
+            session: id,
+            client_service_id: d.client_service_id,
+            offset: d.offset,
+            data: d.data,
+            end_of_block: eob,
+        });
+    }
+
+    pub(super) fn on_checkpoint(
+        &mut self,
+        now: Duration,
+        i: usize,
+        id: SessionId,
+        cp: CheckpointInfo,
+        cp_end: u64,
+    ) {
+        let (max_claims, max_cycles) = match self.spans.get(i) {
+            Some(s) => (
+                s.cfg.max_claims_per_report.max(1),
+                s.cfg.max_retransmission_cycles,
+            ),
+            None => return,
+        };
+        let Some(imp) = self.imports.get_mut(&id) else {
+            return;
+        };
+        if imp.answered_checkpoints.contains(&cp.checkpoint_serial) {
+            // A retransmitted checkpoint: our report was lost (or is late). Resend the
+            // still-unacknowledged reports for it; a duplicate of an acknowledged one is
+            // ignored.
+            // Only reports already sent (timer armed) are re-queued; a report without a
+            // timer is still in the signal queue. Clearing the timer makes the resend
+            // re-arm it, so a report timer expiring at the same instant does not send a
+            // second copy.
+            let mut serials = Vec::new();
+            for r in imp.reports.iter_mut() {
+                if r.rs.checkpoint_serial == cp.checkpoint_serial && r.deadline.is_some() {
+                    r.deadline = None;
+                    serials.push(r.rs.report_serial);
+                }
+            }
+            for serial in serials {
+                self.queue_signal(i, id, SignalKind::Report { serial }, true);
+            }
+            return;
+        }
+        if imp.answered_checkpoints.len() as u64 > u64::from(max_cycles) {
+            self.cancel_import_with(now, i, id, CancelReason::RetransmissionCyclesExceeded);
+            return;
+        }
+        imp.answered_checkpoints.push(cp.checkpoint_serial);
+        let upper = match (imp.delivered, imp.red_len) {
+            (true, Some(r)) => r,
+            _ => cp_end,
+        };
+        let full = imp.delivered;
+        // Split the claims in [0, upper) into reports of at most `max_claims` claims with
+        // contiguous scopes.
+        let mut new_serials = Vec::new();
+        let ranges = imp.received.ranges();
+        let in_scope: Vec<std::ops::Range<u64>> = ranges
+            .iter()
+            .filter(|r| r.start < upper)
+            .map(|r| r.start..r.end.min(upper))
+            .collect();
+        let chunks = in_scope.chunks(max_claims);
+        let n_chunks = chunks.len();
+        let mut lower = 0u64;
+        for (k, chunk) in in_scope.chunks(max_claims).enumerate() {
+            let last = k + 1 == n_chunks;
+            let chunk_end = chunk.last().map_or(lower, |r| r.end);
+            let ub = if last { upper } else { chunk_end };
+            let claims = chunk
+                .iter()
+                .map(|r| ReceptionClaim {
+                    offset: r.start - lower,
+                    length: r.end - r.start,
+                })
+                .collect();
+            let serial = imp.next_report_serial;
+            imp.next_report_serial = imp.next_report_serial.wrapping_add(1).max(1);
+            imp.reports.push(IssuedReport {
+                rs: ReportSegment {
+                    report_serial: serial,
+                    checkpoint_serial: cp.checkpoint_serial,
+                    upper_bound: ub,
+                    lower_bound: lower,
+                    claims,
+                },
+                retransmissions: 0,
+                deadline: None,
+                full: full && last && k == 0,
+            });
+            new_serials.push(serial);
+            lower = ub;
+        }
+        for serial in new_serials {
+            self.queue_signal(i, id, SignalKind::Report { serial }, false);
+        }
+    }
+
+    pub(super) fn on_report_ack(&mut self, now: Duration, id: SessionId, serial: u64) {
+        let Some(imp) = self.imports.get_mut(&id) else {
+            if let Some(&i) = self.span_index.get(&id.originator) {
+                if let Some(s) = self.spans.get_mut(i) {
+                    s.stats.stale_segments += 1;
+                }
+            }
+            return;
+        };
+        if let Some(pos) = imp
+            .reports
+            .iter()
+            .position(|r| r.rs.report_serial == serial)
+        {
+            let rep = imp.reports.swap_remove(pos);
+            if rep.full {
+                imp.full_report_acked = true;
+            }
+        }
+        self.maybe_close_import(now, id);
+    }
+
+    pub(super) fn on_report(&mut self, now: Duration, i: usize, id: SessionId, rs: ReportSegment) {
+        let max_cycles = self
+            .spans
+            .get(i)
+            .map_or(0, |s| s.cfg.max_retransmission_cycles);
+        if let Some(s) = self.spans.get_mut(i) {
+            s.stats.reports_received += 1;
+        }
+        let Some(ex) = self.exports.get_mut(&id.number) else {
+            // Closed session: the receiver missed our RA (or this is a replicated copy).
+            // Acknowledge again, with a single copy.
+            self.queue_signal_n(
+                i,
+                id,
+                SignalKind::ReportAck {
+                    serial: rs.report_serial,
+                },
+                false,
+                1,
+            );
+            return;
+        };
+        if ex.state != ExportState::Active {
+            return;
+        }
+        if ex.handled_reports.contains(&rs.report_serial) {
+            self.queue_signal_n(
+                i,
+                id,
+                SignalKind::ReportAck {
+                    serial: rs.report_serial,
+                },
+                false,
+                1,
+            );
+            return;
+        }
+        self.queue_signal(
+            i,
+            id,
+            SignalKind::ReportAck {
+                serial: rs.report_serial,
+            },
+            false,
+        );
+        let Some(ex) = self.exports.get_mut(&id.number) else {
+            return;
+        };
+        // Bounded: a peer sending endless distinct serials cannot grow it.
+        if ex.handled_reports.len() >= MAX_HANDLED_REPORTS {
+            ex.handled_reports.remove(0);
+        }
+        ex.handled_reports.push(rs.report_serial);
+        if rs.checkpoint_serial != 0 {
+            ex.checkpoints.retain(|c| c.serial != rs.checkpoint_serial);
+        }
+        let red_len = ex.red_len;
+        for c in &rs.claims {
+            let s = rs.lower_bound.saturating_add(c.offset).min(red_len);
+            let e = s.saturating_add(c.length).min(red_len);
+            ex.acked.insert(s..e);
+        }
+        if ex.red_complete() {
+            ex.checkpoints.clear();
+            ex.drop_red_plan();
+            if ex.finished() {
+                self.complete_export(now, id.number);
+            }
+            return;
+        }
+        let mut ranges = VecDeque::new();
+        let upper = rs.upper_bound.min(red_len);
+        let lower = rs.lower_bound.min(upper);
+        ex.acked.for_each_gap(lower..upper, |r| ranges.push_back(r));
+        if ranges.is_empty() {
+            return;
+        }
+        ex.cycles += 1;
+        if ex.cycles > max_cycles {
+            self.cancel_export_with(now, id.number, CancelReason::RetransmissionCyclesExceeded);
+            return;
+        }
+        ex.batches.push_back(Batch {
+            ranges,
+            report_serial: rs.report_serial,
+            retransmission: true,
+        });
+        if let Some(s) = self.spans.get_mut(i) {
+            s.stats.retransmission_cycles += 1;
+        }
+        self.queue_data_session(i, id.number, false);
+    }
+
+    pub(super) fn on_cancel_from_sender(
+        &mut self,
+        now: Duration,
+        i: usize,
+        id: SessionId,
+        reason: CancelReason,
+    ) {
+        self.queue_signal(i, id, SignalKind::CancelAckToSender, false);
+        let Some(imp) = self.imports.get(&id) else {
+            return;
+        };
+        let remote = self.spans.get(i).map_or(0, |s| s.cfg.remote_engine_id);
+        if imp.state == ImportState::Active {
+            self.events.push_back(Event::ImportCancelled {
+                remote,
+                session: id,
+                reason,
+                by_sender: true,
+            });
+            if let Some(s) = self.spans.get_mut(i) {
+                s.stats.imports_cancelled += 1;
+            }
+        }
+        self.close_import(now, id, Outcome::Cancelled(reason));
+    }
+
+    pub(super) fn on_cancel_from_receiver(
+        &mut self,
+        now: Duration,
+        i: usize,
+        id: SessionId,
+        reason: CancelReason,
+    ) {
+        self.queue_signal(i, id, SignalKind::CancelAckToReceiver, false);
+        let Some(ex) = self.exports.get_mut(&id.number) else {
+            return;
+        };
+        if ex.state == ExportState::Active {
+            let tokens = std::mem::take(&mut ex.tokens);
+            let remote = ex.remote;
+            self.events.push_back(Event::ExportCancelled {
+                remote,
+                session: id,
+                reason,
+                by_receiver: true,
+                tokens,
+            });
+            if let Some(s) = self.spans.get_mut(i) {
+                s.stats.exports_cancelled += 1;
+            }
+        }
+        self.close_export(now, id.number, Outcome::Cancelled(reason));
+    }
+}

@@ -1,0 +1,379 @@
+//! The transmit path: `poll_transmit`, `poll_timeout`, `poll_event` and the encoding of
+//! data and signal segments into the caller's buffer (no allocation per segment).
+
+use super::*;
+
+impl Engine {
+    /// Write the next segment that may leave now into `buf` (appended) and say where it
+    /// goes. Returns `None` when nothing is ready: no output, link down, or pacing.
+    pub fn poll_transmit(&mut self, now: Duration, buf: &mut Vec<u8>) -> Option<Transmit> {
+        let n = self.spans.len();
+        for k in 0..n {
+            let i = (self.next_span_rr + k) % n;
+            let Some(s) = self.spans.get(i) else { continue };
+            if !s.link_up || !s.has_output() || s.bucket.ready_at(now).is_some() {
+                continue;
+            }
+            let start = buf.len();
+            if self.produce(now, i, buf) {
+                let len = buf.len() - start;
+                let remote = match self.spans.get_mut(i) {
+                    Some(s) => {
+                        s.bucket.consume(len, now);
+                        s.stats.segments_sent += 1;
+                        s.cfg.remote_engine_id
+                    }
+                    None => 0,
+                };
+                self.next_span_rr = (i + 1) % n;
+                return Some(Transmit {
+                    remote_engine: remote,
+                    len,
+                });
+            }
+        }
+        None
+    }
+
+    /// Earliest time the driver must call [`Engine::handle_timeout`] or
+    /// [`Engine::poll_transmit`] again (timers, aggregation limits, pacing). A time in the
+    /// past means "now".
+    pub fn poll_timeout(&self) -> Option<Duration> {
+        let mut best: Option<Duration> = None;
+        let mut consider = |t: Duration| {
+            best = Some(best.map_or(t, |b| b.min(t)));
+        };
+        for s in &self.spans {
+            if let Some(t) = s.next_timer() {
+                consider(t);
+            }
+            if s.link_up && s.has_output() {
+                consider(s.bucket.earliest());
+            }
+            for a in &s.aggregators {
+                consider(a.deadline);
+            }
+        }
+        best
+    }
+
+    /// Next client event.
+    pub fn poll_event(&mut self) -> Option<Event> {
+        self.events.pop_front()
+    }
+
+    /// Encode one segment of span `i` into `buf`. Returns false if the span had nothing.
+    pub(super) fn produce(&mut self, now: Duration, i: usize, buf: &mut Vec<u8>) -> bool {
+        loop {
+            let Some(s) = self.spans.get_mut(i) else {
+                return false;
+            };
+            let Some(mut sig) = s.signals.pop_front() else {
+                break;
+            };
+            let last_copy = sig.copies_left <= 1;
+            if !last_copy {
+                sig.copies_left -= 1;
+                s.signals.push_front(sig);
+            }
+            if self.encode_signal(now, i, &sig, last_copy, buf) {
+                return true;
+            }
+            // Signal no longer relevant (e.g. report acknowledged meanwhile): drop all copies.
+            if !last_copy {
+                if let Some(s) = self.spans.get_mut(i) {
+                    s.signals.pop_front();
+                }
+            }
+        }
+        loop {
+            let Some(s) = self.spans.get_mut(i) else {
+                return false;
+            };
+            let mss = s.cfg.max_segment_size;
+            let Some(&number) = s.data_sessions.front() else {
+                return false;
+            };
+            let Some(ex) = self.exports.get_mut(&number) else {
+                s.data_sessions.pop_front();
+                continue;
+            };
+            let Some(plan) = ex.next_segment(mss) else {
+                ex.queued = false;
+                s.data_sessions.pop_front();
+                continue;
+            };
+            if !ex.has_data_output() {
+                ex.queued = false;
+                s.data_sessions.pop_front();
+            }
+            self.emit_data(now, i, number, plan, buf);
+            return true;
+        }
+    }
+
+    pub(super) fn emit_data(
+        &mut self,
+        now: Duration,
+        i: usize,
+        number: u64,
+        plan: export::PlannedSegment,
+        buf: &mut Vec<u8>,
+    ) {
+        let rto = self.rto(i);
+        let (Some(s), Some(ex)) = (self.spans.get_mut(i), self.exports.get_mut(&number)) else {
+            return;
+        };
+        let start = buf.len();
+        segment::encode_plain_header(plan.ty, ex.id, buf);
+        segment::encode_data_fields(
+            ex.client_service_id,
+            plan.offset,
+            plan.len,
+            plan.checkpoint,
+            buf,
+        );
+        let lo = plan.offset as usize;
+        let hi = lo + plan.len as usize;
+        if let Some(payload) = ex.block.get(lo..hi) {
+            buf.extend_from_slice(payload);
+        }
+        let dlen = (buf.len() - start) as u64;
+        s.stats.data_segments_sent += 1;
+        s.stats.data_bytes_sent += plan.len;
+        if plan.retransmission {
+            s.stats.data_segments_retransmitted += 1;
+        }
+        if let Some(cp) = plan.checkpoint {
+            let key = TimerKey::Checkpoint {
+                number,
+                serial: cp.checkpoint_serial,
+            };
+            let deadline = s.arm(now, rto, key);
+            if plan.checkpoint_resend {
+                if let Some(c) = ex
+                    .checkpoints
+                    .iter_mut()
+                    .find(|c| c.serial == cp.checkpoint_serial)
+                {
+                    c.deadline = Some(deadline);
+                }
+            } else {
+                ex.checkpoints.push(Checkpoint {
+                    serial: cp.checkpoint_serial,
+                    report_serial: cp.report_serial,
+                    offset: plan.offset,
+                    len: plan.len,
+                    ty: plan.ty,
+                    retransmissions: 0,
+                    deadline: Some(deadline),
+                });
+            }
+        }
+        let id = ex.id;
+        let remote = ex.remote;
+        let finished = ex.finished();
+        if self.sink.is_some() {
+            let (cps, rps) = plan
+                .checkpoint
+                .map_or((0, 0), |c| (c.checkpoint_serial, c.report_serial));
+            self.log(SegmentRecord {
+                time: now,
+                dir: Direction::Tx,
+                local_engine: self.cfg.local_engine_id,
+                remote_engine: remote,
+                session_originator: id.originator,
+                session_number: id.number,
+                kind: RecordKind::Segment(plan.ty),
+                offset: plan.offset,
+                length: plan.len,
+                checkpoint_serial: cps,
+                report_serial: rps,
+                claims: 0,
+                retransmission: plan.retransmission,
+                datagram_len: dlen,
+                outcome: Outcome::None,
+            });
+        }
+        if finished {
+            // Green-only block fully radiated, or the green tail of a block whose red part
+            // was already acknowledged.
+            self.complete_export(now, number);
+        }
+    }
+
+    pub(super) fn encode_signal(
+        &mut self,
+        now: Duration,
+        i: usize,
+        sig: &Signal,
+        last_copy: bool,
+        buf: &mut Vec<u8>,
+    ) -> bool {
+        let rto = self.rto(i);
+        let Some(s) = self.spans.get_mut(i) else {
+            return false;
+        };
+        let start = buf.len();
+        let mut rec_fields = (0u64, 0u64, 0u64, 0u64, 0u64, Outcome::None);
+        let ty = match sig.kind {
+            SignalKind::Report { serial } => {
+                let Some(imp) = self.imports.get_mut(&sig.session) else {
+                    return false;
+                };
+                if imp.state != ImportState::Active {
+                    return false;
+                }
+                let Some(rep) = imp
+                    .reports
+                    .iter_mut()
+                    .find(|r| r.rs.report_serial == serial)
+                else {
+                    return false;
+                };
+                segment::encode_plain_header(SegmentType::Report, sig.session, buf);
+                segment::encode_report_fields(&rep.rs, buf);
+                if last_copy {
+                    let key = TimerKey::Report {
+                        session: sig.session,
+                        serial,
+                    };
+                    rep.deadline = Some(s.arm(now, rto, key));
+                }
+                s.stats.reports_sent += 1;
+                rec_fields = (
+                    rep.rs.lower_bound,
+                    rep.rs.upper_bound - rep.rs.lower_bound,
+                    rep.rs.checkpoint_serial,
+                    serial,
+                    rep.rs.claims.len() as u64,
+                    Outcome::None,
+                );
+                SegmentType::Report
+            }
+            SignalKind::ReportAck { serial } => {
+                segment::encode_plain_header(SegmentType::ReportAck, sig.session, buf);
+                sdnv::encode(serial, buf);
+                rec_fields.3 = serial;
+                SegmentType::ReportAck
+            }
+            SignalKind::CancelFromSender(reason) => {
+                let Some(ex) = self.exports.get_mut(&sig.session.number) else {
+                    return false;
+                };
+                let ExportState::Cancelling { deadline, .. } = &mut ex.state else {
+                    return false;
+                };
+                segment::encode_plain_header(SegmentType::CancelFromSender, sig.session, buf);
+                buf.push(reason.code());
+                if last_copy {
+                    *deadline = Some(s.arm(
+                        now,
+                        rto,
+                        TimerKey::ExportCancel {
+                            number: sig.session.number,
+                        },
+                    ));
+                }
+                rec_fields.5 = Outcome::Cancelled(reason);
+                SegmentType::CancelFromSender
+            }
+            SignalKind::CancelFromReceiver(reason) => {
+                let Some(imp) = self.imports.get_mut(&sig.session) else {
+                    return false;
+                };
+                let ImportState::Cancelling { deadline, .. } = &mut imp.state else {
+                    return false;
+                };
+                segment::encode_plain_header(SegmentType::CancelFromReceiver, sig.session, buf);
+                buf.push(reason.code());
+                if last_copy {
+                    *deadline = Some(s.arm(
+                        now,
+                        rto,
+                        TimerKey::ImportCancel {
+                            session: sig.session,
+                        },
+                    ));
+                }
+                rec_fields.5 = Outcome::Cancelled(reason);
+                SegmentType::CancelFromReceiver
+            }
+            SignalKind::CancelAckToSender => {
+                segment::encode_plain_header(SegmentType::CancelAckToSender, sig.session, buf);
+                SegmentType::CancelAckToSender
+            }
+            SignalKind::CancelAckToReceiver => {
+                segment::encode_plain_header(SegmentType::CancelAckToReceiver, sig.session, buf);
+                SegmentType::CancelAckToReceiver
+            }
+        };
+        if self.sink.is_some() {
+            let remote = s.cfg.remote_engine_id;
+            let (offset, length, cps, rps, claims, outcome) = rec_fields;
+            self.log(SegmentRecord {
+                time: now,
+                dir: Direction::Tx,
+                local_engine: self.cfg.local_engine_id,
+                remote_engine: remote,
+                session_originator: sig.session.originator,
+                session_number: sig.session.number,
+                kind: RecordKind::Segment(ty),
+                offset,
+                length,
+                checkpoint_serial: cps,
+                report_serial: rps,
+                claims,
+                retransmission: sig.retransmission,
+                datagram_len: (buf.len() - start) as u64,
+                outcome,
+            });
+        }
+        true
+    }
+
+    pub(super) fn queue_signal(
+        &mut self,
+        span: usize,
+        session: SessionId,
+        kind: SignalKind,
+        retx: bool,
+    ) {
+        let copies = self
+            .spans
+            .get(span)
+            .map_or(1, |s| s.cfg.signal_replication.max(1));
+        self.queue_signal_n(span, session, kind, retx, copies);
+    }
+
+    pub(super) fn queue_signal_n(
+        &mut self,
+        span: usize,
+        session: SessionId,
+        kind: SignalKind,
+        retx: bool,
+        copies: u32,
+    ) {
+        if let Some(s) = self.spans.get_mut(span) {
+            s.signals.push_back(Signal {
+                session,
+                kind,
+                copies_left: copies,
+                retransmission: retx,
+            });
+        }
+    }
+
+    pub(super) fn queue_data_session(&mut self, span: usize, number: u64, front: bool) {
+        if let (Some(s), Some(ex)) = (self.spans.get_mut(span), self.exports.get_mut(&number)) {
+            if !ex.queued {
+                ex.queued = true;
+                if front {
+                    s.data_sessions.push_front(number);
+                } else {
+                    s.data_sessions.push_back(number);
+                }
+            }
+        }
+    }
+}
