@@ -10,6 +10,81 @@
 //!
 //! The optional [`log`] sink records every segment sent or received in the CSV format the
 //! analyzer reads (`docs/ltp-segment-log.md`).
+//!
+//! # Driving an engine
+//!
+//! A driver (UDP runtime, simulator, test) owns the clock and the link. This one connects two
+//! engines with a lossless zero-delay link in virtual time:
+//!
+//! ```
+//! use std::time::Duration;
+//! use ltp::{bytes::Bytes, Engine, EngineConfig, Event, SpanConfig};
+//!
+//! let mut a = Engine::new(EngineConfig::new(1));
+//! let mut b = Engine::new(EngineConfig::new(2));
+//! let mut span = SpanConfig::new(2);
+//! span.rto = Some(Duration::from_millis(5)); // explicit RTO, milliseconds or finer
+//! a.add_span(span);
+//! b.add_span(SpanConfig::new(1));
+//!
+//! let block = Bytes::from(vec![7u8; 10_000]);
+//! a.send_block(Duration::ZERO, 2, 1, block.clone(), block.len(), 99).unwrap();
+//!
+//! let mut now = Duration::ZERO;
+//! let mut buf = Vec::new();
+//! let mut received = None;
+//! let mut completed = None;
+//! for _ in 0..1000 {
+//!     // Move every ready segment across the link (here: instantly).
+//!     let mut moved = false;
+//!     while let Some(t) = a.poll_transmit(now, &mut buf) {
+//!         b.handle_datagram(now, &Bytes::copy_from_slice(&buf[buf.len() - t.len..])).unwrap();
+//!         buf.clear();
+//!         moved = true;
+//!     }
+//!     while let Some(t) = b.poll_transmit(now, &mut buf) {
+//!         a.handle_datagram(now, &Bytes::copy_from_slice(&buf[buf.len() - t.len..])).unwrap();
+//!         buf.clear();
+//!         moved = true;
+//!     }
+//!     while let Some(ev) = b.poll_event() {
+//!         if let Event::BlockReceived { data, .. } = ev { received = Some(data); }
+//!     }
+//!     while let Some(ev) = a.poll_event() {
+//!         if let Event::ExportCompleted { tokens, .. } = ev { completed = Some(tokens); }
+//!     }
+//!     if moved { continue; }
+//!     // Nothing to send: sleep until the next timer (or stop when both are idle).
+//!     match [a.poll_timeout(), b.poll_timeout()].into_iter().flatten().min() {
+//!         Some(t) => {
+//!             now = now.max(t);
+//!             a.handle_timeout(now);
+//!             b.handle_timeout(now);
+//!         }
+//!         None => break,
+//!     }
+//! }
+//! assert_eq!(received, Some(block));
+//! assert_eq!(completed, Some(vec![99]));
+//! assert!(a.is_idle() && b.is_idle());
+//! ```
+//!
+//! # Policies worth knowing
+//!
+//! - **Transmission order**: per span, signals first (RS, RA, CS, CR, acks), then checkpoints
+//!   resent after a timeout, then data session by session (a block's segments leave back to
+//!   back, as in ION); spans are served round-robin. All of it is paced by the span's token
+//!   bucket.
+//! - **Segmentation**: a segment never exceeds the span's `max_segment_size`; red segments keep
+//!   6 bytes free for checkpoint fields so any of them can be resent as a checkpoint unsplit.
+//! - **Timers** start when a segment leaves `poll_transmit` and run on a per-span clock that
+//!   stops while the link is down.
+//! - **Memory**: import buffers grow lazily up to `max_red_bytes_per_session`; a segment
+//!   beyond it, or growth beyond `EngineConfig::max_total_import_bytes`, cancels that session
+//!   with `SYS_CNCLD` (nothing is allocated first). New import sessions beyond
+//!   `max_import_sessions` are dropped silently (the sender's checkpoint timer retries).
+//!   Blocks beyond `max_export_sessions` queue up to `max_pending_blocks`, then `send_block`
+//!   returns [`SendError::SpanFull`].
 
 #![warn(missing_docs)]
 
