@@ -4,6 +4,7 @@
 
 use bytes::{BufMut, Bytes};
 
+use crate::bundle::Bundle;
 use crate::cbor::{self, Reader};
 use crate::eid::Eid;
 use crate::error::DecodeError;
@@ -225,6 +226,23 @@ impl AdminRecord {
 }
 
 impl StatusReport {
+    /// A report about `subject` with nothing asserted yet: fills the subject's source, creation timestamp and,
+    /// for a fragment, its offset and payload length (RFC 9171 6.1.1). The agent then sets the assertions (with a
+    /// time only if the subject has `STATUS_TIME_REQUESTED`).
+    pub fn about(subject: &Bundle, reason: ReasonCode) -> StatusReport {
+        let id = subject.id();
+        StatusReport {
+            received: StatusItem::NO,
+            forwarded: StatusItem::NO,
+            delivered: StatusItem::NO,
+            deleted: StatusItem::NO,
+            reason,
+            source: id.source,
+            timestamp: id.timestamp,
+            fragment: id.fragment,
+        }
+    }
+
     fn encode(&self, out: &mut Vec<u8>) {
         cbor::put_array(out, if self.fragment.is_some() { 6 } else { 4 });
         cbor::put_array(out, 4);
@@ -352,6 +370,36 @@ mod tests {
                 0x02, 0x82, 0x01, 0x00, 0x82, 0x00, 0x00
             ]
         );
+    }
+
+    #[test]
+    fn report_about_a_fragment_names_it() {
+        let whole = crate::BundleBuilder::new(Eid::ipn(1, 1), Eid::ipn(2, 1))
+            .creation(CreationTimestamp::new(77, 3))
+            .payload(vec![0u8; 3000])
+            .build()
+            .unwrap();
+        let frags = crate::fragment(&whole, 1000).unwrap();
+        let sr = StatusReport::about(&frags[1], ReasonCode::DepletedStorage);
+        assert_eq!(sr.source, Eid::ipn(1, 1));
+        assert_eq!(sr.timestamp, CreationTimestamp::new(77, 3));
+        let f = frags[1].primary().fragment.unwrap();
+        assert_eq!(
+            sr.fragment,
+            Some((f.offset, frags[1].payload().len() as u64))
+        );
+        let report = crate::BundleBuilder::new(Eid::ipn(2, 0), Eid::ipn(1, 0))
+            .admin_record(&AdminRecord::StatusReport(sr.clone()))
+            .build()
+            .unwrap();
+        assert!(report.is_admin_record());
+        assert_eq!(
+            AdminRecord::decode(&report.payload()).unwrap(),
+            AdminRecord::StatusReport(sr)
+        );
+        assert!(StatusReport::about(&whole, ReasonCode::NoInformation)
+            .fragment
+            .is_none());
     }
 
     #[test]

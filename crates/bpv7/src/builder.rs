@@ -107,6 +107,15 @@ impl BundleBuilder {
         self
     }
 
+    /// Makes the payload an administrative record (sets `ADMIN_RECORD`; status report requests are cleared, as
+    /// RFC 9171 4.2.3 requires for administrative records).
+    pub fn admin_record(mut self, record: &crate::AdminRecord) -> Self {
+        self.primary.flags |= BundleFlags::ADMIN_RECORD;
+        self.primary.flags.set(BundleFlags::ANY_REPORT, false);
+        self.payload = Bytes::from(record.encode());
+        self
+    }
+
     /// Block processing flags of the payload block.
     pub fn payload_flags(mut self, flags: BlockFlags) -> Self {
         self.payload_flags = flags;

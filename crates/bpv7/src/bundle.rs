@@ -334,6 +334,11 @@ impl Bundle {
         }
     }
 
+    /// True if this bundle is a fragment.
+    pub fn is_fragment(&self) -> bool {
+        self.primary.fragment.is_some()
+    }
+
     /// True if the payload is an administrative record.
     pub fn is_admin_record(&self) -> bool {
         self.primary.flags.contains(BundleFlags::ADMIN_RECORD)
