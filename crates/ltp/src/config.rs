@@ -10,8 +10,9 @@ pub struct EngineConfig {
     /// Seed for the initial session and serial numbers (RFC 5326 recommends unpredictable
     /// starting values; a seed keeps simulations reproducible).
     pub seed: u64,
-    /// Upper bound on red bytes buffered by all import sessions together. A session whose
-    /// growth would exceed it is cancelled with `SYS_CNCLD`.
+    /// Upper bound on red bytes held by all import sessions together (payload bytes of the
+    /// datagram slices kept until the block completes). A segment that would exceed it
+    /// cancels its session with `SYS_CNCLD`.
     pub max_total_import_bytes: u64,
     /// How many recently closed import sessions are remembered so that late or duplicated
     /// segments never reopen them (oldest forgotten first).

@@ -79,9 +79,12 @@
 //!   6 bytes free for checkpoint fields so any of them can be resent as a checkpoint unsplit.
 //! - **Timers** start when a segment leaves `poll_transmit` and run on a per-span clock that
 //!   stops while the link is down.
-//! - **Memory**: import buffers grow lazily up to `max_red_bytes_per_session`; a segment
-//!   beyond it, or growth beyond `EngineConfig::max_total_import_bytes`, cancels that session
-//!   with `SYS_CNCLD` (nothing is allocated first). New import sessions beyond
+//! - **Memory**: received red data is held as zero-copy slices of the datagrams until the red
+//!   part is complete, then assembled once (no copy at all for a one-segment block). A segment
+//!   beyond `max_red_bytes_per_session`, or red data beyond
+//!   `EngineConfig::max_total_import_bytes`, cancels that session with `SYS_CNCLD` (nothing
+//!   is allocated first). Slices keep their datagram's allocation alive: a driver that cuts
+//!   datagrams out of large receive buffers retains those buffers until the block completes. New import sessions beyond
 //!   `max_import_sessions` are dropped silently (the sender's checkpoint timer retries).
 //!   Blocks beyond `max_export_sessions` queue up to `max_pending_blocks`, then `send_block`
 //!   returns [`SendError::SpanFull`].

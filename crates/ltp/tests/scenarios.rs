@@ -887,8 +887,8 @@ fn receive_buffer_is_released_at_delivery_before_the_report_ack() {
     h.send_a(block(50_000, 17), 50_000, 1);
     h.run_until(d0 - Duration::from_nanos(1));
     assert!(
-        h.engines[1].import_buffer_bytes() >= 50_000,
-        "buffer held while incomplete"
+        h.engines[1].import_buffer_bytes() > 40_000,
+        "data held while incomplete"
     );
     h.run_until(d0);
     assert_eq!(h.delivered().len(), 1);

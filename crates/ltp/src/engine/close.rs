@@ -71,7 +71,7 @@ impl Engine {
             retransmissions: 0,
             deadline: None,
         };
-        imp.buf = Vec::new();
+        imp.pieces = Vec::new();
         self.total_import_bytes -= imp.charged;
         imp.charged = 0;
         imp.reports.clear();

@@ -1,11 +1,14 @@
 //! Import (receiving) session state.
 //!
-//! Red data is reassembled in a lazily grown buffer, bounded per session and globally; the
-//! buffer is handed to the client (and released) as soon as the red part is complete. The
+//! Red data is kept as zero-copy slices of the received datagrams, bounded per session and
+//! globally, and assembled into one block handed to the client (and released) as soon as the
+//! red part is complete. The
 //! received-range set is kept until the session closes so retransmitted checkpoints can be
 //! answered with a full report.
 
 use std::time::Duration;
+
+use bytes::Bytes;
 
 use crate::rangeset::RangeSet;
 use crate::segment::{CancelReason, ReportSegment};
@@ -36,8 +39,9 @@ pub(crate) enum ImportState {
 #[derive(Debug)]
 pub(crate) struct ImportSession {
     pub(crate) client_service_id: u64,
-    pub(crate) buf: Vec<u8>,
-    /// Bytes charged against the engine-wide import limit (the buffer's capacity).
+    /// Received red data not yet delivered: disjoint (offset, zero-copy slice) pieces.
+    pub(crate) pieces: Vec<(u64, Bytes)>,
+    /// Red bytes held, charged against the engine-wide import limit.
     pub(crate) charged: u64,
     pub(crate) received: RangeSet,
     pub(crate) red_len: Option<u64>,
@@ -58,7 +62,7 @@ impl ImportSession {
     pub(crate) fn new(client_service_id: u64, first_report_serial: u64, clock: Duration) -> Self {
         Self {
             client_service_id,
-            buf: Vec::new(),
+            pieces: Vec::new(),
             charged: 0,
             received: RangeSet::new(),
             red_len: None,

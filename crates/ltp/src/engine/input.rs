@@ -207,41 +207,31 @@ impl Engine {
             imp.eob = true;
         }
         if !imp.delivered {
-            let need = end as usize;
-            if need > imp.buf.capacity() {
-                let target = match imp.red_len {
-                    Some(r) => r as usize,
-                    None => need
-                        .max(imp.buf.capacity().saturating_mul(2))
-                        .min(max_per_session as usize),
-                }
-                .max(need);
-                let new_total = self.total_import_bytes - imp.charged + target as u64;
-                if new_total > self.cfg.max_total_import_bytes {
-                    self.cancel_import_with(now, i, id, CancelReason::SystemCancelled);
-                    return;
-                }
-                imp.buf.reserve_exact(target - imp.buf.len());
-                self.total_import_bytes =
-                    self.total_import_bytes - imp.charged + imp.buf.capacity() as u64;
-                imp.charged = imp.buf.capacity() as u64;
+            // Keep zero-copy slices of the bytes not received before; the block is assembled
+            // in one pass when it is complete.
+            let mut new_bytes = 0u64;
+            imp.received
+                .for_each_gap(start..end, |g| new_bytes += g.end - g.start);
+            if self.total_import_bytes + new_bytes > self.cfg.max_total_import_bytes {
+                self.cancel_import_with(now, i, id, CancelReason::SystemCancelled);
+                return;
             }
-            if start as usize == imp.buf.len() {
-                // In-order arrival (the common case): append, no zero-fill.
-                imp.buf.extend_from_slice(&d.data);
-            } else {
-                if need > imp.buf.len() {
-                    imp.buf.resize(need, 0);
-                }
-                if let Some(dst) = imp.buf.get_mut(start as usize..need) {
-                    dst.copy_from_slice(&d.data);
-                }
+            if new_bytes == end - start {
+                imp.pieces.push((start, d.data.clone()));
+            } else if new_bytes > 0 {
+                let pieces = &mut imp.pieces;
+                imp.received.for_each_gap(start..end, |g| {
+                    let lo = (g.start - start) as usize;
+                    let hi = (g.end - start) as usize;
+                    pieces.push((g.start, d.data.slice(lo..hi)));
+                });
             }
+            imp.charged += new_bytes;
+            self.total_import_bytes += new_bytes;
             imp.received.insert(start..end);
             if imp.red_ready() {
                 let red_len = imp.red_len.unwrap_or(end) as usize;
-                let mut data = std::mem::take(&mut imp.buf);
-                data.truncate(red_len);
+                let data = assemble(std::mem::take(&mut imp.pieces), red_len);
                 imp.delivered = true;
                 self.total_import_bytes -= imp.charged;
                 imp.charged = 0;
@@ -250,7 +240,7 @@ impl Engine {
                     remote,
                     session: id,
                     client_service_id: csid,
-                    data: Bytes::from(data),
+                    data,
                 });
                 if let Some(s) = self.spans.get_mut(i) {
                     s.stats.blocks_received += 1;
@@ -564,4 +554,21 @@ impl Engine {
         }
         self.close_export(now, id.number, Outcome::Cancelled(reason));
     }
+}
+
+/// Concatenate disjoint pieces that exactly cover `[0, len)`: zero-copy for a single piece,
+/// otherwise one copy of every byte into an exactly sized buffer (no zero-fill, no regrowth).
+fn assemble(mut pieces: Vec<(u64, Bytes)>, len: usize) -> Bytes {
+    if pieces.len() == 1 {
+        if let Some((_, b)) = pieces.pop() {
+            return b;
+        }
+    }
+    pieces.sort_unstable_by_key(|p| p.0);
+    let mut out = Vec::with_capacity(len);
+    for (_, b) in &pieces {
+        out.extend_from_slice(b);
+    }
+    out.truncate(len);
+    Bytes::from(out)
 }
