@@ -315,3 +315,35 @@ fn csv_log_has_header_and_one_row_per_record() {
     assert_eq!(end[14], "OK");
     assert_eq!(end[3], ID[1].to_string());
 }
+
+#[test]
+fn engine_is_send_and_session_numbers_respect_the_configured_width() {
+    fn assert_send<T: Send>() {}
+    assert_send::<Engine>();
+    for bits in [8u32, 32, 64] {
+        let mut e = Engine::new(EngineConfig::new(1));
+        let mut span = SpanConfig::new(2);
+        span.session_number_bits = bits;
+        span.max_export_sessions = 300;
+        e.add_span(span);
+        for _ in 0..300 {
+            match e
+                .send_block(Duration::ZERO, 2, 1, block(10, 1), 10, 0)
+                .unwrap()
+            {
+                ltp::SendOutcome::Started(id) => {
+                    assert!(id.number != 0);
+                    if bits < 64 {
+                        assert!(id.number < 1 << bits);
+                    }
+                }
+                ltp::SendOutcome::Queued => {
+                    // Only the 8-bit space runs out (255 numbers, 0 is never used): the block
+                    // waits for a free number instead of looping or reusing one.
+                    assert_eq!((bits, e.export_sessions()), (8, 255));
+                }
+            }
+        }
+        assert_eq!(e.pending_blocks(2), if bits == 8 { 45 } else { 0 });
+    }
+}

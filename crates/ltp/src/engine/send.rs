@@ -166,7 +166,15 @@ impl Engine {
             self.start_pending(now, span);
             return SendOutcome::Queued;
         }
-        SendOutcome::Started(self.start_export(now, span, block))
+        match self.start_export(now, span, block) {
+            Ok(id) => SendOutcome::Started(id),
+            Err(block) => {
+                if let Some(s) = self.spans.get_mut(span) {
+                    s.pending_blocks.push_back(block);
+                }
+                SendOutcome::Queued
+            }
+        }
     }
 
     pub(super) fn start_pending(&mut self, now: Duration, span: usize) {
@@ -180,18 +188,29 @@ impl Engine {
             let Some(block) = s.pending_blocks.pop_front() else {
                 return;
             };
-            self.start_export(now, span, block);
+            if let Err(block) = self.start_export(now, span, block) {
+                // No free session number: wait for a session to close.
+                if let Some(s) = self.spans.get_mut(span) {
+                    s.pending_blocks.push_front(block);
+                }
+                return;
+            }
         }
     }
 
-    pub(super) fn alloc_session_number(&mut self, bits: u32) -> u64 {
+    /// A free session number of at most `bits` bits, preferring numbers not used recently.
+    /// `None` when every number of a small space is in use.
+    pub(super) fn alloc_session_number(&mut self, bits: u32) -> Option<u64> {
         let mask = if bits >= 64 || bits == 0 {
             u64::MAX
         } else {
             (1u64 << bits) - 1
         };
         let local = self.cfg.local_engine_id;
-        for attempt in 0..4096u32 {
+        // Whole space for small widths, a bounded search otherwise (free numbers abound).
+        let attempts = mask.saturating_add(1).min(1 << 16);
+        let mut fallback = None;
+        for _ in 0..attempts {
             self.session_counter = self.session_counter.wrapping_add(1);
             let n = self.session_counter & mask;
             if n == 0 || self.exports.contains_key(&n) {
@@ -202,19 +221,13 @@ impl Engine {
                 number: n,
             };
             // Prefer numbers the peer cannot confuse with a recently closed session.
-            if attempt < 2048 && self.closed_exports.get(&id, Duration::MAX).is_some() {
+            if self.closed_exports.get(&id, Duration::MAX).is_some() {
+                fallback = fallback.or(Some(n));
                 continue;
             }
-            return n;
+            return Some(n);
         }
-        // Pathological configuration (tiny number space): take any free number.
-        loop {
-            self.session_counter = self.session_counter.wrapping_add(1);
-            let n = self.session_counter & mask;
-            if n != 0 && !self.exports.contains_key(&n) {
-                return n;
-            }
-        }
+        fallback
     }
 
     pub(super) fn start_export(
@@ -222,12 +235,14 @@ impl Engine {
         now: Duration,
         span: usize,
         block: PendingBlock,
-    ) -> SessionId {
+    ) -> Result<SessionId, PendingBlock> {
         let (bits, remote) = match self.spans.get(span) {
             Some(s) => (s.cfg.session_number_bits, s.cfg.remote_engine_id),
             None => (32, 0),
         };
-        let number = self.alloc_session_number(bits);
+        let Some(number) = self.alloc_session_number(bits) else {
+            return Err(block);
+        };
         let id = SessionId {
             originator: self.cfg.local_engine_id,
             number,
@@ -250,7 +265,7 @@ impl Engine {
             s.data_sessions.push_back(number);
         }
         self.log_event(now, remote, id, LogEvent::ExportStart, len, Outcome::None);
-        id
+        Ok(id)
     }
 
     /// Cancel an export session on behalf of the client (reason USR_CNCLD).
