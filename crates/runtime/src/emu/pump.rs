@@ -153,6 +153,7 @@ impl Pump {
         let mut out: Vec<Slot> = Vec::with_capacity(BATCH);
         let mut recv = RecvBatch::new(BATCH);
         let mut send = SendBatch::new(BATCH);
+        send.set_gso(true);
         let mut seq: u64 = 0;
         let mut learned: Option<SocketAddr> = None;
 
