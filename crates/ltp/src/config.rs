@@ -43,7 +43,8 @@ pub struct SpanConfig {
     /// Remote engine id.
     pub remote_engine_id: u64,
     /// Maximum size of one LTP segment (header + content + trailer) in bytes; data segments
-    /// are cut so the encoded segment never exceeds it. Must be at least 64.
+    /// are cut so the encoded segment never exceeds it. Values below
+    /// [`crate::MIN_SEGMENT_SIZE`] are raised to it.
     pub max_segment_size: usize,
     /// Maximum concurrent export sessions towards this engine; more blocks wait in a queue.
     pub max_export_sessions: usize,

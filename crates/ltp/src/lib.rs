@@ -105,7 +105,7 @@ pub mod stats;
 /// Re-export of the `bytes` crate used in the API (payloads are `Bytes` slices).
 pub use bytes;
 pub use config::{EngineConfig, SpanConfig};
-pub use engine::{Engine, SendOutcome, Transmit};
+pub use engine::{Engine, SendOutcome, Transmit, MIN_SEGMENT_SIZE};
 pub use error::{DecodeError, RecvError, SendError};
 pub use event::Event;
 pub use log::{

@@ -46,6 +46,10 @@ use export::{Batch, Checkpoint, ExportSession, ExportState};
 use import::{ImportSession, ImportState, IssuedReport};
 use span::{Aggregator, PendingBlock, Signal, SignalKind, Span, TimerKey};
 
+/// Smallest usable `max_segment_size`: room for a worst-case data segment header (64-bit
+/// ids, offsets and serials) plus payload.
+pub const MIN_SEGMENT_SIZE: usize = 64;
+
 /// Report serials remembered per export session to recognise duplicates.
 const MAX_HANDLED_REPORTS: usize = 256;
 
@@ -141,8 +145,10 @@ impl Engine {
     }
 
     /// Add (or replace the configuration of) the span to `cfg.remote_engine_id`.
+    /// A `max_segment_size` below [`MIN_SEGMENT_SIZE`] is raised to it.
     /// Replacing keeps sessions, queues and counters; only the settings change.
-    pub fn add_span(&mut self, cfg: SpanConfig) {
+    pub fn add_span(&mut self, mut cfg: SpanConfig) {
+        cfg.max_segment_size = cfg.max_segment_size.max(MIN_SEGMENT_SIZE);
         if let Some(&i) = self.span_index.get(&cfg.remote_engine_id) {
             if let Some(span) = self.spans.get_mut(i) {
                 span.bucket = crate::pacing::TokenBucket::new(
