@@ -10,6 +10,29 @@
 //!   computes the earliest-delivery route for a bundle over the contact graph, honouring contact
 //!   volume.
 //!
+//! ```
+//! use bp::{BundleSpec, Cgr, CgrLimits, ContactPlan, Exclusions, LinkEventKind};
+//!
+//! let plan = ContactPlan::from_ion_str(
+//!     "a contact +0 +60 1 2 125000\n\
+//!      a contact +30 +90 2 3 125000\n\
+//!      a range +0 +90 1 2 0.01\n\
+//!      a range +0 +90 2 3 1.25\n",
+//!     "demo.rc",
+//!     0, // plan epoch, DTN time in ms
+//! )?;
+//! // The runtime drives node 1's link to 2 from the plan.
+//! let first = plan.link_events(1, 0).next();
+//! assert!(matches!(first.map(|e| e.kind), Some(LinkEventKind::Up { rate_bytes_per_s: 125_000, .. })));
+//! // Node 1 routes a 125 kB bundle to 3 through 2: 1 s on each hop, waiting for 2→3 at 30 s.
+//! let mut cgr = Cgr::new(1, CgrLimits::default());
+//! let bundle = BundleSpec { size_bytes: 125_000, now_ms: 0, deadline_ms: None };
+//! let route = cgr.route(&plan, 3, bundle, &Exclusions::default())?;
+//! assert_eq!((route.next_hop, route.arrival_ms), (2, 30_000 + 1_000 + 1_250));
+//! cgr.book(&route, bundle.size_bytes);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
 //! Everything here is sans-IO: time is a value passed in (milliseconds relative to the plan epoch),
 //! nothing reads a clock or touches a socket. See `docs/contact-plan.md` for the file formats and the
 //! routing semantics.
