@@ -162,6 +162,21 @@ pub fn set_thread_timer_slack(slack: Duration) {
     }
 }
 
+/// Switches the calling thread to SCHED_FIFO at `priority` (needs root or CAP_SYS_NICE). An emulator on a busy
+/// host uses this so that other processes cannot delay its releases or let its socket buffers overflow.
+pub fn set_thread_realtime(priority: u32) -> io::Result<()> {
+    let param = libc::sched_param {
+        sched_priority: libc::c_int::try_from(priority).unwrap_or(1),
+    };
+    // SAFETY: pid 0 = the calling thread; a valid sched_param.
+    let rc = unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
 /// Waits until `sock` is readable or `timeout` elapses (nanosecond resolution via `ppoll`). Returns whether it is
 /// readable. Interrupted waits return `Ok(false)`.
 pub fn wait_readable(sock: &UdpSocket, timeout: Duration) -> io::Result<bool> {

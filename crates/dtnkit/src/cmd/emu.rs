@@ -58,6 +58,9 @@ pub struct EmuArgs {
     /// Also relay TCP connections from --listen-a to --b, unmodelled (iperf3's control connection).
     #[arg(long)]
     tcp_forward: bool,
+    /// Run the relay threads SCHED_FIFO at this priority (1-99; root or CAP_SYS_NICE).
+    #[arg(long)]
+    rt_priority: Option<u32>,
 }
 
 fn apply(d: &mut DirectionConfig, delay: Option<f64>, per: Option<f64>, rate: Option<f64>) {
@@ -95,6 +98,7 @@ fn config(a: &EmuArgs) -> anyhow::Result<(EmuConfig, PathBuf)> {
                 slots: None,
                 max_datagram: None,
                 socket_buffer_bytes: None,
+                rt_priority: None,
             };
             let cfg = EmuConfig {
                 seed: 0,
@@ -119,6 +123,9 @@ fn config(a: &EmuArgs) -> anyhow::Result<(EmuConfig, PathBuf)> {
     }
     if a.tcp_forward {
         cfg.relay.tcp_forward = true;
+    }
+    if a.rt_priority.is_some() {
+        cfg.relay.rt_priority = a.rt_priority;
     }
     if let Some(s) = a.seed {
         cfg.seed = s;

@@ -11,6 +11,7 @@
 //! slots = 16384                 # datagrams held per direction (delay x rate / size must fit)
 //! max_datagram = 9216           # bytes per slot; longer datagrams are dropped and counted as truncated
 //! socket_buffer_bytes = 8388608
+//! # rt_priority = 10           # run the relay threads SCHED_FIFO at this priority (root or CAP_SYS_NICE)
 //! [forward]
 //! delay_ms = 10
 //! loss = { model = "iid", per = 0.01 }
@@ -50,6 +51,9 @@ pub struct RelaySection {
     /// Requested kernel socket buffer per socket.
     #[serde(default)]
     pub socket_buffer_bytes: Option<usize>,
+    /// Real-time (SCHED_FIFO) priority of the relay threads, 1..=99; absent = normal scheduling.
+    #[serde(default)]
+    pub rt_priority: Option<u32>,
 }
 
 /// The whole file.
@@ -88,6 +92,8 @@ pub struct RelaySettings {
     pub max_datagram: usize,
     /// See [`RelaySection::socket_buffer_bytes`].
     pub socket_buffer_bytes: usize,
+    /// See [`RelaySection::rt_priority`].
+    pub rt_priority: Option<u32>,
 }
 
 /// Default datagram slots per direction: 10 ms of 1024-byte datagrams at ~13 Gb/s.
@@ -114,6 +120,7 @@ impl RelaySettings {
             slots: DEFAULT_SLOTS,
             max_datagram: DEFAULT_MAX_DATAGRAM,
             socket_buffer_bytes: DEFAULT_SOCKET_BUFFER,
+            rt_priority: None,
         }
     }
 
@@ -144,6 +151,15 @@ impl RelaySettings {
                 self.slots,
                 "slots x max_datagram <= 4 GiB per direction (lower one of them)",
             ));
+        }
+        if let Some(p) = self.rt_priority {
+            if !(1..=99).contains(&p) {
+                return Err(bad(
+                    "relay.rt_priority",
+                    p as usize,
+                    "a SCHED_FIFO priority in [1, 99]",
+                ));
+            }
         }
         if !(4096..=1 << 30).contains(&self.socket_buffer_bytes) {
             return Err(bad(
@@ -181,6 +197,7 @@ impl EmuConfig {
             slots: r.slots.unwrap_or(DEFAULT_SLOTS),
             max_datagram: r.max_datagram.unwrap_or(DEFAULT_MAX_DATAGRAM),
             socket_buffer_bytes: r.socket_buffer_bytes.unwrap_or(DEFAULT_SOCKET_BUFFER),
+            rt_priority: r.rt_priority,
         };
         settings.validate()?;
         let f = self.forward.to_model("forward", base_dir)?;

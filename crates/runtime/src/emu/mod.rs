@@ -152,6 +152,7 @@ impl Relay {
                     log: log_sink.clone(),
                     slots: settings.slots,
                     max_datagram: settings.max_datagram,
+                    rt_priority: settings.rt_priority,
                 })
             };
         let fwd = make(true, fwd_model, &sock_a, &sock_b)?;

@@ -99,6 +99,7 @@ pub(crate) struct Pump {
     pub(crate) log: Option<LogSink>,
     pub(crate) slots: usize,
     pub(crate) max_datagram: usize,
+    pub(crate) rt_priority: Option<u32>,
 }
 
 fn ns(d: Duration) -> u64 {
@@ -131,6 +132,9 @@ impl Pump {
     /// Runs until the stop flag is set; returns the direction's counters.
     pub(crate) fn run(mut self) -> std::io::Result<DirectionStats> {
         udp::set_thread_timer_slack(Duration::from_micros(1));
+        if let Some(p) = self.rt_priority {
+            udp::set_thread_realtime(p)?;
+        }
         let timestamps = udp::enable_rx_timestamps(&self.rx).is_ok();
         let mut last_arrival = Duration::ZERO;
         let mut stats = DirectionStats::default();
