@@ -87,8 +87,11 @@ pub struct SpanConfig {
     pub max_red_bytes_per_session: u64,
     /// Width of session numbers this engine chooses (32 matches ION and HDTN).
     pub session_number_bits: u32,
-    /// An import session that receives nothing for this long is cancelled (red) or closed
-    /// (green only). Keeps a vanished sender from pinning buffers forever.
+    /// An import session that receives nothing for this long is cancelled (red, SYS_CNCLD)
+    /// or closed (green only): keeps a vanished sender from pinning buffers forever. The
+    /// timeout in effect is never shorter than 4 RTOs (see
+    /// [`SpanConfig::effective_inactivity_timeout`]), so long light times are safe, and it
+    /// runs on the span clock (frozen while the link is down).
     pub import_inactivity_timeout: Duration,
 }
 
@@ -119,6 +122,11 @@ impl SpanConfig {
             session_number_bits: 32,
             import_inactivity_timeout: Duration::from_secs(60),
         }
+    }
+
+    /// The import inactivity timeout in effect: `max(import_inactivity_timeout, 4 × RTO)`.
+    pub fn effective_inactivity_timeout(&self) -> Duration {
+        self.import_inactivity_timeout.max(self.effective_rto() * 4)
     }
 
     /// The retransmission timeout in effect: the explicit `rto` if set, else ION style

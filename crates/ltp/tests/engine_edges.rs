@@ -347,3 +347,29 @@ fn engine_is_send_and_session_numbers_respect_the_configured_width() {
         assert_eq!(e.pending_blocks(2), if bits == 8 { 45 } else { 0 });
     }
 }
+
+#[test]
+fn silent_sender_times_out_the_import_session() {
+    let mut e = receiver(1 << 20, 1 << 30);
+    e.handle_datagram(Duration::ZERO, &data_seg(5, SegmentType::RedData, 0, 100))
+        .unwrap();
+    assert_eq!(e.import_sessions(), 1);
+    let limit = SpanConfig::new(1).effective_inactivity_timeout();
+    assert_eq!(e.poll_timeout(), Some(limit));
+    e.handle_timeout(limit - Duration::from_nanos(1));
+    assert_eq!(e.import_sessions(), 1);
+    e.handle_timeout(limit);
+    assert!(drain(&mut e).iter().any(|ev| matches!(
+        ev,
+        Event::ImportCancelled {
+            reason: CancelReason::SystemCancelled,
+            by_sender: false,
+            ..
+        }
+    )));
+    assert_eq!(e.import_buffer_bytes(), 0);
+    assert_eq!(
+        sent_types(&mut e, limit),
+        vec![SegmentType::CancelFromReceiver]
+    );
+}

@@ -150,7 +150,7 @@ impl Engine {
             let first_rs = (splitmix(&mut self.rng) % (1 << 14)) + 1;
             self.imports
                 .insert(id, ImportSession::new(d.client_service_id, first_rs, clock));
-            let timeout = s.cfg.import_inactivity_timeout;
+            let timeout = s.cfg.effective_inactivity_timeout();
             s.arm(now, timeout, TimerKey::ImportInactivity { session: id });
             let remote = s.cfg.remote_engine_id;
             self.log_event(now, remote, id, LogEvent::ImportStart, 0, Outcome::None);

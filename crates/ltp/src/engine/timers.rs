@@ -190,7 +190,7 @@ impl Engine {
                 let Some(s) = self.spans.get_mut(i) else {
                     return;
                 };
-                let due = imp.last_rx + cfg.import_inactivity_timeout;
+                let due = imp.last_rx + cfg.effective_inactivity_timeout();
                 if due > deadline {
                     // Activity since the timer was armed: re-arm for the remainder.
                     let clock = s.clock(now);
@@ -210,7 +210,7 @@ impl Engine {
                     if let Some(s) = self.spans.get_mut(i) {
                         s.arm(
                             now,
-                            cfg.import_inactivity_timeout,
+                            cfg.effective_inactivity_timeout(),
                             TimerKey::ImportInactivity { session },
                         );
                     }
