@@ -71,9 +71,10 @@
 //!
 //! # Policies worth knowing
 //!
-//! - **Transmission order**: per span, signals first (RS, RA, CS, CR, acks), then checkpoints
-//!   resent after a timeout, then data session by session (a block's segments leave back to
-//!   back, as in ION); spans are served round-robin. All of it is paced by the span's token
+//! - **Transmission order**: per span, signals first (RS, RA, CS, CR, acks), then data session
+//!   by session (a block's segments leave back to back, as in ION), except that a session
+//!   with a retransmission batch or a timed-out checkpoint jumps to the front; spans are
+//!   served round-robin. All of it is paced by the span's token
 //!   bucket.
 //! - **Segmentation**: a segment never exceeds the span's `max_segment_size`; red segments keep
 //!   6 bytes free for checkpoint fields so any of them can be resent as a checkpoint unsplit.

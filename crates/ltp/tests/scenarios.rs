@@ -925,3 +925,50 @@ fn derived_rto_is_two_owlt_plus_margin() {
     h.run();
     assert_eq!(h.completed()[0].0, c0 + rto);
 }
+
+#[test]
+fn retransmissions_overtake_other_sessions_first_transmissions() {
+    let p = Params::standard();
+    let mut h = Harness::new(&p);
+    h.set_script(|s| {
+        if s.from == 0 && s.index == 2 {
+            Action::Drop
+        } else {
+            Action::Deliver
+        }
+    });
+    let small = block(10_000, 19);
+    let big = block(400_000, 20); // 40 ms of radiation, longer than the RTT
+    h.send_a(small.clone(), small.len(), 1);
+    h.send_a(big.clone(), big.len(), 2);
+    h.run();
+    let first_session = h.sent_by(0)[0].seg.session.number;
+    let rs = h.sent_of(1, SegmentType::Report);
+    let rs1 = rs
+        .iter()
+        .find(|s| s.seg.session.number == first_session)
+        .unwrap();
+    let ra = h
+        .sent_of(0, SegmentType::ReportAck)
+        .into_iter()
+        .find(|s| s.seg.session.number == first_session)
+        .unwrap();
+    // The RA leaves at the first pacing slot after the report arrives...
+    let before: Vec<_> = h
+        .sent_by(0)
+        .into_iter()
+        .filter(|s| s.time < ra.time)
+        .collect();
+    let prev = before.last().unwrap();
+    assert_eq!(ra.time, arrival(&p, rs1).max(prev.time + p.ser(prev.len)));
+    // ...and the retransmission right behind it, ahead of the big block's remaining segments.
+    let next = h.sent_by(0).into_iter().find(|s| s.time > ra.time).unwrap();
+    assert_eq!(next.seg.session.number, first_session);
+    assert_eq!(next.seg.segment_type, SegmentType::RedCheckpoint);
+    assert_eq!(next.time, ra.time + p.ser(ra.len));
+    assert!(h
+        .sent_by(0)
+        .iter()
+        .any(|s| s.seg.session.number != first_session && s.time > next.time));
+    assert_eq!(h.delivered().len(), 2);
+}

@@ -498,7 +498,9 @@ impl Engine {
         if let Some(s) = self.spans.get_mut(i) {
             s.stats.retransmission_cycles += 1;
         }
-        self.queue_data_session(i, id.number, false);
+        // Retransmissions go ahead of other sessions' first transmissions: they are small and
+        // every RTT they wait lengthens a session that is already late.
+        self.queue_data_session(i, id.number, true);
     }
 
     pub(super) fn on_cancel_from_sender(

@@ -8,9 +8,10 @@
 //! epoch chosen by the driver (real or virtual time).
 //!
 //! Transmission policy: per span, signal segments (RS, RA, CS, CR and their acks) go first,
-//! then timed-out checkpoints, then data, served *session by session* in the order sessions
-//! started (as ION does): a block's segments leave back to back, which minimises each
-//! session's duration; spans are served round-robin. Every segment passes the span's token
+//! then data, served *session by session* in the order sessions started (as ION does): a
+//! block's segments leave back to back, which minimises each session's duration. A session
+//! with a retransmission batch or a timed-out checkpoint moves to the front of the queue.
+//! Spans are served round-robin. Every segment passes the span's token
 //! bucket, so `poll_transmit` returns `None` while the rate does not allow the next segment
 //! and `poll_timeout` tells when it will.
 
