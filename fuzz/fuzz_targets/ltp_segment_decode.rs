@@ -14,8 +14,10 @@ fuzz_target!(|data: &[u8]| {
     let Ok(seg) = Segment::decode(&buf) else {
         return;
     };
-    let again = Segment::decode(&Bytes::from(seg.to_vec().expect("decoded segment re-encodes")))
-        .expect("re-encoded segment decodes");
+    let again = Segment::decode(&Bytes::from(
+        seg.to_vec().expect("decoded segment re-encodes"),
+    ))
+    .expect("re-encoded segment decodes");
     assert_eq!(again, seg);
 
     let local = seg.session.originator.wrapping_add(1);
@@ -28,7 +30,10 @@ fuzz_target!(|data: &[u8]| {
     let _ = engine.handle_datagram(Duration::ZERO, &buf);
     let _ = engine.handle_datagram(Duration::from_millis(1), &buf);
     let mut out = Vec::new();
-    while engine.poll_transmit(Duration::from_millis(1), &mut out).is_some() {}
+    while engine
+        .poll_transmit(Duration::from_millis(1), &mut out)
+        .is_some()
+    {}
     engine.handle_timeout(Duration::from_secs(3600));
     while engine.poll_event().is_some() {}
 });
