@@ -1,6 +1,6 @@
 //! Encode/decode throughput of a 100-byte and a 1 MB payload bundle, CRC-32C on every block (the expensive case:
 //! the whole payload is CRC'd on encode and on decode). Decoding is zero-copy, so the 1 MB decode is bounded by
-//! the CRC-32C speed.
+//! the CRC-32C speed. The `bp7` crate is measured on the same bundles for a same-machine ratio.
 
 use bpv7::{Bundle, BundleBuilder, CrcType, CreationTimestamp, Eid};
 use bytes::{Bytes, BytesMut};
@@ -35,6 +35,30 @@ fn codec(c: &mut Criterion) {
         g.bench_with_input(BenchmarkId::new("decode", name), &wire, |bench, wire| {
             bench.iter(|| black_box(Bundle::decode(wire.clone()).expect("decodes")))
         });
+        // The independent `bp7` crate on the same bytes, as a same-machine reference (its decode does not check
+        // CRCs, so `validate()` is included to compare like with like).
+        let theirs = bp7::Bundle::try_from(&wire[..]).expect("bp7 decodes");
+        g.bench_with_input(
+            BenchmarkId::new("bp7_encode", name),
+            &theirs,
+            |bench, theirs| {
+                bench.iter_batched_ref(
+                    || theirs.clone(),
+                    |b| black_box(b.to_cbor().len()),
+                    criterion::BatchSize::LargeInput,
+                )
+            },
+        );
+        g.bench_with_input(
+            BenchmarkId::new("bp7_decode_validate", name),
+            &wire,
+            |bench, wire| {
+                bench.iter(|| {
+                    let b = bp7::Bundle::try_from(&wire[..]).expect("bp7 decodes");
+                    black_box(b.validate().is_ok())
+                })
+            },
+        );
     }
     g.finish();
 }

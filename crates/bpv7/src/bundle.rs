@@ -28,7 +28,7 @@ impl Default for DecodeLimits {
     fn default() -> Self {
         DecodeLimits {
             max_blocks: 64,
-            max_bundle_len: 4 << 30,
+            max_bundle_len: usize::try_from(4u64 << 30).unwrap_or(usize::MAX),
         }
     }
 }
