@@ -9,7 +9,9 @@
 //!   so unknown extension blocks (and BPSec blocks over them) survive a hop unchanged.
 //! * **Encoding policy**: we send shortest-form CBOR (RFC 9171 "SHOULD"); on receive, non-shortest integers are
 //!   tolerated and recorded ([`Bundle::had_non_shortest_encoding`]). The primary block may carry no CRC (many
-//!   deployed nodes send it that way) although RFC 9171 expects one unless a BIB covers it.
+//!   deployed nodes send it that way) although RFC 9171 expects one unless a BIB covers it. Blocks must be
+//!   definite-length arrays and strings must be definite-length (RFC 9171 fixes the element counts); only the
+//!   bundle itself is an indefinite-length array, as RFC 9171 4.1 requires.
 //!
 //! ```
 //! use bpv7::{Bundle, BundleBuilder, CrcType, Eid};

@@ -282,3 +282,24 @@ fn status_reports_cross_check_both_ways() {
         assert_eq!(&bytes[..], &wire[..], "case {i}: byte-identical encodings");
     }
 }
+
+#[test]
+fn committed_sample_bundle_validates_in_bp7() {
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../testdata/bundles/sample.bundle"
+    );
+    let wire = std::fs::read(path).expect("sample bundle");
+    let ours = bpv7::Bundle::decode(Bytes::from(wire.clone())).expect("our decode");
+    let theirs = bp7::Bundle::try_from(wire.as_slice()).expect("bp7 decode");
+    theirs.validate().expect("bp7 validate");
+    assert_eq!(theirs.canonicals.len(), ours.blocks().len());
+    assert_eq!(
+        theirs.payload().map(|p| p.as_slice()),
+        Some(&ours.payload()[..])
+    );
+    assert_eq!(
+        theirs.primary.destination.to_string(),
+        ours.primary().destination.to_string()
+    );
+}

@@ -169,6 +169,25 @@ fn tshark_dissects_our_bundles_without_complaint() {
         assert_eq!(cols[3], code.to_string(), "reason code");
     }
 
+    // The committed sample bundle.
+    let sample = std::fs::read(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../testdata/bundles/sample.bundle"
+    ))
+    .unwrap();
+    let pcap = dir.join("sample.pcap");
+    write_pcap(&pcap, &[sample]);
+    assert_eq!(tshark(&pcap, &["-Y", PROBLEMS]), "");
+    assert_eq!(
+        tshark(
+            &pcap,
+            &["-Y", "bpv7.hop_count.limit == 32 && bpv7.crc_status == 1"]
+        )
+        .lines()
+        .count(),
+        1
+    );
+
     // A corrupted payload under CRC-32C must be flagged by the dissector too.
     let mut bad = BundleBuilder::new(Eid::ipn(1, 1), Eid::ipn(2, 1))
         .creation(CreationTimestamp::new(1, 0))
