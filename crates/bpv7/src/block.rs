@@ -278,10 +278,12 @@ impl CanonicalBlock {
         let number = r.uint("block number")?;
         let flags = BlockFlags(r.uint("block processing flags")?);
         let code = r.uint("CRC type")?;
-        let crc_type = CrcType::from_code(code).ok_or(DecodeError::UnknownCrcType {
-            block: number,
-            code,
-        })?;
+        let Some(crc_type) = CrcType::from_code(code) else {
+            return Err(DecodeError::UnknownCrcType {
+                block: number,
+                code,
+            });
+        };
         let expected_len = if crc_type.is_none() { 5 } else { 6 };
         if n != expected_len {
             return Err(DecodeError::WrongArrayLength {

@@ -192,7 +192,9 @@ impl Bundle {
     /// Checks every bundle-level rule of RFC 9171 (see the type's documentation).
     pub fn validate(&self) -> Result<(), DecodeError> {
         self.primary.validate()?;
-        let last = self.blocks.last().ok_or(DecodeError::MissingPayload)?;
+        let Some(last) = self.blocks.last() else {
+            return Err(DecodeError::MissingPayload);
+        };
         let mut seen_types = [false; 3];
         let no_block_reports = self.primary.source.is_none() || self.is_admin_record();
         for (i, b) in self.blocks.iter().enumerate() {

@@ -83,14 +83,17 @@ impl<'a> Reader<'a> {
     }
 
     /// The next byte, without consuming it.
+    // Errors are built only on the failure path (match, not `ok_or`): `DecodeError` has drop glue, and building
+    // and dropping one per byte read showed up as 10% of small-bundle decode time.
+    #[inline]
     pub(crate) fn peek(&self, field: &'static str) -> Result<u8, DecodeError> {
-        self.buf
-            .get(self.pos)
-            .copied()
-            .ok_or(DecodeError::Truncated {
+        match self.buf.get(self.pos) {
+            Some(b) => Ok(*b),
+            None => Err(DecodeError::Truncated {
                 field,
                 at: self.pos,
-            })
+            }),
+        }
     }
 
     /// Consumes one byte.
@@ -101,6 +104,7 @@ impl<'a> Reader<'a> {
     }
 
     /// Reads an item head: returns (major type, argument), or `None` as argument for an indefinite length.
+    #[inline]
     fn head(&mut self, field: &'static str) -> Result<(u8, Option<u64>, usize), DecodeError> {
         let at = self.pos;
         let initial = self.byte(field)?;
@@ -133,19 +137,22 @@ impl<'a> Reader<'a> {
         Ok((major, Some(value), at))
     }
 
+    #[inline]
     fn fixed<const N: usize>(&mut self, field: &'static str) -> Result<[u8; N], DecodeError> {
-        let end = self.pos.checked_add(N).ok_or(DecodeError::Truncated {
-            field,
-            at: self.pos,
-        })?;
-        let slice = self.buf.get(self.pos..end).ok_or(DecodeError::Truncated {
-            field,
-            at: self.buf.len(),
-        })?;
-        let mut out = [0u8; N];
-        out.copy_from_slice(slice);
-        self.pos = end;
-        Ok(out)
+        // `pos <= buf.len()` always holds, so `pos + N` cannot overflow.
+        let end = self.pos + N;
+        match self.buf.get(self.pos..end) {
+            Some(slice) => {
+                let mut out = [0u8; N];
+                out.copy_from_slice(slice);
+                self.pos = end;
+                Ok(out)
+            }
+            None => Err(DecodeError::Truncated {
+                field,
+                at: self.buf.len(),
+            }),
+        }
     }
 
     /// Reads a head of the given major type with a definite argument.

@@ -170,8 +170,9 @@ impl PrimaryBlock {
         }
         let flags = BundleFlags(r.uint("bundle processing flags")?);
         let code = r.uint("CRC type")?;
-        let crc_type =
-            CrcType::from_code(code).ok_or(DecodeError::UnknownCrcType { block: 0, code })?;
+        let Some(crc_type) = CrcType::from_code(code) else {
+            return Err(DecodeError::UnknownCrcType { block: 0, code });
+        };
         let is_fragment = flags.contains(BundleFlags::IS_FRAGMENT);
         let expected = 8 + u64::from(is_fragment) * 2 + u64::from(!crc_type.is_none());
         if n != expected {
