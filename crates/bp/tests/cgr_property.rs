@@ -181,7 +181,7 @@ fn brute_force(
 
 fn config() -> Config {
     Config {
-        cases: 512,
+        cases: 1000,
         rng_seed: RngSeed::Fixed(0x0dc5_cafe),
         failure_persistence: None,
         ..Config::default()

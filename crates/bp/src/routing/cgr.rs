@@ -262,6 +262,13 @@ impl Search<'_, '_> {
             self.relax(j, self.bundle.now_ms, 1, None, &mut labels, &mut heap);
         }
         let mut explored = 0usize;
+        // Nodes whose outgoing contacts have been relaxed. Contacts settle in (arrival, hops)
+        // order and a contact's timing is non-decreasing in the ready time, so the first contact
+        // settled into a node gives the best possible start from it; relaxing the node's contacts
+        // again from a later arrival can never improve a label. This bounds relaxations by the
+        // number of contacts instead of contacts × out-degree.
+        let mut expanded: BTreeSet<NodeNum> = BTreeSet::new();
+        expanded.insert(self.local);
         while let Some(Reverse((_, hops, i))) = heap.pop() {
             if settled.get(i).copied().unwrap_or(true) {
                 continue;
@@ -281,6 +288,9 @@ impl Search<'_, '_> {
             };
             if c.to == self.dest {
                 return Ok(self.build(i, &labels));
+            }
+            if !expanded.insert(c.to) {
+                continue;
             }
             for j in self.graph.from(c.to) {
                 if !settled.get(j).copied().unwrap_or(true) {

@@ -1,0 +1,622 @@
+//! The Bundle Protocol agent core (RFC 9171 section 5), sans-IO.
+//!
+//! The agent receives bundles from applications ([`Agent::send`]) and convergence layers
+//! ([`Agent::accept_from_cla`]), keeps them in a [`Store`] until they are forwarded, delivered or
+//! expired, and tells its driver what to do next through poll methods ([`Agent::poll_transmit`],
+//! [`Agent::poll_delivery`], [`Agent::poll_timeout`]). Time is always a parameter (DTN ms); the
+//! agent never reads a clock, opens a socket or spawns a thread, so the node runtime and the
+//! simulator drive the same code. The driver contract is `AGENT_API.md`; the state machine and
+//! durability rules are in `docs/store.md`.
+//!
+//! Per stored bundle, the agent keeps an in-memory state layered over the persisted [`Role`]:
+//!
+//! ```text
+//! Forward:  unrouted ──route──▶ queued(n) ──link n up, poll_transmit──▶ in flight(n)
+//!              ▲                    │ link n down                       │ Sent: deleted
+//!              └────────────────────┴───────────────────── Failed ◀────┘
+//! Deliver:  awaiting endpoint ──register──▶ ready ──poll_delivery──▶ offered ──delivered: deleted
+//! Fragment: waiting for the other fragments ──complete──▶ replaced by one Deliver bundle
+//! ```
+//!
+//! Only the role is persisted: after a restart, in-flight bundles are queued again and offered
+//! deliveries are offered again (at-least-once; applications de-duplicate on [`BundleId`]).
+
+mod events;
+mod local;
+mod routing;
+mod rx;
+mod tx;
+mod types;
+
+pub use events::{BundleEvent, BundleEventKind, BundleEventSink, CsvBundleLog, CSV_HEADER};
+pub use types::{
+    Accepted, AdminNotice, AgentConfig, AgentError, AgentStatus, ClaOutcome, Delivery, DtnTime,
+    Forward, ReportFlags, RxError, SendError, SendRequest, PRIORITY_BULK, PRIORITY_EXPEDITED,
+    PRIORITY_NORMAL,
+};
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+
+use bpv7::{AduKey, BundleFlags, BundleId, Eid, ReasonCode, Reassembler, ReassemblyLimits};
+use bytes::Bytes;
+
+use crate::store::{dedup_key, Batch, BundleKey, BundleMeta, Op, Role, Store, StoreError};
+use crate::{Cgr, CgrLimits, ContactPlan, NodeNum, Route, StaticRoutes};
+
+/// Deferred deletes are committed once this many accumulate (or at the next commit, timeout or
+/// idle poll, whichever comes first).
+const DEFERRED_FLUSH_OPS: usize = 64;
+
+/// The transient state of a stored bundle (see the module docs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum State {
+    Unrouted,
+    Queued(NodeNum),
+    InFlight(NodeNum),
+    AwaitEndpoint,
+    Ready,
+    Offered,
+    Fragment,
+}
+
+#[derive(Debug, Clone)]
+struct Entry {
+    meta: BundleMeta,
+    state: State,
+    /// Position in the unrouted set or a neighbour queue: (class, enqueue sequence).
+    qpos: (u8, u64),
+    /// The CGR route the bundle is booked on, to release the booking if it is re-routed.
+    route: Option<Route>,
+}
+
+/// Queue position ordering: expedited first, then FIFO.
+fn class_of(priority: u8) -> u8 {
+    2u8.saturating_sub(priority.min(PRIORITY_EXPEDITED))
+}
+
+/// Routing configuration and state owned by the agent.
+#[derive(Debug)]
+struct Routing {
+    plan: Option<ContactPlan>,
+    drive_links: bool,
+    statics: StaticRoutes,
+    dtn_routes: BTreeMap<String, NodeNum>,
+    cgr: Cgr,
+}
+
+/// A group of changes committed together, with what to do in memory once they are durable.
+#[derive(Default)]
+struct Txn {
+    batch: Batch,
+    added: Vec<(BundleKey, BundleMeta, Option<NodeNum>, Bytes, BundleEventKind)>,
+    added_bytes: u64,
+    dedup: Vec<(Vec<u8>, u64)>,
+    admin: Vec<AdminNotice>,
+}
+
+/// The bundle protocol agent of one node. See the module documentation.
+pub struct Agent<S: Store> {
+    cfg: AgentConfig,
+    node_eid: Eid,
+    store: S,
+    entries: BTreeMap<BundleKey, Entry>,
+    expiry: BTreeSet<(u64, BundleKey)>,
+    dedup: BTreeMap<Vec<u8>, u64>,
+    dedup_expiry: BTreeSet<(u64, Vec<u8>)>,
+    unrouted: BTreeSet<(u8, u64, BundleKey)>,
+    queues: BTreeMap<NodeNum, BTreeSet<(u8, u64, BundleKey)>>,
+    links: BTreeMap<NodeNum, u64>,
+    last_served: Option<NodeNum>,
+    ready: VecDeque<BundleKey>,
+    registered: BTreeSet<Eid>,
+    reassembler: Reassembler,
+    fragments: BTreeMap<AduKey, Vec<BundleKey>>,
+    admin: VecDeque<AdminNotice>,
+    routing: Routing,
+    routing_dirty: bool,
+    plan_cursor: DtnTime,
+    next_key: u64,
+    next_qseq: u64,
+    creation_cursor: (u64, u64),
+    pending: Batch,
+    used: u64,
+    counters: AgentStatus,
+    sink: Option<Box<dyn BundleEventSink + Send>>,
+}
+
+impl<S: Store> std::fmt::Debug for Agent<S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Agent")
+            .field("node", &self.cfg.node)
+            .field("bundles", &self.entries.len())
+            .field("used", &self.used)
+            .finish()
+    }
+}
+
+impl<S: Store> Agent<S> {
+    /// Opens an agent on `store` and resumes what it holds: bundles to forward are queued for
+    /// routing again (including those that were in flight when the node stopped), bundles for
+    /// local endpoints wait for their endpoint to register, fragments go back to reassembly, and
+    /// anything whose lifetime ended while the node was down is expired now.
+    pub fn open(cfg: AgentConfig, mut store: S, now: DtnTime) -> Result<Agent<S>, AgentError> {
+        let contents = store.contents()?;
+        let node_eid = Eid::ipn(cfg.node, 0);
+        let reassembler = Reassembler::new(ReassemblyLimits {
+            max_pending_bytes: usize::try_from(cfg.max_reassembly_bytes).unwrap_or(usize::MAX),
+            ..ReassemblyLimits::default()
+        });
+        let mut agent = Agent {
+            routing: Routing {
+                plan: None,
+                drive_links: false,
+                statics: StaticRoutes::new(),
+                dtn_routes: BTreeMap::new(),
+                cgr: Cgr::new(cfg.node, CgrLimits::default()),
+            },
+            node_eid,
+            store,
+            entries: BTreeMap::new(),
+            expiry: BTreeSet::new(),
+            dedup: BTreeMap::new(),
+            dedup_expiry: BTreeSet::new(),
+            unrouted: BTreeSet::new(),
+            queues: BTreeMap::new(),
+            links: BTreeMap::new(),
+            last_served: None,
+            ready: VecDeque::new(),
+            registered: BTreeSet::new(),
+            reassembler,
+            fragments: BTreeMap::new(),
+            admin: VecDeque::new(),
+            routing_dirty: true,
+            plan_cursor: now,
+            next_key: 1,
+            next_qseq: 0,
+            creation_cursor: contents.creation_cursor.unwrap_or((0, 0)),
+            pending: Batch::new(),
+            used: 0,
+            counters: AgentStatus::default(),
+            sink: None,
+            cfg,
+        };
+        for (id, exp) in contents.dedup {
+            agent.dedup_expiry.insert((exp, id.clone()));
+            agent.dedup.insert(id, exp);
+        }
+        let mut fragments = Vec::new();
+        for (key, meta) in contents.bundles {
+            agent.next_key = agent.next_key.max(key.0.saturating_add(1));
+            if meta.role == Role::Fragment {
+                fragments.push(key);
+            }
+            agent.insert_entry(key, meta);
+        }
+        let mut txn = Txn::default();
+        for key in fragments {
+            let data = agent.store.data(key)?;
+            if let Some(bundle) = data.and_then(|d| bpv7::Bundle::decode(d).ok()) {
+                agent.reassemble(now, key, bundle, &mut txn);
+            }
+        }
+        agent.commit_txn(now, txn)?;
+        agent.handle_timeout(now)?;
+        Ok(agent)
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &AgentConfig {
+        &self.cfg
+    }
+
+    /// This node's node id (`ipn:N.0`).
+    pub fn node_eid(&self) -> &Eid {
+        &self.node_eid
+    }
+
+    /// The store (read-only), e.g. to check its accounting.
+    pub fn store(&self) -> &S {
+        &self.store
+    }
+
+    /// Gives the store back without committing deferred deletes: what a crash would leave.
+    /// (Deferred deletes only concern bundles already forwarded or delivered; losing them means a
+    /// duplicate forward or delivery after restart, never a loss.) Use [`Agent::close`] for an
+    /// orderly shutdown.
+    pub fn into_store(self) -> S {
+        self.store
+    }
+
+    /// Commits deferred deletes and gives the store back.
+    pub fn close(mut self) -> Result<S, AgentError> {
+        self.flush()?;
+        Ok(self.store)
+    }
+
+    /// Installs (or removes) the bundle event log sink.
+    pub fn set_event_sink(&mut self, sink: Option<Box<dyn BundleEventSink + Send>>) {
+        self.sink = sink;
+    }
+
+    /// Sets the contact plan used by CGR. With `drive_links`, the agent also brings its links up
+    /// and down from the plan in [`Agent::handle_timeout`] (then the driver should not call
+    /// [`Agent::link_up`]/[`Agent::link_down`] for planned neighbours).
+    pub fn set_contact_plan(&mut self, plan: Option<ContactPlan>, drive_links: bool) {
+        self.routing.plan = plan;
+        self.routing.drive_links = drive_links;
+        self.routing.cgr.invalidate();
+        self.routing_dirty = true;
+    }
+
+    /// The contact plan, if any.
+    pub fn contact_plan(&self) -> Option<&ContactPlan> {
+        self.routing.plan.as_ref()
+    }
+
+    /// Mutable access to the contact plan (e.g. to add a contact at run time); routing is retried.
+    pub fn contact_plan_mut(&mut self) -> Option<&mut ContactPlan> {
+        self.routing_dirty = true;
+        self.routing.plan.as_mut()
+    }
+
+    /// Mutable access to the static routes (ipn node ranges → next hop); routing is retried.
+    pub fn static_routes_mut(&mut self) -> &mut StaticRoutes {
+        self.routing_dirty = true;
+        &mut self.routing.statics
+    }
+
+    /// Adds a static route for `dtn://NAME/...` destinations via neighbour `next_hop`.
+    pub fn add_dtn_route(&mut self, node_name: &str, next_hop: NodeNum) {
+        self.routing.dtn_routes.insert(node_name.to_owned(), next_hop);
+        self.routing_dirty = true;
+    }
+
+    /// Counters and gauges.
+    pub fn status(&self) -> AgentStatus {
+        let mut s = self.counters.clone();
+        s.stored_bundles = self.entries.len() as u64;
+        s.stored_bytes = self.used;
+        s.quota_bytes = self.cfg.store_quota_bytes;
+        s.queued_per_neighbour = self
+            .queues
+            .iter()
+            .filter(|(_, q)| !q.is_empty())
+            .map(|(n, q)| (*n, q.len() as u64))
+            .collect();
+        s.unrouted = self.unrouted.len() as u64;
+        s.in_flight = self
+            .entries
+            .values()
+            .filter(|e| matches!(e.state, State::InFlight(_)))
+            .count() as u64;
+        s.pending_delivery = self
+            .entries
+            .values()
+            .filter(|e| matches!(e.state, State::AwaitEndpoint | State::Ready | State::Offered))
+            .count() as u64;
+        s.dedup_records = self.dedup.len() as u64;
+        s
+    }
+
+    /// The next administrative record received for this node (status reports about bundles it
+    /// sent, ...). Bounded by [`AgentConfig::max_admin_queue`].
+    pub fn poll_admin(&mut self) -> Option<AdminNotice> {
+        self.admin.pop_front()
+    }
+
+    /// Commits deferred deletes now.
+    pub fn flush(&mut self) -> Result<(), AgentError> {
+        if self.pending.is_empty() {
+            return Ok(());
+        }
+        self.store.commit(&self.pending)?;
+        self.counters.commits += 1;
+        self.pending.clear();
+        Ok(())
+    }
+
+    /// When [`Agent::handle_timeout`] should be called next: the next lifetime expiry,
+    /// duplicate-record expiry or (when the agent drives links from its plan) contact change.
+    pub fn poll_timeout(&self) -> Option<DtnTime> {
+        let mut t = self.expiry.first().map(|(t, _)| *t);
+        if let Some((d, _)) = self.dedup_expiry.first() {
+            t = Some(t.map_or(*d, |t| t.min(*d)));
+        }
+        if let Some(p) = self.next_plan_change() {
+            t = Some(t.map_or(p, |t| t.min(p)));
+        }
+        t
+    }
+
+    /// Processes everything due at `now`: bundles whose lifetime ended are deleted (deletion
+    /// report "lifetime expired" if requested), duplicate records that expired are forgotten,
+    /// plan-driven links change, and deferred deletes are committed.
+    pub fn handle_timeout(&mut self, now: DtnTime) -> Result<(), AgentError> {
+        self.apply_plan_links(now);
+        let mut txn = Txn::default();
+        while let Some(&(t, key)) = self.expiry.first() {
+            if t > now {
+                break;
+            }
+            if let Some(entry) = self.remove_entry(key) {
+                self.counters.expired += 1;
+                self.event(now, BundleEventKind::Expired, &entry.meta, None, Some(key));
+                txn.batch.push(Op::Delete(key));
+                self.stage_report(now, &mut txn, &entry.meta, ReportKind::Deleted, ReasonCode::LifetimeExpired);
+            } else {
+                self.expiry.remove(&(t, key));
+            }
+        }
+        while let Some((t, id)) = self.dedup_expiry.first().cloned() {
+            if t > now {
+                break;
+            }
+            self.dedup_expiry.remove(&(t, id.clone()));
+            self.dedup.remove(&id);
+            self.pending.push(Op::DeleteDedup(id));
+        }
+        for adu in self.reassembler.expire(now) {
+            self.fragments.remove(&adu);
+        }
+        self.commit_txn(now, txn)?;
+        self.flush()?;
+        Ok(())
+    }
+
+    // ----- internal bookkeeping shared by the submodules -----
+
+    fn alloc_key(&mut self) -> BundleKey {
+        let k = BundleKey(self.next_key);
+        self.next_key += 1;
+        k
+    }
+
+    fn next_creation(&mut self, now: DtnTime, txn: &mut Txn) -> bpv7::CreationTimestamp {
+        let (t, s) = self.creation_cursor;
+        let next = if now > t { (now, 0) } else { (t, s.saturating_add(1)) };
+        self.creation_cursor = next;
+        txn.batch.push(Op::SetCreationCursor {
+            time_ms: next.0,
+            sequence: next.1,
+        });
+        bpv7::CreationTimestamp::new(next.0, next.1)
+    }
+
+    fn free_bytes(&self, txn: &Txn) -> u64 {
+        self.cfg
+            .store_quota_bytes
+            .saturating_sub(self.used.saturating_add(txn.added_bytes))
+    }
+
+    /// Stages a new bundle in `txn` if it fits the quota; `Err(free)` otherwise.
+    fn stage_put(
+        &mut self,
+        txn: &mut Txn,
+        meta: BundleMeta,
+        from: Option<NodeNum>,
+        data: Bytes,
+        kind: BundleEventKind,
+    ) -> Result<BundleKey, u64> {
+        let free = self.free_bytes(txn);
+        if meta.len > free {
+            return Err(free);
+        }
+        let key = self.alloc_key();
+        txn.added_bytes += meta.len;
+        txn.batch.push(Op::Put {
+            key,
+            meta: meta.clone(),
+            data: data.clone(),
+        });
+        txn.added.push((key, meta, from, data, kind));
+        Ok(key)
+    }
+
+    fn stage_dedup(&mut self, txn: &mut Txn, id: &BundleId, expires_at_ms: u64) {
+        let k = dedup_key(id);
+        txn.batch.push(Op::PutDedup {
+            id: k.clone(),
+            expires_at_ms,
+        });
+        txn.dedup.push((k, expires_at_ms));
+    }
+
+    fn is_duplicate(&self, txn: &Txn, id: &BundleId) -> bool {
+        let k = dedup_key(id);
+        self.dedup.contains_key(&k) || txn.dedup.iter().any(|(d, _)| *d == k)
+    }
+
+    /// Commits `txn` together with the deferred deletes, then applies it in memory.
+    fn commit_txn(&mut self, now: DtnTime, mut txn: Txn) -> Result<(), StoreError> {
+        if txn.batch.is_empty() && txn.admin.is_empty() {
+            return Ok(());
+        }
+        if !txn.batch.is_empty() {
+            let mut batch = self.pending.clone();
+            batch.append(&mut txn.batch);
+            self.store.commit(&batch)?;
+            self.counters.commits += 1;
+            self.pending.clear();
+        }
+        for (k, exp) in txn.dedup {
+            self.dedup_expiry.insert((exp, k.clone()));
+            if let Some(old) = self.dedup.insert(k.clone(), exp) {
+                if old != exp {
+                    self.dedup_expiry.remove(&(old, k));
+                }
+            }
+        }
+        while self.dedup.len() > self.cfg.max_dedup_records {
+            let Some((t, id)) = self.dedup_expiry.pop_first() else {
+                break;
+            };
+            self.dedup.remove(&id);
+            let _ = t;
+            self.pending.push(Op::DeleteDedup(id));
+        }
+        for n in txn.admin {
+            self.push_admin(n);
+        }
+        let mut fragments = Vec::new();
+        for (key, meta, from, data, kind) in txn.added {
+            self.event(now, kind, &meta, from, Some(key));
+            if meta.role == Role::Fragment {
+                fragments.push((key, data));
+            }
+            self.insert_entry(key, meta);
+        }
+        if !fragments.is_empty() {
+            let mut txn2 = Txn::default();
+            for (key, data) in fragments {
+                if let Ok(b) = bpv7::Bundle::decode(data) {
+                    self.reassemble(now, key, b, &mut txn2);
+                }
+            }
+            self.commit_txn(now, txn2)?;
+        }
+        Ok(())
+    }
+
+    /// Adds a committed bundle to the in-memory state and its queues.
+    fn insert_entry(&mut self, key: BundleKey, meta: BundleMeta) {
+        self.used += meta.len;
+        self.expiry.insert((meta.expires_at_ms, key));
+        let class = class_of(meta.priority);
+        let state = match meta.role {
+            Role::Forward => State::Unrouted,
+            Role::Deliver => State::AwaitEndpoint,
+            Role::Fragment => State::Fragment,
+        };
+        let deliver_now = meta.role == Role::Deliver && self.registered.contains(&meta.destination);
+        self.entries.insert(
+            key,
+            Entry {
+                meta,
+                state,
+                qpos: (class, 0),
+                route: None,
+            },
+        );
+        match state {
+            State::Unrouted => self.enqueue_unrouted(key),
+            State::AwaitEndpoint if deliver_now => {
+                if let Some(e) = self.entries.get_mut(&key) {
+                    e.state = State::Ready;
+                }
+                self.ready.push_back(key);
+            }
+            _ => {}
+        }
+    }
+
+    fn enqueue_unrouted(&mut self, key: BundleKey) {
+        let seq = self.next_qseq;
+        self.next_qseq += 1;
+        if let Some(e) = self.entries.get_mut(&key) {
+            e.state = State::Unrouted;
+            e.qpos = (e.qpos.0, seq);
+            self.unrouted.insert((e.qpos.0, seq, key));
+            self.routing_dirty = true;
+        }
+    }
+
+    /// Takes a bundle out of every in-memory structure (releasing its CGR booking if queued) and
+    /// out of the quota accounting. The caller stages or defers the store delete.
+    fn remove_entry(&mut self, key: BundleKey) -> Option<Entry> {
+        let e = self.entries.remove(&key)?;
+        self.used = self.used.saturating_sub(e.meta.len);
+        self.expiry.remove(&(e.meta.expires_at_ms, key));
+        match e.state {
+            State::Unrouted => {
+                self.unrouted.remove(&(e.qpos.0, e.qpos.1, key));
+            }
+            State::Queued(n) => {
+                if let Some(q) = self.queues.get_mut(&n) {
+                    q.remove(&(e.qpos.0, e.qpos.1, key));
+                }
+                if let Some(r) = &e.route {
+                    self.routing.cgr.unbook(r, e.meta.len);
+                }
+            }
+            State::Fragment => {
+                let adu = AduKey {
+                    source: e.meta.id.source.clone(),
+                    timestamp: e.meta.id.timestamp,
+                };
+                if let Some(keys) = self.fragments.get_mut(&adu) {
+                    keys.retain(|k| *k != key);
+                    if keys.is_empty() {
+                        self.fragments.remove(&adu);
+                        self.reassembler.remove(&adu);
+                    }
+                }
+            }
+            _ => {}
+        }
+        Some(e)
+    }
+
+    /// Removes a bundle whose job is done and defers its store delete.
+    fn finish_entry(&mut self, key: BundleKey) -> Option<Entry> {
+        let e = self.remove_entry(key)?;
+        self.pending.push(Op::Delete(key));
+        Some(e)
+    }
+
+    fn maybe_flush(&mut self) -> Result<(), AgentError> {
+        if self.pending.len() >= DEFERRED_FLUSH_OPS {
+            self.flush()?;
+        }
+        Ok(())
+    }
+
+    fn push_admin(&mut self, n: AdminNotice) {
+        self.counters.admin_received += 1;
+        if self.admin.len() >= self.cfg.max_admin_queue.max(1) {
+            self.admin.pop_front();
+            self.counters.admin_dropped += 1;
+        }
+        self.admin.push_back(n);
+    }
+
+    fn event(
+        &mut self,
+        now: DtnTime,
+        kind: BundleEventKind,
+        meta: &BundleMeta,
+        neighbour: Option<NodeNum>,
+        key: Option<BundleKey>,
+    ) {
+        if let Some(sink) = self.sink.as_mut() {
+            sink.record(&BundleEvent {
+                time_ms: now,
+                kind,
+                id: &meta.id,
+                length: meta.len,
+                destination: &meta.destination,
+                neighbour,
+                key,
+            });
+        }
+    }
+}
+
+/// Which status report to generate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ReportKind {
+    Received,
+    Forwarded,
+    Delivered,
+    Deleted,
+}
+
+impl ReportKind {
+    fn flag(self) -> BundleFlags {
+        match self {
+            ReportKind::Received => BundleFlags::REPORT_RECEPTION,
+            ReportKind::Forwarded => BundleFlags::REPORT_FORWARDING,
+            ReportKind::Delivered => BundleFlags::REPORT_DELIVERY,
+            ReportKind::Deleted => BundleFlags::REPORT_DELETION,
+        }
+    }
+}

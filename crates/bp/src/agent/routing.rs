@@ -1,0 +1,119 @@
+//! Forwarding decisions: for each bundle waiting for a route, in priority/FIFO order:
+//! static route, else contact graph routing over the plan (booking the route's volume), else the
+//! destination itself when it is a neighbour with an up link, else keep waiting (routing is
+//! retried whenever links, routes or the plan change).
+
+use bpv7::Eid;
+
+use super::{Agent, DtnTime, State};
+use crate::store::{BundleKey, Store};
+use crate::{BundleSpec, Exclusions, LinkEventKind, NodeNum, Route};
+
+impl<S: Store> Agent<S> {
+    /// Routes every bundle waiting for a route that can be routed now.
+    pub(super) fn route_unrouted(&mut self, now: DtnTime) {
+        self.routing_dirty = false;
+        let waiting: Vec<(u8, u64, BundleKey)> = self.unrouted.iter().copied().collect();
+        for (class, seq, key) in waiting {
+            let Some((hop, route)) = self.route_one(now, key) else {
+                continue;
+            };
+            self.unrouted.remove(&(class, seq, key));
+            let qseq = self.next_qseq;
+            self.next_qseq += 1;
+            if let Some(e) = self.entries.get_mut(&key) {
+                e.state = State::Queued(hop);
+                e.qpos = (class, qseq);
+                e.route = route;
+                self.queues
+                    .entry(hop)
+                    .or_default()
+                    .insert((class, qseq, key));
+            }
+        }
+    }
+
+    /// The next hop for one bundle, with the CGR route it was booked on (if CGR chose it).
+    fn route_one(&mut self, now: DtnTime, key: BundleKey) -> Option<(NodeNum, Option<Route>)> {
+        let e = self.entries.get(&key)?;
+        let (dest, len, expires) = (e.meta.destination.clone(), e.meta.len, e.meta.expires_at_ms);
+        match dest {
+            Eid::Ipn { node, .. } => {
+                if node == self.cfg.node {
+                    return None;
+                }
+                if let Some(hop) = self.routing.statics.lookup(node) {
+                    return Some((hop, None));
+                }
+                if let Some(plan) = &self.routing.plan {
+                    if let Some(now_ms) = plan.from_dtn_ms(now) {
+                        let spec = BundleSpec {
+                            size_bytes: len,
+                            now_ms,
+                            deadline_ms: plan.from_dtn_ms(expires),
+                        };
+                        if let Ok(r) = self.routing.cgr.route(plan, node, spec, &Exclusions::default()) {
+                            self.routing.cgr.book(&r, len);
+                            return Some((r.next_hop, Some(r)));
+                        }
+                    }
+                }
+                self.links.contains_key(&node).then_some((node, None))
+            }
+            Eid::Dtn { node, .. } => self.routing.dtn_routes.get(&node).map(|h| (*h, None)),
+            Eid::DtnNone => None,
+        }
+    }
+
+    /// With a plan-driven agent: DTN time of the next change of one of our outbound links.
+    pub(super) fn next_plan_change(&self) -> Option<DtnTime> {
+        if !self.routing.drive_links {
+            return None;
+        }
+        let plan = self.routing.plan.as_ref()?;
+        let t = plan.from_dtn_ms(self.plan_cursor_dtn())?;
+        plan.link_events(self.cfg.node, t)
+            .find(|ev| ev.at_ms > t)
+            .map(|ev| plan.to_dtn_ms(ev.at_ms))
+    }
+
+    fn plan_cursor_dtn(&self) -> DtnTime {
+        self.plan_cursor
+    }
+
+    /// Brings links up and down to match the plan at `now` (plan-driven agents only).
+    pub(super) fn apply_plan_links(&mut self, now: DtnTime) {
+        if !self.routing.drive_links {
+            return;
+        }
+        let Some(plan) = self.routing.plan.as_ref() else {
+            return;
+        };
+        self.plan_cursor = now;
+        let Some(t) = plan.from_dtn_ms(now) else {
+            return;
+        };
+        let mut up: Vec<(NodeNum, u64)> = Vec::new();
+        for ev in plan.link_events(self.cfg.node, t).take_while(|ev| ev.at_ms <= t) {
+            if let LinkEventKind::Up {
+                rate_bytes_per_s, ..
+            } = ev.kind
+            {
+                up.push((ev.neighbour, rate_bytes_per_s.saturating_mul(8)));
+            }
+        }
+        let planned: Vec<NodeNum> = plan
+            .contacts_from(self.cfg.node)
+            .map(|c| c.to)
+            .collect();
+        for n in planned {
+            let want = up.iter().find(|(m, _)| *m == n).map(|(_, r)| *r);
+            match (want, self.links.get(&n).copied()) {
+                (Some(r), Some(cur)) if r == cur => {}
+                (Some(r), _) => self.link_up(now, n, r),
+                (None, Some(_)) => self.link_down(now, n),
+                (None, None) => {}
+            }
+        }
+    }
+}

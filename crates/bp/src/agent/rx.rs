@@ -1,0 +1,253 @@
+//! Bundles entering the agent: from applications (`send`) and from convergence layers
+//! (`accept_from_cla`), with validation, duplicate suppression, expiry and hop-limit checks, and
+//! one durable commit per call (per batch for `accept_from_cla_batch`).
+
+use bpv7::{Bundle, BundleBuilder, BundleFlags, BundleId, DecodeLimits, ReasonCode};
+use bytes::Bytes;
+
+use super::local::Dest;
+use super::{
+    Accepted, Agent, BundleEventKind, DtnTime, ReportKind, RxError, SendError, SendRequest, Txn,
+    PRIORITY_NORMAL,
+};
+use crate::store::{BundleMeta, Role, Store, StoreError};
+use crate::NodeNum;
+
+/// The DTN time at which `b`'s lifetime ends, as seen by a node receiving it at `now`: by
+/// creation time when the source had a clock, by bundle age otherwise (the earlier of the two if
+/// both apply).
+pub(super) fn expiry_of(b: &Bundle, now: DtnTime) -> u64 {
+    let p = b.primary();
+    let mut exp = u64::MAX;
+    if p.timestamp.dtn_time_ms != 0 {
+        exp = p.timestamp.dtn_time_ms.saturating_add(p.lifetime_ms);
+    }
+    if let Some(age) = b.bundle_age_ms() {
+        exp = exp.min(now.saturating_add(p.lifetime_ms.saturating_sub(age)));
+    }
+    if exp == u64::MAX {
+        exp = now.saturating_add(p.lifetime_ms);
+    }
+    exp
+}
+
+pub(super) fn meta_for(
+    b: &Bundle,
+    role: Role,
+    now: DtnTime,
+    priority: u8,
+    prev_hop: Option<NodeNum>,
+    len: u64,
+) -> BundleMeta {
+    let p = b.primary();
+    BundleMeta {
+        role,
+        id: b.id(),
+        destination: p.destination.clone(),
+        report_to: p.report_to.clone(),
+        flags: p.flags,
+        received_at_ms: now,
+        expires_at_ms: expiry_of(b, now),
+        priority,
+        prev_hop,
+        len,
+    }
+}
+
+/// What one bundle of a batch turned into before the commit.
+enum Pending {
+    Done(Result<Accepted, RxError>),
+    NeedsCommit(Accepted),
+}
+
+fn copy_store_error(e: &StoreError) -> StoreError {
+    StoreError::Database(e.to_string())
+}
+
+impl<S: Store> Agent<S> {
+    /// Sends an application data unit: builds the bundle, commits it durably, and queues it for
+    /// routing (or local delivery). Returns its identity once it is on stable storage.
+    pub fn send(&mut self, now: DtnTime, req: SendRequest) -> Result<BundleId, SendError> {
+        if self.classify(&req.source) == Dest::Remote {
+            return Err(SendError::BadSource(req.source));
+        }
+        if req.destination.is_none() {
+            return Err(SendError::BadDestination(req.destination));
+        }
+        let mut flags = BundleFlags::empty();
+        flags.set(BundleFlags::REPORT_RECEPTION, req.report_flags.reception);
+        flags.set(BundleFlags::REPORT_FORWARDING, req.report_flags.forwarding);
+        flags.set(BundleFlags::REPORT_DELIVERY, req.report_flags.delivery);
+        flags.set(BundleFlags::REPORT_DELETION, req.report_flags.deletion);
+        flags.set(BundleFlags::MUST_NOT_FRAGMENT, req.must_not_fragment);
+        let mut txn = Txn::default();
+        let ts = self.next_creation(now, &mut txn);
+        let mut b = BundleBuilder::new(req.source.clone(), req.destination)
+            .creation(ts)
+            .lifetime_ms(req.lifetime_ms)
+            .flags(flags)
+            .crc_type(req.crc)
+            .report_to(self.node_eid.clone())
+            .payload(req.payload);
+        if let Some(h) = req.hop_limit.or(self.cfg.hop_limit_default) {
+            b = b.hop_limit(h);
+        }
+        let bundle = b.build()?;
+        let size = bundle.encoded_len() as u64;
+        if size > self.cfg.max_bundle_size {
+            return Err(SendError::TooLarge {
+                size,
+                max: self.cfg.max_bundle_size,
+            });
+        }
+        let id = bundle.id();
+        if self.classify(&bundle.primary().destination) == Dest::Echo {
+            // A loopback echo request: answered at once, like one arriving from a CLA.
+            let dedup_exp = expiry_of(&bundle, now);
+            self.stage_dedup(&mut txn, &id, dedup_exp);
+            if let Err(free) = self.stage_echo(now, &bundle, &mut txn) {
+                self.counters.refused_store_full += 1;
+                return Err(SendError::StoreFull { needed: size, free });
+            }
+        } else if let Err(free) = self.stage_new(now, &mut txn, bundle, req.priority) {
+            self.counters.refused_store_full += 1;
+            return Err(SendError::StoreFull { needed: size, free });
+        }
+        self.commit_txn(now, txn)?;
+        self.counters.created += 1;
+        Ok(id)
+    }
+
+    /// Accepts one bundle from a convergence layer (`from`: the neighbour it came from, when
+    /// known). `Ok` means "acknowledge it": the bundle is durably stored, or was deliberately
+    /// discarded (duplicate, expired, hop limit). `Err` means "do not acknowledge".
+    pub fn accept_from_cla(
+        &mut self,
+        now: DtnTime,
+        from: Option<NodeNum>,
+        bundle: Bytes,
+    ) -> Result<Accepted, RxError> {
+        self.accept_from_cla_batch(now, from, std::slice::from_ref(&bundle))
+            .pop()
+            .unwrap_or(Err(RxError::Store(StoreError::Database(
+                "empty batch result".into(),
+            ))))
+    }
+
+    /// Accepts several bundles (e.g. the bundles of one LTP block) in ONE store transaction.
+    /// Results are in input order, with the meaning of [`Agent::accept_from_cla`].
+    pub fn accept_from_cla_batch(
+        &mut self,
+        now: DtnTime,
+        from: Option<NodeNum>,
+        bundles: &[Bytes],
+    ) -> Vec<Result<Accepted, RxError>> {
+        let mut txn = Txn::default();
+        let mut results = Vec::with_capacity(bundles.len());
+        for data in bundles {
+            results.push(self.stage_rx(now, from, data, &mut txn));
+        }
+        let commit = self.commit_txn(now, txn);
+        results
+            .into_iter()
+            .map(|p| match (p, &commit) {
+                (Pending::Done(r), _) => r,
+                (Pending::NeedsCommit(a), Ok(())) => {
+                    self.counters.received += 1;
+                    Ok(a)
+                }
+                (Pending::NeedsCommit(_), Err(e)) => Err(RxError::Store(copy_store_error(e))),
+            })
+            .collect()
+    }
+
+    fn stage_rx(
+        &mut self,
+        now: DtnTime,
+        from: Option<NodeNum>,
+        data: &Bytes,
+        txn: &mut Txn,
+    ) -> Pending {
+        let size = data.len() as u64;
+        if size > self.cfg.max_bundle_size {
+            self.counters.malformed += 1;
+            return Pending::Done(Err(RxError::TooLarge {
+                size,
+                max: self.cfg.max_bundle_size,
+            }));
+        }
+        let limits = DecodeLimits {
+            max_bundle_len: usize::try_from(self.cfg.max_bundle_size).unwrap_or(usize::MAX),
+            ..DecodeLimits::default()
+        };
+        let bundle = match Bundle::decode_with_limits(data.clone(), &limits) {
+            Ok(b) => b,
+            Err(e) => {
+                self.counters.malformed += 1;
+                return Pending::Done(Err(RxError::Malformed(e)));
+            }
+        };
+        let id = bundle.id();
+        let dest = self.classify(&bundle.primary().destination);
+        let role = match dest {
+            Dest::Remote => Role::Forward,
+            _ if bundle.is_fragment() => Role::Fragment,
+            _ => Role::Deliver,
+        };
+        let meta = meta_for(&bundle, role, now, PRIORITY_NORMAL, from, size);
+        if self.is_duplicate(txn, &id) {
+            self.counters.duplicates += 1;
+            self.event(now, BundleEventKind::Duplicate, &meta, from, None);
+            return Pending::Done(Ok(Accepted::Duplicate(id)));
+        }
+        if bundle.is_expired(now, 0) || meta.expires_at_ms <= now {
+            self.counters.expired += 1;
+            self.event(now, BundleEventKind::Expired, &meta, from, None);
+            self.stage_report(now, txn, &meta, ReportKind::Deleted, ReasonCode::LifetimeExpired);
+            return Pending::Done(Ok(Accepted::Expired(id)));
+        }
+        if bundle.hop_count().is_some_and(|h| h.exceeded()) {
+            self.counters.hop_limit_exceeded += 1;
+            self.event(now, BundleEventKind::Deleted, &meta, from, None);
+            self.stage_report(now, txn, &meta, ReportKind::Deleted, ReasonCode::HopLimitExceeded);
+            return Pending::Done(Ok(Accepted::HopLimitExceeded(id)));
+        }
+        match dest {
+            Dest::Admin if !bundle.is_fragment() => {
+                self.consume_admin(now, &bundle, txn);
+                self.stage_dedup(txn, &id, meta.expires_at_ms);
+                self.event(now, BundleEventKind::Deleted, &meta, from, None);
+                return Pending::NeedsCommit(Accepted::Consumed(id));
+            }
+            Dest::Echo if !bundle.is_fragment() => {
+                if let Err(free) = self.stage_echo(now, &bundle, txn) {
+                    return self.refuse(now, &meta, from, free);
+                }
+                self.stage_dedup(txn, &id, meta.expires_at_ms);
+                self.stage_report(now, txn, &meta, ReportKind::Received, ReasonCode::NoInformation);
+                self.event(now, BundleEventKind::Deleted, &meta, from, None);
+                return Pending::NeedsCommit(Accepted::Consumed(id));
+            }
+            _ => {}
+        }
+        let exp = meta.expires_at_ms;
+        let report_meta = meta.clone();
+        match self.stage_put(txn, meta, from, data.clone(), BundleEventKind::Received) {
+            Ok(key) => {
+                self.stage_dedup(txn, &id, exp);
+                self.stage_report(now, txn, &report_meta, ReportKind::Received, ReasonCode::NoInformation);
+                Pending::NeedsCommit(Accepted::Stored { key, id })
+            }
+            Err(free) => self.refuse(now, &report_meta, from, free),
+        }
+    }
+
+    fn refuse(&mut self, now: DtnTime, meta: &BundleMeta, from: Option<NodeNum>, free: u64) -> Pending {
+        self.counters.refused_store_full += 1;
+        self.event(now, BundleEventKind::Refused, meta, from, None);
+        Pending::Done(Err(RxError::StoreFull {
+            needed: meta.len,
+            free,
+        }))
+    }
+}

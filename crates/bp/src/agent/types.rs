@@ -1,0 +1,331 @@
+//! The agent's configuration and the values exchanged with its driver.
+
+use bpv7::{AdminRecord, BundleId, CrcType, Eid};
+use bytes::Bytes;
+
+use crate::store::{BundleKey, StoreError};
+use crate::NodeNum;
+
+/// DTN time: milliseconds since 2000-01-01T00:00:00Z (RFC 9171). Drivers pass it in; the agent
+/// never reads a clock.
+pub type DtnTime = u64;
+
+/// Local priority classes. BPv7 dropped the priority field of RFC 5050, so priority is a local
+/// decision: applications choose it in [`SendRequest::priority`]; bundles received from other
+/// nodes get [`PRIORITY_NORMAL`]. Each neighbour queue serves expedited before normal before bulk,
+/// FIFO within a class.
+pub const PRIORITY_BULK: u8 = 0;
+/// See [`PRIORITY_BULK`].
+pub const PRIORITY_NORMAL: u8 = 1;
+/// See [`PRIORITY_BULK`]. Values above 2 count as expedited.
+pub const PRIORITY_EXPEDITED: u8 = 2;
+
+/// Configuration of one agent.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AgentConfig {
+    /// This node's ipn node number; its node id is `ipn:N.0`.
+    pub node: NodeNum,
+    /// Optional `dtn:` node name: bundles for `dtn://NAME/...` are delivered locally.
+    pub dtn_node_name: Option<String>,
+    /// Store quota: the sum of encoded bundle sizes held may never exceed this. New bundles that
+    /// do not fit are refused ([`SendError::StoreFull`], [`RxError::StoreFull`]); nothing stored is
+    /// ever dropped to make room.
+    pub store_quota_bytes: u64,
+    /// Largest encoded bundle accepted from a CLA or built by `send`.
+    pub max_bundle_size: u64,
+    /// Lifetime of bundles the agent creates itself (status reports, echo replies).
+    pub default_lifetime_ms: u64,
+    /// Built-in echo service number: a bundle to `ipn:N.<echo>` is answered with a bundle with the
+    /// same payload to its source. `None` disables it.
+    pub echo_service: Option<u64>,
+    /// Hop limit put on bundles sent without an explicit one (and on reports and echo replies).
+    pub hop_limit_default: Option<u64>,
+    /// Whether status reports requested by bundle flags are generated at all.
+    pub status_reports: bool,
+    /// Maximum duplicate-suppression records kept; beyond it the soonest-expiring are forgotten.
+    pub max_dedup_records: usize,
+    /// Maximum administrative records kept for [`crate::Agent::poll_admin`]; beyond it the oldest
+    /// are dropped (and counted).
+    pub max_admin_queue: usize,
+    /// Bound on the bytes of incomplete fragmented ADUs kept in memory for reassembly.
+    pub max_reassembly_bytes: u64,
+}
+
+impl AgentConfig {
+    /// Defaults for node `node`: 1 GiB quota, 64 MiB bundles, 1 h lifetime, echo on service 7,
+    /// no default hop limit, status reports on.
+    pub fn new(node: NodeNum) -> Self {
+        AgentConfig {
+            node,
+            dtn_node_name: None,
+            store_quota_bytes: 1 << 30,
+            max_bundle_size: 64 << 20,
+            default_lifetime_ms: 3_600_000,
+            echo_service: Some(7),
+            hop_limit_default: None,
+            status_reports: true,
+            max_dedup_records: 1_000_000,
+            max_admin_queue: 1024,
+            max_reassembly_bytes: 256 << 20,
+        }
+    }
+}
+
+/// Which status reports a sender asks for (RFC 9171 4.2.3 flags).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ReportFlags {
+    /// Report reception at each node.
+    pub reception: bool,
+    /// Report forwarding at each node.
+    pub forwarding: bool,
+    /// Report delivery at the destination.
+    pub delivery: bool,
+    /// Report deletion anywhere.
+    pub deletion: bool,
+}
+
+/// What an application asks the agent to send.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SendRequest {
+    /// Source endpoint; must belong to this node.
+    pub source: Eid,
+    /// Destination endpoint.
+    pub destination: Eid,
+    /// Payload (application data unit).
+    pub payload: Bytes,
+    /// Lifetime in ms from now.
+    pub lifetime_ms: u64,
+    /// Status reports requested (they go to this node's node id, see `docs/store.md`).
+    pub report_flags: ReportFlags,
+    /// Local priority class ([`PRIORITY_BULK`] ..).
+    pub priority: u8,
+    /// Hop limit (`None`: [`AgentConfig::hop_limit_default`]).
+    pub hop_limit: Option<u64>,
+    /// CRC type on every block.
+    pub crc: CrcType,
+    /// Sets the must-not-fragment flag.
+    pub must_not_fragment: bool,
+}
+
+impl SendRequest {
+    /// A request with a 1 h lifetime, no reports, normal priority, CRC-32C.
+    pub fn new(source: Eid, destination: Eid, payload: Bytes) -> Self {
+        SendRequest {
+            source,
+            destination,
+            payload,
+            lifetime_ms: 3_600_000,
+            report_flags: ReportFlags::default(),
+            priority: PRIORITY_NORMAL,
+            hop_limit: None,
+            crc: CrcType::Crc32c,
+            must_not_fragment: false,
+        }
+    }
+}
+
+/// Why `send` refused a bundle.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum SendError {
+    /// The store quota would be exceeded; retry when space frees (nothing was dropped for it).
+    #[error("bundle store full: {needed} bytes needed, {free} free")]
+    StoreFull {
+        /// Encoded size of the refused bundle.
+        needed: u64,
+        /// Free quota.
+        free: u64,
+    },
+    /// Larger than [`AgentConfig::max_bundle_size`].
+    #[error("bundle of {size} bytes exceeds the maximum bundle size {max}")]
+    TooLarge {
+        /// Encoded size.
+        size: u64,
+        /// The limit.
+        max: u64,
+    },
+    /// The source is not an endpoint of this node.
+    #[error("source {0} is not an endpoint of this node")]
+    BadSource(Eid),
+    /// The destination cannot be a bundle destination (`dtn:none`).
+    #[error("invalid destination {0}")]
+    BadDestination(Eid),
+    /// The bundle could not be built (invalid combination of fields).
+    #[error("cannot build bundle: {0}")]
+    Build(#[from] bpv7::DecodeError),
+    /// The store failed; the bundle was not accepted.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// Why a bundle from a convergence layer was refused. The driver must not acknowledge a refused
+/// bundle to the previous hop ([`RxError::is_transient`] says whether a retry can succeed).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum RxError {
+    /// Not a valid BPv7 bundle.
+    #[error("malformed bundle: {0}")]
+    Malformed(#[from] bpv7::DecodeError),
+    /// Larger than [`AgentConfig::max_bundle_size`].
+    #[error("bundle of {size} bytes exceeds the maximum bundle size {max}")]
+    TooLarge {
+        /// Encoded size.
+        size: u64,
+        /// The limit.
+        max: u64,
+    },
+    /// The store is full; the previous hop should retry later.
+    #[error("bundle store full: {needed} bytes needed, {free} free")]
+    StoreFull {
+        /// Encoded size of the refused bundle.
+        needed: u64,
+        /// Free quota.
+        free: u64,
+    },
+    /// The store failed; nothing was stored.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+impl RxError {
+    /// True when the same bundle may be accepted later (store full or store failure); false when
+    /// it never will be (malformed, too large).
+    pub fn is_transient(&self) -> bool {
+        matches!(self, RxError::StoreFull { .. } | RxError::Store(_))
+    }
+}
+
+/// Failures of agent operations other than `send` / `accept_from_cla` (the store failed).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum AgentError {
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// An endpoint that is not this node's cannot be registered.
+    #[error("endpoint {0} does not belong to this node")]
+    ForeignEndpoint(Eid),
+}
+
+/// What happened to a bundle accepted from a convergence layer. All variants mean "acknowledge it
+/// to the previous hop": the bundle is either durably stored or deliberately discarded.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Accepted {
+    /// Stored under `key`, for forwarding or local delivery.
+    Stored {
+        /// Its store key.
+        key: BundleKey,
+        /// Its identity.
+        id: BundleId,
+    },
+    /// Consumed on arrival by the agent itself (administrative record, echo request).
+    Consumed(BundleId),
+    /// A copy was already received within its lifetime: dropped.
+    Duplicate(BundleId),
+    /// Its lifetime had ended: dropped (deletion report if requested).
+    Expired(BundleId),
+    /// Its hop count exceeded its hop limit: dropped (deletion report if requested).
+    HopLimitExceeded(BundleId),
+}
+
+/// A bundle to hand to a convergence layer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Forward {
+    /// The neighbour to send it to.
+    pub neighbour: NodeNum,
+    /// Its key; pass it (as token) back in [`crate::Agent::cla_result`].
+    pub key: BundleKey,
+    /// The encoded bundle for this hop (previous node, bundle age, hop count updated).
+    pub bundle: Bytes,
+}
+
+/// Result of handing a bundle to a convergence layer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ClaOutcome {
+    /// The next hop has it (LTP red part acknowledged, TCPCL transfer acknowledged...).
+    Sent,
+    /// The transmission failed or was cancelled: forward it again.
+    Failed,
+}
+
+/// A bundle for a local application.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Delivery {
+    /// Store key; acknowledge with [`crate::Agent::delivered`].
+    pub key: BundleKey,
+    /// The registered endpoint it is for.
+    pub endpoint: Eid,
+    /// Its identity (the application de-duplicates on it across node restarts).
+    pub id: BundleId,
+    /// Its source.
+    pub source: Eid,
+    /// Its payload (reassembled if it arrived fragmented).
+    pub payload: Bytes,
+    /// True if the payload is an administrative record.
+    pub admin_record: bool,
+}
+
+/// An administrative record that arrived for this node's node id (`ipn:N.0`), e.g. a status report
+/// about a bundle this node sent.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AdminNotice {
+    /// When it arrived.
+    pub received_at_ms: DtnTime,
+    /// The bundle's source (the reporting node).
+    pub from: Eid,
+    /// The record.
+    pub record: AdminRecord,
+}
+
+/// Counters and gauges for `dtnkit status` and tests.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AgentStatus {
+    /// Bundles in the store.
+    pub stored_bundles: u64,
+    /// Bytes in the store.
+    pub stored_bytes: u64,
+    /// The quota.
+    pub quota_bytes: u64,
+    /// Bundles waiting in each neighbour's queue (not yet in flight).
+    pub queued_per_neighbour: Vec<(NodeNum, u64)>,
+    /// Bundles waiting for a route.
+    pub unrouted: u64,
+    /// Bundles handed to a CLA and not yet reported.
+    pub in_flight: u64,
+    /// Bundles waiting for local delivery (unregistered endpoint or not yet acknowledged).
+    pub pending_delivery: u64,
+    /// Bundles created by `send`.
+    pub created: u64,
+    /// Bundles accepted from CLAs.
+    pub received: u64,
+    /// Bundles forwarded (CLA reported success).
+    pub forwarded: u64,
+    /// CLA transmissions that failed (bundle re-forwarded).
+    pub cla_failures: u64,
+    /// Bundles delivered to applications (acknowledged).
+    pub delivered: u64,
+    /// Bundles whose lifetime ended here.
+    pub expired: u64,
+    /// Bundles dropped for exceeding their hop limit.
+    pub hop_limit_exceeded: u64,
+    /// Duplicates dropped.
+    pub duplicates: u64,
+    /// Bundles refused because the store was full (send and CLA).
+    pub refused_store_full: u64,
+    /// Malformed or oversized bundles refused from CLAs.
+    pub malformed: u64,
+    /// Status reports generated.
+    pub reports_sent: u64,
+    /// Status reports not generated because the store was full.
+    pub reports_dropped: u64,
+    /// Administrative records received for this node.
+    pub admin_received: u64,
+    /// Administrative records dropped because the admin queue was full or they did not decode.
+    pub admin_dropped: u64,
+    /// Echo requests answered.
+    pub echoed: u64,
+    /// Duplicate-suppression records held.
+    pub dedup_records: u64,
+    /// Store commits issued by the agent.
+    pub commits: u64,
+}

@@ -1,0 +1,229 @@
+//! The bundle store: where the agent keeps every bundle it has accepted until it is forwarded,
+//! delivered or expired, and the duplicate-suppression records that outlive them.
+//!
+//! The agent is the only writer. It talks to the store through the [`Store`] trait, synchronously,
+//! and designs every change as a [`Batch`] committed in one ACID transaction, so that a batch of
+//! bundles received from a convergence layer, their duplicate records and the status reports they
+//! trigger become durable together (group commit: one `fsync` per batch, not per bundle).
+//!
+//! Two backends:
+//! - [`MemoryStore`]: for the simulator and tests (no durability, same semantics otherwise).
+//! - [`RedbStore`]: the runtime backend, an embedded copy-on-write B-tree ([`redb`]) with durable
+//!   commits. Chosen over fjall and over payload files by measurement (see `docs/store.md`).
+//!
+//! What is persisted per bundle is the encoded bundle exactly as received or created and a small
+//! [`BundleMeta`] record (role, identity, destination, expiry, ...), so that opening a store only
+//! reads metadata; bundle bytes are read back when the bundle is transmitted or delivered.
+//! Transient states (in flight to a neighbour, offered to an application) are deliberately *not*
+//! persisted: after a restart the CLA sessions and application connections are gone, so those
+//! bundles are simply queued again.
+
+mod memory;
+mod meta;
+mod redb_store;
+
+pub use memory::MemoryStore;
+pub use meta::{BundleMeta, MetaDecodeError, Role};
+pub use redb_store::RedbStore;
+
+use bpv7::BundleId;
+use bytes::Bytes;
+
+/// The store key of a bundle: a sequence number allocated by the agent, unique among the bundles
+/// a store holds. Also the token a bundle carries through a convergence layer
+/// ([`BundleKey::as_token`]), so a CLA result can name the bundle without copying its identity.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct BundleKey(pub u64);
+
+impl BundleKey {
+    /// The key as a convergence-layer token (LTP `enqueue_item` token, TCPCL transfer tag...).
+    pub fn as_token(self) -> u64 {
+        self.0
+    }
+
+    /// The key a token returned by a convergence layer stands for.
+    pub fn from_token(token: u64) -> Self {
+        BundleKey(token)
+    }
+}
+
+impl std::fmt::Display for BundleKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.0)
+    }
+}
+
+/// One change inside a [`Batch`].
+#[derive(Debug, Clone)]
+pub enum Op {
+    /// Store (or replace) a bundle: its metadata and its encoded bytes.
+    Put {
+        /// The key.
+        key: BundleKey,
+        /// The metadata record.
+        meta: BundleMeta,
+        /// The encoded bundle.
+        data: Bytes,
+    },
+    /// Replace only the metadata of a stored bundle (e.g. its role changed); ignored if absent.
+    SetMeta {
+        /// The key.
+        key: BundleKey,
+        /// The new metadata record.
+        meta: BundleMeta,
+    },
+    /// Remove a bundle (no-op if absent).
+    Delete(BundleKey),
+    /// Remember that a bundle with this identity was seen, until DTN time `expires_at_ms`.
+    PutDedup {
+        /// Encoded [`BundleId`] ([`dedup_key`]).
+        id: Vec<u8>,
+        /// When the record may be forgotten.
+        expires_at_ms: u64,
+    },
+    /// Forget a duplicate-suppression record.
+    DeleteDedup(Vec<u8>),
+    /// Persist the last creation timestamp the agent used, so a restarted agent never reuses a
+    /// (time, sequence) pair for a new bundle.
+    SetCreationCursor {
+        /// DTN time in ms.
+        time_ms: u64,
+        /// Sequence number used at that time.
+        sequence: u64,
+    },
+}
+
+/// Changes committed atomically: all of them become durable, or none.
+#[derive(Debug, Clone, Default)]
+pub struct Batch {
+    ops: Vec<Op>,
+}
+
+impl Batch {
+    /// An empty batch.
+    pub fn new() -> Self {
+        Batch::default()
+    }
+
+    /// Adds a change.
+    pub fn push(&mut self, op: Op) {
+        self.ops.push(op);
+    }
+
+    /// The changes, in order.
+    pub fn ops(&self) -> &[Op] {
+        &self.ops
+    }
+
+    /// True when there is nothing to commit.
+    pub fn is_empty(&self) -> bool {
+        self.ops.is_empty()
+    }
+
+    /// Number of changes.
+    pub fn len(&self) -> usize {
+        self.ops.len()
+    }
+
+    /// Moves every change of `other` to the end of this batch.
+    pub fn append(&mut self, other: &mut Batch) {
+        self.ops.append(&mut other.ops);
+    }
+
+    /// Removes every change.
+    pub fn clear(&mut self) {
+        self.ops.clear();
+    }
+}
+
+/// Everything a store holds, read once when the agent opens it.
+#[derive(Debug, Clone, Default)]
+pub struct StoreContents {
+    /// Every stored bundle's metadata, in key order.
+    pub bundles: Vec<(BundleKey, BundleMeta)>,
+    /// Every duplicate-suppression record: (encoded id, expiry).
+    pub dedup: Vec<(Vec<u8>, u64)>,
+    /// The last creation timestamp used, if any was persisted.
+    pub creation_cursor: Option<(u64, u64)>,
+}
+
+/// Store failures. None of them is caused by peer input; they mean the disk or the database is in
+/// trouble, and the agent reports them to its driver instead of acknowledging anything.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum StoreError {
+    /// The embedded database failed (I/O error, corruption, ...).
+    #[error("store database error: {0}")]
+    Database(String),
+    /// A metadata record on disk could not be decoded.
+    #[error("stored metadata of bundle {key} is corrupt: {source}")]
+    CorruptMeta {
+        /// The bundle's key.
+        key: BundleKey,
+        /// What was wrong.
+        source: MetaDecodeError,
+    },
+    /// A metadata record exists without its bundle bytes.
+    #[error("stored bundle {0} has metadata but no data")]
+    MissingData(BundleKey),
+    /// File-system error opening the store.
+    #[error("store I/O error: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// The persistence interface of the agent.
+///
+/// Contract: [`Store::commit`] applies a batch atomically and durably (for persistent backends the
+/// data is on stable storage when it returns `Ok`); a failed commit changes nothing. The store
+/// keeps its own byte accounting ([`Store::used_bytes`]: the sum of stored bundle lengths), which
+/// is recomputed when a persistent store is opened, so quota accounting survives restarts without
+/// a separate counter that could drift.
+pub trait Store {
+    /// Reads everything the store holds (metadata only; bundle bytes via [`Store::data`]).
+    fn contents(&mut self) -> Result<StoreContents, StoreError>;
+    /// Applies `batch` in one transaction.
+    fn commit(&mut self, batch: &Batch) -> Result<(), StoreError>;
+    /// The encoded bundle stored under `key`, if any.
+    fn data(&mut self, key: BundleKey) -> Result<Option<Bytes>, StoreError>;
+    /// Sum of the encoded lengths of the stored bundles.
+    fn used_bytes(&self) -> u64;
+    /// Number of stored bundles.
+    fn bundle_count(&self) -> u64;
+}
+
+impl<S: Store + ?Sized> Store for Box<S> {
+    fn contents(&mut self) -> Result<StoreContents, StoreError> {
+        (**self).contents()
+    }
+    fn commit(&mut self, batch: &Batch) -> Result<(), StoreError> {
+        (**self).commit(batch)
+    }
+    fn data(&mut self, key: BundleKey) -> Result<Option<Bytes>, StoreError> {
+        (**self).data(key)
+    }
+    fn used_bytes(&self) -> u64 {
+        (**self).used_bytes()
+    }
+    fn bundle_count(&self) -> u64 {
+        (**self).bundle_count()
+    }
+}
+
+/// The byte string a duplicate-suppression record is keyed by: the bundle's source EID (text
+/// form), creation time, sequence number and, for a fragment, offset and length.
+pub fn dedup_key(id: &BundleId) -> Vec<u8> {
+    let src = id.source.to_string();
+    let mut out = Vec::with_capacity(src.len() + 8 * 4 + 1);
+    out.extend_from_slice(&id.timestamp.dtn_time_ms.to_be_bytes());
+    out.extend_from_slice(&id.timestamp.sequence.to_be_bytes());
+    match id.fragment {
+        Some((off, len)) => {
+            out.push(1);
+            out.extend_from_slice(&off.to_be_bytes());
+            out.extend_from_slice(&len.to_be_bytes());
+        }
+        None => out.push(0),
+    }
+    out.extend_from_slice(src.as_bytes());
+    out
+}
