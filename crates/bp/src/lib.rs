@@ -43,17 +43,17 @@ pub mod contact_plan;
 pub mod routing;
 pub mod store;
 
-pub use contact_plan::{
-    Contact, ContactId, ContactPlan, LinkEvent, LinkEventKind, NodeNum, PlanError, PlannedContact,
-    PlannedRange, Range, RangeId,
-};
 pub use agent::{
     Accepted, AdminNotice, Agent, AgentConfig, AgentError, AgentStatus, BundleEvent,
     BundleEventKind, BundleEventSink, ClaOutcome, CsvBundleLog, Delivery, DtnTime, Forward,
     ReportFlags, RxError, SendError, SendRequest,
 };
-pub use store::{Batch, BundleKey, BundleMeta, MemoryStore, RedbStore, Role, Store, StoreError};
+pub use contact_plan::{
+    Contact, ContactId, ContactPlan, LinkEvent, LinkEventKind, NodeNum, PlanError, PlannedContact,
+    PlannedRange, Range, RangeId,
+};
 pub use routing::{
     BundleSpec, Cgr, CgrLimits, Exclusions, Hop, NoRoute, NodeRange, Route, StaticRoute,
     StaticRoutes,
 };
+pub use store::{Batch, BundleKey, BundleMeta, MemoryStore, RedbStore, Role, Store, StoreError};

@@ -8,8 +8,7 @@ use bpv7::{
 use bytes::Bytes;
 
 use super::{
-    Agent, AgentError, BundleEventKind, Delivery, DtnTime, ReportKind, State, Txn,
-    PRIORITY_NORMAL,
+    Agent, AgentError, BundleEventKind, Delivery, DtnTime, ReportKind, State, Txn, PRIORITY_NORMAL,
 };
 use crate::store::{BundleKey, BundleMeta, Op, Role, Store};
 
@@ -42,7 +41,9 @@ impl<S: Store> Agent<S> {
                     Dest::Local
                 }
             }
-            Eid::Dtn { node, demux } if self.cfg.dtn_node_name.as_deref() == Some(node.as_str()) => {
+            Eid::Dtn { node, demux }
+                if self.cfg.dtn_node_name.as_deref() == Some(node.as_str()) =>
+            {
                 if demux.is_empty() {
                     Dest::Admin
                 } else {
@@ -141,16 +142,34 @@ impl<S: Store> Agent<S> {
             return Ok(());
         };
         self.counters.delivered += 1;
-        self.event(now, BundleEventKind::Delivered, &entry.meta, None, Some(key));
+        self.event(
+            now,
+            BundleEventKind::Delivered,
+            &entry.meta,
+            None,
+            Some(key),
+        );
         let mut txn = Txn::default();
-        self.stage_report(now, &mut txn, &entry.meta, ReportKind::Delivered, ReasonCode::NoInformation);
+        self.stage_report(
+            now,
+            &mut txn,
+            &entry.meta,
+            ReportKind::Delivered,
+            ReasonCode::NoInformation,
+        );
         self.commit_txn(now, txn)?;
         self.maybe_flush()
     }
 
     /// Feeds a stored fragment to the reassembler; when its ADU completes, stages the whole
     /// bundle (role Deliver) and the deletion of every fragment in `txn`.
-    pub(super) fn reassemble(&mut self, now: DtnTime, key: BundleKey, fragment: Bundle, txn: &mut Txn) {
+    pub(super) fn reassemble(
+        &mut self,
+        now: DtnTime,
+        key: BundleKey,
+        fragment: Bundle,
+        txn: &mut Txn,
+    ) {
         let adu = AduKey {
             source: fragment.primary().source.clone(),
             timestamp: fragment.primary().timestamp,
@@ -221,7 +240,12 @@ impl<S: Store> Agent<S> {
 
     /// Builds the echo reply to `request` (same payload back to its source) and stages it.
     /// `Err(free)` when it does not fit the quota.
-    pub(super) fn stage_echo(&mut self, now: DtnTime, request: &Bundle, txn: &mut Txn) -> Result<(), u64> {
+    pub(super) fn stage_echo(
+        &mut self,
+        now: DtnTime,
+        request: &Bundle,
+        txn: &mut Txn,
+    ) -> Result<(), u64> {
         let to = request.primary().source.clone();
         if to.is_none() || request.is_admin_record() {
             return Ok(());

@@ -88,7 +88,13 @@ struct Routing {
 #[derive(Default)]
 struct Txn {
     batch: Batch,
-    added: Vec<(BundleKey, BundleMeta, Option<NodeNum>, Bytes, BundleEventKind)>,
+    added: Vec<(
+        BundleKey,
+        BundleMeta,
+        Option<NodeNum>,
+        Bytes,
+        BundleEventKind,
+    )>,
     added_bytes: u64,
     dedup: Vec<(Vec<u8>, u64)>,
     admin: Vec<AdminNotice>,
@@ -267,7 +273,9 @@ impl<S: Store> Agent<S> {
 
     /// Adds a static route for `dtn://NAME/...` destinations via neighbour `next_hop`.
     pub fn add_dtn_route(&mut self, node_name: &str, next_hop: NodeNum) {
-        self.routing.dtn_routes.insert(node_name.to_owned(), next_hop);
+        self.routing
+            .dtn_routes
+            .insert(node_name.to_owned(), next_hop);
         self.routing_dirty = true;
     }
 
@@ -292,7 +300,12 @@ impl<S: Store> Agent<S> {
         s.pending_delivery = self
             .entries
             .values()
-            .filter(|e| matches!(e.state, State::AwaitEndpoint | State::Ready | State::Offered))
+            .filter(|e| {
+                matches!(
+                    e.state,
+                    State::AwaitEndpoint | State::Ready | State::Offered
+                )
+            })
             .count() as u64;
         s.dedup_records = self.dedup.len() as u64;
         s
@@ -342,7 +355,13 @@ impl<S: Store> Agent<S> {
                 self.counters.expired += 1;
                 self.event(now, BundleEventKind::Expired, &entry.meta, None, Some(key));
                 txn.batch.push(Op::Delete(key));
-                self.stage_report(now, &mut txn, &entry.meta, ReportKind::Deleted, ReasonCode::LifetimeExpired);
+                self.stage_report(
+                    now,
+                    &mut txn,
+                    &entry.meta,
+                    ReportKind::Deleted,
+                    ReasonCode::LifetimeExpired,
+                );
             } else {
                 self.expiry.remove(&(t, key));
             }
@@ -373,7 +392,11 @@ impl<S: Store> Agent<S> {
 
     fn next_creation(&mut self, now: DtnTime, txn: &mut Txn) -> bpv7::CreationTimestamp {
         let (t, s) = self.creation_cursor;
-        let next = if now > t { (now, 0) } else { (t, s.saturating_add(1)) };
+        let next = if now > t {
+            (now, 0)
+        } else {
+            (t, s.saturating_add(1))
+        };
         self.creation_cursor = next;
         txn.batch.push(Op::SetCreationCursor {
             time_ms: next.0,

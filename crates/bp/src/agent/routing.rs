@@ -52,7 +52,11 @@ impl<S: Store> Agent<S> {
                             now_ms,
                             deadline_ms: plan.from_dtn_ms(expires),
                         };
-                        if let Ok(r) = self.routing.cgr.route(plan, node, spec, &Exclusions::default()) {
+                        if let Ok(r) =
+                            self.routing
+                                .cgr
+                                .route(plan, node, spec, &Exclusions::default())
+                        {
                             self.routing.cgr.book(&r, len);
                             return Some((r.next_hop, Some(r)));
                         }
@@ -94,7 +98,10 @@ impl<S: Store> Agent<S> {
             return;
         };
         let mut up: Vec<(NodeNum, u64)> = Vec::new();
-        for ev in plan.link_events(self.cfg.node, t).take_while(|ev| ev.at_ms <= t) {
+        for ev in plan
+            .link_events(self.cfg.node, t)
+            .take_while(|ev| ev.at_ms <= t)
+        {
             if let LinkEventKind::Up {
                 rate_bytes_per_s, ..
             } = ev.kind
@@ -102,10 +109,7 @@ impl<S: Store> Agent<S> {
                 up.push((ev.neighbour, rate_bytes_per_s.saturating_mul(8)));
             }
         }
-        let planned: Vec<NodeNum> = plan
-            .contacts_from(self.cfg.node)
-            .map(|c| c.to)
-            .collect();
+        let planned: Vec<NodeNum> = plan.contacts_from(self.cfg.node).map(|c| c.to).collect();
         for n in planned {
             let want = up.iter().find(|(m, _)| *m == n).map(|(_, r)| *r);
             match (want, self.links.get(&n).copied()) {

@@ -203,13 +203,25 @@ impl<S: Store> Agent<S> {
         if bundle.is_expired(now, 0) || meta.expires_at_ms <= now {
             self.counters.expired += 1;
             self.event(now, BundleEventKind::Expired, &meta, from, None);
-            self.stage_report(now, txn, &meta, ReportKind::Deleted, ReasonCode::LifetimeExpired);
+            self.stage_report(
+                now,
+                txn,
+                &meta,
+                ReportKind::Deleted,
+                ReasonCode::LifetimeExpired,
+            );
             return Pending::Done(Ok(Accepted::Expired(id)));
         }
         if bundle.hop_count().is_some_and(|h| h.exceeded()) {
             self.counters.hop_limit_exceeded += 1;
             self.event(now, BundleEventKind::Deleted, &meta, from, None);
-            self.stage_report(now, txn, &meta, ReportKind::Deleted, ReasonCode::HopLimitExceeded);
+            self.stage_report(
+                now,
+                txn,
+                &meta,
+                ReportKind::Deleted,
+                ReasonCode::HopLimitExceeded,
+            );
             return Pending::Done(Ok(Accepted::HopLimitExceeded(id)));
         }
         match dest {
@@ -224,7 +236,13 @@ impl<S: Store> Agent<S> {
                     return self.refuse(now, &meta, from, free);
                 }
                 self.stage_dedup(txn, &id, meta.expires_at_ms);
-                self.stage_report(now, txn, &meta, ReportKind::Received, ReasonCode::NoInformation);
+                self.stage_report(
+                    now,
+                    txn,
+                    &meta,
+                    ReportKind::Received,
+                    ReasonCode::NoInformation,
+                );
                 self.event(now, BundleEventKind::Deleted, &meta, from, None);
                 return Pending::NeedsCommit(Accepted::Consumed(id));
             }
@@ -235,14 +253,26 @@ impl<S: Store> Agent<S> {
         match self.stage_put(txn, meta, from, data.clone(), BundleEventKind::Received) {
             Ok(key) => {
                 self.stage_dedup(txn, &id, exp);
-                self.stage_report(now, txn, &report_meta, ReportKind::Received, ReasonCode::NoInformation);
+                self.stage_report(
+                    now,
+                    txn,
+                    &report_meta,
+                    ReportKind::Received,
+                    ReasonCode::NoInformation,
+                );
                 Pending::NeedsCommit(Accepted::Stored { key, id })
             }
             Err(free) => self.refuse(now, &report_meta, from, free),
         }
     }
 
-    fn refuse(&mut self, now: DtnTime, meta: &BundleMeta, from: Option<NodeNum>, free: u64) -> Pending {
+    fn refuse(
+        &mut self,
+        now: DtnTime,
+        meta: &BundleMeta,
+        from: Option<NodeNum>,
+        free: u64,
+    ) -> Pending {
         self.counters.refused_store_full += 1;
         self.event(now, BundleEventKind::Refused, meta, from, None);
         Pending::Done(Err(RxError::StoreFull {

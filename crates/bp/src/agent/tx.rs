@@ -112,10 +112,22 @@ impl<S: Store> Agent<S> {
         if over {
             if let Some(entry) = self.remove_entry(key) {
                 self.counters.hop_limit_exceeded += 1;
-                self.event(now, BundleEventKind::Deleted, &entry.meta, Some(neighbour), Some(key));
+                self.event(
+                    now,
+                    BundleEventKind::Deleted,
+                    &entry.meta,
+                    Some(neighbour),
+                    Some(key),
+                );
                 let mut txn = Txn::default();
                 txn.batch.push(crate::store::Op::Delete(key));
-                self.stage_report(now, &mut txn, &entry.meta, ReportKind::Deleted, ReasonCode::HopLimitExceeded);
+                self.stage_report(
+                    now,
+                    &mut txn,
+                    &entry.meta,
+                    ReportKind::Deleted,
+                    ReasonCode::HopLimitExceeded,
+                );
                 let _ = self.commit_txn(now, txn);
             }
             return None;
@@ -134,7 +146,12 @@ impl<S: Store> Agent<S> {
     /// bundle is deleted (forwarding report if requested). `Failed`: it is routed and queued
     /// again at once (e.g. an LTP session cancelled under HSLTP). Unknown keys are ignored (the
     /// bundle expired meanwhile, or this is a stale token from before a restart).
-    pub fn cla_result(&mut self, now: DtnTime, key: BundleKey, outcome: ClaOutcome) -> Result<(), AgentError> {
+    pub fn cla_result(
+        &mut self,
+        now: DtnTime,
+        key: BundleKey,
+        outcome: ClaOutcome,
+    ) -> Result<(), AgentError> {
         let neighbour = match self.entries.get(&key).map(|e| e.state) {
             Some(State::InFlight(n)) => n,
             _ => return Ok(()),
@@ -145,9 +162,21 @@ impl<S: Store> Agent<S> {
                     return Ok(());
                 };
                 self.counters.forwarded += 1;
-                self.event(now, BundleEventKind::Forwarded, &entry.meta, Some(neighbour), Some(key));
+                self.event(
+                    now,
+                    BundleEventKind::Forwarded,
+                    &entry.meta,
+                    Some(neighbour),
+                    Some(key),
+                );
                 let mut txn = Txn::default();
-                self.stage_report(now, &mut txn, &entry.meta, ReportKind::Forwarded, ReasonCode::NoInformation);
+                self.stage_report(
+                    now,
+                    &mut txn,
+                    &entry.meta,
+                    ReportKind::Forwarded,
+                    ReasonCode::NoInformation,
+                );
                 self.commit_txn(now, txn)?;
                 self.maybe_flush()
             }
@@ -159,7 +188,13 @@ impl<S: Store> Agent<S> {
                     if let Some(r) = route {
                         self.routing.cgr.unbook(&r, meta.len);
                     }
-                    self.event(now, BundleEventKind::Failed, &meta, Some(neighbour), Some(key));
+                    self.event(
+                        now,
+                        BundleEventKind::Failed,
+                        &meta,
+                        Some(neighbour),
+                        Some(key),
+                    );
                 }
                 self.enqueue_unrouted(key);
                 Ok(())

@@ -20,6 +20,8 @@ const NODE_EXPECTED: &str = "an ipn node number from 1 to 18446744073709551615";
 
 /// Applies every line of `text` to `plan` in order, stopping at the first bad line.
 pub(super) fn apply(plan: &mut ContactPlan, text: &str, file: &str) -> Result<(), PlanError> {
+    // Editors on some systems prepend a byte-order mark; it is not part of the first command.
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     for (idx, raw) in text.lines().enumerate() {
         let line = u32::try_from(idx + 1).unwrap_or(u32::MAX);
         let content = raw.split_once('#').map_or(raw, |(before, _)| before);
@@ -246,6 +248,19 @@ mod tests {
         assert_eq!(
             (e.line, e.field.as_str(), e.value.as_str()),
             (1, "start", "+5")
+        );
+    }
+
+    #[test]
+    fn bom_and_crlf() {
+        let text = "\u{feff}a contact +0 +10 1 2 100\r\na range +0 +10 1 2 1\r\n";
+        let plan = ContactPlan::from_ion_str(text, "t.rc", 0)
+            .map(|p| (p.contact_count(), p.range_count()));
+        assert_eq!(plan, Ok((1, 1)));
+        let e = err("\u{feff}a contact +0 +10 1 2 100\r\na contact +0 +10 1 3 0\r\n");
+        assert_eq!(
+            (e.line, e.field.as_str(), e.value.as_str()),
+            (2, "rate", "0")
         );
     }
 

@@ -177,6 +177,7 @@ fn show(v: &Value) -> String {
 }
 
 pub(super) fn apply(plan: &mut ContactPlan, text: &str, file: &str) -> Result<(), PlanError> {
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     let lines = Lines { text };
     let raw: RawPlan = toml::from_str(text).map_err(|e| syntax_error(&e, &lines, file))?;
     let epoch = plan.epoch_dtn_ms();

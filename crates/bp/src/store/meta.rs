@@ -239,7 +239,8 @@ impl Reader<'_> {
         let mut a = [0u8; 2];
         a.copy_from_slice(self.take(2)?);
         let len = usize::from(u16::from_be_bytes(a));
-        let s = std::str::from_utf8(self.take(len)?).map_err(|_| MetaDecodeError::BadEid { field })?;
+        let s =
+            std::str::from_utf8(self.take(len)?).map_err(|_| MetaDecodeError::BadEid { field })?;
         s.parse().map_err(|_| MetaDecodeError::BadEid { field })
     }
 }

@@ -142,7 +142,11 @@ impl Store for RedbStore {
             let mut state = txn.open_table(STATE).map_err(db_err)?;
             for op in batch.ops() {
                 match op {
-                    Op::Put { key, meta: m, data: d } => {
+                    Op::Put {
+                        key,
+                        meta: m,
+                        data: d,
+                    } => {
                         meta.insert(key.0, m.encode().as_slice()).map_err(db_err)?;
                         let old = data.insert(key.0, &d[..]).map_err(db_err)?;
                         match old {
@@ -164,7 +168,9 @@ impl Store for RedbStore {
                         }
                     }
                     Op::PutDedup { id, expires_at_ms } => {
-                        dedup.insert(id.as_slice(), *expires_at_ms).map_err(db_err)?;
+                        dedup
+                            .insert(id.as_slice(), *expires_at_ms)
+                            .map_err(db_err)?;
                     }
                     Op::DeleteDedup(id) => {
                         dedup.remove(id.as_slice()).map_err(db_err)?;
