@@ -397,3 +397,32 @@ fn work_limit_is_enforced() {
     let r = Cgr::new(1, CgrLimits::default()).route_exact(&p, 40, bundle(1, 0), &none());
     assert_eq!(r.map(|r| r.hops.len()), Ok(39));
 }
+
+#[test]
+fn replacing_the_plan_never_reuses_cached_routes_or_ids() {
+    // Two plans with the same number of edits: equal counters would alias without global stamps.
+    let a = plan(&[(0, 10, 1, 2, 1000)], &[(1, 2, 0)]);
+    let b = plan(&[(20, 30, 1, 2, 1000)], &[(1, 2, 0)]);
+    assert_ne!(a.generation(), b.generation());
+    let ids = |p: &ContactPlan| p.contacts().map(|c| c.id).collect::<Vec<_>>();
+    assert_ne!(ids(&a), ids(&b));
+    let mut cgr = Cgr::new(1, CgrLimits::default());
+    let ra = cgr.route(&a, 2, bundle(1, 0), &none());
+    assert_eq!(ra.as_ref().map(|r| r.arrival_ms), Ok(1));
+    assert_eq!(
+        cgr.route(&b, 2, bundle(1, 0), &none())
+            .map(|r| r.arrival_ms),
+        Ok(20_001)
+    );
+    // Bookings made on the old plan do not touch the new plan's contacts and are pruned.
+    if let Ok(r) = &ra {
+        cgr.book(r, 500);
+    }
+    assert_eq!(
+        cgr.route(&b, 2, bundle(10_000, 0), &none())
+            .map(|r| r.arrival_ms),
+        Ok(30_000)
+    );
+    cgr.prune(&b, 0);
+    assert_eq!(ids(&a).iter().map(|&id| cgr.booked(id)).sum::<u64>(), 0);
+}

@@ -28,6 +28,7 @@ mod toml_form;
 use std::collections::BTreeMap;
 use std::ops::Deref;
 use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 pub(crate) use error::FieldError;
 pub use error::PlanError;
@@ -183,8 +184,10 @@ pub(crate) fn fmt_ms(ms: u64) -> String {
     }
 }
 
-/// Stable identity of a contact in a plan, unique for the plan's lifetime (never reused after a
-/// deletion), so volume bookings can refer to a contact without holding a borrow of the plan.
+/// Stable identity of a contact, unique in the process (never reused after a deletion, never
+/// shared by two plans unless one is a clone of the other), so volume bookings can refer to a
+/// contact without holding a borrow of the plan, and bookings made against a replaced plan can
+/// never alias a contact of the new one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct ContactId(pub u64);
 
@@ -228,6 +231,15 @@ impl Deref for PlannedRange {
     }
 }
 
+/// Source of plan generations and entry ids, shared by all plans of the process so that a route
+/// cache keyed on a generation can never mistake a replacement plan for the one it cached, and
+/// ids never collide across plans. Only identity depends on it: no routing result depends on id
+/// values, so simulations stay deterministic even when plans are built on several threads.
+fn next_stamp() -> u64 {
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    NEXT.fetch_add(1, Ordering::Relaxed)
+}
+
 /// Key of the stored maps: `(from, to, start)`. Unique because same-pair entries never overlap;
 /// ordering by it groups a node's outgoing contacts and sorts each pair by time, which makes
 /// every lookup a B-tree range query and every iteration order deterministic.
@@ -239,7 +251,6 @@ pub struct ContactPlan {
     epoch_dtn_ms: u64,
     contacts: BTreeMap<Key, PlannedContact>,
     ranges: BTreeMap<Key, PlannedRange>,
-    next_id: u64,
     generation: u64,
 }
 
@@ -309,7 +320,9 @@ impl ContactPlan {
         dtn_ms.checked_sub(self.epoch_dtn_ms)
     }
 
-    /// A counter bumped by every change; route caches compare it to know when to recompute.
+    /// Changes with every mutation, and differs between distinct plans (values come from a
+    /// process-wide counter; an empty plan is 0): route caches compare it to know when to
+    /// recompute, including when the agent swaps in a new plan.
     pub fn generation(&self) -> u64 {
         self.generation
     }
@@ -406,10 +419,15 @@ impl ContactPlan {
         Ok(id)
     }
 
+    /// Stamps a change: a fresh generation, and a fresh id for the entry being added.
     fn bump(&mut self) -> u64 {
-        self.generation += 1;
-        self.next_id += 1;
-        self.next_id
+        self.touch();
+        self.generation
+    }
+
+    /// Takes a new generation from the process-wide counter (see [`next_stamp`]).
+    fn touch(&mut self) {
+        self.generation = next_stamp();
     }
 
     /// Looks a contact up by id (linear; ids are for bookkeeping, not hot-path lookups).
@@ -429,7 +447,7 @@ impl ContactPlan {
             .iter()
             .find(|(_, c)| c.id == id)
             .map(|(k, _)| *k)?;
-        self.generation += 1;
+        self.touch();
         self.contacts.remove(&key).map(|c| c.contact)
     }
 
@@ -438,7 +456,7 @@ impl ContactPlan {
     pub fn remove_contacts(&mut self, from: NodeNum, to: NodeNum, start_ms: Option<u64>) -> usize {
         let n = remove_matching(&mut self.contacts, from, to, start_ms);
         if n > 0 {
-            self.generation += 1;
+            self.touch();
         }
         n
     }
@@ -448,7 +466,7 @@ impl ContactPlan {
     pub fn remove_ranges(&mut self, from: NodeNum, to: NodeNum, start_ms: Option<u64>) -> usize {
         let n = remove_matching(&mut self.ranges, from, to, start_ms);
         if n > 0 {
-            self.generation += 1;
+            self.touch();
         }
         n
     }

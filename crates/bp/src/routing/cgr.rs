@@ -412,7 +412,10 @@ fn finish(
 
 /// The CGR state of one local node: volume bookings and the per-destination route cache.
 ///
-/// Use one `Cgr` per plan: the cache is keyed on the plan's [`ContactPlan::generation`].
+/// The cache is keyed on [`ContactPlan::generation`], which differs between plans, so one `Cgr`
+/// may be used across plan changes and replacements; after replacing the plan call
+/// [`Cgr::prune`] to drop bookings of contacts that no longer exist (ids are never reused, so
+/// stale bookings cannot alias new contacts meanwhile).
 #[derive(Debug, Clone)]
 pub struct Cgr {
     local: NodeNum,
