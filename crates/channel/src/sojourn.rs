@@ -59,7 +59,7 @@ impl SojournChain {
         }
         // Inverse transform: k = ceil(ln U / ln(1 - p)) with U in (0, 1].
         let u: f64 = 1.0 - self.rng.random::<f64>();
-        let k = (u.ln() / (1.0 - p).ln()).ceil();
+        let k = (u.ln() / (-p).ln_1p()).ceil();
         if k.is_finite() && k >= 1.0 {
             if k >= u64::MAX as f64 {
                 u64::MAX
