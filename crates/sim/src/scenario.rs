@@ -1,0 +1,662 @@
+//! Scenario files (TOML): what to simulate. See `docs/sim.md` for the format with examples.
+//!
+//! Parsing is strict (`deny_unknown_fields`) and every semantic check names the field, the value found and what
+//! is expected, e.g. `link[0].b = 9: expected the number of a [[node]]`.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Deserialize;
+
+/// A scenario that cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum ScenarioError {
+    /// The file could not be read.
+    #[error("{path}: {source}")]
+    Io {
+        /// File.
+        path: PathBuf,
+        /// Cause.
+        source: std::io::Error,
+    },
+    /// TOML syntax or type error (the message names the key).
+    #[error("{file}: {message}")]
+    Parse {
+        /// File.
+        file: String,
+        /// Parser message.
+        message: String,
+    },
+    /// A field holds an unacceptable value.
+    #[error("{field} = {value}: expected {expected}")]
+    Invalid {
+        /// Full path of the field.
+        field: String,
+        /// The value found.
+        value: String,
+        /// What is accepted.
+        expected: String,
+    },
+    /// A link direction is invalid (message from the channel crate, prefixed with the link).
+    #[error("link[{index}].{source}")]
+    Channel {
+        /// Link index.
+        index: usize,
+        /// Cause.
+        source: channel::ConfigError,
+    },
+}
+
+pub(crate) fn invalid(
+    field: impl Into<String>,
+    value: impl std::fmt::Display,
+    expected: &str,
+) -> ScenarioError {
+    ScenarioError::Invalid {
+        field: field.into(),
+        value: value.to_string(),
+        expected: expected.to_string(),
+    }
+}
+
+/// The whole file.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Scenario {
+    /// Run settings.
+    pub sim: SimSection,
+    /// Nodes.
+    #[serde(rename = "node")]
+    pub nodes: Vec<NodeSection>,
+    /// Links between nodes (one LTP span each way per link).
+    #[serde(default, rename = "link")]
+    pub links: Vec<LinkSection>,
+    /// Contact windows gating LTP transmission (a span without contacts is always up).
+    #[serde(default, rename = "contact")]
+    pub contacts: Vec<ContactSection>,
+    /// Traffic flows.
+    #[serde(default, rename = "traffic")]
+    pub traffic: Vec<TrafficSection>,
+    /// Log outputs.
+    #[serde(default)]
+    pub log: LogSection,
+    /// Directory that relative paths (trace files, logs) are resolved against.
+    #[serde(skip)]
+    pub base_dir: PathBuf,
+}
+
+/// `[sim]`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SimSection {
+    /// Virtual time to simulate, in seconds.
+    pub duration_s: f64,
+    /// Seed of every random stream (links, LTP session numbers, generated traces).
+    #[serde(default)]
+    pub seed: u64,
+    /// DTN time (ms since 2000-01-01) at simulation start, used for bundle creation timestamps.
+    #[serde(default = "default_epoch")]
+    pub epoch_dtn_ms: u64,
+    /// Stop before `duration_s` once every client finished and every engine is idle.
+    #[serde(default = "yes")]
+    pub stop_when_idle: bool,
+}
+
+fn default_epoch() -> u64 {
+    // 2026-01-01T00:00:00Z in DTN time.
+    820_454_400_000
+}
+
+fn yes() -> bool {
+    true
+}
+
+/// `[[node]]`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NodeSection {
+    /// ipn node number; also the LTP engine id.
+    pub number: u64,
+    /// LTP settings applied to every span of this node.
+    #[serde(default)]
+    pub ltp: LtpSection,
+    /// Modelled processing cost.
+    #[serde(default)]
+    pub processing: ProcessingSection,
+    /// Static routes: bundles for `dest` go to neighbour `via` (neighbours are reached directly without a route).
+    #[serde(default, rename = "route")]
+    pub routes: Vec<RouteSection>,
+}
+
+/// `[node.ltp]`: span settings (names follow `ltp::SpanConfig`).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LtpSection {
+    /// Maximum segment size in bytes.
+    #[serde(default = "d_mss")]
+    pub max_segment_size: usize,
+    /// Parallel export sessions per span.
+    #[serde(default = "d_sessions")]
+    pub max_export_sessions: usize,
+    /// Parallel import sessions per span.
+    #[serde(default = "d_imports")]
+    pub max_import_sessions: usize,
+    /// Explicit RTO in ms (else derived from `owlt_ms` × 2 + `margin_ms`).
+    #[serde(default)]
+    pub rto_ms: Option<f64>,
+    /// One-way light time used to derive the RTO (default: the link's forward/return delays).
+    #[serde(default)]
+    pub owlt_ms: Option<f64>,
+    /// Processing margin added to the derived RTO.
+    #[serde(default = "d_margin")]
+    pub margin_ms: f64,
+    /// Pacing rate in bit/s (default: the link direction's rate; 0 = unpaced).
+    #[serde(default)]
+    pub rate_bps: Option<f64>,
+    /// Token-bucket depth in bytes.
+    #[serde(default)]
+    pub pacing_burst_bytes: u64,
+    /// Copies of each signal segment.
+    #[serde(default = "d_one")]
+    pub signal_replication: u32,
+    /// Checkpoint retransmissions before cancelling.
+    #[serde(default = "d_retx")]
+    pub max_checkpoint_retransmissions: u32,
+    /// Report retransmissions before cancelling.
+    #[serde(default = "d_retx")]
+    pub max_report_retransmissions: u32,
+    /// Retransmission cycles per session before cancelling.
+    #[serde(default = "d_cycles")]
+    pub max_retransmission_cycles: u32,
+    /// Maximum claims per report segment.
+    #[serde(default = "d_claims")]
+    pub max_claims_per_report: usize,
+}
+
+fn d_mss() -> usize {
+    1024
+}
+fn d_sessions() -> usize {
+    16
+}
+fn d_imports() -> usize {
+    64
+}
+fn d_margin() -> f64 {
+    10.0
+}
+fn d_one() -> u32 {
+    1
+}
+fn d_retx() -> u32 {
+    10
+}
+fn d_cycles() -> u32 {
+    100
+}
+fn d_claims() -> usize {
+    20
+}
+
+impl Default for LtpSection {
+    fn default() -> Self {
+        LtpSection {
+            max_segment_size: d_mss(),
+            max_export_sessions: d_sessions(),
+            max_import_sessions: d_imports(),
+            rto_ms: None,
+            owlt_ms: None,
+            margin_ms: d_margin(),
+            rate_bps: None,
+            pacing_burst_bytes: 0,
+            signal_replication: 1,
+            max_checkpoint_retransmissions: d_retx(),
+            max_report_retransmissions: d_retx(),
+            max_retransmission_cycles: d_cycles(),
+            max_claims_per_report: d_claims(),
+        }
+    }
+}
+
+/// `[node.processing]`: the host's modelled CPU.
+///
+/// Every received datagram waits `rx_latency_us` (a pipeline delay: kernel, UDP stack, thread hand-over; it does
+/// not occupy the CPU), then occupies the node's single CPU for `per_segment_us`; every received bundle occupies
+/// it for `per_bundle_us` before it is delivered or forwarded. Work queues up FIFO when the CPU is busy.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProcessingSection {
+    /// Pipeline delay per received datagram, microseconds.
+    #[serde(default)]
+    pub rx_latency_us: f64,
+    /// CPU time per received datagram, microseconds.
+    #[serde(default)]
+    pub per_segment_us: f64,
+    /// CPU time per received bundle, microseconds.
+    #[serde(default)]
+    pub per_bundle_us: f64,
+}
+
+/// `[[node.route]]`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RouteSection {
+    /// Destination node.
+    pub dest: u64,
+    /// Neighbour to hand the bundle to.
+    pub via: u64,
+}
+
+/// `[[link]]`: a bidirectional link between nodes `a` and `b`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LinkSection {
+    /// Node at the forward direction's sending end.
+    pub a: u64,
+    /// Node at the forward direction's receiving end.
+    pub b: u64,
+    /// A → B (the channel crate's direction settings).
+    #[serde(default)]
+    pub forward: channel::DirectionConfig,
+    /// B → A.
+    #[serde(default, rename = "return")]
+    pub ret: channel::DirectionConfig,
+    /// Replace the forward loss model by a trace generated from a seed-000 preset (`"A"`, `"F"`, `"H"`) with the
+    /// scenario seed.
+    #[serde(default)]
+    pub forward_trace_preset: Option<String>,
+    /// Same for the return direction.
+    #[serde(default)]
+    pub return_trace_preset: Option<String>,
+}
+
+/// `[[contact]]`: node `from` may transmit to neighbour `to` during `[start_s, end_s)`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ContactSection {
+    /// Transmitting node.
+    pub from: u64,
+    /// Receiving neighbour.
+    pub to: u64,
+    /// Window start, seconds of simulated time.
+    pub start_s: f64,
+    /// Window end.
+    pub end_s: f64,
+    /// LTP pacing rate during the window (default: unchanged).
+    #[serde(default)]
+    pub rate_bps: Option<f64>,
+}
+
+/// Colour of the LTP blocks carrying a flow's bundles.
+#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum Colour {
+    /// Reliable (red) LTP.
+    #[default]
+    Red,
+    /// Unreliable (green) LTP.
+    Green,
+}
+
+/// `[[traffic]]`: one DTNperf-style client on node `from` and its server on node `to`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TrafficSection {
+    /// Client node.
+    pub from: u64,
+    /// Server node.
+    pub to: u64,
+    /// Client service number (source endpoint `ipn:from.client_service`).
+    #[serde(default = "d_client_service")]
+    pub client_service: u64,
+    /// Server service number (destination `ipn:to.server_service`).
+    #[serde(default = "d_server_service")]
+    pub server_service: u64,
+    /// DTNperf window (bundles unacknowledged at most); exclusive with `interval_ms`.
+    #[serde(default)]
+    pub window: Option<u32>,
+    /// Fixed series: one bundle every `interval_ms`; exclusive with `window`.
+    #[serde(default)]
+    pub interval_ms: Option<f64>,
+    /// Stop generating after this many seconds (time mode).
+    #[serde(default)]
+    pub duration_s: Option<f64>,
+    /// Stop after this many payload bytes (data mode).
+    #[serde(default)]
+    pub bytes: Option<u64>,
+    /// Stop after this many bundles.
+    #[serde(default)]
+    pub bundles: Option<u64>,
+    /// Payload bytes per bundle.
+    pub bundle_size: usize,
+    /// Bundle lifetime in seconds.
+    #[serde(default = "d_lifetime")]
+    pub lifetime_s: f64,
+    /// Start time in seconds.
+    #[serde(default)]
+    pub start_s: f64,
+    /// LTP colour of the data bundles.
+    #[serde(default)]
+    pub data_colour: Colour,
+    /// LTP colour of the ACK bundles (seed 000 sends them green).
+    #[serde(default = "d_green")]
+    pub ack_colour: Colour,
+}
+
+fn d_client_service() -> u64 {
+    2000
+}
+fn d_server_service() -> u64 {
+    2001
+}
+fn d_lifetime() -> f64 {
+    3600.0
+}
+fn d_green() -> Colour {
+    Colour::Green
+}
+
+/// `[log]`: output files (relative to the scenario file; absent = not written).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LogSection {
+    /// Every LTP segment sent or received by any node (`docs/ltp-segment-log.md` format).
+    #[serde(default)]
+    pub segment_csv: Option<PathBuf>,
+    /// Every bundle event (`docs/sim.md`).
+    #[serde(default)]
+    pub bundle_csv: Option<PathBuf>,
+}
+
+impl Scenario {
+    /// Reads and validates a scenario file; relative paths in it are resolved against its directory.
+    pub fn load(path: &Path) -> Result<Scenario, ScenarioError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ScenarioError::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        let base = path.parent().map(Path::to_path_buf).unwrap_or_default();
+        Scenario::from_toml_str(&text, &path.display().to_string(), &base)
+    }
+
+    /// Parses and validates scenario text; `file` names it in errors.
+    pub fn from_toml_str(
+        text: &str,
+        file: &str,
+        base_dir: &Path,
+    ) -> Result<Scenario, ScenarioError> {
+        let mut s: Scenario = toml::from_str(text).map_err(|e| ScenarioError::Parse {
+            file: file.to_string(),
+            message: e.to_string(),
+        })?;
+        s.base_dir = base_dir.to_path_buf();
+        s.validate()?;
+        Ok(s)
+    }
+
+    /// Checks cross-references and value ranges.
+    pub fn validate(&self) -> Result<(), ScenarioError> {
+        let d = self.sim.duration_s;
+        if !(d.is_finite() && d > 0.0 && d <= 1e7) {
+            return Err(invalid(
+                "sim.duration_s",
+                d,
+                "a duration in seconds in (0, 1e7]",
+            ));
+        }
+        if self.nodes.is_empty() {
+            return Err(invalid("node", "[]", "at least one [[node]]"));
+        }
+        let known = |n: u64| self.nodes.iter().any(|x| x.number == n);
+        for (i, n) in self.nodes.iter().enumerate() {
+            if n.number == 0 {
+                return Err(invalid(
+                    format!("node[{i}].number"),
+                    0,
+                    "an ipn node number > 0",
+                ));
+            }
+            if self.nodes.iter().filter(|x| x.number == n.number).count() > 1 {
+                return Err(invalid(
+                    format!("node[{i}].number"),
+                    n.number,
+                    "a number used by one [[node]] only",
+                ));
+            }
+            let p = &n.processing;
+            for (name, v) in [
+                ("rx_latency_us", p.rx_latency_us),
+                ("per_segment_us", p.per_segment_us),
+                ("per_bundle_us", p.per_bundle_us),
+            ] {
+                if !(v.is_finite() && (0.0..=1e9).contains(&v)) {
+                    return Err(invalid(
+                        format!("node[{i}].processing.{name}"),
+                        v,
+                        "microseconds in [0, 1e9]",
+                    ));
+                }
+            }
+            let l = &n.ltp;
+            if l.max_export_sessions == 0 {
+                return Err(invalid(
+                    format!("node[{i}].ltp.max_export_sessions"),
+                    0,
+                    "at least 1",
+                ));
+            }
+            for (name, v) in [
+                ("rto_ms", l.rto_ms),
+                ("owlt_ms", l.owlt_ms),
+                ("margin_ms", Some(l.margin_ms)),
+            ] {
+                if let Some(v) = v {
+                    if !(v.is_finite() && (0.0..=1e9).contains(&v)) {
+                        return Err(invalid(
+                            format!("node[{i}].ltp.{name}"),
+                            v,
+                            "milliseconds in [0, 1e9]",
+                        ));
+                    }
+                }
+            }
+            if let Some(r) = l.rate_bps {
+                if !(r.is_finite() && (0.0..=1e15).contains(&r)) {
+                    return Err(invalid(
+                        format!("node[{i}].ltp.rate_bps"),
+                        r,
+                        "bit/s in [0, 1e15]",
+                    ));
+                }
+            }
+            for (k, r) in n.routes.iter().enumerate() {
+                if !known(r.dest) {
+                    return Err(invalid(
+                        format!("node[{i}].route[{k}].dest"),
+                        r.dest,
+                        "the number of a [[node]]",
+                    ));
+                }
+                if !self.adjacent(n.number, r.via) {
+                    return Err(invalid(
+                        format!("node[{i}].route[{k}].via"),
+                        r.via,
+                        "a neighbour joined to this node by a [[link]]",
+                    ));
+                }
+            }
+        }
+        for (i, l) in self.links.iter().enumerate() {
+            if !known(l.a) {
+                return Err(invalid(
+                    format!("link[{i}].a"),
+                    l.a,
+                    "the number of a [[node]]",
+                ));
+            }
+            if !known(l.b) || l.b == l.a {
+                return Err(invalid(
+                    format!("link[{i}].b"),
+                    l.b,
+                    "the number of another [[node]]",
+                ));
+            }
+            if self
+                .links
+                .iter()
+                .take(i)
+                .any(|o| (o.a, o.b) == (l.a, l.b) || (o.a, o.b) == (l.b, l.a))
+            {
+                return Err(invalid(
+                    format!("link[{i}]"),
+                    format!("{}-{}", l.a, l.b),
+                    "one link per node pair",
+                ));
+            }
+            for (name, p) in [
+                ("forward_trace_preset", &l.forward_trace_preset),
+                ("return_trace_preset", &l.return_trace_preset),
+            ] {
+                if let Some(p) = p {
+                    if channel::gen::Preset::from_name(p).is_none() {
+                        return Err(invalid(
+                            format!("link[{i}].{name}"),
+                            format!("{p:?}"),
+                            "\"A\", \"F\" or \"H\"",
+                        ));
+                    }
+                }
+            }
+        }
+        for (i, c) in self.contacts.iter().enumerate() {
+            if !self.adjacent(c.from, c.to) {
+                return Err(invalid(
+                    format!("contact[{i}]"),
+                    format!("{} -> {}", c.from, c.to),
+                    "two nodes joined by a [[link]]",
+                ));
+            }
+            if !(c.start_s.is_finite()
+                && c.start_s >= 0.0
+                && c.end_s.is_finite()
+                && c.end_s > c.start_s)
+            {
+                return Err(invalid(
+                    format!("contact[{i}]"),
+                    format!("[{}, {})", c.start_s, c.end_s),
+                    "0 <= start_s < end_s",
+                ));
+            }
+            if let Some(r) = c.rate_bps {
+                if !(r.is_finite() && (0.0..=1e15).contains(&r)) {
+                    return Err(invalid(
+                        format!("contact[{i}].rate_bps"),
+                        r,
+                        "bit/s in [0, 1e15]",
+                    ));
+                }
+            }
+        }
+        for (i, t) in self.traffic.iter().enumerate() {
+            let f = |name: &str| format!("traffic[{i}].{name}");
+            if !known(t.from) {
+                return Err(invalid(f("from"), t.from, "the number of a [[node]]"));
+            }
+            if !known(t.to) || t.to == t.from {
+                return Err(invalid(f("to"), t.to, "the number of another [[node]]"));
+            }
+            match (t.window, t.interval_ms) {
+                (Some(0), _) => {
+                    return Err(invalid(f("window"), 0, "a window of at least 1 bundle"))
+                }
+                (Some(_), None) => {}
+                (None, Some(ms)) if ms.is_finite() && ms > 0.0 => {}
+                (None, Some(ms)) => {
+                    return Err(invalid(f("interval_ms"), ms, "a positive interval in ms"))
+                }
+                (w, iv) => {
+                    return Err(invalid(
+                        f("window"),
+                        format!("{w:?} with interval_ms {iv:?}"),
+                        "exactly one of `window` and `interval_ms`",
+                    ))
+                }
+            }
+            let stops = [
+                t.duration_s.is_some(),
+                t.bytes.is_some(),
+                t.bundles.is_some(),
+            ];
+            if stops.iter().filter(|&&x| x).count() > 1 {
+                return Err(invalid(
+                    f("duration_s"),
+                    "several stop rules",
+                    "at most one of duration_s, bytes, bundles",
+                ));
+            }
+            if let Some(d) = t.duration_s {
+                if !(d.is_finite() && d > 0.0) {
+                    return Err(invalid(
+                        f("duration_s"),
+                        d,
+                        "a positive duration in seconds",
+                    ));
+                }
+            }
+            if t.bundle_size < traffic::payload::DATA_HEADER_LEN || t.bundle_size > 1 << 30 {
+                return Err(invalid(
+                    f("bundle_size"),
+                    t.bundle_size,
+                    "a payload size in bytes between 22 (the DTNperf header) and 1 GiB",
+                ));
+            }
+            if !(t.lifetime_s.is_finite() && t.lifetime_s > 0.0) {
+                return Err(invalid(
+                    f("lifetime_s"),
+                    t.lifetime_s,
+                    "a positive lifetime in seconds",
+                ));
+            }
+            if !(t.start_s.is_finite() && t.start_s >= 0.0) {
+                return Err(invalid(
+                    f("start_s"),
+                    t.start_s,
+                    "a start time in seconds >= 0",
+                ));
+            }
+            if self.traffic.iter().take(i).any(|o| {
+                (o.from == t.from && o.client_service == t.client_service)
+                    || (o.to == t.to && o.server_service == t.server_service)
+            }) {
+                return Err(invalid(
+                    f("client_service"),
+                    t.client_service,
+                    "endpoints not used by another [[traffic]]",
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// True if a link joins `a` and `b`.
+    pub fn adjacent(&self, a: u64, b: u64) -> bool {
+        self.links
+            .iter()
+            .any(|l| (l.a, l.b) == (a, b) || (l.a, l.b) == (b, a))
+    }
+
+    /// Simulated duration.
+    pub fn duration(&self) -> Duration {
+        Duration::from_secs_f64(self.sim.duration_s)
+    }
+}
+
+/// Seconds (validated finite, non-negative) to a duration.
+pub(crate) fn secs(s: f64) -> Duration {
+    Duration::try_from_secs_f64(s.max(0.0)).unwrap_or(Duration::MAX)
+}
+
+/// Milliseconds to a duration.
+pub(crate) fn millis(ms: f64) -> Duration {
+    secs(ms / 1e3)
+}
