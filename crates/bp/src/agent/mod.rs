@@ -121,6 +121,7 @@ pub struct Agent<S: Store> {
     routing: Routing,
     routing_dirty: bool,
     plan_cursor: DtnTime,
+    plan_dirty: bool,
     next_key: u64,
     next_qseq: u64,
     creation_cursor: (u64, u64),
@@ -177,6 +178,7 @@ impl<S: Store> Agent<S> {
             admin: VecDeque::new(),
             routing_dirty: true,
             plan_cursor: now,
+            plan_dirty: false,
             next_key: 1,
             next_qseq: 0,
             creation_cursor: contents.creation_cursor.unwrap_or((0, 0)),
@@ -250,6 +252,7 @@ impl<S: Store> Agent<S> {
     pub fn set_contact_plan(&mut self, plan: Option<ContactPlan>, drive_links: bool) {
         self.routing.plan = plan;
         self.routing.drive_links = drive_links;
+        self.plan_dirty = drive_links;
         self.routing.cgr.invalidate();
         self.routing_dirty = true;
     }
@@ -262,6 +265,7 @@ impl<S: Store> Agent<S> {
     /// Mutable access to the contact plan (e.g. to add a contact at run time); routing is retried.
     pub fn contact_plan_mut(&mut self) -> Option<&mut ContactPlan> {
         self.routing_dirty = true;
+        self.plan_dirty = self.routing.drive_links;
         self.routing.plan.as_mut()
     }
 

@@ -74,6 +74,9 @@ impl<S: Store> Agent<S> {
         if !self.routing.drive_links {
             return None;
         }
+        if self.plan_dirty {
+            return Some(self.plan_cursor);
+        }
         let plan = self.routing.plan.as_ref()?;
         let t = plan.from_dtn_ms(self.plan_cursor_dtn())?;
         plan.link_events(self.cfg.node, t)
@@ -94,6 +97,7 @@ impl<S: Store> Agent<S> {
             return;
         };
         self.plan_cursor = now;
+        self.plan_dirty = false;
         let Some(t) = plan.from_dtn_ms(now) else {
             return;
         };
