@@ -93,6 +93,15 @@ pub struct SpanConfig {
     /// [`SpanConfig::effective_inactivity_timeout`]), so long light times are safe, and it
     /// runs on the span clock (frozen while the link is down).
     pub import_inactivity_timeout: Duration,
+    /// Durability before acknowledgement: when set, the report that would claim a complete
+    /// red part (the one that lets the sender close its export session) is held until the
+    /// client calls [`crate::Engine::confirm_block`] for the import session — typically after
+    /// the bundles in the block are committed to a persistent store. `confirm_block(.., false)`
+    /// cancels the import session (`SYS_CNCLD`) so the sender re-forwards. Partial reports are
+    /// never held. The sender's checkpoint timer keeps running meanwhile, so its RTO must
+    /// exceed the client's commit time or checkpoints are retransmitted (harmlessly). Off by
+    /// default (standard LTP behaviour).
+    pub defer_final_report: bool,
 }
 
 impl SpanConfig {
@@ -121,6 +130,7 @@ impl SpanConfig {
             max_red_bytes_per_session: 64 << 20,
             session_number_bits: 32,
             import_inactivity_timeout: Duration::from_secs(60),
+            defer_final_report: false,
         }
     }
 

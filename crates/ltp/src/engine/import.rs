@@ -11,7 +11,7 @@ use std::time::Duration;
 use bytes::Bytes;
 
 use crate::rangeset::RangeSet;
-use crate::segment::{CancelReason, ReportSegment};
+use crate::segment::{CancelReason, CheckpointInfo, ReportSegment};
 
 /// A report issued by this session, kept until acknowledged.
 #[derive(Debug, Clone)]
@@ -56,10 +56,21 @@ pub(crate) struct ImportSession {
     pub(crate) state: ImportState,
     /// Span-clock time of the last segment received.
     pub(crate) last_rx: Duration,
+    /// Whether the client confirmed the delivered block (always true when the span does not
+    /// defer final reports). A complete-red checkpoint is answered only once this is true.
+    pub(crate) confirmed: bool,
+    /// The latest checkpoint (and its end offset) received after the red part was delivered
+    /// but before the client confirmed it: answered by `confirm_block`.
+    pub(crate) held_checkpoint: Option<(CheckpointInfo, u64)>,
 }
 
 impl ImportSession {
-    pub(crate) fn new(client_service_id: u64, first_report_serial: u64, clock: Duration) -> Self {
+    pub(crate) fn new(
+        client_service_id: u64,
+        first_report_serial: u64,
+        clock: Duration,
+        defer_final_report: bool,
+    ) -> Self {
         Self {
             client_service_id,
             pieces: Vec::new(),
@@ -75,6 +86,8 @@ impl ImportSession {
             answered_checkpoints: Vec::new(),
             state: ImportState::Active,
             last_rx: clock,
+            confirmed: !defer_final_report,
+            held_checkpoint: None,
         }
     }
 

@@ -86,6 +86,35 @@ impl Engine {
         Ok(())
     }
 
+    /// Confirms (or refuses) a block delivered by [`Event::BlockReceived`] on a span with
+    /// `defer_final_report`. `ok = true` releases the held report claiming the whole red part
+    /// (sent at the next `poll_transmit`, or when the next checkpoint arrives if none is
+    /// held yet); `ok = false` cancels the import session with `SYS_CNCLD`, so the sender
+    /// reports its export cancelled and re-forwards the data. Returns false when the session
+    /// is unknown (already closed or cancelled), was not delivered yet, or was already
+    /// confirmed; confirming on a span without deferral is a harmless no-op that returns
+    /// false.
+    pub fn confirm_block(&mut self, now: Duration, session: SessionId, ok: bool) -> bool {
+        let Some(&i) = self.span_index.get(&session.originator) else {
+            return false;
+        };
+        let Some(imp) = self.imports.get_mut(&session) else {
+            return false;
+        };
+        if !imp.delivered || imp.confirmed || imp.state != ImportState::Active {
+            return false;
+        }
+        if !ok {
+            self.cancel_import_with(now, i, session, CancelReason::SystemCancelled);
+            return true;
+        }
+        imp.confirmed = true;
+        if let Some((cp, cp_end)) = imp.held_checkpoint.take() {
+            self.on_checkpoint(now, i, session, cp, cp_end);
+        }
+        true
+    }
+
     pub(super) fn log_rx(&mut self, now: Duration, remote: u64, seg: &Segment, dlen: usize) {
         let (offset, length, cps, rps, claims, outcome) = match &seg.content {
             Content::Data(d) => {
@@ -148,8 +177,11 @@ impl Engine {
             }
             s.import_count += 1;
             let first_rs = (splitmix(&mut self.rng) % (1 << 14)) + 1;
-            self.imports
-                .insert(id, ImportSession::new(d.client_service_id, first_rs, clock));
+            let defer = s.cfg.defer_final_report;
+            self.imports.insert(
+                id,
+                ImportSession::new(d.client_service_id, first_rs, clock, defer),
+            );
             let timeout = s.cfg.effective_inactivity_timeout();
             s.arm(now, timeout, TimerKey::ImportInactivity { session: id });
             let remote = s.cfg.remote_engine_id;
@@ -329,6 +361,13 @@ impl Engine {
             for serial in serials {
                 self.queue_signal(i, id, SignalKind::Report { serial }, true);
             }
+            return;
+        }
+        if imp.delivered && !imp.confirmed {
+            // Durability before acknowledgement: the report claiming the whole red part
+            // waits for `confirm_block`. Only the latest checkpoint is kept; the sender's
+            // retransmissions of it land here too.
+            imp.held_checkpoint = Some((cp, cp_end));
             return;
         }
         if imp.answered_checkpoints.len() as u64 > u64::from(max_cycles) {
