@@ -317,26 +317,31 @@ pub fn generate(p: &GenParams) -> Result<ErasureTrace, GenError> {
     good_rng.set_stream(1);
     let mut bad_rng = ChaCha8Rng::seed_from_u64(p.seed);
     bad_rng.set_stream(2);
-    let good = sojourns(
-        cycles,
-        gm,
-        gs,
-        cap,
-        p.family,
-        p.match_moments,
-        &mut good_rng,
-    );
-    let bad = sojourns(cycles, bm, bs, cap, p.family, p.match_moments, &mut bad_rng);
+    // Draw good/bad cycles until the trace is full. With matched moments the first batch fills it to within the
+    // rounding of `cycles`; with plain draws the batch sum varies (by ~14 000 samples for trace F), so keep
+    // drawing rather than padding the shortfall with one long good run, which would be a sojourn the model never drew.
     let mut remaining = samples;
     let mut runs: Vec<(bool, usize)> = Vec::with_capacity(2 * cycles + 1);
-    for (&g, &b) in good.iter().zip(bad.iter()) {
-        for (v, n) in [(false, g), (true, b)] {
-            let n = n.min(remaining);
-            remaining -= n;
-            runs.push((v, n));
+    let mut batch = cycles;
+    while remaining > 0 {
+        let good = sojourns(batch, gm, gs, cap, p.family, p.match_moments, &mut good_rng);
+        let bad = sojourns(batch, bm, bs, cap, p.family, p.match_moments, &mut bad_rng);
+        for (&g, &b) in good.iter().zip(bad.iter()) {
+            for (v, n) in [(false, g), (true, b)] {
+                if remaining > 0 {
+                    let n = n.min(remaining);
+                    remaining -= n;
+                    runs.push((v, n));
+                }
+            }
         }
+        if p.match_moments {
+            break;
+        }
+        batch = ((remaining as f64 / (gm + bm)).ceil() as usize).max(1);
     }
     if remaining > 0 {
+        // Matched moments only: the rounding remainder of `cycles`, shorter than one mean cycle.
         runs.push((false, remaining));
     }
     Ok(ErasureTrace::from_runs(p.period, runs, samples)?)
