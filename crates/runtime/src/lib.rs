@@ -4,8 +4,11 @@
 //!   later by the LTP and BP drivers.
 //! - [`emu`]: the real-time link emulator — a UDP relay between two endpoints that applies a
 //!   [`channel::Link`]'s forward and return models to every datagram.
+//! - [`node`]: the real-time DTN node (`dtnkit node`): BP agent + store, LTP over UDP, contact
+//!   plan, application socket.
 
 #![warn(missing_docs)]
 
 pub mod emu;
+pub mod node;
 pub mod udp;

@@ -1,0 +1,596 @@
+//! Wire format of the application protocol (version 1).
+//!
+//! Every message is one frame: a 4-byte big-endian length `L` followed by `L` bytes of body.
+//! The body starts with the protocol version byte ([`VERSION`]) and a message type byte, then
+//! the message's fields in a fixed order:
+//!
+//! - `u8`, `u64` (big-endian, 8 bytes);
+//! - `str`: `u16` big-endian length + UTF-8 bytes;
+//! - `bytes`: `u32` big-endian length + raw bytes.
+//!
+//! Requests (application → node) and responses (node → application) use distinct type codes.
+//! A frame longer than the receiver's limit ([`MAX_FRAME`] by default) is refused before any
+//! allocation. The full table is in `docs/app-protocol.md`.
+
+use bytes::{Buf, BufMut, Bytes, BytesMut};
+
+/// Protocol version carried in every frame. A node refuses other versions with
+/// [`ErrorKind::Version`] and closes the connection.
+pub const VERSION: u8 = 1;
+
+/// Default upper bound on one frame body (64 MiB of payload plus headers): large enough for the
+/// bundles the tests and experiments use, small enough that a corrupt length cannot exhaust
+/// memory.
+pub const MAX_FRAME: usize = 64 * 1024 * 1024 + 4096;
+
+/// Status-report request flags of [`SendArgs::report_flags`] (bit values of the protocol; the
+/// node maps them to RFC 9171 bundle processing control flags).
+pub mod report {
+    /// Request a reception status report.
+    pub const RECEPTION: u8 = 0x01;
+    /// Request a forwarding status report.
+    pub const FORWARDING: u8 = 0x02;
+    /// Request a delivery status report.
+    pub const DELIVERY: u8 = 0x04;
+    /// Request a deletion status report.
+    pub const DELETION: u8 = 0x08;
+}
+
+/// Identity of a bundle as RFC 9171 defines it (source, creation timestamp, fragment), used by
+/// the client to de-duplicate deliveries.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct BundleId {
+    /// Source endpoint, textual (`ipn:1.1`).
+    pub source: String,
+    /// Creation time, DTN milliseconds.
+    pub creation_ms: u64,
+    /// Creation sequence number.
+    pub sequence: u64,
+    /// For a fragment: (offset, total application data unit length).
+    pub fragment: Option<(u64, u64)>,
+}
+
+impl std::fmt::Display for BundleId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} {}.{}", self.source, self.creation_ms, self.sequence)?;
+        if let Some((o, l)) = self.fragment {
+            write!(f, " frag {o}+{l}")?;
+        }
+        Ok(())
+    }
+}
+
+/// Parameters of a bundle to send.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SendArgs {
+    /// Source endpoint (must be one of the node's; empty = the node's registered default
+    /// `ipn:N.0`-based endpoint of this connection, or the node id).
+    pub source: String,
+    /// Destination endpoint.
+    pub destination: String,
+    /// Lifetime in milliseconds (0 = the node's default).
+    pub lifetime_ms: u64,
+    /// Status-report request flags ([`report`]).
+    pub report_flags: u8,
+    /// Priority 0 (bulk) .. 2 (expedited); higher values are clamped by the node.
+    pub priority: u8,
+    /// Application data.
+    pub payload: Bytes,
+}
+
+/// Messages from the application to the node.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Request {
+    /// Register an endpoint on this connection: bundles for it are pushed as
+    /// [`Response::Deliver`]. Answered by [`Response::Ok`] or [`Response::Error`].
+    Register {
+        /// Endpoint, e.g. `ipn:2.1`.
+        endpoint: String,
+    },
+    /// Send a bundle. Answered by [`Response::SendOk`] only after the bundle is durably stored.
+    Send(SendArgs),
+    /// Acknowledge a delivered bundle (by the delivery token of [`Response::Deliver`]): the node
+    /// deletes it. Not answered.
+    Ack {
+        /// Token from the delivery.
+        token: u64,
+    },
+    /// Ask for the node status. Answered by [`Response::Status`].
+    Status,
+}
+
+/// Error classes of [`Response::Error`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorKind {
+    /// The store quota would be exceeded: retry later (nothing was stored).
+    StoreFull,
+    /// The bundle is larger than the node accepts.
+    TooLarge,
+    /// Bad endpoint or argument.
+    BadRequest,
+    /// Unsupported protocol version.
+    Version,
+    /// Any other node-side failure (store I/O...).
+    Internal,
+}
+
+impl ErrorKind {
+    fn code(self) -> u8 {
+        match self {
+            ErrorKind::StoreFull => 1,
+            ErrorKind::TooLarge => 2,
+            ErrorKind::BadRequest => 3,
+            ErrorKind::Version => 4,
+            ErrorKind::Internal => 5,
+        }
+    }
+
+    fn from_code(c: u8) -> Result<Self, DecodeError> {
+        Ok(match c {
+            1 => ErrorKind::StoreFull,
+            2 => ErrorKind::TooLarge,
+            3 => ErrorKind::BadRequest,
+            4 => ErrorKind::Version,
+            5 => ErrorKind::Internal,
+            other => return Err(DecodeError::BadValue("error kind", u64::from(other))),
+        })
+    }
+}
+
+impl std::fmt::Display for ErrorKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            ErrorKind::StoreFull => "store full",
+            ErrorKind::TooLarge => "too large",
+            ErrorKind::BadRequest => "bad request",
+            ErrorKind::Version => "unsupported version",
+            ErrorKind::Internal => "internal error",
+        })
+    }
+}
+
+/// Messages from the node to the application.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Response {
+    /// A request without a result succeeded (Register).
+    Ok,
+    /// The bundle was durably stored and queued for forwarding.
+    SendOk {
+        /// Its identity.
+        id: BundleId,
+    },
+    /// A request failed.
+    Error {
+        /// Class.
+        kind: ErrorKind,
+        /// Human-readable detail.
+        message: String,
+    },
+    /// A bundle for a registered endpoint (pushed at any time; acknowledge with
+    /// [`Request::Ack`]).
+    Deliver {
+        /// Token to acknowledge it with.
+        token: u64,
+        /// Destination endpoint (one registered by this connection).
+        endpoint: String,
+        /// Bundle identity (for de-duplication across node restarts).
+        id: BundleId,
+        /// Application data.
+        payload: Bytes,
+    },
+    /// Node status as a JSON object (fields documented in `docs/node.md`).
+    Status {
+        /// JSON text.
+        json: String,
+    },
+}
+
+/// Why a frame could not be decoded.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DecodeError {
+    /// The frame ended before a field was complete.
+    #[error("frame truncated")]
+    Truncated,
+    /// Bytes left over after the last field.
+    #[error("{0} trailing bytes")]
+    Trailing(usize),
+    /// Version byte other than [`VERSION`].
+    #[error("unsupported protocol version {0}")]
+    Version(u8),
+    /// Unknown message type code.
+    #[error("unknown message type {0:#04x}")]
+    UnknownType(u8),
+    /// A string is not UTF-8.
+    #[error("string field is not UTF-8")]
+    Utf8,
+    /// A field value out of range.
+    #[error("bad {0}: {1}")]
+    BadValue(&'static str, u64),
+    /// The frame length exceeds the limit.
+    #[error("frame of {0} bytes exceeds the limit of {1}")]
+    TooLong(usize, usize),
+}
+
+// Type codes.
+const T_REGISTER: u8 = 0x01;
+const T_SEND: u8 = 0x02;
+const T_ACK: u8 = 0x03;
+const T_STATUS: u8 = 0x04;
+const T_OK: u8 = 0x81;
+const T_SEND_OK: u8 = 0x82;
+const T_ERROR: u8 = 0x83;
+const T_DELIVER: u8 = 0x84;
+const T_STATUS_REPLY: u8 = 0x85;
+
+fn put_str(out: &mut BytesMut, s: &str) {
+    // Strings are endpoints and messages: longer ones are truncated at a char boundary.
+    let mut end = s.len().min(u16::MAX as usize);
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    out.put_u16(end as u16);
+    out.put_slice(&s.as_bytes()[..end]);
+}
+
+fn put_bytes(out: &mut BytesMut, b: &[u8]) {
+    out.put_u32(b.len() as u32);
+    out.put_slice(b);
+}
+
+fn put_id(out: &mut BytesMut, id: &BundleId) {
+    put_str(out, &id.source);
+    out.put_u64(id.creation_ms);
+    out.put_u64(id.sequence);
+    match id.fragment {
+        None => out.put_u8(0),
+        Some((o, l)) => {
+            out.put_u8(1);
+            out.put_u64(o);
+            out.put_u64(l);
+        }
+    }
+}
+
+/// Starts a frame: reserves the length and writes version and type.
+fn begin(ty: u8, capacity: usize) -> BytesMut {
+    let mut out = BytesMut::with_capacity(6 + capacity);
+    out.put_u32(0);
+    out.put_u8(VERSION);
+    out.put_u8(ty);
+    out
+}
+
+/// Patches the length prefix.
+fn finish(mut out: BytesMut) -> Bytes {
+    let len = (out.len() - 4) as u32;
+    out[..4].copy_from_slice(&len.to_be_bytes());
+    out.freeze()
+}
+
+impl Request {
+    /// Encodes the request as one complete frame (length prefix included).
+    pub fn encode(&self) -> Bytes {
+        match self {
+            Request::Register { endpoint } => {
+                let mut o = begin(T_REGISTER, 2 + endpoint.len());
+                put_str(&mut o, endpoint);
+                finish(o)
+            }
+            Request::Send(a) => {
+                let mut o = begin(T_SEND, 32 + a.payload.len());
+                put_str(&mut o, &a.source);
+                put_str(&mut o, &a.destination);
+                o.put_u64(a.lifetime_ms);
+                o.put_u8(a.report_flags);
+                o.put_u8(a.priority);
+                put_bytes(&mut o, &a.payload);
+                finish(o)
+            }
+            Request::Ack { token } => {
+                let mut o = begin(T_ACK, 8);
+                o.put_u64(*token);
+                finish(o)
+            }
+            Request::Status => finish(begin(T_STATUS, 0)),
+        }
+    }
+
+    /// Decodes a frame body (without the length prefix). `body` is shared, so payloads are
+    /// zero-copy slices of it.
+    pub fn decode(body: &Bytes) -> Result<Self, DecodeError> {
+        let mut r = Reader::new(body)?;
+        let msg = match r.ty {
+            T_REGISTER => Request::Register { endpoint: r.str()? },
+            T_SEND => Request::Send(SendArgs {
+                source: r.str()?,
+                destination: r.str()?,
+                lifetime_ms: r.u64()?,
+                report_flags: r.u8()?,
+                priority: r.u8()?,
+                payload: r.bytes()?,
+            }),
+            T_ACK => Request::Ack { token: r.u64()? },
+            T_STATUS => Request::Status,
+            t => return Err(DecodeError::UnknownType(t)),
+        };
+        r.end()?;
+        Ok(msg)
+    }
+}
+
+impl Response {
+    /// Encodes the response as one complete frame (length prefix included).
+    pub fn encode(&self) -> Bytes {
+        match self {
+            Response::Ok => finish(begin(T_OK, 0)),
+            Response::SendOk { id } => {
+                let mut o = begin(T_SEND_OK, 40 + id.source.len());
+                put_id(&mut o, id);
+                finish(o)
+            }
+            Response::Error { kind, message } => {
+                let mut o = begin(T_ERROR, 3 + message.len());
+                o.put_u8(kind.code());
+                put_str(&mut o, message);
+                finish(o)
+            }
+            Response::Deliver {
+                token,
+                endpoint,
+                id,
+                payload,
+            } => {
+                let mut o = begin(
+                    T_DELIVER,
+                    60 + endpoint.len() + id.source.len() + payload.len(),
+                );
+                o.put_u64(*token);
+                put_str(&mut o, endpoint);
+                put_id(&mut o, id);
+                put_bytes(&mut o, payload);
+                finish(o)
+            }
+            Response::Status { json } => {
+                let mut o = begin(T_STATUS_REPLY, 4 + json.len());
+                put_bytes(&mut o, json.as_bytes());
+                finish(o)
+            }
+        }
+    }
+
+    /// Decodes a frame body (without the length prefix).
+    pub fn decode(body: &Bytes) -> Result<Self, DecodeError> {
+        let mut r = Reader::new(body)?;
+        let msg = match r.ty {
+            T_OK => Response::Ok,
+            T_SEND_OK => Response::SendOk { id: r.id()? },
+            T_ERROR => Response::Error {
+                kind: ErrorKind::from_code(r.u8()?)?,
+                message: r.str()?,
+            },
+            T_DELIVER => Response::Deliver {
+                token: r.u64()?,
+                endpoint: r.str()?,
+                id: r.id()?,
+                payload: r.bytes()?,
+            },
+            T_STATUS_REPLY => {
+                let b = r.bytes()?;
+                Response::Status {
+                    json: String::from_utf8(b.to_vec()).map_err(|_| DecodeError::Utf8)?,
+                }
+            }
+            t => return Err(DecodeError::UnknownType(t)),
+        };
+        r.end()?;
+        Ok(msg)
+    }
+}
+
+/// Cursor over a frame body.
+struct Reader {
+    buf: Bytes,
+    ty: u8,
+}
+
+impl Reader {
+    fn new(body: &Bytes) -> Result<Self, DecodeError> {
+        let mut buf = body.clone();
+        if buf.remaining() < 2 {
+            return Err(DecodeError::Truncated);
+        }
+        let v = buf.get_u8();
+        if v != VERSION {
+            return Err(DecodeError::Version(v));
+        }
+        let ty = buf.get_u8();
+        Ok(Self { buf, ty })
+    }
+
+    fn need(&self, n: usize) -> Result<(), DecodeError> {
+        if self.buf.remaining() < n {
+            Err(DecodeError::Truncated)
+        } else {
+            Ok(())
+        }
+    }
+
+    fn u8(&mut self) -> Result<u8, DecodeError> {
+        self.need(1)?;
+        Ok(self.buf.get_u8())
+    }
+
+    fn u64(&mut self) -> Result<u64, DecodeError> {
+        self.need(8)?;
+        Ok(self.buf.get_u64())
+    }
+
+    fn str(&mut self) -> Result<String, DecodeError> {
+        self.need(2)?;
+        let n = self.buf.get_u16() as usize;
+        self.need(n)?;
+        let b = self.buf.split_to(n);
+        String::from_utf8(b.to_vec()).map_err(|_| DecodeError::Utf8)
+    }
+
+    fn bytes(&mut self) -> Result<Bytes, DecodeError> {
+        self.need(4)?;
+        let n = self.buf.get_u32() as usize;
+        self.need(n)?;
+        Ok(self.buf.split_to(n))
+    }
+
+    fn id(&mut self) -> Result<BundleId, DecodeError> {
+        let source = self.str()?;
+        let creation_ms = self.u64()?;
+        let sequence = self.u64()?;
+        let fragment = match self.u8()? {
+            0 => None,
+            1 => Some((self.u64()?, self.u64()?)),
+            f => return Err(DecodeError::BadValue("fragment flag", u64::from(f))),
+        };
+        Ok(BundleId {
+            source,
+            creation_ms,
+            sequence,
+            fragment,
+        })
+    }
+
+    fn end(&self) -> Result<(), DecodeError> {
+        match self.buf.remaining() {
+            0 => Ok(()),
+            n => Err(DecodeError::Trailing(n)),
+        }
+    }
+}
+
+/// Reads one frame body from a blocking reader. `Ok(None)` on a clean end of stream before
+/// the length prefix. The length is checked against `limit` before the body is allocated.
+pub fn read_frame<R: std::io::Read>(r: &mut R, limit: usize) -> std::io::Result<Option<Bytes>> {
+    let mut len = [0u8; 4];
+    let mut got = 0;
+    while got < 4 {
+        match r.read(&mut len[got..]) {
+            Ok(0) if got == 0 => return Ok(None),
+            Ok(0) => return Err(std::io::ErrorKind::UnexpectedEof.into()),
+            Ok(n) => got += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    let n = u32::from_be_bytes(len) as usize;
+    if n > limit {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            DecodeError::TooLong(n, limit),
+        ));
+    }
+    let mut body = vec![0u8; n];
+    r.read_exact(&mut body)?;
+    Ok(Some(Bytes::from(body)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn body(frame: &Bytes) -> Bytes {
+        frame.slice(4..)
+    }
+
+    #[test]
+    fn every_message_round_trips() {
+        let id = BundleId {
+            source: "ipn:1.1".into(),
+            creation_ms: 123,
+            sequence: 4,
+            fragment: Some((10, 20)),
+        };
+        let reqs = [
+            Request::Register {
+                endpoint: "ipn:2.1".into(),
+            },
+            Request::Send(SendArgs {
+                source: String::new(),
+                destination: "ipn:2.1".into(),
+                lifetime_ms: 5000,
+                report_flags: report::DELIVERY,
+                priority: 1,
+                payload: Bytes::from_static(b"hello"),
+            }),
+            Request::Ack { token: 77 },
+            Request::Status,
+        ];
+        for r in reqs {
+            let f = r.encode();
+            assert_eq!(
+                f.len() - 4,
+                u32::from_be_bytes([f[0], f[1], f[2], f[3]]) as usize
+            );
+            assert_eq!(Request::decode(&body(&f)).unwrap(), r);
+        }
+        let resps = [
+            Response::Ok,
+            Response::SendOk { id: id.clone() },
+            Response::Error {
+                kind: ErrorKind::StoreFull,
+                message: "full".into(),
+            },
+            Response::Deliver {
+                token: 9,
+                endpoint: "ipn:2.1".into(),
+                id,
+                payload: Bytes::from_static(b"x"),
+            },
+            Response::Status { json: "{}".into() },
+        ];
+        for r in resps {
+            assert_eq!(Response::decode(&body(&r.encode())).unwrap(), r);
+        }
+    }
+
+    #[test]
+    fn wrong_version_and_trailing_bytes_are_refused() {
+        let f = Request::Status.encode();
+        let mut b = body(&f).to_vec();
+        b[0] = 2;
+        assert_eq!(
+            Request::decode(&Bytes::from(b)),
+            Err(DecodeError::Version(2))
+        );
+        let mut b = body(&f).to_vec();
+        b.push(0);
+        assert_eq!(
+            Request::decode(&Bytes::from(b)),
+            Err(DecodeError::Trailing(1))
+        );
+    }
+
+    #[test]
+    fn oversized_frame_is_refused_before_allocation() {
+        let frame = [0xffu8, 0xff, 0xff, 0xff, 1, 4];
+        let err = read_frame(&mut &frame[..], 1024).unwrap_err();
+        assert_eq!(err.kind(), std::io::ErrorKind::InvalidData);
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(512))]
+        #[test]
+        fn arbitrary_bodies_never_panic(data in proptest::collection::vec(any::<u8>(), 0..200)) {
+            let b = Bytes::from(data);
+            let _ = Request::decode(&b);
+            let _ = Response::decode(&b);
+        }
+
+        #[test]
+        fn send_round_trips(dst in "[a-z:0-9.]{0,40}", life in any::<u64>(), flags in any::<u8>(),
+                            prio in any::<u8>(), payload in proptest::collection::vec(any::<u8>(), 0..300)) {
+            let r = Request::Send(SendArgs { source: "ipn:1.2".into(), destination: dst, lifetime_ms: life,
+                report_flags: flags, priority: prio, payload: Bytes::from(payload) });
+            let f = r.encode();
+            prop_assert_eq!(Request::decode(&f.slice(4..)).unwrap(), r);
+        }
+    }
+}

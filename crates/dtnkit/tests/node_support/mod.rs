@@ -1,0 +1,237 @@
+//! Shared harness of the multi-process node tests: nodes are real `dtnkit node` processes on
+//! 127.0.0.1 with free ports and temporary directories; every wait is bounded and children are
+//! killed on drop.
+
+#![allow(dead_code)]
+
+use std::net::UdpSocket;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+pub const BIN: &str = env!("CARGO_BIN_EXE_dtnkit");
+
+/// A fresh temporary directory removed on drop.
+pub struct TempDir(pub PathBuf);
+
+impl TempDir {
+    pub fn new(tag: &str) -> Self {
+        let p = std::env::temp_dir().join(format!(
+            "dtnkit-{tag}-{}-{}",
+            std::process::id(),
+            Instant::now().elapsed().as_nanos() ^ rand_suffix()
+        ));
+        let _ = std::fs::remove_dir_all(&p);
+        std::fs::create_dir_all(&p).unwrap();
+        TempDir(p)
+    }
+}
+
+fn rand_suffix() -> u128 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0)
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// A free UDP port on loopback (bound then released).
+pub fn free_port() -> u16 {
+    UdpSocket::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// Settings of one node in a test topology.
+pub struct NodeSpec {
+    pub node: u64,
+    pub port: u16,
+    /// (peer node, peer port)
+    pub spans: Vec<(u64, u16)>,
+    /// (dest, via)
+    pub routes: Vec<(u64, u64)>,
+    pub plan: Option<String>,
+    pub quota: u64,
+    pub rto_ms: f64,
+    pub extra: String,
+}
+
+impl NodeSpec {
+    pub fn new(node: u64, port: u16) -> Self {
+        Self {
+            node,
+            port,
+            spans: Vec::new(),
+            routes: Vec::new(),
+            plan: None,
+            quota: 1 << 30,
+            rto_ms: 200.0,
+            extra: String::new(),
+        }
+    }
+}
+
+/// A node process.
+pub struct NodeProc {
+    pub spec_dir: PathBuf,
+    pub config: PathBuf,
+    pub socket: PathBuf,
+    child: Option<Child>,
+}
+
+impl NodeProc {
+    /// Writes the configuration under `dir/nN` and starts the node; waits for its socket.
+    pub fn start(dir: &Path, s: &NodeSpec) -> Self {
+        let nd = dir.join(format!("n{}", s.node));
+        std::fs::create_dir_all(&nd).unwrap();
+        let mut cfg = format!(
+            "node = {}\nbind = \"127.0.0.1:{}\"\n{}\n[store]\npath = \"store\"\nquota_bytes = {}\n\n[log]\nbundles = \"bundles.csv\"\n",
+            s.node, s.port, if s.plan.is_some() { "contact_plan = \"plan.txt\"" } else { "" }, s.quota
+        );
+        for (peer, port) in &s.spans {
+            cfg.push_str(&format!(
+                "\n[[span]]\npeer = {peer}\naddress = \"127.0.0.1:{port}\"\nrto_ms = {}\nmax_sessions = 32\n",
+                s.rto_ms
+            ));
+        }
+        for (dest, via) in &s.routes {
+            cfg.push_str(&format!("\n[[route]]\ndest = {dest}\nvia = {via}\n"));
+        }
+        cfg.push_str(&s.extra);
+        if let Some(p) = &s.plan {
+            std::fs::write(nd.join("plan.txt"), p).unwrap();
+        }
+        let config = nd.join("node.toml");
+        std::fs::write(&config, cfg).unwrap();
+        let socket = nd.join("store").join("app.sock");
+        let mut n = NodeProc {
+            spec_dir: nd,
+            config,
+            socket,
+            child: None,
+        };
+        n.restart();
+        n
+    }
+
+    /// (Re)starts the process and waits until its application socket answers.
+    pub fn restart(&mut self) {
+        let child = Command::new(BIN)
+            .args(["node", "--config"])
+            .arg(&self.config)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        self.child = Some(child);
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            if client::Client::connect(&self.socket)
+                .and_then(|mut c| c.status())
+                .is_ok()
+            {
+                return;
+            }
+            assert!(Instant::now() < deadline, "node did not come up");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// SIGKILL and reap.
+    pub fn kill(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    /// Status JSON.
+    pub fn status(&self) -> serde_json::Value {
+        let mut c = client::Client::connect(&self.socket).unwrap();
+        serde_json::from_str(&c.status().unwrap()).unwrap()
+    }
+}
+
+impl Drop for NodeProc {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// A child process killed on drop.
+pub struct Proc(pub Option<Child>);
+
+impl Proc {
+    pub fn spawn(args: &[&str]) -> Self {
+        let c = Command::new(BIN)
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        Proc(Some(c))
+    }
+
+    /// Waits up to `limit` for the exit; panics (after killing) when it takes longer.
+    pub fn wait(mut self, limit: Duration) -> Output {
+        let deadline = Instant::now() + limit;
+        let mut c = self.0.take().unwrap();
+        loop {
+            if c.try_wait().unwrap().is_some() {
+                return c.wait_with_output().unwrap();
+            }
+            if Instant::now() > deadline {
+                let _ = c.kill();
+                let out = c.wait_with_output().unwrap();
+                panic!(
+                    "process did not finish in {limit:?}; stderr: {}",
+                    String::from_utf8_lossy(&out.stderr)
+                );
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.0.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+/// Runs `dtnkit ARGS` to completion within `limit`.
+pub fn run(args: &[&str], limit: Duration) -> Output {
+    Proc::spawn(args).wait(limit)
+}
+
+/// Hex SHA-256.
+pub fn sha256_hex(data: &[u8]) -> String {
+    use sha2::Digest;
+    sha2::Sha256::digest(data)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// Deterministic test data.
+pub fn data(len: usize, seed: u64) -> Vec<u8> {
+    let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect()
+}

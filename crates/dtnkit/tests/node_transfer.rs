@@ -1,0 +1,214 @@
+//! Two and three `dtnkit node` processes on loopback: bundles of 100 B, 500 kB and 5 MB
+//! delivered intact, multi-hop through a middle node, a contact window that opens later,
+//! echo (ping) and status.
+
+mod node_support;
+
+use std::time::{Duration, Instant};
+
+use node_support::*;
+
+const LIMIT: Duration = Duration::from_secs(60);
+
+fn s(p: &std::path::Path) -> &str {
+    p.to_str().unwrap()
+}
+
+#[test]
+fn two_nodes_deliver_100b_500kb_and_5mb_intact() {
+    let dir = TempDir::new("two");
+    let (p1, p2) = (free_port(), free_port());
+    let mut a = NodeSpec::new(1, p1);
+    a.spans.push((2, p2));
+    let mut b = NodeSpec::new(2, p2);
+    b.spans.push((1, p1));
+    let n1 = NodeProc::start(&dir.0, &a);
+    let n2 = NodeProc::start(&dir.0, &b);
+
+    let sizes = [100usize, 500_000, 5_000_000];
+    let mut hashes = Vec::new();
+    for (i, len) in sizes.iter().enumerate() {
+        let f = dir.0.join(format!("in{i}.bin"));
+        let d = data(*len, i as u64 + 1);
+        hashes.push(sha256_hex(&d));
+        std::fs::write(&f, &d).unwrap();
+    }
+    let out_dir = dir.0.join("out");
+    let recv = Proc::spawn(&[
+        "recv",
+        "--socket",
+        s(&n2.socket),
+        "--endpoint",
+        "ipn:2.1",
+        "--count",
+        "3",
+        "--timeout",
+        "40",
+        "--hash",
+        "--out-dir",
+        s(&out_dir),
+    ]);
+    for i in 0..sizes.len() {
+        let f = dir.0.join(format!("in{i}.bin"));
+        let out = run(
+            &[
+                "send",
+                "--socket",
+                s(&n1.socket),
+                "--dst",
+                "ipn:2.1",
+                "--file",
+                s(&f),
+            ],
+            LIMIT,
+        );
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let out = recv.wait(LIMIT);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 3, "{text}");
+    for (len, h) in sizes.iter().zip(&hashes) {
+        let needle = format!("len={len} sha256={h}");
+        assert!(text.contains(&needle), "missing {needle} in {text}");
+    }
+    let mut got: Vec<String> = std::fs::read_dir(&out_dir)
+        .unwrap()
+        .map(|e| sha256_hex(&std::fs::read(e.unwrap().path()).unwrap()))
+        .collect();
+    got.sort();
+    let mut want = hashes.clone();
+    want.sort();
+    assert_eq!(got, want);
+    // Status shows the traffic.
+    let st = n1.status();
+    assert_eq!(st["bundles"]["created"], 3);
+    assert_eq!(st["store"]["bundles"], 0, "{st}");
+    let st2 = n2.status();
+    assert!(st2["ltp"]["blocks_received"].as_u64().unwrap() >= 1);
+    let human = run(&["status", "--socket", s(&n2.socket)], LIMIT);
+    assert!(human.status.success());
+    assert!(String::from_utf8_lossy(&human.stdout).contains("delivered"));
+}
+
+#[test]
+fn ping_measures_echo_rtt() {
+    let dir = TempDir::new("ping");
+    let (p1, p2) = (free_port(), free_port());
+    let mut a = NodeSpec::new(1, p1);
+    a.spans.push((2, p2));
+    let mut b = NodeSpec::new(2, p2);
+    b.spans.push((1, p1));
+    let n1 = NodeProc::start(&dir.0, &a);
+    let _n2 = NodeProc::start(&dir.0, &b);
+    let out = run(
+        &[
+            "ping",
+            "--socket",
+            s(&n1.socket),
+            "--dst",
+            "ipn:2.7",
+            "--count",
+            "3",
+            "--interval-ms",
+            "10",
+        ],
+        LIMIT,
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text} {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(text.matches("reply from ipn:2.7").count(), 3, "{text}");
+    assert!(text.contains("rtt min/avg/max"));
+}
+
+#[test]
+fn three_nodes_multihop_with_a_contact_that_opens_later() {
+    let dir = TempDir::new("three");
+    let (p1, p2, p3) = (free_port(), free_port(), free_port());
+    // Node 1 reaches 3 via 2; its contact with 2 opens 6 s after start.
+    let mut a = NodeSpec::new(1, p1);
+    a.spans.push((2, p2));
+    a.routes.push((3, 2));
+    a.plan = Some(
+        "a contact +6 +3600 1 2 100000000\na contact +6 +3600 2 1 100000000\na range +0 +3600 1 2 0\n"
+            .into(),
+    );
+    let mut b = NodeSpec::new(2, p2);
+    b.spans.push((1, p1));
+    b.spans.push((3, p3));
+    let mut c = NodeSpec::new(3, p3);
+    c.spans.push((2, p2));
+    let n1 = NodeProc::start(&dir.0, &a);
+    let _n2 = NodeProc::start(&dir.0, &b);
+    let n3 = NodeProc::start(&dir.0, &c);
+    let t0 = Instant::now();
+    let f = dir.0.join("big.bin");
+    let d = data(500_000, 9);
+    std::fs::write(&f, &d).unwrap();
+    let out = run(
+        &[
+            "send",
+            "--socket",
+            s(&n1.socket),
+            "--dst",
+            "ipn:3.1",
+            "--file",
+            s(&f),
+            "--count",
+            "2",
+        ],
+        LIMIT,
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // Bundles wait at node 1 while the contact is closed.
+    let st = n1.status();
+    assert_eq!(st["store"]["bundles"], 2, "{st}");
+    let out = run(
+        &[
+            "recv",
+            "--socket",
+            s(&n3.socket),
+            "--endpoint",
+            "ipn:3.1",
+            "--count",
+            "2",
+            "--timeout",
+            "30",
+            "--hash",
+        ],
+        LIMIT,
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert_eq!(
+        text.matches(&format!("sha256={}", sha256_hex(&d))).count(),
+        2,
+        "{text}"
+    );
+    // Node 1 started before t0; its contact opened 6 s after its start.
+    assert!(
+        t0.elapsed() >= Duration::from_secs(3),
+        "delivered before the contact opened"
+    );
+}

@@ -1,0 +1,429 @@
+//! The agent thread: the BP agent with its persistent store, the application connections and the
+//! contact-plan clock.
+//!
+//! Durability ordering: a block from LTP is split into bundles, committed in ONE store
+//! transaction (`accept_from_cla_batch`), and only then is `confirm_block` sent back to the LTP
+//! thread, which releases the report that lets the previous hop delete its copy. An application's
+//! `Send` is answered `SendOk` only after `Agent::send` committed. A delivery is deleted only when
+//! the application acknowledges it.
+
+use std::collections::HashMap;
+use std::io::Write;
+use std::net::{SocketAddr, UdpSocket};
+use std::os::unix::net::UnixStream;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, TrySendError};
+use std::sync::Arc;
+use std::time::Duration;
+
+use bp::{Agent, BundleKey, ClaOutcome, RedbStore, ReportFlags, SendError, SendRequest};
+use bpv7::{Bundle, Eid};
+use bytes::Bytes;
+use client::proto::{self, ErrorKind, Request, Response};
+
+use super::clock::dtn_now_ms;
+use super::ltp_thread::{FromLtp, LtpCounters, ToLtp};
+
+/// Inputs of the agent thread, from the LTP thread and the application socket.
+#[derive(Debug)]
+pub(crate) enum AgentInput {
+    /// Something from the LTP thread.
+    Ltp(FromLtp),
+    /// A new application connection (the write half).
+    AppConnected { conn: u64, stream: UnixStream },
+    /// A request from a connection.
+    App { conn: u64, req: Request },
+    /// A connection closed.
+    AppClosed { conn: u64 },
+    /// Stop.
+    Shutdown,
+}
+
+/// A link change scheduled by the contact plan (DTN time).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct LinkChange {
+    pub(crate) at_ms: u64,
+    pub(crate) peer: u64,
+    pub(crate) up: bool,
+    pub(crate) rate_bps: u64,
+    pub(crate) owlt: Option<Duration>,
+}
+
+/// Bundles handed to the LTP thread and not yet reported: bounds memory between the threads.
+const MAX_OUTSTANDING: usize = 8192;
+/// Bytes handed to the LTP thread and not yet reported.
+const MAX_OUTSTANDING_BYTES: u64 = 512 << 20;
+
+struct Conn {
+    stream: UnixStream,
+    endpoints: Vec<Eid>,
+}
+
+/// The agent thread's state.
+pub(crate) struct AgentThread {
+    pub(crate) agent: Agent<RedbStore>,
+    pub(crate) rx: Receiver<AgentInput>,
+    pub(crate) ltp: SyncSender<ToLtp>,
+    pub(crate) waker: UdpSocket,
+    pub(crate) ltp_addr: SocketAddr,
+    pub(crate) links: Vec<LinkChange>,
+    pub(crate) counters: Arc<LtpCounters>,
+    pub(crate) node: u64,
+    pub(crate) default_lifetime_ms: u64,
+}
+
+impl AgentThread {
+    /// Runs until [`AgentInput::Shutdown`].
+    pub(crate) fn run(mut self) {
+        let mut conns: HashMap<u64, Conn> = HashMap::new();
+        let mut owner: HashMap<Eid, u64> = HashMap::new();
+        let mut outstanding: HashMap<u64, u64> = HashMap::new();
+        let mut outstanding_bytes = 0u64;
+        let mut held: Option<bp::Forward> = None;
+        let mut next_link = 0usize;
+        loop {
+            let now = dtn_now_ms();
+            let mut wake_ltp = false;
+            // Contact plan link changes due now.
+            while let Some(c) = self.links.get(next_link).copied() {
+                if c.at_ms > now {
+                    break;
+                }
+                next_link += 1;
+                if self.send_ltp(ToLtp::Link {
+                    peer: c.peer,
+                    up: c.up,
+                    rate_bps: c.rate_bps,
+                    owlt: c.owlt,
+                }) {
+                    wake_ltp = true;
+                }
+            }
+            if self.agent.poll_timeout().is_some_and(|t| t <= now) {
+                if let Err(e) = self.agent.handle_timeout(now) {
+                    eprintln!("dtnkit node: store error on timeout: {e}");
+                }
+            }
+            // Forward to LTP within the window.
+            while outstanding.len() < MAX_OUTSTANDING && outstanding_bytes < MAX_OUTSTANDING_BYTES {
+                let f = match held.take() {
+                    Some(f) => f,
+                    None => match self.agent.poll_transmit(now) {
+                        Some(f) => f,
+                        None => break,
+                    },
+                };
+                let token = f.key.as_token();
+                let len = f.bundle.len() as u64;
+                let cmd = ToLtp::Item {
+                    peer: f.neighbour,
+                    token,
+                    bundle: f.bundle.clone(),
+                };
+                match self.ltp.try_send(cmd) {
+                    Ok(()) => {
+                        outstanding.insert(token, len);
+                        outstanding_bytes += len;
+                        wake_ltp = true;
+                    }
+                    Err(TrySendError::Full(_)) => {
+                        held = Some(f);
+                        break;
+                    }
+                    Err(TrySendError::Disconnected(_)) => return,
+                }
+            }
+            if wake_ltp {
+                let _ = self.waker.send_to(&[0], self.ltp_addr);
+            }
+            // Deliveries to connected applications.
+            while let Some(d) = self.agent.poll_delivery() {
+                let Some(&c) = owner.get(&d.endpoint) else {
+                    continue;
+                };
+                let msg = Response::Deliver {
+                    token: d.key.as_token(),
+                    endpoint: d.endpoint.to_string(),
+                    id: wire_id(&d.id),
+                    payload: d.payload,
+                };
+                if !write_to(&mut conns, c, &msg) {
+                    self.drop_conn(&mut conns, &mut owner, c);
+                }
+            }
+            if let Err(e) = self.agent.flush() {
+                eprintln!("dtnkit node: store flush failed: {e}");
+            }
+            // Wait for input or the next timer.
+            let now = dtn_now_ms();
+            let mut deadline = self.agent.poll_timeout().unwrap_or(u64::MAX);
+            if let Some(c) = self.links.get(next_link) {
+                deadline = deadline.min(c.at_ms);
+            }
+            let wait = Duration::from_millis(deadline.saturating_sub(now).clamp(1, 200));
+            let first = match self.rx.recv_timeout(wait) {
+                Ok(m) => m,
+                Err(RecvTimeoutError::Timeout) => continue,
+                Err(RecvTimeoutError::Disconnected) => return,
+            };
+            let mut input = Some(first);
+            let mut confirm = false;
+            while let Some(msg) = input.take() {
+                let now = dtn_now_ms();
+                match msg {
+                    AgentInput::Shutdown => return,
+                    AgentInput::Ltp(FromLtp::Block {
+                        peer,
+                        session,
+                        data,
+                    }) => {
+                        let ok = self.accept_block(now, peer, &data);
+                        confirm |= self.send_ltp(ToLtp::Confirm { session, ok });
+                    }
+                    AgentInput::Ltp(FromLtp::Done { tokens, ok }) => {
+                        let outcome = if ok {
+                            ClaOutcome::Sent
+                        } else {
+                            ClaOutcome::Failed
+                        };
+                        for t in tokens {
+                            if let Some(len) = outstanding.remove(&t) {
+                                outstanding_bytes = outstanding_bytes.saturating_sub(len);
+                            }
+                            if let Err(e) =
+                                self.agent
+                                    .cla_result(now, BundleKey::from_token(t), outcome)
+                            {
+                                eprintln!("dtnkit node: store error on CLA result: {e}");
+                            }
+                        }
+                    }
+                    AgentInput::AppConnected { conn, stream } => {
+                        conns.insert(
+                            conn,
+                            Conn {
+                                stream,
+                                endpoints: Vec::new(),
+                            },
+                        );
+                    }
+                    AgentInput::AppClosed { conn } => {
+                        self.drop_conn(&mut conns, &mut owner, conn);
+                    }
+                    AgentInput::App { conn, req } => {
+                        if let Some(resp) =
+                            self.handle_request(now, conn, req, &mut conns, &mut owner)
+                        {
+                            if !write_to(&mut conns, conn, &resp) {
+                                self.drop_conn(&mut conns, &mut owner, conn);
+                            }
+                        }
+                    }
+                }
+                input = self.rx.try_recv().ok();
+            }
+            if confirm {
+                let _ = self.waker.send_to(&[0], self.ltp_addr);
+            }
+        }
+    }
+
+    /// Queues a command for the LTP thread (blocking when its queue is full: back-pressure).
+    fn send_ltp(&self, cmd: ToLtp) -> bool {
+        self.ltp.send(cmd).is_ok()
+    }
+
+    /// Splits a block into bundles and commits them in one transaction; true when the block may
+    /// be acknowledged (every bundle stored or deliberately discarded).
+    fn accept_block(&mut self, now: u64, peer: u64, data: &Bytes) -> bool {
+        let mut bundles = Vec::new();
+        let mut rest = data.clone();
+        while !rest.is_empty() {
+            match Bundle::decode_prefix(&rest) {
+                Ok((_, used)) if used > 0 && used <= rest.len() => {
+                    bundles.push(rest.slice(..used));
+                    rest = rest.slice(used..);
+                }
+                _ => {
+                    // Garbage after the last decodable bundle: it can never be accepted;
+                    // acknowledge what decoded (refusing would only make the sender loop).
+                    break;
+                }
+            }
+        }
+        let results = self.agent.accept_from_cla_batch(now, Some(peer), &bundles);
+        results
+            .iter()
+            .all(|r| !matches!(r, Err(e) if e.is_transient()))
+    }
+
+    fn drop_conn(&mut self, conns: &mut HashMap<u64, Conn>, owner: &mut HashMap<Eid, u64>, c: u64) {
+        if let Some(conn) = conns.remove(&c) {
+            for ep in conn.endpoints {
+                if owner.get(&ep) == Some(&c) {
+                    owner.remove(&ep);
+                    self.agent.unregister(&ep);
+                }
+            }
+        }
+    }
+
+    fn handle_request(
+        &mut self,
+        now: u64,
+        conn: u64,
+        req: Request,
+        conns: &mut HashMap<u64, Conn>,
+        owner: &mut HashMap<Eid, u64>,
+    ) -> Option<Response> {
+        let bad = |message: String| Response::Error {
+            kind: ErrorKind::BadRequest,
+            message,
+        };
+        match req {
+            Request::Register { endpoint } => {
+                let eid: Eid = match endpoint.parse() {
+                    Ok(e) => e,
+                    Err(e) => return Some(bad(format!("endpoint {endpoint:?}: {e}"))),
+                };
+                if let Some(&other) = owner.get(&eid) {
+                    if other != conn {
+                        return Some(bad(format!(
+                            "endpoint {eid} is registered by another connection"
+                        )));
+                    }
+                }
+                if let Err(e) = self.agent.register(eid.clone()) {
+                    return Some(bad(e.to_string()));
+                }
+                owner.insert(eid.clone(), conn);
+                if let Some(c) = conns.get_mut(&conn) {
+                    if !c.endpoints.contains(&eid) {
+                        c.endpoints.push(eid);
+                    }
+                }
+                Some(Response::Ok)
+            }
+            Request::Send(a) => {
+                let dst: Eid = match a.destination.parse() {
+                    Ok(e) => e,
+                    Err(e) => return Some(bad(format!("destination {:?}: {e}", a.destination))),
+                };
+                let src: Eid = if a.source.is_empty() {
+                    conns
+                        .get(&conn)
+                        .and_then(|c| c.endpoints.first().cloned())
+                        .unwrap_or_else(|| Eid::ipn(self.node, 0))
+                } else {
+                    match a.source.parse() {
+                        Ok(e) => e,
+                        Err(e) => return Some(bad(format!("source {:?}: {e}", a.source))),
+                    }
+                };
+                let mut req = SendRequest::new(src, dst, a.payload);
+                req.lifetime_ms = if a.lifetime_ms == 0 {
+                    self.default_lifetime_ms
+                } else {
+                    a.lifetime_ms
+                };
+                req.priority = a.priority.min(2);
+                req.report_flags = ReportFlags {
+                    reception: a.report_flags & proto::report::RECEPTION != 0,
+                    forwarding: a.report_flags & proto::report::FORWARDING != 0,
+                    delivery: a.report_flags & proto::report::DELIVERY != 0,
+                    deletion: a.report_flags & proto::report::DELETION != 0,
+                };
+                Some(match self.agent.send(now, req) {
+                    Ok(id) => Response::SendOk { id: wire_id(&id) },
+                    Err(e) => {
+                        let kind = match e {
+                            SendError::StoreFull { .. } => ErrorKind::StoreFull,
+                            SendError::TooLarge { .. } => ErrorKind::TooLarge,
+                            SendError::BadSource(_) | SendError::BadDestination(_) => {
+                                ErrorKind::BadRequest
+                            }
+                            _ => ErrorKind::Internal,
+                        };
+                        Response::Error {
+                            kind,
+                            message: e.to_string(),
+                        }
+                    }
+                })
+            }
+            Request::Ack { token } => {
+                if let Err(e) = self.agent.delivered(now, BundleKey::from_token(token)) {
+                    eprintln!("dtnkit node: store error on delivery ack: {e}");
+                }
+                None
+            }
+            Request::Status => Some(Response::Status {
+                json: self.status_json(),
+            }),
+        }
+    }
+
+    fn status_json(&self) -> String {
+        let s = self.agent.status();
+        let c = &self.counters;
+        let queues: serde_json::Map<String, serde_json::Value> = s
+            .queued_per_neighbour
+            .iter()
+            .map(|(n, q)| (n.to_string(), serde_json::Value::from(*q)))
+            .collect();
+        serde_json::json!({
+            "node": self.node,
+            "store": {
+                "bundles": s.stored_bundles,
+                "bytes": s.stored_bytes,
+                "quota_bytes": s.quota_bytes,
+            },
+            "queues": {
+                "per_neighbour": queues,
+                "unrouted": s.unrouted,
+                "in_flight": s.in_flight,
+                "pending_delivery": s.pending_delivery,
+            },
+            "bundles": {
+                "created": s.created,
+                "received": s.received,
+                "forwarded": s.forwarded,
+                "delivered": s.delivered,
+                "expired": s.expired,
+                "duplicates": s.duplicates,
+                "refused_store_full": s.refused_store_full,
+                "cla_failures": s.cla_failures,
+                "malformed": s.malformed,
+                "echoed": s.echoed,
+            },
+            "ltp": {
+                "export_sessions": c.export_sessions.load(Relaxed),
+                "import_sessions": c.import_sessions.load(Relaxed),
+                "segments_sent": c.segments_sent.load(Relaxed),
+                "segments_received": c.segments_received.load(Relaxed),
+                "blocks_received": c.blocks_received.load(Relaxed),
+                "exports_completed": c.exports_completed.load(Relaxed),
+                "exports_cancelled": c.exports_cancelled.load(Relaxed),
+                "malformed_datagrams": c.malformed.load(Relaxed),
+            },
+        })
+        .to_string()
+    }
+}
+
+fn write_to(conns: &mut HashMap<u64, Conn>, c: u64, msg: &Response) -> bool {
+    match conns.get_mut(&c) {
+        Some(conn) => conn.stream.write_all(&msg.encode()).is_ok(),
+        None => true,
+    }
+}
+
+/// The protocol form of a bundle id.
+fn wire_id(id: &bpv7::BundleId) -> proto::BundleId {
+    proto::BundleId {
+        source: id.source.to_string(),
+        creation_ms: id.timestamp.dtn_time_ms,
+        sequence: id.timestamp.sequence,
+        fragment: id.fragment,
+    }
+}

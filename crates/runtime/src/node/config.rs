@@ -1,0 +1,535 @@
+//! The node configuration file (TOML) and its validation.
+//!
+//! Every error names the file, the field (and line when the TOML parser knows it) and what was
+//! expected, on one line, so `dtnkit node` can print it and exit with code 2.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Deserialize;
+
+/// A configuration error: one line naming the file, the field and the expectation.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct ConfigError(pub String);
+
+fn err(file: &str, field: &str, value: impl std::fmt::Display, expected: &str) -> ConfigError {
+    ConfigError(format!(
+        "{file}: field `{field}` = {value}: expected {expected}"
+    ))
+}
+
+/// `dtnkit node` configuration. Relative paths are relative to the configuration file.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NodeConfig {
+    /// This node's ipn node number (node id `ipn:N.0`), also its default LTP engine id.
+    pub node: u64,
+    /// UDP address the LTP engine binds to (`127.0.0.1:1113`).
+    pub bind: String,
+    /// Contact plan file (ION lines, or the TOML form when it ends in `.toml`). Without one,
+    /// every span's link is up all the time at the span's rate.
+    #[serde(default)]
+    pub contact_plan: Option<PathBuf>,
+    /// The bundle store.
+    pub store: StoreSection,
+    /// Application socket.
+    #[serde(default)]
+    pub app: AppSection,
+    /// LTP engine settings.
+    #[serde(default)]
+    pub ltp: LtpSection,
+    /// Bundle protocol agent settings.
+    #[serde(default)]
+    pub bp: BpSection,
+    /// Logs.
+    #[serde(default)]
+    pub log: LogSection,
+    /// LTP spans, one per neighbour.
+    #[serde(default)]
+    pub span: Vec<SpanSection>,
+    /// Static routes (`dest` node range reached via neighbour `via`).
+    #[serde(default)]
+    pub route: Vec<RouteSection>,
+}
+
+/// `[store]`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StoreSection {
+    /// Directory of the persistent store (created if missing).
+    pub path: PathBuf,
+    /// Quota in bytes of encoded bundles (default 1 GiB).
+    #[serde(default = "default_quota")]
+    pub quota_bytes: u64,
+    /// Commit with fsync (default true). Off trades crash safety against power loss for speed;
+    /// a process crash (SIGKILL) is still safe.
+    #[serde(default = "yes")]
+    pub durable: bool,
+}
+
+/// `[app]`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AppSection {
+    /// Unix socket path of the application interface (default `<store.path>/app.sock`).
+    #[serde(default)]
+    pub socket: Option<PathBuf>,
+}
+
+/// `[ltp]`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LtpSection {
+    /// LTP engine id (default: the node number).
+    #[serde(default)]
+    pub engine_id: Option<u64>,
+    /// Session number width in bits (32 matches ION and HDTN).
+    #[serde(default = "default_session_bits")]
+    pub session_number_bits: u32,
+    /// Datagrams per `recvmmsg`/`sendmmsg` call.
+    #[serde(default = "default_batch")]
+    pub batch: usize,
+    /// UDP socket buffer size requested (bytes).
+    #[serde(default = "default_sockbuf")]
+    pub socket_buffer_bytes: usize,
+    /// Pin the LTP thread to this CPU.
+    #[serde(default)]
+    pub cpu: Option<usize>,
+    /// Pin the agent thread to this CPU.
+    #[serde(default)]
+    pub agent_cpu: Option<usize>,
+}
+
+impl Default for LtpSection {
+    fn default() -> Self {
+        Self {
+            engine_id: None,
+            session_number_bits: default_session_bits(),
+            batch: default_batch(),
+            socket_buffer_bytes: default_sockbuf(),
+            cpu: None,
+            agent_cpu: None,
+        }
+    }
+}
+
+/// `[bp]`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BpSection {
+    /// Largest bundle accepted or created (bytes).
+    #[serde(default = "default_max_bundle")]
+    pub max_bundle_size: u64,
+    /// Lifetime of bundles whose sender gives none (ms).
+    #[serde(default = "default_lifetime")]
+    pub default_lifetime_ms: u64,
+    /// Echo service number (`ipn:N.<echo>`); 0 disables it.
+    #[serde(default = "default_echo")]
+    pub echo_service: u64,
+    /// Generate requested status reports.
+    #[serde(default = "yes")]
+    pub status_reports: bool,
+}
+
+impl Default for BpSection {
+    fn default() -> Self {
+        Self {
+            max_bundle_size: default_max_bundle(),
+            default_lifetime_ms: default_lifetime(),
+            echo_service: default_echo(),
+            status_reports: true,
+        }
+    }
+}
+
+/// `[log]`: CSV logs, off unless a path is given.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LogSection {
+    /// LTP segment log (`docs/ltp-segment-log.md`).
+    #[serde(default)]
+    pub ltp_segments: Option<PathBuf>,
+    /// Bundle event log (`docs/bundle-event-log.md`).
+    #[serde(default)]
+    pub bundles: Option<PathBuf>,
+}
+
+/// `[[span]]`: one LTP neighbour.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SpanSection {
+    /// The neighbour's node number.
+    pub peer: u64,
+    /// Its LTP UDP address.
+    pub address: String,
+    /// Its LTP engine id (default: `peer`).
+    #[serde(default)]
+    pub engine_id: Option<u64>,
+    /// Maximum LTP segment size in bytes.
+    #[serde(default = "default_mss")]
+    pub max_segment_size: usize,
+    /// Concurrent export sessions (ION's "max export sessions").
+    #[serde(default = "default_sessions")]
+    pub max_sessions: usize,
+    /// Aggregation size limit: a block starts once this many bytes of bundles wait.
+    #[serde(default = "default_agg_bytes")]
+    pub aggregation_bytes: usize,
+    /// Aggregation time limit in ms (fractions allowed).
+    #[serde(default = "default_agg_ms")]
+    pub aggregation_ms: f64,
+    /// Explicit retransmission timeout in ms (default: 2 × OWLT + 100 ms).
+    #[serde(default)]
+    pub rto_ms: Option<f64>,
+    /// Transmission rate in bit/s when no contact plan sets it (0 = unlimited).
+    #[serde(default)]
+    pub rate_bps: u64,
+    /// One-way light time in ms when no contact plan sets it.
+    #[serde(default)]
+    pub owlt_ms: f64,
+    /// Pacing burst (token bucket depth) in bytes (0 = the engine default).
+    #[serde(default)]
+    pub burst_bytes: u64,
+}
+
+/// `[[route]]`: static route.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RouteSection {
+    /// First destination node of the range.
+    pub dest: u64,
+    /// Last destination node of the range (default: `dest`).
+    #[serde(default)]
+    pub dest_last: Option<u64>,
+    /// Neighbour to forward to.
+    pub via: u64,
+}
+
+fn default_quota() -> u64 {
+    1 << 30
+}
+fn yes() -> bool {
+    true
+}
+fn default_session_bits() -> u32 {
+    32
+}
+fn default_batch() -> usize {
+    64
+}
+fn default_sockbuf() -> usize {
+    8 << 20
+}
+fn default_max_bundle() -> u64 {
+    64 << 20
+}
+fn default_lifetime() -> u64 {
+    3_600_000
+}
+fn default_echo() -> u64 {
+    7
+}
+fn default_mss() -> usize {
+    1024
+}
+fn default_sessions() -> usize {
+    16
+}
+fn default_agg_bytes() -> usize {
+    64 * 1024
+}
+fn default_agg_ms() -> f64 {
+    1.0
+}
+
+/// A span after validation, with typed values.
+#[derive(Debug, Clone)]
+pub struct Span {
+    /// Neighbour node number.
+    pub peer: u64,
+    /// Its LTP engine id.
+    pub engine_id: u64,
+    /// Its UDP address.
+    pub address: SocketAddr,
+    /// Raw settings.
+    pub cfg: SpanSection,
+    /// RTO, if explicit.
+    pub rto: Option<Duration>,
+    /// OWLT.
+    pub owlt: Duration,
+    /// Aggregation time limit.
+    pub aggregation_time: Duration,
+}
+
+/// The validated configuration with resolved paths.
+#[derive(Debug, Clone)]
+pub struct Validated {
+    /// Parsed file.
+    pub raw: NodeConfig,
+    /// Bind address.
+    pub bind: SocketAddr,
+    /// LTP engine id.
+    pub engine_id: u64,
+    /// Spans.
+    pub spans: Vec<Span>,
+    /// Store directory.
+    pub store_path: PathBuf,
+    /// Application socket path.
+    pub socket_path: PathBuf,
+    /// Contact plan file.
+    pub contact_plan: Option<PathBuf>,
+    /// LTP segment log path.
+    pub segment_log: Option<PathBuf>,
+    /// Bundle event log path.
+    pub bundle_log: Option<PathBuf>,
+}
+
+fn ms(file: &str, field: &str, v: f64) -> Result<Duration, ConfigError> {
+    if !(v.is_finite() && (0.0..=86_400_000.0).contains(&v)) {
+        return Err(err(
+            file,
+            field,
+            v,
+            "a number of milliseconds between 0 and 86400000",
+        ));
+    }
+    Ok(Duration::from_secs_f64(v / 1000.0))
+}
+
+/// One line for a TOML error: `file:line: message`.
+fn toml_error(file: &str, text: &str, e: &toml::de::Error) -> ConfigError {
+    let line = e
+        .span()
+        .map(|s| text.get(..s.start).map_or(0, |t| t.lines().count().max(1)));
+    let msg = e.message().replace('\n', " ");
+    match line {
+        Some(l) => ConfigError(format!("{file}:{l}: {msg}")),
+        None => ConfigError(format!("{file}: {msg}")),
+    }
+}
+
+impl NodeConfig {
+    /// Reads and validates a configuration file.
+    pub fn load(path: &Path) -> Result<Validated, ConfigError> {
+        let file = path.display().to_string();
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| ConfigError(format!("{file}: cannot read the configuration: {e}")))?;
+        let base = path.parent().unwrap_or(Path::new("."));
+        Self::parse(&text, &file, base)
+    }
+
+    /// Parses and validates configuration text; `base` resolves relative paths.
+    pub fn parse(text: &str, file: &str, base: &Path) -> Result<Validated, ConfigError> {
+        let raw: NodeConfig = toml::from_str(text).map_err(|e| toml_error(file, text, &e))?;
+        raw.validate(file, base)
+    }
+
+    fn validate(self, file: &str, base: &Path) -> Result<Validated, ConfigError> {
+        let resolve = |p: &Path| {
+            if p.is_absolute() {
+                p.to_path_buf()
+            } else {
+                base.join(p)
+            }
+        };
+        if self.node == 0 {
+            return Err(err(file, "node", 0, "a node number >= 1"));
+        }
+        let bind: SocketAddr = self.bind.parse().map_err(|_| {
+            err(
+                file,
+                "bind",
+                format!("{:?}", self.bind),
+                "an IP socket address like \"127.0.0.1:1113\"",
+            )
+        })?;
+        let engine_id = self.ltp.engine_id.unwrap_or(self.node);
+        if engine_id == 0 {
+            return Err(err(file, "ltp.engine_id", 0, "an engine id >= 1"));
+        }
+        if !(8..=64).contains(&self.ltp.session_number_bits) {
+            return Err(err(
+                file,
+                "ltp.session_number_bits",
+                self.ltp.session_number_bits,
+                "8 to 64 (32 for ION/HDTN)",
+            ));
+        }
+        if self.ltp.batch == 0 || self.ltp.batch > 1024 {
+            return Err(err(file, "ltp.batch", self.ltp.batch, "1 to 1024"));
+        }
+        if self.store.quota_bytes == 0 {
+            return Err(err(file, "store.quota_bytes", 0, "a positive byte count"));
+        }
+        if self.bp.max_bundle_size < 64 {
+            return Err(err(
+                file,
+                "bp.max_bundle_size",
+                self.bp.max_bundle_size,
+                "at least 64 bytes",
+            ));
+        }
+        if self.bp.default_lifetime_ms == 0 {
+            return Err(err(
+                file,
+                "bp.default_lifetime_ms",
+                0,
+                "a positive number of milliseconds",
+            ));
+        }
+        let mut spans = Vec::new();
+        for (i, s) in self.span.iter().enumerate() {
+            let f = |name: &str| format!("span[{i}].{name}");
+            if s.peer == 0 || s.peer == self.node {
+                return Err(err(
+                    file,
+                    &f("peer"),
+                    s.peer,
+                    "a neighbour node number other than 0 and this node",
+                ));
+            }
+            if spans.iter().any(|x: &Span| x.peer == s.peer) {
+                return Err(err(file, &f("peer"), s.peer, "one span per neighbour"));
+            }
+            let address: SocketAddr = s.address.parse().map_err(|_| {
+                err(
+                    file,
+                    &f("address"),
+                    format!("{:?}", s.address),
+                    "an IP socket address like \"127.0.0.1:1113\"",
+                )
+            })?;
+            if s.max_segment_size < ltp::MIN_SEGMENT_SIZE || s.max_segment_size > 65_507 {
+                return Err(err(
+                    file,
+                    &f("max_segment_size"),
+                    s.max_segment_size,
+                    &format!("{} to 65507 bytes", ltp::MIN_SEGMENT_SIZE),
+                ));
+            }
+            if s.max_sessions == 0 || s.max_sessions > 100_000 {
+                return Err(err(file, &f("max_sessions"), s.max_sessions, "1 to 100000"));
+            }
+            if s.aggregation_bytes == 0 {
+                return Err(err(
+                    file,
+                    &f("aggregation_bytes"),
+                    0,
+                    "a positive byte count",
+                ));
+            }
+            let rto = match s.rto_ms {
+                Some(v) if v <= 0.0 => {
+                    return Err(err(
+                        file,
+                        &f("rto_ms"),
+                        v,
+                        "a positive number of milliseconds",
+                    ))
+                }
+                Some(v) => Some(ms(file, &f("rto_ms"), v)?),
+                None => None,
+            };
+            spans.push(Span {
+                peer: s.peer,
+                engine_id: s.engine_id.unwrap_or(s.peer),
+                address,
+                rto,
+                owlt: ms(file, &f("owlt_ms"), s.owlt_ms)?,
+                aggregation_time: ms(file, &f("aggregation_ms"), s.aggregation_ms)?,
+                cfg: s.clone(),
+            });
+        }
+        for (i, r) in self.route.iter().enumerate() {
+            if !spans.iter().any(|s| s.peer == r.via) {
+                return Err(err(
+                    file,
+                    &format!("route[{i}].via"),
+                    r.via,
+                    "the peer of one of the [[span]] entries",
+                ));
+            }
+            if r.dest_last.is_some_and(|l| l < r.dest) {
+                return Err(err(
+                    file,
+                    &format!("route[{i}].dest_last"),
+                    r.dest_last.unwrap_or(0),
+                    "a node number >= dest",
+                ));
+            }
+        }
+        let store_path = resolve(&self.store.path);
+        let socket_path = self
+            .app
+            .socket
+            .as_deref()
+            .map_or_else(|| store_path.join("app.sock"), resolve);
+        let contact_plan = self.contact_plan.as_deref().map(resolve);
+        let segment_log = self.log.ltp_segments.as_deref().map(resolve);
+        let bundle_log = self.log.bundles.as_deref().map(resolve);
+        Ok(Validated {
+            bind,
+            engine_id,
+            spans,
+            store_path,
+            socket_path,
+            contact_plan,
+            segment_log,
+            bundle_log,
+            raw: self,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GOOD: &str = r#"
+node = 1
+bind = "127.0.0.1:4556"
+[store]
+path = "store"
+[[span]]
+peer = 2
+address = "127.0.0.1:4557"
+rto_ms = 50
+"#;
+
+    fn parse(t: &str) -> Result<Validated, ConfigError> {
+        NodeConfig::parse(t, "n.toml", Path::new("/etc/dtn"))
+    }
+
+    #[test]
+    fn good_config_resolves_paths_and_defaults() {
+        let v = parse(GOOD).unwrap();
+        assert_eq!(v.engine_id, 1);
+        assert_eq!(v.store_path, PathBuf::from("/etc/dtn/store"));
+        assert_eq!(v.socket_path, PathBuf::from("/etc/dtn/store/app.sock"));
+        assert_eq!(v.spans[0].engine_id, 2);
+        assert_eq!(v.spans[0].rto, Some(Duration::from_millis(50)));
+        assert_eq!(v.spans[0].cfg.max_segment_size, 1024);
+    }
+
+    #[test]
+    fn errors_name_the_field_on_one_line() {
+        let cases = [
+            (GOOD.replace("node = 1", "node = 0"), "`node`"),
+            (GOOD.replace("127.0.0.1:4556", "nowhere"), "`bind`"),
+            (GOOD.replace("rto_ms = 50", "rto_ms = -1"), "span[0].rto_ms"),
+            (GOOD.replace("peer = 2", "peer = 1"), "span[0].peer"),
+            (GOOD.replace("rto_ms = 50", "colour = 1"), "colour"),
+            (GOOD.replace("node = 1", "node = \"one\""), "n.toml:2"),
+            (
+                GOOD.to_string() + "[[route]]\ndest = 5\nvia = 9\n",
+                "route[0].via",
+            ),
+        ];
+        for (text, needle) in cases {
+            let e = parse(&text).unwrap_err().to_string();
+            assert!(e.contains(needle), "{e:?} should mention {needle}");
+            assert!(!e.contains('\n'), "one line: {e:?}");
+        }
+    }
+}

@@ -1,0 +1,283 @@
+//! The LTP thread: one UDP socket and one `ltp::Engine`, driven in batches.
+//!
+//! Loop: apply commands from the agent thread → receive a batch (`recvmmsg`) → feed the engine →
+//! forward its events (whole blocks and session results, never segments) → run timers → drain
+//! `poll_transmit` into one buffer and send it per peer with `sendmmsg`/GSO → sleep until the
+//! socket is readable or the engine's next timer, with `ppoll`'s nanosecond resolution. The agent
+//! thread wakes this thread by sending a one-byte datagram from its waker socket, so commands
+//! never wait for a timer and no lock is shared per segment.
+
+use std::collections::HashMap;
+use std::net::{SocketAddr, UdpSocket};
+use std::sync::mpsc::{Receiver, SyncSender, TryRecvError};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use ltp::{Engine, Event, SessionId};
+
+use crate::udp::{wait_readable, RecvBatch, RecvMeta, SendBatch};
+
+/// LTP client service id of the bundle protocol.
+pub const BP_CLIENT_SERVICE: u64 = 1;
+
+/// Commands from the agent thread.
+#[derive(Debug)]
+pub(crate) enum ToLtp {
+    /// Queue one bundle (aggregated into blocks per span).
+    Item {
+        peer: u64,
+        token: u64,
+        bundle: Bytes,
+    },
+    /// The bundles of an import session are committed (or refused).
+    Confirm { session: SessionId, ok: bool },
+    /// Link state from the contact plan.
+    Link {
+        peer: u64,
+        up: bool,
+        rate_bps: u64,
+        owlt: Option<Duration>,
+    },
+    /// Stop the thread.
+    Shutdown,
+}
+
+/// Results for the agent thread.
+#[derive(Debug)]
+pub(crate) enum FromLtp {
+    /// A red block arrived from `peer`; confirm it with [`ToLtp::Confirm`].
+    Block {
+        peer: u64,
+        session: SessionId,
+        data: Bytes,
+    },
+    /// The bundles with these tokens reached the next hop (`ok`) or must be re-forwarded.
+    Done { tokens: Vec<u64>, ok: bool },
+}
+
+/// Counters shared with the status reply (written by the LTP thread only).
+#[derive(Debug, Default)]
+pub(crate) struct LtpCounters {
+    pub(crate) export_sessions: std::sync::atomic::AtomicU64,
+    pub(crate) import_sessions: std::sync::atomic::AtomicU64,
+    pub(crate) segments_sent: std::sync::atomic::AtomicU64,
+    pub(crate) segments_received: std::sync::atomic::AtomicU64,
+    pub(crate) blocks_received: std::sync::atomic::AtomicU64,
+    pub(crate) exports_completed: std::sync::atomic::AtomicU64,
+    pub(crate) exports_cancelled: std::sync::atomic::AtomicU64,
+    pub(crate) malformed: std::sync::atomic::AtomicU64,
+}
+
+/// Everything the LTP thread owns.
+pub(crate) struct LtpThread {
+    pub(crate) engine: Engine,
+    pub(crate) sock: UdpSocket,
+    /// peer node → (engine id, address).
+    pub(crate) peers: HashMap<u64, (u64, SocketAddr)>,
+    pub(crate) batch: usize,
+    pub(crate) rx: Receiver<ToLtp>,
+    pub(crate) tx: SyncSender<super::agent_thread::AgentInput>,
+    pub(crate) waker_addr: SocketAddr,
+    pub(crate) counters: Arc<LtpCounters>,
+    pub(crate) start: Instant,
+}
+
+impl LtpThread {
+    /// Runs until [`ToLtp::Shutdown`] or the agent thread goes away.
+    pub(crate) fn run(mut self) -> std::io::Result<()> {
+        use std::sync::atomic::Ordering::Relaxed;
+        crate::udp::set_thread_timer_slack(Duration::from_micros(1));
+        let engine_of: HashMap<u64, u64> = self.peers.iter().map(|(p, (e, _))| (*e, *p)).collect();
+        let addr_of: HashMap<u64, SocketAddr> =
+            self.peers.values().map(|(e, a)| (*e, *a)).collect();
+        let mut recv = RecvBatch::new(self.batch);
+        let mut bufs: Vec<Vec<u8>> = (0..self.batch).map(|_| vec![0u8; 65_536]).collect();
+        let mut meta = vec![RecvMeta::default(); self.batch];
+        let mut send = SendBatch::new(self.batch);
+        send.set_gso(true);
+        let mut out = Vec::with_capacity(self.batch * 1500);
+        let mut pending: Vec<(u64, usize, usize)> = Vec::with_capacity(self.batch);
+        loop {
+            let now = self.start.elapsed();
+            let mut busy = false;
+            // Commands.
+            loop {
+                match self.rx.try_recv() {
+                    Ok(ToLtp::Shutdown) | Err(TryRecvError::Disconnected) => return Ok(()),
+                    Ok(cmd) => {
+                        busy = true;
+                        self.apply(now, cmd);
+                    }
+                    Err(TryRecvError::Empty) => break,
+                }
+            }
+            // Receive.
+            let n = recv.recv(&self.sock, &mut bufs, &mut meta)?;
+            for (b, m) in bufs.iter().zip(&meta).take(n) {
+                if m.src == Some(self.waker_addr) || m.truncated {
+                    continue;
+                }
+                let dg = Bytes::copy_from_slice(b.get(..m.len).unwrap_or(&[]));
+                self.counters.segments_received.fetch_add(1, Relaxed);
+                if self.engine.handle_datagram(now, &dg).is_err() {
+                    self.counters.malformed.fetch_add(1, Relaxed);
+                }
+            }
+            busy |= n > 0;
+            self.engine.handle_timeout(now);
+            // Events.
+            while let Some(ev) = self.engine.poll_event() {
+                let msg = match ev {
+                    Event::BlockReceived {
+                        remote,
+                        session,
+                        client_service_id,
+                        data,
+                    } => {
+                        self.counters.blocks_received.fetch_add(1, Relaxed);
+                        match engine_of.get(&remote) {
+                            Some(&peer) if client_service_id == BP_CLIENT_SERVICE => {
+                                FromLtp::Block {
+                                    peer,
+                                    session,
+                                    data,
+                                }
+                            }
+                            _ => {
+                                // Not for the bundle protocol: refuse it.
+                                self.engine.confirm_block(now, session, false);
+                                continue;
+                            }
+                        }
+                    }
+                    Event::ExportCompleted { tokens, .. } => {
+                        self.counters.exports_completed.fetch_add(1, Relaxed);
+                        FromLtp::Done { tokens, ok: true }
+                    }
+                    Event::ExportCancelled { tokens, .. } => {
+                        self.counters.exports_cancelled.fetch_add(1, Relaxed);
+                        FromLtp::Done { tokens, ok: false }
+                    }
+                    Event::GreenSegment { .. } | Event::ImportCancelled { .. } => continue,
+                };
+                if self
+                    .tx
+                    .send(super::agent_thread::AgentInput::Ltp(msg))
+                    .is_err()
+                {
+                    return Ok(());
+                }
+            }
+            // Transmit.
+            loop {
+                out.clear();
+                pending.clear();
+                while pending.len() < self.batch {
+                    let Some(t) = self.engine.poll_transmit(now, &mut out) else {
+                        break;
+                    };
+                    pending.push((t.remote_engine, out.len() - t.len, t.len));
+                }
+                if pending.is_empty() {
+                    break;
+                }
+                busy = true;
+                self.counters
+                    .segments_sent
+                    .fetch_add(pending.len() as u64, Relaxed);
+                // Runs of datagrams to the same peer leave in one call.
+                let mut i = 0;
+                while i < pending.len() {
+                    let remote = pending.get(i).map_or(0, |p| p.0);
+                    // One small vector of slices per run (not per segment).
+                    let mut slices: Vec<&[u8]> = Vec::with_capacity(pending.len() - i);
+                    while let Some(&(r, off, len)) = pending.get(i) {
+                        if r != remote {
+                            break;
+                        }
+                        slices.push(out.get(off..off + len).unwrap_or(&[]));
+                        i += 1;
+                    }
+                    if let Some(&addr) = addr_of.get(&remote) {
+                        send.send(&self.sock, &slices, addr)?;
+                    }
+                }
+            }
+            self.counters
+                .export_sessions
+                .store(self.engine.export_sessions() as u64, Relaxed);
+            self.counters
+                .import_sessions
+                .store(self.engine.import_sessions() as u64, Relaxed);
+            if busy {
+                continue;
+            }
+            // Sleep until readable (data or a wake-up from the agent) or the next timer.
+            let now = self.start.elapsed();
+            let wait = match self.engine.poll_timeout() {
+                Some(t) if t <= now => continue,
+                Some(t) => (t - now).min(Duration::from_millis(100)),
+                None => Duration::from_millis(100),
+            };
+            wait_readable(&self.sock, wait)?;
+        }
+    }
+
+    fn apply(&mut self, now: Duration, cmd: ToLtp) {
+        match cmd {
+            ToLtp::Item {
+                peer,
+                token,
+                bundle,
+            } => {
+                let Some(&(engine, _)) = self.peers.get(&peer) else {
+                    let _ = self
+                        .tx
+                        .send(super::agent_thread::AgentInput::Ltp(FromLtp::Done {
+                            tokens: vec![token],
+                            ok: false,
+                        }));
+                    return;
+                };
+                if self
+                    .engine
+                    .enqueue_item(now, engine, BP_CLIENT_SERVICE, bundle, token, true)
+                    .is_err()
+                {
+                    // Span full (or unknown): the agent re-forwards it later.
+                    let _ = self
+                        .tx
+                        .send(super::agent_thread::AgentInput::Ltp(FromLtp::Done {
+                            tokens: vec![token],
+                            ok: false,
+                        }));
+                }
+            }
+            ToLtp::Confirm { session, ok } => {
+                self.engine.confirm_block(now, session, ok);
+            }
+            ToLtp::Link {
+                peer,
+                up,
+                rate_bps,
+                owlt,
+            } => {
+                let Some(&(engine, _)) = self.peers.get(&peer) else {
+                    return;
+                };
+                if up {
+                    self.engine.set_span_rate(now, engine, rate_bps);
+                    if let Some(o) = owlt {
+                        self.engine.set_span_owlt(engine, o);
+                    }
+                    self.engine.set_link_up(now, engine);
+                } else {
+                    self.engine.flush_aggregation(now, engine);
+                    self.engine.set_link_down(now, engine);
+                }
+            }
+            ToLtp::Shutdown => {}
+        }
+    }
+}

@@ -1,0 +1,362 @@
+//! `dtnkit node`: the real-time node — the BP agent with its persistent store, the LTP
+//! convergence layer over UDP, contact-plan-driven links and the application socket.
+//!
+//! # Threads
+//!
+//! - **LTP thread** ([`ltp_thread`]): the UDP socket and the `ltp::Engine`; batched
+//!   `recvmmsg`/`sendmmsg` (GSO when available), nanosecond `ppoll` waits, pacing by the
+//!   engine's token bucket. Exchanges whole blocks and session results with the agent thread.
+//! - **Agent thread** ([`agent_thread`]): `bp::Agent` over a `RedbStore`, the contact plan's
+//!   link schedule and every application request.
+//! - **Accept thread** plus one **reader thread per application connection** ([`app`]).
+//!
+//! Channels are bounded (`std::sync::mpsc::sync_channel`); nothing is locked per segment.
+//!
+//! # Durability
+//!
+//! Spans run with `defer_final_report`: the report that lets the previous hop delete a block's
+//! bundles leaves only after the agent committed them. The RTO must exceed a store commit
+//! (milliseconds with fsync).
+
+mod agent_thread;
+mod app;
+pub mod clock;
+pub mod config;
+mod ltp_thread;
+
+use std::net::{SocketAddr, UdpSocket};
+use std::os::unix::net::UnixListener;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::sync_channel;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bp::{Agent, AgentConfig, ContactPlan, LinkEventKind, NodeRange, RedbStore};
+
+pub use config::{ConfigError, NodeConfig, Validated};
+pub use ltp_thread::BP_CLIENT_SERVICE;
+
+use agent_thread::{AgentInput, AgentThread, LinkChange};
+use ltp_thread::{LtpCounters, LtpThread, ToLtp};
+
+/// Why a node could not start or stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum NodeError {
+    /// Invalid configuration or contact plan (a user error: exit code 2).
+    #[error("{0}")]
+    Config(String),
+    /// The store could not be opened or failed.
+    #[error("bundle store {path}: {msg}")]
+    Store {
+        /// Store directory.
+        path: String,
+        /// Error.
+        msg: String,
+    },
+    /// Socket or thread setup failed.
+    #[error("{0}")]
+    Io(String),
+}
+
+/// A running node; [`Node::shutdown`] stops it, dropping it stops it too.
+pub struct Node {
+    stop: Arc<AtomicBool>,
+    agent_tx: std::sync::mpsc::SyncSender<AgentInput>,
+    ltp_tx: std::sync::mpsc::SyncSender<ToLtp>,
+    threads: Vec<std::thread::JoinHandle<()>>,
+    socket_path: std::path::PathBuf,
+    ltp_addr: SocketAddr,
+}
+
+impl std::fmt::Debug for Node {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Node")
+            .field("socket", &self.socket_path)
+            .field("ltp", &self.ltp_addr)
+            .finish()
+    }
+}
+
+fn pin_to(cpu: Option<usize>) {
+    let Some(cpu) = cpu else { return };
+    // SAFETY: cpu_set_t is plain old data; CPU_SET writes within it; the call affects only
+    // the calling thread.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(cpu, &mut set);
+        if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
+            eprintln!("dtnkit node: cannot pin thread to CPU {cpu}");
+        }
+    }
+}
+
+/// Loads the contact plan and turns its link events for this node into a schedule of LTP
+/// link changes (DTN time). Peers that never appear in the plan stay up all the time.
+fn plan_schedule(plan: &ContactPlan, cfg: &Validated) -> (Vec<LinkChange>, Vec<u64>) {
+    let node = cfg.raw.node;
+    let mut changes = Vec::new();
+    let mut planned = Vec::new();
+    for ev in plan.link_events(node, 0) {
+        if !cfg.spans.iter().any(|s| s.peer == ev.neighbour) {
+            continue;
+        }
+        if !planned.contains(&ev.neighbour) {
+            planned.push(ev.neighbour);
+        }
+        let (up, rate_bps, owlt) = match ev.kind {
+            LinkEventKind::Up { owlt_ms, .. } => (
+                true,
+                ev.kind.rate_bits_per_s().unwrap_or(0),
+                owlt_ms.map(Duration::from_millis),
+            ),
+            LinkEventKind::Down => (false, 0, None),
+        };
+        changes.push(LinkChange {
+            at_ms: plan.to_dtn_ms(ev.at_ms),
+            peer: ev.neighbour,
+            up,
+            rate_bps,
+            owlt,
+        });
+    }
+    changes.sort_by_key(|c| c.at_ms);
+    (changes, planned)
+}
+
+impl Node {
+    /// Starts a node from a validated configuration. Errors name what failed.
+    pub fn start(cfg: Validated) -> Result<Node, NodeError> {
+        let start_dtn = clock::dtn_now_ms();
+        let plan = match &cfg.contact_plan {
+            Some(p) => Some(
+                ContactPlan::load(p, start_dtn).map_err(|e| NodeError::Config(e.to_string()))?,
+            ),
+            None => None,
+        };
+        std::fs::create_dir_all(&cfg.store_path).map_err(|e| NodeError::Store {
+            path: cfg.store_path.display().to_string(),
+            msg: e.to_string(),
+        })?;
+        let mut store = RedbStore::open(&cfg.store_path.join("bundles.redb")).map_err(|e| {
+            NodeError::Store {
+                path: cfg.store_path.display().to_string(),
+                msg: e.to_string(),
+            }
+        })?;
+        store.set_durable(cfg.raw.store.durable);
+        let mut acfg = AgentConfig::new(cfg.raw.node);
+        acfg.store_quota_bytes = cfg.raw.store.quota_bytes;
+        acfg.max_bundle_size = cfg.raw.bp.max_bundle_size;
+        acfg.default_lifetime_ms = cfg.raw.bp.default_lifetime_ms;
+        acfg.echo_service = (cfg.raw.bp.echo_service != 0).then_some(cfg.raw.bp.echo_service);
+        acfg.status_reports = cfg.raw.bp.status_reports;
+        let mut agent = Agent::open(acfg, store, start_dtn).map_err(|e| NodeError::Store {
+            path: cfg.store_path.display().to_string(),
+            msg: e.to_string(),
+        })?;
+        if let Some(p) = &cfg.bundle_log {
+            let f = std::fs::File::create(p)
+                .map_err(|e| NodeError::Io(format!("bundle log {}: {e}", p.display())))?;
+            agent.set_event_sink(Some(Box::new(bp::CsvBundleLog::new(
+                std::io::BufWriter::new(f),
+            ))));
+        }
+        for r in &cfg.raw.route {
+            let range = NodeRange::new(r.dest, r.dest_last.unwrap_or(r.dest))
+                .map_err(|e| NodeError::Config(format!("route: {e}")))?;
+            agent
+                .static_routes_mut()
+                .add(range, r.via)
+                .map_err(|e| NodeError::Config(format!("route: {e}")))?;
+        }
+        let (links, planned) = match &plan {
+            Some(p) => plan_schedule(p, &cfg),
+            None => (Vec::new(), Vec::new()),
+        };
+        // Spans outside the plan are up from the start, at their configured rate.
+        for s in &cfg.spans {
+            if !planned.contains(&s.peer) {
+                agent.link_up(start_dtn, s.peer, s.cfg.rate_bps);
+            }
+        }
+        agent.set_contact_plan(plan, true);
+
+        // LTP engine.
+        let mut ecfg = ltp::EngineConfig::new(cfg.engine_id);
+        ecfg.seed ^= start_dtn;
+        let mut engine = ltp::Engine::new(ecfg);
+        let mut peers = std::collections::HashMap::new();
+        for s in &cfg.spans {
+            let mut sc = ltp::SpanConfig::new(s.engine_id);
+            sc.max_segment_size = s.cfg.max_segment_size;
+            sc.max_export_sessions = s.cfg.max_sessions;
+            sc.aggregation_size_limit = s.cfg.aggregation_bytes;
+            sc.aggregation_time_limit = s.aggregation_time;
+            sc.rto = s.rto;
+            sc.owlt = s.owlt;
+            sc.rate_bps = s.cfg.rate_bps;
+            if s.cfg.burst_bytes > 0 {
+                sc.pacing_burst_bytes = s.cfg.burst_bytes;
+            }
+            sc.session_number_bits = cfg.raw.ltp.session_number_bits;
+            sc.defer_final_report = true;
+            engine.add_span(sc);
+            if planned.contains(&s.peer) {
+                engine.set_link_down(Duration::ZERO, s.engine_id);
+            }
+            peers.insert(s.peer, (s.engine_id, s.address));
+        }
+        if let Some(p) = &cfg.segment_log {
+            let f = std::fs::File::create(p)
+                .map_err(|e| NodeError::Io(format!("LTP segment log {}: {e}", p.display())))?;
+            engine.set_segment_sink(Some(Box::new(ltp::CsvSegmentLog::new(
+                std::io::BufWriter::new(f),
+            ))));
+        }
+        let (sock, _) = crate::udp::bind(cfg.bind, cfg.raw.ltp.socket_buffer_bytes)
+            .map_err(|e| NodeError::Io(format!("bind {}: {e}", cfg.bind)))?;
+        let ltp_addr = sock
+            .local_addr()
+            .map_err(|e| NodeError::Io(e.to_string()))?;
+        let wake_target = if ltp_addr.ip().is_unspecified() {
+            SocketAddr::new(
+                if ltp_addr.is_ipv4() {
+                    std::net::Ipv4Addr::LOCALHOST.into()
+                } else {
+                    std::net::Ipv6Addr::LOCALHOST.into()
+                },
+                ltp_addr.port(),
+            )
+        } else {
+            ltp_addr
+        };
+        let waker = UdpSocket::bind(SocketAddr::new(wake_target.ip(), 0))
+            .map_err(|e| NodeError::Io(format!("waker socket: {e}")))?;
+        let waker_addr = waker
+            .local_addr()
+            .map_err(|e| NodeError::Io(e.to_string()))?;
+
+        // Application socket.
+        if let Some(dir) = cfg.socket_path.parent() {
+            let _ = std::fs::create_dir_all(dir);
+        }
+        let _ = std::fs::remove_file(&cfg.socket_path);
+        let listener = UnixListener::bind(&cfg.socket_path).map_err(|e| {
+            NodeError::Io(format!(
+                "application socket {}: {e}",
+                cfg.socket_path.display()
+            ))
+        })?;
+
+        let (agent_tx, agent_rx) = sync_channel::<AgentInput>(4096);
+        let (ltp_tx, ltp_rx) = sync_channel::<ToLtp>(16_384);
+        let counters = Arc::new(LtpCounters::default());
+        let stop = Arc::new(AtomicBool::new(false));
+        let mut threads = Vec::new();
+
+        let lt = LtpThread {
+            engine,
+            sock,
+            peers,
+            batch: cfg.raw.ltp.batch,
+            rx: ltp_rx,
+            tx: agent_tx.clone(),
+            waker_addr,
+            counters: counters.clone(),
+            start: Instant::now(),
+        };
+        let ltp_cpu = cfg.raw.ltp.cpu;
+        threads.push(
+            std::thread::Builder::new()
+                .name("ltp".into())
+                .spawn(move || {
+                    pin_to(ltp_cpu);
+                    if let Err(e) = lt.run() {
+                        eprintln!("dtnkit node: LTP thread stopped: {e}");
+                    }
+                })
+                .map_err(|e| NodeError::Io(e.to_string()))?,
+        );
+        let at = AgentThread {
+            agent,
+            rx: agent_rx,
+            ltp: ltp_tx.clone(),
+            waker,
+            ltp_addr: wake_target,
+            links,
+            counters,
+            node: cfg.raw.node,
+            default_lifetime_ms: cfg.raw.bp.default_lifetime_ms,
+        };
+        let agent_cpu = cfg.raw.ltp.agent_cpu;
+        threads.push(
+            std::thread::Builder::new()
+                .name("agent".into())
+                .spawn(move || {
+                    pin_to(agent_cpu);
+                    at.run();
+                })
+                .map_err(|e| NodeError::Io(e.to_string()))?,
+        );
+        let tx = agent_tx.clone();
+        let st = stop.clone();
+        // The accept thread is not joined: it blocks in accept() until the process ends.
+        std::thread::Builder::new()
+            .name("app-accept".into())
+            .spawn(move || app::accept_loop(listener, tx, st))
+            .map_err(|e| NodeError::Io(e.to_string()))?;
+        Ok(Node {
+            stop,
+            agent_tx,
+            ltp_tx,
+            threads,
+            socket_path: cfg.socket_path.clone(),
+            ltp_addr,
+        })
+    }
+
+    /// The application socket path.
+    pub fn socket_path(&self) -> &Path {
+        &self.socket_path
+    }
+
+    /// The bound LTP UDP address.
+    pub fn ltp_addr(&self) -> SocketAddr {
+        self.ltp_addr
+    }
+
+    /// Blocks until a thread ends (normally never: the process is stopped by a signal).
+    pub fn wait(mut self) {
+        while let Some(t) = self.threads.pop() {
+            let _ = t.join();
+        }
+    }
+
+    /// Stops the threads and waits for them.
+    pub fn shutdown(mut self) {
+        self.stop_threads();
+    }
+
+    fn stop_threads(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        let _ = self.agent_tx.send(AgentInput::Shutdown);
+        let _ = self.ltp_tx.send(ToLtp::Shutdown);
+        let _ = std::os::unix::net::UnixStream::connect(&self.socket_path);
+        if let Ok(s) = UdpSocket::bind("127.0.0.1:0") {
+            let _ = s.send_to(&[0], self.ltp_addr);
+        }
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+        let _ = std::fs::remove_file(&self.socket_path);
+    }
+}
+
+impl Drop for Node {
+    fn drop(&mut self) {
+        if !self.threads.is_empty() {
+            self.stop_threads();
+        }
+    }
+}
