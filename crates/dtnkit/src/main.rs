@@ -25,6 +25,16 @@ enum Command {
     Trace(cmd::trace::TraceCommand),
     /// Real-time link emulator: a UDP relay applying forward/return channel models.
     Emu(cmd::emu::EmuArgs),
+    /// Run a DTN node (BP agent, store, LTP over UDP, application socket).
+    Node(cmd::node::NodeArgs),
+    /// Send bundles through a node's application socket.
+    Send(cmd::send::SendCmdArgs),
+    /// Receive bundles for an endpoint from a node.
+    Recv(cmd::recv::RecvArgs),
+    /// Show a node's queues, store use, sessions and counters.
+    Status(cmd::status::StatusArgs),
+    /// Round-trip times to a node's echo service.
+    Ping(cmd::ping::PingArgs),
 }
 
 fn main() -> ExitCode {
@@ -33,6 +43,11 @@ fn main() -> ExitCode {
         Command::Bundle(c) => cmd::bundle::run(c),
         Command::Trace(c) => cmd::trace::run(c),
         Command::Emu(a) => cmd::emu::run(a),
+        Command::Node(a) => cmd::node::run(a),
+        Command::Send(a) => cmd::send::run(a),
+        Command::Recv(a) => cmd::recv::run(a),
+        Command::Status(a) => cmd::status::run(a),
+        Command::Ping(a) => cmd::ping::run(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

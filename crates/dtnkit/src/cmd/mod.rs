@@ -2,6 +2,11 @@
 
 pub mod bundle;
 pub mod emu;
+pub mod node;
+pub mod ping;
+pub mod recv;
+pub mod send;
+pub mod status;
 pub mod trace;
 
 /// Errors that mean "the user gave us bad input" (a malformed file, an invalid option value) exit with 2, like
