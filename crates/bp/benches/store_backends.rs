@@ -1,0 +1,161 @@
+//! Store backend measurement (timing harness, not criterion: each configuration is a few
+//! seconds of fsync-bound commits, and what matters is commits/s and MB/s side by side).
+//!
+//! For 100 B and 500 kB bundles, with one bundle per commit and group commit of 16, durable
+//! (fsync'ed) commits:
+//! - `redb`: the `RedbStore` as the agent uses it (metadata + bundle bytes in the database);
+//! - `redb+files`: metadata in redb, bundle bytes in one file per bundle (written and fsync'ed,
+//!   directory fsync'ed, then the metadata committed);
+//! - `fjall`: an LSM keyspace with two partitions, batch committed with `PersistMode::SyncAll`.
+//!
+//! Run: `cargo bench -p bp --bench store_backends` (figures go to docs/store.md).
+
+use std::fs::File;
+use std::io::Write;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use bp::store::{Batch, BundleKey, BundleMeta, Op, RedbStore, Role, Store};
+use bpv7::{BundleFlags, BundleId, CreationTimestamp, Eid};
+use bytes::Bytes;
+
+const BUDGET: Duration = Duration::from_secs(3);
+const MAX_COMMITS: u64 = 2000;
+
+fn meta(key: u64, len: u64) -> BundleMeta {
+    BundleMeta {
+        role: Role::Forward,
+        id: BundleId {
+            source: Eid::ipn(1, 1),
+            timestamp: CreationTimestamp::new(800_000_000_000, key),
+            fragment: None,
+        },
+        destination: Eid::ipn(2, 1),
+        report_to: Eid::ipn(1, 0),
+        flags: BundleFlags::empty(),
+        received_at_ms: 800_000_000_000,
+        expires_at_ms: 800_003_600_000,
+        priority: 1,
+        prev_hop: Some(3),
+        len,
+    }
+}
+
+/// Runs `commit(first_key)` until the budget is spent; returns (commits, seconds).
+fn run(mut commit: impl FnMut(u64)) -> (u64, f64) {
+    let start = Instant::now();
+    let mut n = 0;
+    while n < MAX_COMMITS && start.elapsed() < BUDGET {
+        commit(n);
+        n += 1;
+    }
+    (n, start.elapsed().as_secs_f64())
+}
+
+fn bench_redb(dir: &Path, size: usize, group: u64) -> (u64, f64) {
+    let mut s = RedbStore::open(&dir.join("redb.db")).expect("open");
+    let data = Bytes::from(vec![0xA5u8; size]);
+    run(|c| {
+        let mut b = Batch::new();
+        for i in 0..group {
+            let k = c * group + i;
+            b.push(Op::Put {
+                key: BundleKey(k),
+                meta: meta(k, size as u64),
+                data: data.clone(),
+            });
+            if k >= 64 {
+                // Steady state: what was stored 64 bundles ago has been forwarded.
+                b.push(Op::Delete(BundleKey(k - 64)));
+            }
+        }
+        s.commit(&b).expect("commit");
+    })
+}
+
+fn bench_redb_files(dir: &Path, size: usize, group: u64) -> (u64, f64) {
+    let mut s = RedbStore::open(&dir.join("meta.db")).expect("open");
+    let payload_dir = dir.join("payloads");
+    std::fs::create_dir_all(&payload_dir).expect("mkdir");
+    let data = vec![0xA5u8; size];
+    run(|c| {
+        let mut b = Batch::new();
+        for i in 0..group {
+            let k = c * group + i;
+            let mut f = File::create(payload_dir.join(k.to_string())).expect("create");
+            f.write_all(&data).expect("write");
+            f.sync_all().expect("fsync file");
+            // Only metadata in the database (the data column holds an empty marker).
+            b.push(Op::Put {
+                key: BundleKey(k),
+                meta: meta(k, size as u64),
+                data: Bytes::new(),
+            });
+            if k >= 64 {
+                b.push(Op::Delete(BundleKey(k - 64)));
+                let _ = std::fs::remove_file(payload_dir.join((k - 64).to_string()));
+            }
+        }
+        File::open(&payload_dir)
+            .and_then(|d| d.sync_all())
+            .expect("fsync dir");
+        s.commit(&b).expect("commit");
+    })
+}
+
+fn bench_fjall(dir: &Path, size: usize, group: u64) -> (u64, f64) {
+    let ks = fjall::Config::new(dir.join("fjall")).open().expect("open");
+    let metas = ks
+        .open_partition("meta", fjall::PartitionCreateOptions::default())
+        .expect("partition");
+    let datas = ks
+        .open_partition(
+            "data",
+            fjall::PartitionCreateOptions::default()
+                .with_kv_separation(fjall::KvSeparationOptions::default()),
+        )
+        .expect("partition");
+    let data = vec![0xA5u8; size];
+    run(|c| {
+        let mut b = ks.batch().durability(Some(fjall::PersistMode::SyncAll));
+        for i in 0..group {
+            let k = c * group + i;
+            b.insert(&metas, k.to_be_bytes(), meta(k, size as u64).encode());
+            b.insert(&datas, k.to_be_bytes(), data.as_slice());
+            if k >= 64 {
+                b.remove(&metas, (k - 64).to_be_bytes());
+                b.remove(&datas, (k - 64).to_be_bytes());
+            }
+        }
+        b.commit().expect("commit");
+    })
+}
+
+fn main() {
+    // `cargo bench` passes `--bench`; `cargo test --benches` passes nothing: run a tiny smoke pass.
+    let smoke = !std::env::args().any(|a| a == "--bench");
+    println!("backend      bundle  group  commits/s  bundles/s     MB/s");
+    type Bench = fn(&Path, usize, u64) -> (u64, f64);
+    let backends: [(&str, Bench); 3] = [
+        ("redb", bench_redb),
+        ("redb+files", bench_redb_files),
+        ("fjall", bench_fjall),
+    ];
+    for size in [100usize, 500_000] {
+        for group in [1u64, 16] {
+            for (name, f) in backends {
+                if smoke && (size > 100 || group > 1) {
+                    continue;
+                }
+                let dir = tempfile::tempdir().expect("tempdir");
+                let (commits, secs) = f(dir.path(), size, group);
+                let cps = commits as f64 / secs;
+                let bps = cps * group as f64;
+                println!(
+                    "{name:<12} {size:>6}  {group:>5}  {cps:>9.1}  {bps:>9.1}  {:>7.1}",
+                    bps * size as f64 / 1e6
+                );
+            }
+        }
+    }
+}
