@@ -582,3 +582,90 @@ fn bundle_event_log_csv() {
         assert_eq!(l.split(',').count(), 11, "{l}");
     }
 }
+
+#[test]
+fn a_batch_from_the_cla_is_one_commit() {
+    let mut a = bp::Agent::open(AgentConfig::new(2), MemoryStore::new(), T0).expect("open");
+    let wires: Vec<Bytes> = (0..16u64)
+        .map(|i| {
+            let b = BundleBuilder::new(eid("ipn:1.1"), eid("ipn:3.1"))
+                .creation(CreationTimestamp::new(T0, i))
+                .payload(vec![i as u8; 100])
+                .build()
+                .expect("build");
+            Bytes::from(b.encode())
+        })
+        .collect();
+    let before = a.store().commits();
+    let rs = a.accept_from_cla_batch(T0, Some(1), &wires);
+    assert!(rs.iter().all(|r| matches!(r, Ok(Accepted::Stored { .. }))));
+    assert_eq!(a.store().commits(), before + 1);
+    assert_eq!(a.store().bundle_count(), 16);
+}
+
+#[test]
+fn a_failed_commit_is_a_transient_refusal_and_stores_nothing() {
+    let mut store = MemoryStore::new();
+    store.fail_next_commits(1);
+    let mut a = bp::Agent::open(AgentConfig::new(2), store, T0).expect("open");
+    let b = BundleBuilder::new(eid("ipn:1.1"), eid("ipn:3.1"))
+        .creation(CreationTimestamp::new(T0, 0))
+        .payload(&b"retry me"[..])
+        .build()
+        .expect("build");
+    let wire = Bytes::from(b.encode());
+    let e = a
+        .accept_from_cla(T0, Some(1), wire.clone())
+        .expect_err("commit failed");
+    assert!(e.is_transient());
+    assert_eq!(a.status().stored_bundles, 0);
+    assert_eq!(a.store().bundle_count(), 0);
+    // The previous hop retries: not a duplicate, stored this time.
+    let r = a.accept_from_cla(T0 + 1, Some(1), wire).expect("stored");
+    assert!(matches!(r, Accepted::Stored { .. }));
+    let e = {
+        let mut s = MemoryStore::new();
+        s.fail_next_commits(1);
+        let mut a = bp::Agent::open(AgentConfig::new(1), s, T0).expect("open");
+        let e = a
+            .send(T0, req("ipn:1.1", "ipn:2.1", b"x"))
+            .expect_err("commit failed");
+        assert_eq!(a.status().stored_bundles, 0);
+        e
+    };
+    assert!(matches!(e, SendError::Store(_)));
+}
+
+#[test]
+fn agent_on_a_persistent_store_can_move_to_its_own_thread() {
+    fn assert_send<T: Send>() {}
+    assert_send::<bp::Agent<bp::RedbStore>>();
+    assert_send::<bp::Agent<MemoryStore>>();
+}
+
+#[test]
+fn loopback_send_and_local_echo() {
+    let mut net = Net::memory(&[1], cfg);
+    net.register(1, "ipn:1.1");
+    net.register(1, "ipn:1.2");
+    net.agent(1)
+        .send(T0, req("ipn:1.1", "ipn:1.2", b"to myself"))
+        .expect("send");
+    net.agent(1)
+        .send(T0, req("ipn:1.1", "ipn:1.7", b"echo myself"))
+        .expect("send");
+    net.step();
+    let mut got: Vec<(String, Vec<u8>)> = net
+        .got
+        .iter()
+        .map(|g| (g.delivery.endpoint.to_string(), g.delivery.payload.to_vec()))
+        .collect();
+    got.sort();
+    assert_eq!(
+        got,
+        vec![
+            ("ipn:1.1".to_string(), b"echo myself".to_vec()),
+            ("ipn:1.2".to_string(), b"to myself".to_vec()),
+        ]
+    );
+}
