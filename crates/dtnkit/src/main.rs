@@ -25,6 +25,8 @@ enum Command {
     Trace(cmd::trace::TraceCommand),
     /// Real-time link emulator: a UDP relay applying forward/return channel models.
     Emu(cmd::emu::EmuArgs),
+    /// Deterministic simulation of a scenario in virtual time.
+    Sim(cmd::sim::SimArgs),
     /// Run a DTN node (BP agent, store, LTP over UDP, application socket).
     Node(cmd::node::NodeArgs),
     /// Send bundles through a node's application socket.
@@ -43,6 +45,7 @@ fn main() -> ExitCode {
         Command::Bundle(c) => cmd::bundle::run(c),
         Command::Trace(c) => cmd::trace::run(c),
         Command::Emu(a) => cmd::emu::run(a),
+        Command::Sim(a) => cmd::sim::run(a),
         Command::Node(a) => cmd::node::run(a),
         Command::Send(a) => cmd::send::run(a),
         Command::Recv(a) => cmd::recv::run(a),

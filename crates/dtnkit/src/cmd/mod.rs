@@ -2,6 +2,7 @@
 
 pub mod bundle;
 pub mod emu;
+pub mod sim;
 pub mod node;
 pub mod ping;
 pub mod recv;

@@ -1,0 +1,63 @@
+//! `dtnkit sim` through the binary: JSON summary, seed override, usage errors.
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+fn dtnkit(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_dtnkit"))
+        .args(args)
+        .output()
+        .expect("run dtnkit")
+}
+
+fn testdata(name: &str) -> String {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../testdata/sim")
+        .join(name)
+        .display()
+        .to_string()
+}
+
+fn json_number(json: &str, key: &str) -> f64 {
+    let at = json.find(&format!("\"{key}\":")).expect("key present") + key.len() + 3;
+    let rest = &json[at..];
+    let end = rest.find([',', '}']).expect("value end");
+    rest[..end].parse().expect("number")
+}
+
+#[test]
+fn three_node_scenario_json_summary() {
+    let scn = testdata("three_node_contacts.toml");
+    let o = dtnkit(&["sim", &scn, "--json", "--seed", "3"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let out = String::from_utf8_lossy(&o.stdout).to_string();
+    assert_eq!(json_number(&out, "bundles_sent"), 10.0, "{out}");
+    assert_eq!(json_number(&out, "bundles_delivered"), 10.0, "{out}");
+    assert_eq!(json_number(&out, "bundles_acked"), 10.0, "{out}");
+    assert_eq!(json_number(&out, "seed"), 3.0, "{out}");
+    assert!(json_number(&out, "wall_s") >= 0.0);
+}
+
+#[test]
+fn text_summary_line() {
+    let scn = testdata("three_node_contacts.toml");
+    let o = dtnkit(&["sim", &scn, "--quiet", "--duration-s", "6"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let out = String::from_utf8_lossy(&o.stdout).to_string();
+    assert!(out.contains("bundles 10/10 sent/delivered (0 acked)"), "{out}");
+    assert!(out.contains("retransmission cycles"), "{out}");
+}
+
+#[test]
+fn bad_scenario_is_a_usage_error() {
+    let dir = std::env::temp_dir().join(format!("dtnkit-sim-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let p = dir.join("bad.toml");
+    std::fs::write(&p, "[sim]\nduration_s = -1\n[[node]]\nnumber = 1\n").expect("write");
+    let o = dtnkit(&["sim", &p.display().to_string()]);
+    assert_eq!(o.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("sim.duration_s = -1"), "{err}");
+    let o = dtnkit(&["sim", "/nonexistent/scenario.toml"]);
+    assert_eq!(o.status.code(), Some(2));
+}
