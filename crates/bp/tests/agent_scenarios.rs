@@ -669,3 +669,25 @@ fn loopback_send_and_local_echo() {
         ]
     );
 }
+
+#[test]
+fn fragmented_echo_request_is_answered_after_reassembly() {
+    let mut net = Net::memory(&[1, 2], cfg);
+    net.connect(1, 2);
+    net.register(1, "ipn:1.1");
+    let payload: Vec<u8> = (0..2500u32).map(|i| (i % 251) as u8).collect();
+    let whole = BundleBuilder::new(eid("ipn:1.1"), eid("ipn:2.7"))
+        .creation(CreationTimestamp::new(T0, 77))
+        .payload(payload.clone())
+        .build()
+        .expect("build");
+    for f in bpv7::fragment(&whole, 1000).expect("fragment") {
+        let r = net
+            .agent(2)
+            .accept_from_cla(T0, Some(1), Bytes::from(f.encode()));
+        assert!(matches!(r, Ok(Accepted::Stored { .. })), "{r:?}");
+    }
+    net.run_until(T0 + 50, 10);
+    assert_eq!(net.payloads_at(1), vec![payload]);
+    assert_eq!(net.agent(2).status().stored_bundles, 0);
+}

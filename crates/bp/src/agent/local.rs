@@ -182,6 +182,26 @@ impl<S: Store> Agent<S> {
             Ok(None) | Err(_) => return,
         };
         let keys = self.fragments.remove(&adu).unwrap_or_default();
+        match self.classify(&whole.primary().destination) {
+            Dest::Admin | Dest::Echo => {
+                // Consumed by the agent itself, like an unfragmented one; if the echo reply does
+                // not fit, the fragments stay stored (and expire) and the request goes unanswered.
+                let dest = self.classify(&whole.primary().destination);
+                if dest == Dest::Admin {
+                    self.consume_admin(now, &whole, txn);
+                } else if self.stage_echo(now, &whole, txn).is_err() {
+                    self.fragments.insert(adu, keys);
+                    return;
+                }
+                for k in keys {
+                    if self.remove_entry(k).is_some() {
+                        txn.batch.push(Op::Delete(k));
+                    }
+                }
+                return;
+            }
+            Dest::Local | Dest::Remote => {}
+        }
         let data = Bytes::from(whole.encode());
         let mut freed = 0u64;
         let mut expires = u64::MAX;
