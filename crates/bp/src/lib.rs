@@ -1,7 +1,14 @@
 //! The Bundle Protocol agent of dtnkit.
 //!
-//! For now this crate holds the parts of the agent that decide *when* and *where* bundles can go:
-//!
+//! - [`agent`]: the sans-IO BPv7 agent core ([`Agent`]): reception and validation (via `bpv7`),
+//!   duplicate suppression, lifetime expiry, hop limits, status reports, delivery to registered
+//!   endpoints (with reassembly), the echo service, forwarding decisions (static routes, CGR,
+//!   direct neighbours), per-neighbour priority queues, retention until the convergence layer
+//!   reports success and immediate re-forwarding when it reports failure, and a CSV bundle event
+//!   log. The driver contract is `AGENT_API.md`; durability rules in `docs/store.md`.
+//! - [`store`]: where the agent keeps bundles: the [`Store`] trait (atomic group commits),
+//!   [`MemoryStore`] for the simulator and tests, [`RedbStore`] (embedded ACID database) for the
+//!   runtime.
 //! - [`contact_plan`]: the schedule of contacts (transmission opportunities with a rate) and ranges
 //!   (one-way light times) between nodes, loaded from ION-compatible `ionadmin`-style lines or an
 //!   equivalent TOML form, with the queries a node runtime or simulator needs to bring links up and

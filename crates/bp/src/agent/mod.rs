@@ -20,6 +20,28 @@
 //!
 //! Only the role is persisted: after a restart, in-flight bundles are queued again and offered
 //! deliveries are offered again (at-least-once; applications de-duplicate on [`BundleId`]).
+//!
+//! A driver's loop, here two nodes joined by a perfect in-memory "convergence layer":
+//!
+//! ```
+//! use bp::{Agent, AgentConfig, ClaOutcome, MemoryStore, SendRequest};
+//! use bpv7::Eid;
+//!
+//! let now = 800_000_000_000; // DTN ms
+//! let mut a = Agent::open(AgentConfig::new(1), MemoryStore::new(), now)?;
+//! let mut b = Agent::open(AgentConfig::new(2), MemoryStore::new(), now)?;
+//! b.register(Eid::ipn(2, 1))?;
+//! a.link_up(now, 2, 1_000_000);
+//! a.send(now, SendRequest::new(Eid::ipn(1, 1), Eid::ipn(2, 1), "hi".into()))?;
+//! while let Some(f) = a.poll_transmit(now) {
+//!     let ok = b.accept_from_cla(now, Some(1), f.bundle).is_ok(); // committed: acknowledge
+//!     a.cla_result(now, f.key, if ok { ClaOutcome::Sent } else { ClaOutcome::Failed })?;
+//! }
+//! let d = b.poll_delivery().expect("delivered");
+//! assert_eq!(&d.payload[..], b"hi");
+//! b.delivered(now, d.key)?; // the application has it: deleted from b's store
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 
 mod events;
 mod local;

@@ -67,27 +67,21 @@ impl<S: Store> Agent<S> {
         }
     }
 
-    /// Pops the next (neighbour, bundle) to serve, round-robin over up links.
+    /// Pops the next (neighbour, bundle) to serve, round-robin over up links (no allocation).
     fn next_queued(&mut self) -> Option<(NodeNum, BundleKey)> {
-        let start = self.last_served;
-        let candidates: Vec<NodeNum> = match start {
+        let has_work = |n: &NodeNum| self.queues.get(n).is_some_and(|q| !q.is_empty());
+        let pick = match self.last_served {
             Some(s) => self
                 .links
                 .range(s.saturating_add(1)..)
                 .chain(self.links.range(..=s))
                 .map(|(n, _)| *n)
-                .collect(),
-            None => self.links.keys().copied().collect(),
-        };
-        for n in candidates {
-            if let Some(q) = self.queues.get_mut(&n) {
-                if let Some((_, _, key)) = q.pop_first() {
-                    self.last_served = Some(n);
-                    return Some((n, key));
-                }
-            }
-        }
-        None
+                .find(has_work),
+            None => self.links.keys().copied().find(has_work),
+        }?;
+        let (_, _, key) = self.queues.get_mut(&pick)?.pop_first()?;
+        self.last_served = Some(pick);
+        Some((pick, key))
     }
 
     /// Reads, updates and encodes a bundle for this hop; `None` if it had to be dropped.
