@@ -198,3 +198,33 @@ fn batch_is_atomic_and_accounting_survives_reopen() {
     assert!(c2.dedup.is_empty());
     assert_eq!(s.used_bytes(), used);
 }
+
+#[test]
+fn compaction_keeps_contents() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = dir.path().join("c.redb");
+    let mut s = RedbStore::open(&db).expect("open");
+    let mut model = BTreeMap::new();
+    for i in 0..40 {
+        s.commit(&batch_for(i)).expect("commit");
+        apply_model(&mut model, i);
+    }
+    let mut b = Batch::new();
+    for i in 0..30 {
+        b.push(Op::Delete(BundleKey(i)));
+        model.remove(&i);
+    }
+    s.commit(&b).expect("commit");
+    s.compact().expect("compact");
+    drop(s);
+    let mut s = RedbStore::open(&db).expect("reopen");
+    let keys: Vec<u64> = s
+        .contents()
+        .expect("contents")
+        .bundles
+        .iter()
+        .map(|(k, _)| k.0)
+        .collect();
+    assert_eq!(keys, model.keys().copied().collect::<Vec<_>>());
+    assert_eq!(s.used_bytes(), model.values().sum::<u64>());
+}

@@ -76,6 +76,13 @@ impl RedbStore {
         self.durable = durable;
     }
 
+    /// Compacts the database file (redb reuses freed pages but never shrinks the file by
+    /// itself). Blocks for a time proportional to the file size: call it at startup or when idle.
+    /// Returns whether anything was compacted.
+    pub fn compact(&mut self) -> Result<bool, StoreError> {
+        self.db.compact().map_err(db_err)
+    }
+
     /// Recomputes (bytes, bundle count) from the data table: the ground truth for quota checks.
     pub fn recount(&self) -> Result<(u64, u64), StoreError> {
         let txn = self.db.begin_read().map_err(db_err)?;
