@@ -69,6 +69,9 @@ use crate::{Cgr, CgrLimits, ContactPlan, NodeNum, Route, StaticRoutes};
 /// idle poll, whichever comes first).
 const DEFERRED_FLUSH_OPS: usize = 64;
 
+/// Granularity of duplicate-record pruning wake-ups (see [`Agent::poll_timeout`]).
+const DEDUP_PRUNE_ROUND_MS: u64 = 60_000;
+
 /// The transient state of a stored bundle (see the module docs).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum State {
@@ -359,7 +362,13 @@ impl<S: Store> Agent<S> {
     pub fn poll_timeout(&self) -> Option<DtnTime> {
         let mut t = self.expiry.first().map(|(t, _)| *t);
         if let Some((d, _)) = self.dedup_expiry.first() {
-            t = Some(t.map_or(*d, |t| t.min(*d)));
+            // Expired duplicate records are harmless (a copy arriving after its bundle's
+            // lifetime is dropped as expired anyway), so they are pruned in coarse rounds: one
+            // wake-up and one commit per round instead of one per bundle.
+            let d = d
+                .div_ceil(DEDUP_PRUNE_ROUND_MS)
+                .saturating_mul(DEDUP_PRUNE_ROUND_MS);
+            t = Some(t.map_or(d, |t| t.min(d)));
         }
         if let Some(p) = self.next_plan_change() {
             t = Some(t.map_or(p, |t| t.min(p)));
