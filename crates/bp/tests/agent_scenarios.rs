@@ -691,3 +691,38 @@ fn fragmented_echo_request_is_answered_after_reassembly() {
     assert_eq!(net.payloads_at(1), vec![payload]);
     assert_eq!(net.agent(2).status().stored_bundles, 0);
 }
+
+#[test]
+fn plan_driven_links_and_rerouting_onto_the_next_contact() {
+    let plan = ContactPlan::from_ion_str(
+        "a contact +0 +10 1 2 125000\n\
+         a contact +20 +30 1 2 125000\n\
+         a range +0 +30 1 2 1\n",
+        "test.rc",
+        T0,
+    )
+    .expect("plan");
+    let mut a = bp::Agent::open(AgentConfig::new(1), MemoryStore::new(), T0).expect("open");
+    a.set_contact_plan(Some(plan), true);
+    assert_eq!(a.poll_timeout(), Some(T0));
+    a.handle_timeout(T0).expect("timeout");
+    assert_eq!(a.links().collect::<Vec<_>>(), vec![(2, 1_000_000)]);
+    a.send(T0, req("ipn:1.1", "ipn:2.1", b"across two contacts"))
+        .expect("send");
+    let f = a.poll_transmit(T0).expect("first contact");
+    a.cla_result(T0 + 5, f.key, bp::ClaOutcome::Failed)
+        .expect("failed");
+    // The contact ends before it is retried: the bundle waits for the next contact with 2.
+    assert_eq!(a.poll_timeout(), Some(T0 + 10_000));
+    a.handle_timeout(T0 + 10_000).expect("timeout");
+    assert!(a.links().next().is_none());
+    assert!(a.poll_transmit(T0 + 10_000).is_none());
+    assert_eq!(a.status().queued_per_neighbour, vec![(2, 1)]);
+    assert_eq!(a.poll_timeout(), Some(T0 + 20_000));
+    a.handle_timeout(T0 + 20_000).expect("timeout");
+    let f = a.poll_transmit(T0 + 20_000).expect("second contact");
+    a.cla_result(T0 + 20_001, f.key, bp::ClaOutcome::Sent)
+        .expect("sent");
+    let s = a.status();
+    assert_eq!((s.forwarded, s.cla_failures, s.stored_bundles), (1, 1, 0));
+}
