@@ -18,7 +18,9 @@
 //! a pipeline delay and occupy the CPU for a per-segment cost, received bundles for a per-bundle cost; work queues
 //! up FIFO like on a real host.
 //!
-//! Bundle layer: nodes currently host a minimal static-route bundle layer (see [`node`]), not the `bp` agent.
+//! Bundle layer (`[sim] bundle_layer`): by default every node hosts the real `bp` agent with a `MemoryStore`
+//! (DTN time = `epoch_dtn_ms` + elapsed virtual ms; static routes, then direct neighbours; links brought up and
+//! down with the contact windows); `"static"` selects a minimal static-route layer for LTP-only studies.
 
 #![warn(missing_docs)]
 

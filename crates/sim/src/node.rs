@@ -1,11 +1,11 @@
-//! A simulated node: the real LTP engine, a minimal static-route bundle layer, DTNperf-style applications and a
-//! modelled CPU.
+//! A simulated node: the real LTP engine, a bundle layer, DTNperf-style applications and a modelled CPU.
 //!
-//! The bundle layer here ([`MiniBundleLayer`] behaviour inside [`Node`]) is deliberately small and clearly not the
-//! BP agent: it encodes bundles with `bpv7`, forwards them verbatim by a static next hop (no custody, no store
-//! quota, no status reports, no hop-count or previous-node update), re-queues the bundles of a cancelled LTP
-//! session, and delivers bundles addressed to a local application. It exists so the simulator runs complete
-//! BP-over-LTP scenarios before the `bp` agent can be hosted.
+//! Bundle layer: either the real `bp` agent (in-memory store; bundles handed to LTP one per block with the store
+//! key as token, `cla_result` on completion/cancel, deliveries acknowledged with `delivered`), or — with
+//! `bundle_layer = "static"` — a deliberately small layer that is clearly not the agent: it encodes bundles with
+//! `bpv7`, forwards them verbatim by a static next hop (no store quota, no status reports, no hop-count or
+//! previous-node update), re-queues the bundles of a cancelled LTP session, and delivers bundles addressed to a
+//! local application.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::time::Duration;
@@ -60,6 +60,8 @@ impl Meta {
 }
 
 pub(crate) struct Outbound {
+    /// Agent store key (as CLA token) when the agent handed the bundle over.
+    pub(crate) key: Option<u64>,
     pub(crate) wire: Bytes,
     pub(crate) red: bool,
     pub(crate) meta: Meta,
@@ -142,6 +144,7 @@ pub struct BundleCounters {
 /// A simulated node.
 pub struct Node {
     pub(crate) number: u64,
+    pub(crate) epoch_dtn_ms: u64,
     pub(crate) engine: ltp::Engine,
     pub(crate) processing: Processing,
     pub(crate) cpu_free: Duration,
@@ -157,6 +160,10 @@ pub struct Node {
     pub(crate) green: BTreeMap<(u64, u64, u64), Vec<(u64, Bytes)>>,
     pub(crate) starts: std::sync::Arc<std::sync::Mutex<crate::log::SessionStarts>>,
     pub(crate) counters: BundleCounters,
+    /// The real BP agent (in-memory store) when the scenario selects `bundle_layer = "agent"`.
+    pub(crate) agent: Option<Box<bp::Agent<bp::MemoryStore>>>,
+    /// Ids of locally created bundles to be sent green (ACKs), looked up when the agent forwards them.
+    pub(crate) green_ids: std::collections::HashSet<bpv7::BundleId>,
 }
 
 impl Node {
@@ -209,6 +216,34 @@ impl Node {
         red: bool,
         lifetime_ms: u64,
     ) {
+        if let Some(agent) = self.agent.as_mut() {
+            let mut req = bp::SendRequest::new(
+                Eid::ipn(self.number, src_service),
+                Eid::ipn(dest.0, dest.1),
+                payload.clone(),
+            );
+            req.lifetime_ms = lifetime_ms;
+            let meta = Meta {
+                source: (self.number, src_service),
+                destination: dest,
+                creation: (ctx.dtn_ms(), 0),
+                payload_len: payload.len() as u64,
+            };
+            match agent.send(ctx.dtn_ms(), req) {
+                Ok(id) => {
+                    if !red {
+                        self.green_ids.insert(id);
+                    }
+                    self.counters.created += 1;
+                    self.log(ctx, BundleEvent::Created, &meta, 0);
+                }
+                Err(_) => {
+                    self.counters.dropped += 1;
+                    self.log(ctx, BundleEvent::Dropped, &meta, 0);
+                }
+            }
+            return;
+        }
         self.creation_seq += 1;
         let built =
             BundleBuilder::new(Eid::ipn(self.number, src_service), Eid::ipn(dest.0, dest.1))
@@ -230,6 +265,7 @@ impl Node {
         self.route(
             ctx,
             Outbound {
+                key: None,
                 wire,
                 red,
                 meta,
@@ -251,7 +287,7 @@ impl Node {
     /// Hands waiting bundles to LTP while the spans accept them (order kept per node).
     fn flush_waiting(&mut self, ctx: &mut Ctx<'_>) {
         while let Some((via, ob)) = self.waiting.pop_front() {
-            let token = self.next_token;
+            let token = ob.key.unwrap_or(self.next_token);
             let red_len = if ob.red { ob.wire.len() } else { 0 };
             match self.engine.send_block(
                 ctx.now,
@@ -262,7 +298,9 @@ impl Node {
                 token,
             ) {
                 Ok(_) => {
-                    self.next_token += 1;
+                    if ob.key.is_none() {
+                        self.next_token += 1;
+                    }
                     self.log(ctx, BundleEvent::Queued, &ob.meta, via);
                     self.in_flight.insert(token, (via, ob));
                 }
@@ -313,10 +351,21 @@ impl Node {
     /// A received bundle finished processing: deliver locally or forward.
     pub(crate) fn on_bundle(&mut self, ctx: &mut Ctx<'_>, bundle: Bundle, raw: Bytes, from: u64) {
         let meta = Meta::of(&bundle);
+        if let Some(agent) = self.agent.as_mut() {
+            let now_ms = ctx.dtn_ms();
+            if agent.accept_from_cla(now_ms, Some(from), raw).is_err() {
+                // Malformed or store full: counted; the red LTP session already completed, so the bundle is lost
+                // here exactly as on a real node without deferred reports.
+                self.counters.dropped += 1;
+                self.log(ctx, BundleEvent::Dropped, &meta, from);
+            }
+            return;
+        }
         if meta.destination.0 != self.number {
             self.route(
                 ctx,
                 Outbound {
+                    key: None,
                     wire: raw,
                     red: true,
                     meta,
@@ -325,7 +374,11 @@ impl Node {
             );
             return;
         }
-        let payload = bundle.payload();
+        self.deliver_local(ctx, meta, bundle.payload(), from);
+    }
+
+    /// Hands a bundle addressed to this node to the application registered on its service.
+    fn deliver_local(&mut self, ctx: &mut Ctx<'_>, meta: Meta, payload: Bytes, from: u64) {
         let svc = meta.destination.1;
         if let Some(k) = self.servers.iter().position(|s| s.service == svc) {
             self.counters.delivered += 1;
@@ -439,6 +492,13 @@ impl Node {
                     if let Some((via, ob)) = self.in_flight.remove(&t) {
                         self.counters.forwarded += 1;
                         self.log(ctx, BundleEvent::Forwarded, &ob.meta, via);
+                        if let (Some(agent), Some(key)) = (self.agent.as_mut(), ob.key) {
+                            let _ = agent.cla_result(
+                                ctx.dtn_ms(),
+                                bp::BundleKey::from_token(key),
+                                bp::ClaOutcome::Sent,
+                            );
+                        }
                     }
                 }
             }
@@ -453,7 +513,14 @@ impl Node {
                         self.counters.failed += 1;
                         self.log(ctx, BundleEvent::Failed, &ob.meta, via);
                         ob.attempts += 1;
-                        if ob.red && ob.attempts < 16 {
+                        if let (Some(agent), Some(key)) = (self.agent.as_mut(), ob.key) {
+                            // The agent re-routes and offers it again through poll_transmit.
+                            let _ = agent.cla_result(
+                                ctx.dtn_ms(),
+                                bp::BundleKey::from_token(key),
+                                bp::ClaOutcome::Failed,
+                            );
+                        } else if ob.red && ob.attempts < 16 {
                             self.route(ctx, ob);
                         } else {
                             self.counters.dropped += 1;
@@ -494,6 +561,9 @@ impl Node {
                     self.originate(ctx, svc, dest, out.payload, red, life);
                 }
             }
+            if self.agent.is_some() {
+                progress |= self.drive_agent(ctx);
+            }
             if !self.waiting.is_empty() {
                 self.flush_waiting(ctx);
             }
@@ -514,9 +584,69 @@ impl Node {
         }
     }
 
+    /// Agent work due now: timers, bundles to hand to LTP, local deliveries. Returns true if anything moved.
+    fn drive_agent(&mut self, ctx: &mut Ctx<'_>) -> bool {
+        let now_ms = ctx.dtn_ms();
+        let mut progress = false;
+        let Some(agent) = self.agent.as_mut() else {
+            return false;
+        };
+        if agent.poll_timeout().is_some_and(|t| t <= now_ms) {
+            let _ = agent.handle_timeout(now_ms);
+        }
+        // Only take bundles from the agent while LTP has room: the rest stay in the agent's store.
+        while self.waiting.is_empty() {
+            let Some(agent) = self.agent.as_mut() else {
+                break;
+            };
+            let Some(fwd) = agent.poll_transmit(now_ms) else {
+                break;
+            };
+            progress = true;
+            let (meta, red) = match Bundle::decode_prefix(&fwd.bundle) {
+                Ok((b, _)) => (Meta::of(&b), !self.green_ids.remove(&b.id())),
+                Err(_) => (Meta::default(), true),
+            };
+            self.waiting.push_back((
+                fwd.neighbour,
+                Outbound {
+                    key: Some(fwd.key.as_token()),
+                    wire: fwd.bundle,
+                    red,
+                    meta,
+                    attempts: 0,
+                },
+            ));
+            self.flush_waiting(ctx);
+        }
+        while let Some(d) = self.agent.as_mut().and_then(|a| a.poll_delivery()) {
+            if let Some(agent) = self.agent.as_mut() {
+                let _ = agent.delivered(now_ms, d.key);
+            }
+            progress = true;
+            let ipn = |e: &Eid| match e {
+                Eid::Ipn { node, service, .. } => (*node, *service),
+                _ => (0, 0),
+            };
+            let meta = Meta {
+                source: ipn(&d.source),
+                destination: ipn(&d.endpoint),
+                creation: (d.id.timestamp.dtn_time_ms, d.id.timestamp.sequence),
+                payload_len: d.payload.len() as u64,
+            };
+            let from = meta.source.0;
+            self.deliver_local(ctx, meta, d.payload, from);
+        }
+        progress
+    }
+
     /// Earliest time this node needs to run again on its own.
     pub(crate) fn next_wake(&self) -> Option<Duration> {
         let mut t = self.engine.poll_timeout();
+        if let Some(a) = self.agent.as_ref().and_then(|a| a.poll_timeout()) {
+            let at = Duration::from_millis(a.saturating_sub(self.epoch_dtn_ms));
+            t = Some(t.map_or(at, |x| x.min(at)));
+        }
         for c in &self.clients {
             if let Some(c) = c.client.poll_timeout() {
                 t = Some(t.map_or(c, |x| x.min(c)));
@@ -528,6 +658,10 @@ impl Node {
     /// True when nothing is queued or in progress here.
     pub(crate) fn is_quiet(&self, now: Duration) -> bool {
         self.engine.is_idle()
+            && self.agent.as_ref().is_none_or(|a| {
+                let st = a.status();
+                st.stored_bundles == 0
+            })
             && self.waiting.is_empty()
             && self.in_flight.is_empty()
             && self.clients.iter().all(|c| c.client.is_finished(now))

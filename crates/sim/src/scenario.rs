@@ -100,6 +100,20 @@ pub struct SimSection {
     /// Stop before `duration_s` once every client finished and every engine is idle.
     #[serde(default = "yes")]
     pub stop_when_idle: bool,
+    /// Which bundle layer the nodes run.
+    #[serde(default)]
+    pub bundle_layer: BundleLayer,
+}
+
+/// The bundle layer hosted by every node.
+#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum BundleLayer {
+    /// The real `bp` agent with an in-memory store (routing: static routes, then direct neighbours).
+    #[default]
+    Agent,
+    /// The simulator's minimal static-route layer (no store, verbatim forwarding); faster, for LTP-only studies.
+    Static,
 }
 
 fn default_epoch() -> u64 {

@@ -14,7 +14,7 @@ use serde::Serialize;
 use crate::log::{BundleCsv, NodeSink, SessionStarts, SharedSegmentCsv};
 use crate::node::{ClientApp, Ctx, Deferred, Node, Processing, ServerApp, SessionRecord};
 use crate::queue::EventQueue;
-use crate::scenario::{invalid, millis, secs, Scenario, ScenarioError};
+use crate::scenario::{invalid, millis, secs, BundleLayer, Scenario, ScenarioError};
 
 /// Scheduled work.
 enum Ev {
@@ -228,8 +228,53 @@ impl Simulation {
                 starts: starts.clone(),
             })));
             let p = &ns.processing;
+            let agent = match scn.sim.bundle_layer {
+                BundleLayer::Static => None,
+                BundleLayer::Agent => {
+                    let mut cfg = bp::AgentConfig::new(ns.number);
+                    cfg.status_reports = false;
+                    let mut a = bp::Agent::open(cfg, bp::MemoryStore::new(), scn.sim.epoch_dtn_ms)
+                        .map_err(|e| {
+                            invalid(
+                                format!("node {}", ns.number),
+                                "agent",
+                                &format!("an agent that opens ({e})"),
+                            )
+                        })?;
+                    for r in &ns.routes {
+                        if let Ok(range) = bp::NodeRange::single(r.dest) {
+                            let _ = a.static_routes_mut().add(range, r.via);
+                        }
+                    }
+                    for &nb in &neighbours {
+                        let gated = scn
+                            .contacts
+                            .iter()
+                            .any(|c| c.from == ns.number && c.to == nb);
+                        if !gated {
+                            a.link_up(
+                                scn.sim.epoch_dtn_ms,
+                                nb,
+                                engine.span_config(nb).map_or(0, |c| c.rate_bps),
+                            );
+                        }
+                    }
+                    for t in &scn.traffic {
+                        if t.from == ns.number {
+                            let _ = a.register(bpv7::Eid::ipn(ns.number, t.client_service));
+                        }
+                        if t.to == ns.number {
+                            let _ = a.register(bpv7::Eid::ipn(ns.number, t.server_service));
+                        }
+                    }
+                    Some(Box::new(a))
+                }
+            };
             nodes.push(Node {
                 number: ns.number,
+                epoch_dtn_ms: scn.sim.epoch_dtn_ms,
+                agent,
+                green_ids: Default::default(),
                 engine,
                 processing: Processing {
                     rx_latency: secs(p.rx_latency_us / 1e6),
@@ -484,13 +529,21 @@ impl Simulation {
                 let Some(n) = self.nodes.get_mut(node) else {
                     return;
                 };
+                let dtn = self.epoch_dtn_ms + now.as_millis() as u64;
                 if up {
                     if let Some(r) = rate {
                         n.engine.set_span_rate(now, remote, r);
                     }
                     n.engine.set_link_up(now, remote);
+                    let r = n.engine.span_config(remote).map_or(0, |c| c.rate_bps);
+                    if let Some(a) = n.agent.as_mut() {
+                        a.link_up(dtn, remote, r);
+                    }
                 } else {
                     n.engine.set_link_down(now, remote);
+                    if let Some(a) = n.agent.as_mut() {
+                        a.link_down(dtn, remote);
+                    }
                 }
                 node
             }

@@ -3,13 +3,24 @@
 use std::path::Path;
 use std::time::Duration;
 
+use sim::scenario::BundleLayer;
 use sim::{Scenario, Simulation};
 
 #[test]
-fn every_bundle_delivered_in_its_window() {
+fn every_bundle_delivered_in_its_window_with_the_agent() {
+    check(BundleLayer::Agent);
+}
+
+#[test]
+fn every_bundle_delivered_in_its_window_with_the_static_layer() {
+    check(BundleLayer::Static);
+}
+
+fn check(layer: BundleLayer) {
     let path =
         Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/sim/three_node_contacts.toml");
-    let scn = Scenario::load(&path).unwrap();
+    let mut scn = Scenario::load(&path).unwrap();
+    scn.sim.bundle_layer = layer;
     let mut s = Simulation::new(&scn).unwrap();
     s.run();
     let sum = s.summary();
