@@ -44,7 +44,10 @@ fn text_summary_line() {
     let o = dtnkit(&["sim", &scn, "--quiet", "--duration-s", "6"]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let out = String::from_utf8_lossy(&o.stdout).to_string();
-    assert!(out.contains("bundles 10/10 sent/delivered (0 acked)"), "{out}");
+    assert!(
+        out.contains("bundles 10/10 sent/delivered (0 acked)"),
+        "{out}"
+    );
     assert!(out.contains("retransmission cycles"), "{out}");
 }
 
