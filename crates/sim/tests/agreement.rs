@@ -129,3 +129,57 @@ fn iid_loss_adds_one_cycle_per_loss_event() {
         + sum.rto_expirations as f64 * RTO;
     within(actual, expected, "total red session time");
 }
+
+#[test]
+fn cpu_slower_than_the_link_queues_segments() {
+    // 40 µs of CPU per received segment, over twice the 16.4 µs a 1024-byte segment takes at 500 Mb/s: the
+    // receiver's CPU becomes the bottleneck and the session lasts N × 40 µs instead of the radiation time.
+    const SLOW: f64 = 40e-6;
+    let text = format!(
+        r#"
+[sim]
+duration_s = 5.0
+seed = 5
+[[node]]
+number = 1
+ltp = {{ max_segment_size = 1024, max_export_sessions = 1, rto_ms = 200.0 }}
+processing = {{ rx_latency_us = {lat}, per_segment_us = {slow} }}
+[[node]]
+number = 2
+ltp = {{ max_segment_size = 1024, max_export_sessions = 1, rto_ms = 200.0 }}
+processing = {{ rx_latency_us = {lat}, per_segment_us = {slow} }}
+[[link]]
+a = 1
+b = 2
+forward = {{ rate_bps = {RATE}, delay_ms = {df} }}
+return = {{ rate_bps = {RATE}, delay_ms = {dr} }}
+[[traffic]]
+from = 1
+to = 2
+window = 1
+bundles = 5
+bundle_size = {BUNDLE}
+"#,
+        lat = LAT * 1e6,
+        slow = SLOW * 1e6,
+        df = DF * 1e3,
+        dr = DR * 1e3,
+    );
+    let scn = Scenario::from_toml_str(&text, "cpu.toml", Path::new(".")).unwrap();
+    let mut s = Simulation::new(&scn).unwrap();
+    s.run();
+    let sum = s.summary();
+    assert_eq!(sum.bundles_acked, 5, "{sum:?}");
+    let sender = &s.nodes()[0];
+    let segments = sender.engine().span_stats(2).unwrap().data_segments_sent as f64 / 5.0;
+    // First segment serialized, then the CPU works through every segment back to back; the report returns.
+    let first = 1024.0 * 8.0 / RATE;
+    let expected = first + DF + LAT + segments * SLOW + DR + LAT + SLOW;
+    for r in s.sessions().iter().filter(|r| r.red) {
+        within(
+            (r.end - r.start).as_secs_f64(),
+            expected,
+            "CPU-bound session duration",
+        );
+    }
+}
