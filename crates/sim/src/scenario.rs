@@ -103,6 +103,11 @@ pub struct SimSection {
     /// Which bundle layer the nodes run.
     #[serde(default)]
     pub bundle_layer: BundleLayer,
+    /// Contact plan file (ION `a contact` lines, or `*.toml`; see `docs/contact-plan.md`), times relative to the
+    /// simulation start. Its contacts gate LTP like `[[contact]]` entries (rates in bytes/s become the pacing rate
+    /// during each window) and, with the agent, it is also the agent's plan for contact graph routing.
+    #[serde(default)]
+    pub contact_plan: Option<PathBuf>,
 }
 
 /// The bundle layer hosted by every node.
@@ -285,7 +290,7 @@ pub struct LinkSection {
 }
 
 /// `[[contact]]`: node `from` may transmit to neighbour `to` during `[start_s, end_s)`.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ContactSection {
     /// Transmitting node.

@@ -147,6 +147,43 @@ impl Simulation {
             None => None,
         };
         let index = |n: u64| scn.nodes.iter().position(|x| x.number == n).unwrap_or(0);
+        let mut contacts = scn.contacts.clone();
+        let plan = match &scn.sim.contact_plan {
+            None => None,
+            Some(p) => {
+                let path = scn.base_dir.join(p);
+                let plan = bp::ContactPlan::load(&path, scn.sim.epoch_dtn_ms).map_err(|e| {
+                    invalid(
+                        "sim.contact_plan",
+                        path.display(),
+                        &format!("a valid contact plan ({e})"),
+                    )
+                })?;
+                for c in plan.contacts() {
+                    if !scn.adjacent(c.from, c.to) {
+                        return Err(invalid(
+                            "sim.contact_plan",
+                            format!(
+                                "{}:{}: contact {} -> {}",
+                                path.display(),
+                                c.line,
+                                c.from,
+                                c.to
+                            ),
+                            "contacts only between nodes joined by a [[link]]",
+                        ));
+                    }
+                    contacts.push(crate::scenario::ContactSection {
+                        from: c.from,
+                        to: c.to,
+                        start_s: c.start_ms as f64 / 1e3,
+                        end_s: c.end_ms as f64 / 1e3,
+                        rate_bps: Some(c.rate_bits_per_s() as f64).filter(|r| *r > 0.0),
+                    });
+                }
+                Some(plan)
+            }
+        };
         // Links first: the spans take their rates and delays from them.
         let mut links = Vec::with_capacity(scn.links.len());
         let mut models = Vec::with_capacity(scn.links.len());
@@ -241,16 +278,16 @@ impl Simulation {
                                 &format!("an agent that opens ({e})"),
                             )
                         })?;
+                    if let Some(p) = &plan {
+                        a.set_contact_plan(Some(p.clone()), false);
+                    }
                     for r in &ns.routes {
                         if let Ok(range) = bp::NodeRange::single(r.dest) {
                             let _ = a.static_routes_mut().add(range, r.via);
                         }
                     }
                     for &nb in &neighbours {
-                        let gated = scn
-                            .contacts
-                            .iter()
-                            .any(|c| c.from == ns.number && c.to == nb);
+                        let gated = contacts.iter().any(|c| c.from == ns.number && c.to == nb);
                         if !gated {
                             a.link_up(
                                 scn.sim.epoch_dtn_ms,
@@ -336,7 +373,7 @@ impl Simulation {
         }
         let mut queue = EventQueue::default();
         // Contact windows: a span with contacts starts down and follows its windows.
-        for c in &scn.contacts {
+        for c in &contacts {
             let node = index(c.from);
             if let Some(n) = nodes.get_mut(node) {
                 n.engine.set_link_down(Duration::ZERO, c.to);

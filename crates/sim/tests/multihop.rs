@@ -16,9 +16,19 @@ fn every_bundle_delivered_in_its_window_with_the_static_layer() {
     check(BundleLayer::Static);
 }
 
+#[test]
+fn contact_plan_file_with_cgr_routing() {
+    check_file("three_node_plan.toml", BundleLayer::Agent);
+}
+
 fn check(layer: BundleLayer) {
-    let path =
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/sim/three_node_contacts.toml");
+    check_file("three_node_contacts.toml", layer);
+}
+
+fn check_file(name: &str, layer: BundleLayer) {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../testdata/sim")
+        .join(name);
     let mut scn = Scenario::load(&path).unwrap();
     scn.sim.bundle_layer = layer;
     let mut s = Simulation::new(&scn).unwrap();
