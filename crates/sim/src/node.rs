@@ -603,9 +603,14 @@ impl Node {
                 break;
             };
             progress = true;
-            let (meta, red) = match Bundle::decode_prefix(&fwd.bundle) {
-                Ok((b, _)) => (Meta::of(&b), !self.green_ids.remove(&b.id())),
-                Err(_) => (Meta::default(), true),
+            // Decoding (with its CRC pass) is only needed to find green bundles or to log identities.
+            let (meta, red) = if self.green_ids.is_empty() && ctx.bundle_log.is_none() {
+                (Meta::default(), true)
+            } else {
+                match Bundle::decode_prefix(&fwd.bundle) {
+                    Ok((b, _)) => (Meta::of(&b), !self.green_ids.remove(&b.id())),
+                    Err(_) => (Meta::default(), true),
+                }
             };
             self.waiting.push_back((
                 fwd.neighbour,
