@@ -98,8 +98,8 @@ impl Client {
         self.stream = UnixStream::connect(&self.path)?;
         self.rx.clear();
         self.deliveries.clear();
-        let eps = std::mem::take(&mut self.registered);
-        for ep in eps {
+        // The list survives a failed attempt, so a later reconnect registers them all again.
+        for ep in self.registered.clone() {
             self.register(&ep)?;
         }
         Ok(())

@@ -36,6 +36,9 @@ fn rand_suffix() -> u128 {
 
 impl Drop for TempDir {
     fn drop(&mut self) {
+        if std::env::var_os("DTNKIT_KEEP_TEST_DIRS").is_some() {
+            return;
+        }
         let _ = std::fs::remove_dir_all(&self.0);
     }
 }
@@ -123,11 +126,17 @@ impl NodeProc {
 
     /// (Re)starts the process and waits until its application socket answers.
     pub fn restart(&mut self) {
+        // The node's stderr is kept (appended across restarts) for post-mortems.
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.spec_dir.join("node.err"))
+            .unwrap();
         let child = Command::new(BIN)
             .args(["node", "--config"])
             .arg(&self.config)
             .stdout(Stdio::null())
-            .stderr(Stdio::null())
+            .stderr(log)
             .spawn()
             .unwrap();
         self.child = Some(child);
@@ -165,18 +174,35 @@ impl Drop for NodeProc {
     }
 }
 
-/// A child process killed on drop.
-pub struct Proc(pub Option<Child>);
+/// A child process killed on drop. Its stdout and stderr go to files (a pipe nobody reads
+/// during the run would stall a chatty child once the pipe buffer is full).
+pub struct Proc(pub Option<Child>, PathBuf, PathBuf);
+
+static PROC_SEQ: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
 impl Proc {
     pub fn spawn(args: &[&str]) -> Self {
+        let n = PROC_SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let base = std::env::temp_dir().join(format!("dtnkit-proc-{}-{n}", std::process::id()));
+        let (out, err) = (base.with_extension("out"), base.with_extension("err"));
         let c = Command::new(BIN)
             .args(args)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
+            .stdout(std::fs::File::create(&out).unwrap())
+            .stderr(std::fs::File::create(&err).unwrap())
             .spawn()
             .unwrap();
-        Proc(Some(c))
+        Proc(Some(c), out, err)
+    }
+
+    fn output(&self, status: std::process::ExitStatus) -> Output {
+        let o = Output {
+            status,
+            stdout: std::fs::read(&self.1).unwrap_or_default(),
+            stderr: std::fs::read(&self.2).unwrap_or_default(),
+        };
+        let _ = std::fs::remove_file(&self.1);
+        let _ = std::fs::remove_file(&self.2);
+        o
     }
 
     /// Waits up to `limit` for the exit; panics (after killing) when it takes longer.
@@ -184,12 +210,13 @@ impl Proc {
         let deadline = Instant::now() + limit;
         let mut c = self.0.take().unwrap();
         loop {
-            if c.try_wait().unwrap().is_some() {
-                return c.wait_with_output().unwrap();
+            if let Some(st) = c.try_wait().unwrap() {
+                return self.output(st);
             }
             if Instant::now() > deadline {
                 let _ = c.kill();
-                let out = c.wait_with_output().unwrap();
+                let st = c.wait().unwrap();
+                let out = self.output(st);
                 panic!(
                     "process did not finish in {limit:?}; stderr: {}",
                     String::from_utf8_lossy(&out.stderr)
@@ -206,6 +233,8 @@ impl Drop for Proc {
             let _ = c.kill();
             let _ = c.wait();
         }
+        let _ = std::fs::remove_file(&self.1);
+        let _ = std::fs::remove_file(&self.2);
     }
 }
 

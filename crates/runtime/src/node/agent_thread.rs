@@ -288,9 +288,14 @@ impl AgentThread {
                 };
                 if let Some(&other) = owner.get(&eid) {
                     if other != conn {
-                        return Some(bad(format!(
-                            "endpoint {eid} is registered by another connection"
-                        )));
+                        // The newest registration wins (the older connection is typically a
+                        // client that crashed or is reconnecting): bundles offered to the old
+                        // one and not acknowledged are offered again to the new one.
+                        if let Some(c) = conns.get_mut(&other) {
+                            c.endpoints.retain(|e| *e != eid);
+                        }
+                        owner.remove(&eid);
+                        self.agent.unregister(&eid);
                     }
                 }
                 if let Err(e) = self.agent.register(eid.clone()) {

@@ -297,15 +297,21 @@ fn ms(file: &str, field: &str, v: f64) -> Result<Duration, ConfigError> {
     Ok(Duration::from_secs_f64(v / 1000.0))
 }
 
-/// One line for a TOML error: `file:line: message`.
+/// One line for a TOML error: `file:line: field `key`: message` (the key when the error points
+/// at a `key = value` line).
 fn toml_error(file: &str, text: &str, e: &toml::de::Error) -> ConfigError {
-    let line = e
-        .span()
-        .map(|s| text.get(..s.start).map_or(0, |t| t.lines().count().max(1)));
     let msg = e.message().replace('\n', " ");
-    match line {
-        Some(l) => ConfigError(format!("{file}:{l}: {msg}")),
-        None => ConfigError(format!("{file}: {msg}")),
+    let Some(span) = e.span() else {
+        return ConfigError(format!("{file}: {msg}"));
+    };
+    let before = text.get(..span.start).unwrap_or("");
+    let line_no = before.matches('\n').count() + 1;
+    let line = text.lines().nth(line_no - 1).unwrap_or("");
+    match line.split_once('=') {
+        Some((key, _)) if !line.trim_start().starts_with('[') => {
+            ConfigError(format!("{file}:{line_no}: field `{}`: {msg}", key.trim()))
+        }
+        _ => ConfigError(format!("{file}:{line_no}: {msg}")),
     }
 }
 

@@ -81,6 +81,8 @@ pub(crate) struct LtpThread {
     pub(crate) waker_addr: SocketAddr,
     pub(crate) counters: Arc<LtpCounters>,
     pub(crate) start: Instant,
+    /// Bundles not yet accepted by the engine (span queue full), in arrival order.
+    pub(crate) backlog: std::collections::VecDeque<(u64, u64, Bytes)>,
 }
 
 impl LtpThread {
@@ -113,7 +115,13 @@ impl LtpThread {
                 }
             }
             // Receive.
-            let n = recv.recv(&self.sock, &mut bufs, &mut meta)?;
+            let n = match recv.recv(&self.sock, &mut bufs, &mut meta) {
+                Ok(n) => n,
+                // An ICMP error from an earlier send (a peer that is down) surfaces here as
+                // ECONNREFUSED and similar: the peer's absence is LTP's business (timers).
+                Err(e) if transient(&e) => 0,
+                Err(e) => return Err(e),
+            };
             for (b, m) in bufs.iter().zip(&meta).take(n) {
                 if m.src == Some(self.waker_addr) || m.truncated {
                     continue;
@@ -126,6 +134,9 @@ impl LtpThread {
             }
             busy |= n > 0;
             self.engine.handle_timeout(now);
+            if !self.backlog.is_empty() {
+                self.drain_backlog(now);
+            }
             // Events.
             while let Some(ev) = self.engine.poll_event() {
                 let msg = match ev {
@@ -200,7 +211,11 @@ impl LtpThread {
                         i += 1;
                     }
                     if let Some(&addr) = addr_of.get(&remote) {
-                        send.send(&self.sock, &slices, addr)?;
+                        match send.send(&self.sock, &slices, addr) {
+                            Ok(_) => {}
+                            Err(e) if transient(&e) => {}
+                            Err(e) => return Err(e),
+                        }
                     }
                 }
             }
@@ -220,7 +235,39 @@ impl LtpThread {
                 Some(t) => (t - now).min(Duration::from_millis(100)),
                 None => Duration::from_millis(100),
             };
-            wait_readable(&self.sock, wait)?;
+            match wait_readable(&self.sock, wait) {
+                Ok(_) => {}
+                Err(e) if transient(&e) => {}
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// Hands waiting bundles to the engine until its span queue is full.
+    fn drain_backlog(&mut self, now: Duration) {
+        while let Some((engine, token, bundle)) = self.backlog.pop_front() {
+            match self.engine.enqueue_item(
+                now,
+                engine,
+                BP_CLIENT_SERVICE,
+                bundle.clone(),
+                token,
+                true,
+            ) {
+                Ok(()) => {}
+                Err(ltp::SendError::SpanFull(_)) => {
+                    self.backlog.push_front((engine, token, bundle));
+                    return;
+                }
+                Err(_) => {
+                    let _ = self
+                        .tx
+                        .send(super::agent_thread::AgentInput::Ltp(FromLtp::Done {
+                            tokens: vec![token],
+                            ok: false,
+                        }));
+                }
+            }
         }
     }
 
@@ -240,19 +287,10 @@ impl LtpThread {
                         }));
                     return;
                 };
-                if self
-                    .engine
-                    .enqueue_item(now, engine, BP_CLIENT_SERVICE, bundle, token, true)
-                    .is_err()
-                {
-                    // Span full (or unknown): the agent re-forwards it later.
-                    let _ = self
-                        .tx
-                        .send(super::agent_thread::AgentInput::Ltp(FromLtp::Done {
-                            tokens: vec![token],
-                            ok: false,
-                        }));
-                }
+                // Bundles wait here (in order) while the span's block queue is full; the agent
+                // thread's window bounds this backlog.
+                self.backlog.push_back((engine, token, bundle));
+                self.drain_backlog(now);
             }
             ToLtp::Confirm { session, ok } => {
                 self.engine.confirm_block(now, session, ok);
@@ -280,4 +318,19 @@ impl LtpThread {
             ToLtp::Shutdown => {}
         }
     }
+}
+
+/// Socket errors caused by the network or a peer (ICMP unreachable reported on the socket,
+/// no buffer space) rather than by this node: counted as losses, never fatal.
+fn transient(e: &std::io::Error) -> bool {
+    matches!(
+        e.raw_os_error(),
+        Some(libc::ECONNREFUSED)
+            | Some(libc::EHOSTUNREACH)
+            | Some(libc::ENETUNREACH)
+            | Some(libc::ENOBUFS)
+            | Some(libc::EINTR)
+            | Some(libc::EAGAIN)
+            | Some(libc::EMSGSIZE)
+    )
 }

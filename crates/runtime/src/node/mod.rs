@@ -91,6 +91,17 @@ fn pin_to(cpu: Option<usize>) {
     }
 }
 
+/// Creates a CSV log file; a log left by an earlier run (e.g. before a crash) is kept, renamed
+/// with the DTN time of this start appended (`bundles.csv.848650000000`).
+fn create_log(p: &Path, start_dtn: u64) -> std::io::Result<std::fs::File> {
+    if p.exists() {
+        let mut old = p.as_os_str().to_owned();
+        old.push(format!(".{start_dtn}"));
+        std::fs::rename(p, old)?;
+    }
+    std::fs::File::create(p)
+}
+
 /// Loads the contact plan and turns its link events for this node into a schedule of LTP
 /// link changes (DTN time). Peers that never appear in the plan stay up all the time.
 fn plan_schedule(plan: &ContactPlan, cfg: &Validated) -> (Vec<LinkChange>, Vec<u64>) {
@@ -156,7 +167,7 @@ impl Node {
             msg: e.to_string(),
         })?;
         if let Some(p) = &cfg.bundle_log {
-            let f = std::fs::File::create(p)
+            let f = create_log(p, start_dtn)
                 .map_err(|e| NodeError::Io(format!("bundle log {}: {e}", p.display())))?;
             agent.set_event_sink(Some(Box::new(bp::CsvBundleLog::new(
                 std::io::BufWriter::new(f),
@@ -208,7 +219,7 @@ impl Node {
             peers.insert(s.peer, (s.engine_id, s.address));
         }
         if let Some(p) = &cfg.segment_log {
-            let f = std::fs::File::create(p)
+            let f = create_log(p, start_dtn)
                 .map_err(|e| NodeError::Io(format!("LTP segment log {}: {e}", p.display())))?;
             engine.set_segment_sink(Some(Box::new(ltp::CsvSegmentLog::new(
                 std::io::BufWriter::new(f),
@@ -265,6 +276,7 @@ impl Node {
             waker_addr,
             counters: counters.clone(),
             start: Instant::now(),
+            backlog: std::collections::VecDeque::new(),
         };
         let ltp_cpu = cfg.raw.ltp.cpu;
         threads.push(
