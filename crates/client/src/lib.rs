@@ -13,5 +13,7 @@
 mod client;
 pub mod proto;
 
+/// Re-export of the `bytes` crate used in the API (payloads are `Bytes`).
+pub use bytes;
 pub use client::{Client, ClientError, Received};
 pub use proto::{BundleId, ErrorKind, Request, Response, SendArgs};
