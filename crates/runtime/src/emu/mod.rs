@@ -114,9 +114,6 @@ impl Relay {
         let local_b = sock_b.local_addr()?;
         let stop = Arc::new(AtomicBool::new(false));
         let start = Instant::now();
-        let wall_start = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .ok();
         let (log_sink, log_handle) = match log {
             Some(out) => {
                 let (s, h) = log::start(out, 1 << 16)?;
@@ -147,7 +144,6 @@ impl Relay {
                         None
                     },
                     start,
-                    wall_start,
                     stop: stop.clone(),
                     log: log_sink.clone(),
                     slots: settings.slots,

@@ -2,8 +2,9 @@
 //! their release time, send them in batches.
 //!
 //! Timing: the relay clock is `Instant::now() - start`, handed to the model as a `Duration`. Each datagram's arrival
-//! time is the kernel's receive timestamp (`SO_TIMESTAMPNS`, wall clock mapped onto the relay clock through the
-//! wall-clock reading taken at start), clamped to be non-decreasing and not later than the batch's read time; without
+//! time is the kernel's receive timestamp (`SO_TIMESTAMPNS`, a wall-clock time): its age by the wall clock read beside
+//! the batch's read time is subtracted from that (monotonic) read time, so a step of the wall clock during a run
+//! (NTP, a VM's clock adjustments) cannot shift arrivals; the result is clamped to be non-decreasing. Without
 //! timestamps the read time is used. Because arrival times come from the kernel, the relay can let a partial batch
 //! fill for up to [`COALESCE`] before reading again (fewer system calls per datagram) without changing any model
 //! decision; it never sleeps past a pending release. Waiting for the next release uses `ppoll` with a 1 µs timer slack
@@ -93,8 +94,6 @@ pub(crate) struct Pump {
     /// Where to publish the source of received datagrams (forward direction without a configured A).
     pub(crate) learn: Option<Arc<Mutex<Option<SocketAddr>>>>,
     pub(crate) start: Instant,
-    /// Wall-clock time (since the Unix epoch) read together with `start`, to map kernel timestamps.
-    pub(crate) wall_start: Option<Duration>,
     pub(crate) stop: Arc<AtomicBool>,
     pub(crate) log: Option<LogSink>,
     pub(crate) slots: usize,
@@ -200,12 +199,13 @@ impl Pump {
             };
             if n > 0 {
                 let read_at = self.start.elapsed();
+                let wall_at_read = wall_clock();
                 for (i, m) in meta.iter().enumerate().take(n) {
-                    let kernel = match (timestamps, m.timestamp, self.wall_start) {
-                        (true, Some(ts), Some(w)) => ts.checked_sub(w),
-                        _ => None,
+                    let age = match (timestamps, m.timestamp, wall_at_read) {
+                        (true, Some(ts), Some(w)) => w.saturating_sub(ts),
+                        _ => Duration::ZERO,
                     };
-                    let t = kernel.unwrap_or(read_at).min(read_at).max(last_arrival);
+                    let t = read_at.saturating_sub(age).max(last_arrival);
                     last_arrival = t;
                     stats.received += 1;
                     stats.received_bytes += m.len as u64;
@@ -297,4 +297,11 @@ impl Pump {
         stats.pending_at_exit = heap.len() as u64;
         Ok(stats)
     }
+}
+
+/// The wall clock (since the Unix epoch), the clock kernel receive timestamps use.
+fn wall_clock() -> Option<Duration> {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .ok()
 }
