@@ -2,11 +2,11 @@
 
 pub mod bundle;
 pub mod emu;
-pub mod sim;
 pub mod node;
 pub mod ping;
 pub mod recv;
 pub mod send;
+pub mod sim;
 pub mod status;
 pub mod trace;
 
