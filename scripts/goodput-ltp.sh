@@ -3,12 +3,14 @@
 # measured in the same run: 1024-byte LTP segments, 500 kB bundles, no rate limit. Three repetitions each; prints
 # every run, the medians and the ratio. Release build.
 #
-# Usage: scripts/goodput-ltp.sh [BUNDLES (default 200)] [REPS (default 3)]
+# Usage: [DURABLE=true|false] scripts/goodput-ltp.sh [BUNDLES (default 200)] [REPS (default 3)]
+# DURABLE (default true, the node default) sets the store's fsync-per-commit; false measures LTP without the disk.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$PWD/target}"
 N="${1:-200}"
 REPS="${2:-3}"
+DURABLE="${DURABLE:-true}"
 SIZE=500000
 command -v iperf3 >/dev/null || { echo "iperf3 is required (apt-get install iperf3)" >&2; exit 1; }
 cargo build --release -p dtnkit -q
@@ -42,7 +44,7 @@ node = $n
 bind = "127.0.0.1:$me"
 [store]
 path = "$d/s$n"
-durable = false
+durable = $DURABLE
 [[span]]
 peer = $peer
 address = "127.0.0.1:$pp"
@@ -73,4 +75,5 @@ for r in $(seq 1 "$REPS"); do
   printf 'run %d: iperf3 UDP 1024 B: %8.1f Mbit/s   dtnkit LTP: %8.1f Mbit/s\n' "$r" "$i" "$l"
 done
 mi=$(printf '%s\n' "${I[@]}" | median); ml=$(printf '%s\n' "${L[@]}" | median)
+printf 'store durable=%s\n' "$DURABLE"
 printf 'median: iperf3 %.1f Mbit/s, dtnkit LTP %.1f Mbit/s, ratio %.3f\n' "$mi" "$ml" "$(python3 -c "print($ml/$mi)")"
