@@ -123,24 +123,16 @@ impl Engine {
                 else {
                     return;
                 };
-                if *d != Some(deadline) {
+                let Some((reason, exceeded)) = cancel_retry_due(
+                    *reason,
+                    retransmissions,
+                    d,
+                    deadline,
+                    cfg.max_cancel_retransmissions,
+                ) else {
                     return;
-                }
-                *d = None;
-                let reason = *reason;
-                let exceeded = *retransmissions >= cfg.max_cancel_retransmissions;
-                *retransmissions += 1;
-                if let Some(s) = self.spans.get_mut(i) {
-                    s.stats.cancel_timeouts += 1;
-                }
-                self.log_event(
-                    now,
-                    remote,
-                    id,
-                    LogEvent::CancelTimeout,
-                    0,
-                    Outcome::Cancelled(reason),
-                );
+                };
+                self.note_cancel_timeout(now, i, remote, id, reason);
                 if exceeded {
                     self.close_export(now, number, Outcome::Cancelled(reason));
                 } else {
@@ -159,24 +151,16 @@ impl Engine {
                 else {
                     return;
                 };
-                if *d != Some(deadline) {
+                let Some((reason, exceeded)) = cancel_retry_due(
+                    *reason,
+                    retransmissions,
+                    d,
+                    deadline,
+                    cfg.max_cancel_retransmissions,
+                ) else {
                     return;
-                }
-                *d = None;
-                let reason = *reason;
-                let exceeded = *retransmissions >= cfg.max_cancel_retransmissions;
-                *retransmissions += 1;
-                if let Some(s) = self.spans.get_mut(i) {
-                    s.stats.cancel_timeouts += 1;
-                }
-                self.log_event(
-                    now,
-                    remote,
-                    session,
-                    LogEvent::CancelTimeout,
-                    0,
-                    Outcome::Cancelled(reason),
-                );
+                };
+                self.note_cancel_timeout(now, i, remote, session, reason);
                 if exceeded {
                     self.close_import(now, session, Outcome::Cancelled(reason));
                 } else {
@@ -227,4 +211,47 @@ impl Engine {
             }
         }
     }
+}
+
+impl Engine {
+    /// Counts and logs one expiry of a cancel-retransmission timer (export or import side alike).
+    fn note_cancel_timeout(
+        &mut self,
+        now: Duration,
+        i: usize,
+        remote: u64,
+        id: SessionId,
+        reason: CancelReason,
+    ) {
+        if let Some(s) = self.spans.get_mut(i) {
+            s.stats.cancel_timeouts += 1;
+        }
+        self.log_event(
+            now,
+            remote,
+            id,
+            LogEvent::CancelTimeout,
+            0,
+            Outcome::Cancelled(reason),
+        );
+    }
+}
+
+/// The shared step of a cancel timer firing for either side: ignores a stale timer (its deadline was rearmed or
+/// cleared), otherwise disarms it and counts one more retransmission. Returns the cancel reason and whether the
+/// retransmission limit is exceeded (then the session closes instead of resending the cancel).
+fn cancel_retry_due(
+    reason: CancelReason,
+    retransmissions: &mut u32,
+    armed: &mut Option<Duration>,
+    fired: Duration,
+    max_retransmissions: u32,
+) -> Option<(CancelReason, bool)> {
+    if *armed != Some(fired) {
+        return None;
+    }
+    *armed = None;
+    let exceeded = *retransmissions >= max_retransmissions;
+    *retransmissions += 1;
+    Some((reason, exceeded))
 }
