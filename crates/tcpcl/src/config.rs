@@ -1,0 +1,96 @@
+//! Session configuration.
+
+use std::time::Duration;
+
+use crate::decode::DecodeLimits;
+use crate::msg::ExtensionItem;
+
+/// Which side of the TCP connection this session is (RFC 9174, 3.1): the active entity
+/// connected and speaks first; the passive entity accepted the connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Role {
+    /// Initiated the TCP connection; sends its contact header and SESS_INIT first, and is
+    /// the TLS client.
+    Active,
+    /// Accepted the TCP connection; answers the active entity, and is the TLS server.
+    Passive,
+}
+
+/// Parameters of one session. [`SessionConfig::new`] gives the defaults documented on each
+/// field.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SessionConfig {
+    /// Our node ID, sent in SESS_INIT (e.g. `ipn:1.0`).
+    pub node_id: String,
+    /// The node ID we expect the peer to present, if known (e.g. from the contact plan). A
+    /// different one ends the session with `ContactFailure`. Default: none (any accepted).
+    pub expected_peer_node_id: Option<String>,
+    /// Our keepalive interval in seconds (0 disables); the session uses the minimum of both
+    /// sides. Default 30.
+    pub keepalive: u16,
+    /// Segment MRU we advertise: the largest segment data we accept. Default 1 MiB.
+    pub segment_mru: u64,
+    /// Transfer MRU we advertise: the largest bundle we accept. Default 64 MiB.
+    pub transfer_mru: u64,
+    /// Largest segment we accept in practice: segments above `segment_mru` but within this
+    /// are accepted and reported as a deviation; above it the session ends
+    /// (`ResourceExhaustion`). Default: equal to `segment_mru` (strict).
+    pub hard_segment_limit: u64,
+    /// Largest transfer we accept in practice: transfers above `transfer_mru` but within
+    /// this are accepted and reported as a deviation; above it they are refused
+    /// (`NotAcceptable`). Default: equal to `transfer_mru` (strict).
+    pub hard_transfer_limit: u64,
+    /// Largest segment data we send, whatever the peer's segment MRU allows. Default 1 MiB.
+    pub max_segment_size: u64,
+    /// Send bundles larger than the peer's transfer MRU anyway (for peers known to
+    /// under-advertise it, such as dtn7, which advertises 64000 and accepts megabytes).
+    /// Each such transfer is counted in `SessionStats::sent_over_peer_transfer_mru`.
+    /// Default false: `send_bundle` refuses with `SendError::TooLarge`, and the agent
+    /// fragments at the bundle layer.
+    pub exceed_peer_transfer_mru: bool,
+    /// Set CAN_TLS in our contact header. Default false.
+    pub can_tls: bool,
+    /// End the session (`ContactFailure`) unless both sides set CAN_TLS. Default false.
+    pub require_tls: bool,
+    /// Time allowed from session start to `Established` (contact headers, TLS, SESS_INIT).
+    /// Default 30 s.
+    pub establish_timeout: Duration,
+    /// Time allowed after we send SESS_TERM for the reply and in-progress transfers to
+    /// finish. Default 10 s.
+    pub termination_timeout: Duration,
+    /// Outgoing transfers queued or unacknowledged at once; beyond, `send_bundle` returns
+    /// `SendError::QueueFull`. Default 64.
+    pub max_queued_transfers: usize,
+    /// Octets of data segments one `poll_transmit` call appends (at least one segment is
+    /// appended if any is ready). Default 4 MiB.
+    pub max_transmit_chunk: usize,
+    /// Session extension items we send in SESS_INIT. Default none.
+    pub session_extensions: Vec<ExtensionItem>,
+    /// Limits on extension item lists while decoding. Default [`DecodeLimits::default`].
+    pub limits: DecodeLimits,
+}
+
+impl SessionConfig {
+    /// Defaults for a node with this node ID.
+    pub fn new(node_id: impl Into<String>) -> Self {
+        SessionConfig {
+            node_id: node_id.into(),
+            expected_peer_node_id: None,
+            keepalive: 30,
+            segment_mru: 1 << 20,
+            transfer_mru: 64 << 20,
+            hard_segment_limit: 1 << 20,
+            hard_transfer_limit: 64 << 20,
+            max_segment_size: 1 << 20,
+            exceed_peer_transfer_mru: false,
+            can_tls: false,
+            require_tls: false,
+            establish_timeout: Duration::from_secs(30),
+            termination_timeout: Duration::from_secs(10),
+            max_queued_transfers: 64,
+            max_transmit_chunk: 4 << 20,
+            session_extensions: Vec::new(),
+            limits: DecodeLimits::default(),
+        }
+    }
+}

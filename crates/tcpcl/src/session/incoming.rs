@@ -1,0 +1,242 @@
+//! Incoming transfers: reassembly into one buffer, acknowledgments and refusals.
+
+use std::collections::VecDeque;
+use std::time::Duration;
+
+use bytes::BytesMut;
+
+use super::{Phase, Session};
+use crate::decode::transfer_length;
+use crate::error::{RefuseError, SessionError};
+use crate::event::{Deviation, Event};
+use crate::msg::{
+    Message, MessageType, RefuseReason, RejectReason, SegmentFlags, SegmentHeader, XferAck,
+    XferRefuse, TRANSFER_LENGTH_EXTENSION,
+};
+
+/// How many refused transfer ids are remembered, so that their in-flight segments are
+/// skipped silently instead of being rejected as unexpected.
+const REFUSED_MEMORY: usize = 16;
+
+#[derive(Debug)]
+struct InTransfer {
+    id: u64,
+    buf: BytesMut,
+    received: u64,
+    declared: Option<u64>,
+    over_mru_reported: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Sink {
+    Buffer,
+    Discard,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct CurrentSegment {
+    flags: SegmentFlags,
+    len: u64,
+    sink: Sink,
+}
+
+/// Receive state: at most one transfer in progress (the peer may not interleave).
+#[derive(Debug, Default)]
+pub(super) struct Incoming {
+    cur: Option<InTransfer>,
+    seg: Option<CurrentSegment>,
+    refused: VecDeque<u64>,
+}
+
+impl Incoming {
+    /// Appends a piece of segment data to the reassembly buffer (or skips it).
+    pub(super) fn on_data(&mut self, d: &[u8]) {
+        if let (Some(seg), Some(cur)) = (&self.seg, &mut self.cur) {
+            if seg.sink == Sink::Buffer {
+                cur.buf.extend_from_slice(d);
+            }
+        }
+    }
+
+    pub(super) fn in_progress(&self) -> bool {
+        self.cur.is_some()
+    }
+
+    pub(super) fn clear(&mut self) {
+        self.cur = None;
+        self.seg = None;
+    }
+
+    fn discard_segment(&mut self, h: &SegmentHeader) {
+        self.seg = Some(CurrentSegment {
+            flags: h.flags,
+            len: h.data_len,
+            sink: Sink::Discard,
+        });
+    }
+}
+
+impl Session {
+    /// Refuses an incoming transfer in progress (after `TransferStarted`, before
+    /// `BundleReceived`), e.g. because the store is full: XFER_REFUSE is queued, the partial
+    /// data is dropped and the rest of the transfer is skipped.
+    pub fn refuse_transfer(
+        &mut self,
+        transfer_id: u64,
+        reason: RefuseReason,
+    ) -> Result<(), RefuseError> {
+        if self.inc.cur.as_ref().is_some_and(|c| c.id == transfer_id) {
+            self.refuse_incoming(transfer_id, reason);
+            Ok(())
+        } else {
+            Err(RefuseError::UnknownTransfer(transfer_id))
+        }
+    }
+
+    fn refuse_incoming(&mut self, id: u64, reason: RefuseReason) {
+        self.stats.transfers_refused += 1;
+        self.queue(&Message::XferRefuse(XferRefuse {
+            reason,
+            transfer_id: id,
+        }));
+        if self.inc.refused.len() >= REFUSED_MEMORY {
+            self.inc.refused.pop_front();
+        }
+        self.inc.refused.push_back(id);
+        if self.inc.cur.as_ref().is_some_and(|c| c.id == id) {
+            self.inc.cur = None;
+        }
+        if let Some(seg) = &mut self.inc.seg {
+            seg.sink = Sink::Discard;
+        }
+    }
+
+    pub(super) fn on_segment_start(
+        &mut self,
+        _now: Duration,
+        h: SegmentHeader,
+    ) -> Result<(), SessionError> {
+        self.stats.segments_received += 1;
+        if self.phase != Phase::Established {
+            self.reject(RejectReason::Unexpected, MessageType::XferSegment.code());
+            self.inc.discard_segment(&h);
+            return Ok(());
+        }
+        if h.data_len > self.cfg.hard_segment_limit {
+            return Err(SessionError::SegmentTooLarge {
+                len: h.data_len,
+                limit: self.cfg.hard_segment_limit,
+            });
+        }
+        if h.data_len > self.cfg.segment_mru {
+            self.deviation(Deviation::SegmentOverMru);
+        }
+        // Start with a discarding segment; switched to buffering once accepted.
+        self.inc.discard_segment(&h);
+        if h.flags.is_start() {
+            if self.inc.cur.take().is_some() {
+                self.deviation(Deviation::StartBeforeEnd);
+            }
+            if self.ending.is_some() {
+                self.refuse_incoming(h.transfer_id, RefuseReason::SessionTerminating);
+                return Ok(());
+            }
+            if h.extensions
+                .iter()
+                .any(|e| e.is_critical() && e.item_type != TRANSFER_LENGTH_EXTENSION)
+            {
+                self.refuse_incoming(h.transfer_id, RefuseReason::ExtensionFailure);
+                return Ok(());
+            }
+            let declared = transfer_length(&h.extensions)?;
+            if let Some(l) = declared {
+                if l > self.cfg.hard_transfer_limit {
+                    self.refuse_incoming(h.transfer_id, RefuseReason::NotAcceptable);
+                    return Ok(());
+                }
+            }
+            // Bounded by the hard transfer limit (declared) or hard segment limit (data_len).
+            let cap = declared.unwrap_or(h.data_len);
+            self.inc.cur = Some(InTransfer {
+                id: h.transfer_id,
+                buf: BytesMut::with_capacity(usize::try_from(cap).unwrap_or(0)),
+                received: 0,
+                declared,
+                over_mru_reported: false,
+            });
+            self.events.push_back(Event::TransferStarted {
+                transfer_id: h.transfer_id,
+                total_len: declared,
+            });
+        } else if self.inc.cur.as_ref().is_none_or(|c| c.id != h.transfer_id) {
+            if !self.inc.refused.contains(&h.transfer_id) {
+                self.reject(RejectReason::Unexpected, MessageType::XferSegment.code());
+            }
+            return Ok(());
+        }
+        let (total, declared, reported) = match &self.inc.cur {
+            Some(c) => (
+                c.received.saturating_add(h.data_len),
+                c.declared,
+                c.over_mru_reported,
+            ),
+            None => return Ok(()),
+        };
+        if total > self.cfg.hard_transfer_limit || declared.is_some_and(|l| total > l) {
+            self.refuse_incoming(h.transfer_id, RefuseReason::NotAcceptable);
+            return Ok(());
+        }
+        if total > self.cfg.transfer_mru && !reported {
+            self.deviation(Deviation::TransferOverMru);
+        }
+        if let Some(c) = &mut self.inc.cur {
+            if total > self.cfg.transfer_mru {
+                c.over_mru_reported = true;
+            }
+            // Bounded: total <= hard_transfer_limit.
+            c.buf.reserve(usize::try_from(h.data_len).unwrap_or(0));
+        }
+        self.inc.seg = Some(CurrentSegment {
+            flags: h.flags,
+            len: h.data_len,
+            sink: Sink::Buffer,
+        });
+        Ok(())
+    }
+
+    pub(super) fn on_segment_end(&mut self, now: Duration) {
+        let Some(seg) = self.inc.seg.take() else {
+            return;
+        };
+        if seg.sink == Sink::Discard {
+            return;
+        }
+        let Some(cur) = &mut self.inc.cur else {
+            return;
+        };
+        cur.received += seg.len;
+        let (id, received, declared) = (cur.id, cur.received, cur.declared);
+        if seg.flags.is_end() && (declared.is_some_and(|l| l != received) || received == 0) {
+            // Shorter than announced, or an empty "bundle".
+            self.refuse_incoming(id, RefuseReason::NotAcceptable);
+            self.maybe_finish(now);
+            return;
+        }
+        self.stats.acks_sent += 1;
+        self.queue(&Message::XferAck(XferAck {
+            flags: seg.flags,
+            transfer_id: id,
+            acknowledged_len: received,
+        }));
+        if seg.flags.is_end() {
+            if let Some(done) = self.inc.cur.take() {
+                self.stats.bundles_received += 1;
+                self.events.push_back(Event::BundleReceived {
+                    transfer_id: done.id,
+                    bundle: done.buf.freeze(),
+                });
+            }
+            self.maybe_finish(now);
+        }
+    }
+}
