@@ -20,7 +20,8 @@ pub enum Role {
 /// field.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SessionConfig {
-    /// Our node ID, sent in SESS_INIT (e.g. `ipn:1.0`).
+    /// Our node ID, sent in SESS_INIT (e.g. `ipn:1.0`); at most 65535 octets, otherwise
+    /// the session closes at once with `ContactFailure`.
     pub node_id: String,
     /// The node ID we expect the peer to present, if known (e.g. from the contact plan). A
     /// different one ends the session with `ContactFailure`. Default: none (any accepted).

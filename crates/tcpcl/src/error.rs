@@ -91,9 +91,6 @@ pub enum SessionError {
         /// Our hard limit.
         limit: u64,
     },
-    /// The peer violated the protocol in a way that cannot be tolerated.
-    #[error("protocol violation: {0}")]
-    Protocol(&'static str),
     /// Input after the session closed.
     #[error("session is closed ({0:?})")]
     Closed(SessTermReason),
@@ -123,7 +120,8 @@ pub enum SendError {
     /// `SessionConfig::max_queued_transfers` transfers are already queued or unacknowledged.
     #[error("transfer queue full")]
     QueueFull,
-    /// Transfer ids are exhausted (2^64 transfers); terminate and open a new session.
+    /// Transfer ids are exhausted (2^64 - 1 transfers); the session is now terminating
+    /// with `ResourceExhaustion` (RFC 9174, 5.2.1); open a new one.
     #[error("transfer ids exhausted")]
     IdsExhausted,
 }

@@ -78,6 +78,8 @@ pub struct Session {
     started: Duration,
     last_sent: Duration,
     last_received: Duration,
+    /// Latest time passed in by the driver (for API calls without `now`).
+    latest: Duration,
     ending: Option<Ending>,
     reported_deviations: HashSet<Deviation>,
     tls_leftover: Vec<u8>,
@@ -103,6 +105,7 @@ impl Session {
             started: now,
             last_sent: now,
             last_received: now,
+            latest: now,
             ending: None,
             reported_deviations: HashSet::new(),
             tls_leftover: Vec::new(),
@@ -110,10 +113,26 @@ impl Session {
             inc: Incoming::default(),
             cfg,
         };
+        if s.own_init().encode(&mut Vec::new()).is_err() {
+            // Our SESS_INIT cannot be encoded (node id over 65535 octets or extension
+            // items over 4 GiB): no session is possible.
+            s.abort(now, SessTermReason::ContactFailure, false);
+            return s;
+        }
         if role == Role::Active {
             ContactHeader::new(s.cfg.can_tls).encode(&mut s.ctrl);
         }
         s
+    }
+
+    fn own_init(&self) -> Message {
+        Message::SessInit(SessInit {
+            keepalive: self.cfg.keepalive,
+            segment_mru: self.cfg.segment_mru,
+            transfer_mru: self.cfg.transfer_mru,
+            node_id: self.cfg.node_id.clone(),
+            extensions: self.cfg.session_extensions.clone(),
+        })
     }
 
     /// Our role.
@@ -167,6 +186,7 @@ impl Session {
         if self.phase == Phase::Closed {
             return Err(SessionError::Closed(self.close_reason()));
         }
+        self.latest = self.latest.max(now);
         if bytes.is_empty() {
             return Ok(());
         }
@@ -258,13 +278,7 @@ impl Session {
             return;
         }
         self.sent_init = true;
-        let init = Message::SessInit(SessInit {
-            keepalive: self.cfg.keepalive,
-            segment_mru: self.cfg.segment_mru,
-            transfer_mru: self.cfg.transfer_mru,
-            node_id: self.cfg.node_id.clone(),
-            extensions: self.cfg.session_extensions.clone(),
-        });
+        let init = self.own_init();
         self.queue(&init);
     }
 
@@ -364,7 +378,10 @@ impl Session {
         if self.phase != Phase::Established {
             // Before negotiation finished: answer and close at once.
             if !term.flags.is_reply() && self.ending.is_none_or(|e| !e.sent) {
-                self.queue_term(term.reason, true);
+                self.queue(&Message::SessTerm(SessTerm {
+                    flags: SessTermFlags(term.flags.0 | SessTermFlags::REPLY),
+                    reason: term.reason,
+                }));
             }
             self.abort(now, term.reason, self.ending.is_none_or(|e| e.by_peer));
             return;
@@ -382,7 +399,11 @@ impl Session {
             }
         }
         if !term.flags.is_reply() && self.ending.is_some_and(|e| !e.sent) {
-            self.queue_term(term.reason, true);
+            // RFC 9174, 6.1: identical content except the REPLY flag.
+            self.queue(&Message::SessTerm(SessTerm {
+                flags: SessTermFlags(term.flags.0 | SessTermFlags::REPLY),
+                reason: term.reason,
+            }));
             if let Some(e) = &mut self.ending {
                 e.sent = true;
             }
@@ -404,7 +425,7 @@ impl Session {
                 if self.ending.is_some_and(|e| e.sent) {
                     return;
                 }
-                self.queue_term(reason, false);
+                self.queue_term(reason);
                 match &mut self.ending {
                     Some(e) => e.sent = true,
                     None => {
@@ -436,14 +457,14 @@ impl Session {
     /// Queues SESS_TERM and closes immediately (negotiation failures, fatal errors).
     fn terminate_now(&mut self, now: Duration, reason: SessTermReason) {
         if self.ending.is_none_or(|e| !e.sent) {
-            self.queue_term(reason, false);
+            self.queue_term(reason);
         }
         self.abort(now, reason, false);
     }
 
-    fn queue_term(&mut self, reason: SessTermReason, reply: bool) {
+    fn queue_term(&mut self, reason: SessTermReason) {
         self.queue(&Message::SessTerm(SessTerm {
-            flags: SessTermFlags(if reply { SessTermFlags::REPLY } else { 0 }),
+            flags: SessTermFlags(0),
             reason,
         }));
     }
@@ -530,9 +551,8 @@ impl Session {
     }
 
     fn queue(&mut self, m: &Message) {
-        // Control messages have bounded fields (node id and items come from our config and
-        // were validated in `new` by construction of their types); a failure would only drop
-        // this message.
+        // Every variable-length field we send comes from our configuration, whose encoding
+        // `new` checked; encoding cannot fail here.
         let _ = m.encode(&mut self.ctrl);
     }
 
@@ -548,6 +568,7 @@ impl Session {
     /// `max_transmit_chunk` octets of data per call (at least one segment if any is ready).
     /// Call it until it returns 0 whenever the socket is writable.
     pub fn poll_transmit(&mut self, now: Duration, out: &mut Vec<u8>) -> usize {
+        self.latest = self.latest.max(now);
         let start = out.len();
         out.append(&mut self.ctrl);
         if self.phase == Phase::Established {
@@ -594,6 +615,7 @@ impl Session {
     /// Runs the timers due at `now`: establishment timeout, keepalive transmission,
     /// idle timeout (SESS_TERM with IDLE_TIMEOUT), termination timeout.
     pub fn handle_timeout(&mut self, now: Duration) {
+        self.latest = self.latest.max(now);
         match self.phase {
             Phase::Closed => {}
             Phase::Contact | Phase::Tls | Phase::Init => {
@@ -628,11 +650,14 @@ impl Session {
                         }
                         return;
                     }
-                    if now >= self.last_sent + ka && self.ctrl.is_empty() {
-                        self.queue(&Message::Keepalive);
-                        self.stats.keepalives_sent += 1;
-                        // Count the keepalive as sent now so the timer does not refire
-                        // before the driver transmits it.
+                    if now >= self.last_sent + ka {
+                        // Something queued and not yet transmitted counts as sent.
+                        if self.ctrl.is_empty() {
+                            self.queue(&Message::Keepalive);
+                            self.stats.keepalives_sent += 1;
+                        }
+                        // The timer restarts now, so it does not refire before the driver
+                        // transmits.
                         self.last_sent = now;
                     }
                 }

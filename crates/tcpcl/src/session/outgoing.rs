@@ -9,7 +9,8 @@ use super::{Phase, Session};
 use crate::error::SendError;
 use crate::event::{Deviation, Event};
 use crate::msg::{
-    ExtensionItem, MessageType, RejectReason, SegmentFlags, SegmentHeader, XferAck, XferRefuse,
+    ExtensionItem, MessageType, RejectReason, SegmentFlags, SegmentHeader, SessTermReason, XferAck,
+    XferRefuse,
 };
 use crate::stats::SessionStats;
 
@@ -147,6 +148,8 @@ impl Session {
         }
         let id = self.out.next_id;
         if id == u64::MAX {
+            // RFC 9174, 5.2.1: the sender terminates on exhausting the id space.
+            self.close(self.latest, SessTermReason::ResourceExhaustion);
             return Err(SendError::IdsExhausted);
         }
         self.out.next_id += 1;
