@@ -24,6 +24,7 @@
 
 pub mod bundle;
 pub mod csv_out;
+pub mod experiment;
 pub mod row;
 pub mod session;
 pub mod stats;

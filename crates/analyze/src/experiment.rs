@@ -1,0 +1,622 @@
+//! Experiment files: a base scenario, overrides, a grid of parameter axes and repetitions; expanded into the
+//! list of runs the bench executes, and the aggregation of their metrics (mean ± 95 % CI per grid point).
+//!
+//! Overrides are applied to the parsed `toml::Value` of the scenario before it is built, so any field of the
+//! scenario format can be swept without the simulator knowing about experiments. A path is dotted
+//! (`node.ltp.rto_ms`); when a segment names an array of tables (`[[node]]`, `[[link]]`) the rest of the path is
+//! applied to every element, unless the next segment is an index (`link.0.forward.loss`). Missing tables on the
+//! way are created, so optional keys can be added.
+//!
+//! ```toml
+//! name = "fig05_rto"
+//! title = "Fig. 5: Tx session duration split vs RTO (trace A, 7 sessions)"
+//! scenario = "../testdata/sim/seed000.toml"   # relative to this file
+//! mode = "sim"                                # or "emu"
+//! repetitions = 3                             # seeds: seed, seed + 1, ...
+//! seed = 1
+//! unset = []                                  # paths removed from the base scenario
+//! [set]                                       # overrides applied to every run
+//! "sim.duration_s" = 10.0
+//! "link.forward_trace_preset" = "A"
+//! [[axis]]                                    # axes: the grid is their cartesian product
+//! name = "rto_ms"
+//! path = "node.ltp.rto_ms"                    # one path (or `paths = [...]`) set to each value
+//! values = [1000.0, 100.0, 30.0]
+//! [[axis]]
+//! name = "channel"
+//! points = [ { label = "ideal", unset = ["link.forward_trace_preset"] },
+//!            { label = "A", set = { "link.forward_trace_preset" = "A" } } ]
+//! [[plot]]
+//! kind = "line"                               # line (x numeric axis, one curve per `series` value), bars, stacked
+//! x = "rto_ms"
+//! series = "channel"                          # optional
+//! y = ["tx_session_ms"]
+//! title = "..."                               # optional
+//! ```
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use toml::Value;
+
+use crate::stats::{mean_ci95, MeanCi};
+use crate::Error;
+
+/// How runs are executed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Mode {
+    /// The deterministic simulator, in parallel worker threads.
+    Sim,
+    /// Real-time emulation (two nodes and the emulator on loopback), one run at a time.
+    Emu,
+}
+
+/// One point of an axis: a label and the overrides it applies.
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct AxisPoint {
+    /// Label in tables and legends.
+    pub label: String,
+    /// Numeric position on a plot's x axis (default: the value when `values` was used, else the index).
+    #[serde(default)]
+    pub x: Option<f64>,
+    /// Path → value overrides.
+    #[serde(default)]
+    pub set: BTreeMap<String, Value>,
+    /// Paths removed.
+    #[serde(default)]
+    pub unset: Vec<String>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct AxisFile {
+    name: String,
+    #[serde(default)]
+    path: Option<String>,
+    #[serde(default)]
+    paths: Vec<String>,
+    #[serde(default)]
+    values: Vec<Value>,
+    #[serde(default)]
+    labels: Vec<String>,
+    #[serde(default)]
+    points: Vec<AxisPoint>,
+}
+
+/// A grid axis.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Axis {
+    /// Name (column header).
+    pub name: String,
+    /// Its points, in file order.
+    pub points: Vec<AxisPoint>,
+}
+
+/// A plot to draw from the aggregated results.
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct PlotSpec {
+    /// `line`, `bars` or `stacked`.
+    pub kind: String,
+    /// Axis on the x axis.
+    pub x: String,
+    /// Axis giving one curve / bar group member per point (optional).
+    #[serde(default)]
+    pub series: Option<String>,
+    /// Metrics (one for line/bars; the stacked components for `stacked`).
+    pub y: Vec<String>,
+    /// Title (default: the metric names).
+    #[serde(default)]
+    pub title: Option<String>,
+    /// Y axis label (default: the first metric name).
+    #[serde(default)]
+    pub y_label: Option<String>,
+    /// File stem (default: derived from x and y).
+    #[serde(default)]
+    pub file: Option<String>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ExperimentFile {
+    name: String,
+    #[serde(default)]
+    title: Option<String>,
+    #[serde(default)]
+    description: Option<String>,
+    scenario: PathBuf,
+    #[serde(default = "default_mode")]
+    mode: Mode,
+    #[serde(default = "one")]
+    repetitions: u32,
+    #[serde(default = "one_u64")]
+    seed: u64,
+    #[serde(default)]
+    set: BTreeMap<String, Value>,
+    #[serde(default)]
+    unset: Vec<String>,
+    #[serde(default)]
+    axis: Vec<AxisFile>,
+    #[serde(default)]
+    plot: Vec<PlotSpec>,
+}
+
+fn default_mode() -> Mode {
+    Mode::Sim
+}
+fn one() -> u32 {
+    1
+}
+fn one_u64() -> u64 {
+    1
+}
+
+/// A parsed experiment.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Experiment {
+    /// Short name (file stems).
+    pub name: String,
+    /// Title for the report.
+    pub title: String,
+    /// Free text for the report.
+    pub description: String,
+    /// Base scenario path (resolved against the experiment file's directory).
+    pub scenario: PathBuf,
+    /// Execution mode.
+    pub mode: Mode,
+    /// Repetitions per grid point.
+    pub repetitions: u32,
+    /// Seed of the first repetition.
+    pub seed: u64,
+    /// Overrides applied to every run.
+    pub set: BTreeMap<String, Value>,
+    /// Paths removed from every run.
+    pub unset: Vec<String>,
+    /// Grid axes.
+    pub axes: Vec<Axis>,
+    /// Plots.
+    pub plots: Vec<PlotSpec>,
+}
+
+/// Most runs one experiment may expand to (a typo in a grid should not start a week of runs).
+pub const MAX_RUNS: usize = 100_000;
+
+fn label_of(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        Value::Float(f) => format!("{f}"),
+        other => other.to_string(),
+    }
+}
+
+fn x_of(v: &Value) -> Option<f64> {
+    match v {
+        Value::Float(f) => Some(*f),
+        Value::Integer(i) => Some(*i as f64),
+        _ => None,
+    }
+}
+
+impl Experiment {
+    /// Reads an experiment file.
+    pub fn load(path: &Path) -> Result<Experiment, Error> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| Error::Io(format!("{}: {e}", path.display())))?;
+        let base = path.parent().unwrap_or(Path::new("."));
+        Experiment::from_toml_str(&text, &path.display().to_string(), base)
+    }
+
+    /// Parses experiment text; `file` names it in errors, `base` resolves the scenario path.
+    pub fn from_toml_str(text: &str, file: &str, base: &Path) -> Result<Experiment, Error> {
+        let f: ExperimentFile =
+            toml::from_str(text).map_err(|e| Error::Invalid(format!("{file}: {e}")))?;
+        if f.repetitions == 0 {
+            return Err(Error::Invalid(format!(
+                "{file}: repetitions = 0: expected at least 1"
+            )));
+        }
+        let mut axes = Vec::new();
+        for a in f.axis {
+            let mut paths = a.paths.clone();
+            if let Some(p) = &a.path {
+                paths.insert(0, p.clone());
+            }
+            let points = if !a.points.is_empty() {
+                if !a.values.is_empty() || !paths.is_empty() {
+                    return Err(Error::Invalid(format!(
+                        "{file}: axis `{}`: give either `points` or `path`/`paths` + `values`, not both",
+                        a.name
+                    )));
+                }
+                a.points
+                    .into_iter()
+                    .enumerate()
+                    .map(|(i, mut p)| {
+                        p.x.get_or_insert(i as f64);
+                        p
+                    })
+                    .collect()
+            } else {
+                if paths.is_empty() || a.values.is_empty() {
+                    return Err(Error::Invalid(format!(
+                        "{file}: axis `{}`: expected `path` (or `paths`) and a non-empty `values`, or `points`",
+                        a.name
+                    )));
+                }
+                if !a.labels.is_empty() && a.labels.len() != a.values.len() {
+                    return Err(Error::Invalid(format!(
+                        "{file}: axis `{}`: {} labels for {} values",
+                        a.name,
+                        a.labels.len(),
+                        a.values.len()
+                    )));
+                }
+                a.values
+                    .iter()
+                    .enumerate()
+                    .map(|(i, v)| AxisPoint {
+                        label: a.labels.get(i).cloned().unwrap_or_else(|| label_of(v)),
+                        x: x_of(v).or(Some(i as f64)),
+                        set: paths.iter().map(|p| (p.clone(), v.clone())).collect(),
+                        unset: Vec::new(),
+                    })
+                    .collect()
+            };
+            if axes.iter().any(|x: &Axis| x.name == a.name) {
+                return Err(Error::Invalid(format!(
+                    "{file}: axis `{}` defined twice",
+                    a.name
+                )));
+            }
+            axes.push(Axis {
+                name: a.name,
+                points,
+            });
+        }
+        for p in &f.plot {
+            for ax in std::iter::once(&p.x).chain(p.series.iter()) {
+                if !axes.iter().any(|a| &a.name == ax) {
+                    return Err(Error::Invalid(format!(
+                        "{file}: plot refers to axis `{ax}`, which is not defined"
+                    )));
+                }
+            }
+            if !matches!(p.kind.as_str(), "line" | "bars" | "stacked") || p.y.is_empty() {
+                return Err(Error::Invalid(format!(
+                    "{file}: plot kind `{}` with {} metrics: expected line, bars or stacked and at least one y",
+                    p.kind,
+                    p.y.len()
+                )));
+            }
+        }
+        let e = Experiment {
+            name: f.name.clone(),
+            title: f.title.unwrap_or(f.name),
+            description: f.description.unwrap_or_default(),
+            scenario: base.join(f.scenario),
+            mode: f.mode,
+            repetitions: f.repetitions,
+            seed: f.seed,
+            set: f.set,
+            unset: f.unset,
+            axes,
+            plots: f.plot,
+        };
+        let n = e.grid_size().saturating_mul(e.repetitions as usize);
+        if n > MAX_RUNS {
+            return Err(Error::Invalid(format!(
+                "{file}: {n} runs: expected at most {MAX_RUNS}"
+            )));
+        }
+        Ok(e)
+    }
+
+    /// Number of grid points.
+    pub fn grid_size(&self) -> usize {
+        self.axes
+            .iter()
+            .map(|a| a.points.len())
+            .fold(1usize, usize::saturating_mul)
+    }
+
+    /// Every run: grid points in row-major order (last axis fastest), repetitions innermost.
+    pub fn runs(&self) -> Vec<RunSpec> {
+        let mut out = Vec::new();
+        for g in 0..self.grid_size() {
+            let mut idx = Vec::with_capacity(self.axes.len());
+            let mut rest = g;
+            for a in self.axes.iter().rev() {
+                let n = a.points.len().max(1);
+                idx.push(rest % n);
+                rest /= n;
+            }
+            idx.reverse();
+            for rep in 0..self.repetitions {
+                out.push(RunSpec {
+                    index: out.len(),
+                    grid_index: g,
+                    point: idx.clone(),
+                    repetition: rep,
+                    seed: self.seed.wrapping_add(rep as u64),
+                });
+            }
+        }
+        out
+    }
+
+    /// Labels of a grid point, one per axis.
+    pub fn labels(&self, point: &[usize]) -> Vec<String> {
+        self.axes
+            .iter()
+            .zip(point)
+            .map(|(a, &i)| a.points.get(i).map(|p| p.label.clone()).unwrap_or_default())
+            .collect()
+    }
+
+    /// The scenario document of one run: the base with the experiment's and the point's overrides applied and
+    /// `sim.seed` set to the run's seed.
+    pub fn apply(&self, base: &Value, run: &RunSpec) -> Result<Value, Error> {
+        let mut doc = base.clone();
+        for p in &self.unset {
+            unset_path(&mut doc, p)?;
+        }
+        for (p, v) in &self.set {
+            set_path(&mut doc, p, v)?;
+        }
+        for (a, &i) in self.axes.iter().zip(&run.point) {
+            if let Some(pt) = a.points.get(i) {
+                for p in &pt.unset {
+                    unset_path(&mut doc, p)?;
+                }
+                for (p, v) in &pt.set {
+                    set_path(&mut doc, p, v)?;
+                }
+            }
+        }
+        set_path(&mut doc, "sim.seed", &Value::Integer(run.seed as i64))?;
+        Ok(doc)
+    }
+}
+
+/// One run of the grid.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RunSpec {
+    /// Position in [`Experiment::runs`].
+    pub index: usize,
+    /// Grid point number.
+    pub grid_index: usize,
+    /// Point index on each axis.
+    pub point: Vec<usize>,
+    /// Repetition number.
+    pub repetition: u32,
+    /// Scenario seed.
+    pub seed: u64,
+}
+
+fn bad_path(path: &str, why: &str) -> Error {
+    Error::Invalid(format!("override path `{path}`: {why}"))
+}
+
+/// Sets `path` (dotted, see the module docs) to `v` in `doc`.
+pub fn set_path(doc: &mut Value, path: &str, v: &Value) -> Result<(), Error> {
+    let segs: Vec<&str> = path.split('.').collect();
+    if segs.iter().any(|s| s.is_empty()) {
+        return Err(bad_path(path, "empty segment"));
+    }
+    set_rec(doc, &segs, v, path)
+}
+
+fn set_rec(cur: &mut Value, segs: &[&str], v: &Value, path: &str) -> Result<(), Error> {
+    let Some((first, rest)) = segs.split_first() else {
+        *cur = v.clone();
+        return Ok(());
+    };
+    match cur {
+        Value::Table(t) => {
+            if rest.is_empty() {
+                t.insert((*first).to_string(), v.clone());
+                return Ok(());
+            }
+            let child = t
+                .entry((*first).to_string())
+                .or_insert_with(|| Value::Table(Default::default()));
+            set_rec(child, rest, v, path)
+        }
+        Value::Array(items) => {
+            if let Ok(i) = first.parse::<usize>() {
+                let n = items.len();
+                let item = items.get_mut(i).ok_or_else(|| {
+                    bad_path(path, &format!("index {i} out of range (array of {n})"))
+                })?;
+                set_rec(item, rest, v, path)
+            } else {
+                if items.is_empty() {
+                    return Err(bad_path(path, "the array is empty"));
+                }
+                for item in items.iter_mut() {
+                    set_rec(item, segs, v, path)?;
+                }
+                Ok(())
+            }
+        }
+        _ => Err(bad_path(
+            path,
+            &format!("`{first}` is below a value that is not a table or array"),
+        )),
+    }
+}
+
+/// Removes `path` from `doc` (no error if it is absent).
+pub fn unset_path(doc: &mut Value, path: &str) -> Result<(), Error> {
+    let segs: Vec<&str> = path.split('.').collect();
+    if segs.iter().any(|s| s.is_empty()) {
+        return Err(bad_path(path, "empty segment"));
+    }
+    unset_rec(doc, &segs, path);
+    Ok(())
+}
+
+fn unset_rec(cur: &mut Value, segs: &[&str], path: &str) {
+    let Some((first, rest)) = segs.split_first() else {
+        return;
+    };
+    match cur {
+        Value::Table(t) => {
+            if rest.is_empty() {
+                t.remove(*first);
+            } else if let Some(c) = t.get_mut(*first) {
+                unset_rec(c, rest, path);
+            }
+        }
+        Value::Array(items) => {
+            if let Ok(i) = first.parse::<usize>() {
+                if let Some(item) = items.get_mut(i) {
+                    unset_rec(item, rest, path);
+                }
+            } else {
+                for item in items.iter_mut() {
+                    unset_rec(item, segs, path);
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
+/// The metrics of one finished run (name → value; NaN = undefined in this run).
+pub type Metrics = BTreeMap<String, f64>;
+
+/// Mean ± CI of every metric at one grid point.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct PointAggregate {
+    /// Grid point number.
+    pub grid_index: usize,
+    /// Point index per axis.
+    pub point: Vec<usize>,
+    /// Axis labels.
+    pub labels: Vec<String>,
+    /// Per metric.
+    pub metrics: BTreeMap<String, MeanCi>,
+}
+
+/// Aggregates runs (`(spec, metrics)`, any order) per grid point.
+pub fn aggregate(exp: &Experiment, runs: &[(RunSpec, Metrics)]) -> Vec<PointAggregate> {
+    let mut by_point: BTreeMap<usize, (Vec<usize>, BTreeMap<String, Vec<f64>>)> = BTreeMap::new();
+    for (spec, m) in runs {
+        let e = by_point
+            .entry(spec.grid_index)
+            .or_insert_with(|| (spec.point.clone(), BTreeMap::new()));
+        for (k, v) in m {
+            e.1.entry(k.clone()).or_default().push(*v);
+        }
+    }
+    by_point
+        .into_iter()
+        .map(|(g, (point, ms))| PointAggregate {
+            grid_index: g,
+            labels: exp.labels(&point),
+            point,
+            metrics: ms.into_iter().map(|(k, v)| (k, mean_ci95(&v))).collect(),
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const EXP: &str = r#"
+name = "t"
+scenario = "s.toml"
+repetitions = 2
+seed = 10
+unset = ["link.forward_trace_preset"]
+[set]
+"sim.duration_s" = 2.0
+[[axis]]
+name = "rto"
+path = "node.ltp.rto_ms"
+values = [1000.0, 30.0]
+[[axis]]
+name = "channel"
+points = [ { label = "ideal" }, { label = "A", set = { "link.0.forward_trace_preset" = "A" } } ]
+"#;
+
+    const SCN: &str = r#"
+[sim]
+duration_s = 100.0
+seed = 1
+[[node]]
+number = 1
+ltp = { rto_ms = 5.0 }
+[[node]]
+number = 2
+[[link]]
+a = 1
+b = 2
+forward_trace_preset = "H"
+"#;
+
+    #[test]
+    fn grid_and_overrides() {
+        let e = Experiment::from_toml_str(EXP, "t.toml", Path::new("/x")).unwrap();
+        assert_eq!(e.scenario, Path::new("/x/s.toml"));
+        assert_eq!(e.grid_size(), 4);
+        let runs = e.runs();
+        assert_eq!(runs.len(), 8);
+        assert_eq!(runs[3].point, vec![0, 1]);
+        assert_eq!((runs[3].repetition, runs[3].seed), (1, 11));
+        let base: Value = toml::from_str(SCN).unwrap();
+        let d = e.apply(&base, &runs[3]).unwrap();
+        assert_eq!(d["sim"]["duration_s"].as_float(), Some(2.0));
+        assert_eq!(d["sim"]["seed"].as_integer(), Some(11));
+        // Applied to every node, created where absent.
+        assert_eq!(d["node"][0]["ltp"]["rto_ms"].as_float(), Some(1000.0));
+        assert_eq!(d["node"][1]["ltp"]["rto_ms"].as_float(), Some(1000.0));
+        assert_eq!(d["link"][0]["forward_trace_preset"].as_str(), Some("A"));
+        let ideal = e.apply(&base, &runs[0]).unwrap();
+        assert!(ideal["link"][0].get("forward_trace_preset").is_none());
+        assert_eq!(e.labels(&runs[7].point), vec!["30", "A"]);
+    }
+
+    #[test]
+    fn bad_files_name_the_problem() {
+        let e =
+            Experiment::from_toml_str("name='x'\nscenario='s'\nrepetitions=0", "f", Path::new("."));
+        assert!(e.unwrap_err().to_string().contains("repetitions = 0"));
+        let e = Experiment::from_toml_str(
+            "name='x'\nscenario='s'\n[[plot]]\nkind='line'\nx='nope'\ny=['a']",
+            "f",
+            Path::new("."),
+        );
+        assert!(e.unwrap_err().to_string().contains("axis `nope`"));
+        let mut v: Value = toml::from_str(SCN).unwrap();
+        let err = set_path(&mut v, "link.5.a", &Value::Integer(1)).unwrap_err();
+        assert!(err.to_string().contains("index 5 out of range"));
+        let err = set_path(&mut v, "sim.duration_s.x", &Value::Integer(1)).unwrap_err();
+        assert!(err.to_string().contains("not a table"));
+    }
+
+    #[test]
+    fn aggregation_groups_by_point() {
+        let e = Experiment::from_toml_str(EXP, "t.toml", Path::new("/x")).unwrap();
+        let runs: Vec<(RunSpec, Metrics)> = e
+            .runs()
+            .into_iter()
+            .map(|r| {
+                let v = r.grid_index as f64 * 10.0 + r.repetition as f64;
+                (r, [("m".to_string(), v)].into_iter().collect())
+            })
+            .collect();
+        let agg = aggregate(&e, &runs);
+        assert_eq!(agg.len(), 4);
+        let m = agg[2].metrics["m"];
+        assert_eq!(m.n, 2);
+        assert!((m.mean - 20.5).abs() < 1e-12);
+        // s = 0.7071, t(1) = 12.706: half-width = 12.706 * 0.7071 / sqrt(2) = 6.353
+        assert!((m.ci95 - 6.353).abs() < 1e-3);
+    }
+}
