@@ -166,6 +166,16 @@ impl Session {
         self.peer_init.as_ref()
     }
 
+    /// The peer's node ID, once its SESS_INIT arrived.
+    pub fn peer_node_id(&self) -> Option<&str> {
+        self.peer_init.as_ref().map(|i| i.node_id.as_str())
+    }
+
+    /// The negotiated keepalive interval in seconds (0 before establishment or if disabled).
+    pub fn keepalive(&self) -> u16 {
+        self.neg.keepalive
+    }
+
     /// Octets that followed the peer's contact header in the same `handle_input` call when a
     /// TLS handshake was pending (a conforming peer sends none). The driver feeds them to its
     /// TLS layer. Empty otherwise.
@@ -394,7 +404,7 @@ impl Session {
                     by_peer: true,
                     sent: false,
                     received: true,
-                    deadline: Some(now + self.cfg.termination_timeout),
+                    deadline: Some(now.saturating_add(self.cfg.termination_timeout)),
                 });
             }
         }
@@ -434,7 +444,7 @@ impl Session {
                             by_peer: false,
                             sent: true,
                             received: false,
-                            deadline: Some(now + self.cfg.termination_timeout),
+                            deadline: Some(now.saturating_add(self.cfg.termination_timeout)),
                         })
                     }
                 }
@@ -597,14 +607,14 @@ impl Session {
         match self.phase {
             Phase::Closed => None,
             Phase::Contact | Phase::Tls | Phase::Init => {
-                Some(self.started + self.cfg.establish_timeout)
+                Some(self.started.saturating_add(self.cfg.establish_timeout))
             }
             Phase::Established => {
                 let mut t = self.ending.and_then(|e| e.deadline);
                 if self.neg.keepalive > 0 {
                     let ka = Duration::from_secs(u64::from(self.neg.keepalive));
-                    let keep = self.last_sent + ka;
-                    let idle = self.last_received + 2 * ka;
+                    let keep = self.last_sent.saturating_add(ka);
+                    let idle = self.last_received.saturating_add(2 * ka);
                     t = Some(t.map_or(keep.min(idle), |t| t.min(keep).min(idle)));
                 }
                 t
@@ -619,7 +629,7 @@ impl Session {
         match self.phase {
             Phase::Closed => {}
             Phase::Contact | Phase::Tls | Phase::Init => {
-                if now >= self.started + self.cfg.establish_timeout {
+                if now >= self.started.saturating_add(self.cfg.establish_timeout) {
                     if self.phase == Phase::Init {
                         self.terminate_now(now, SessTermReason::ContactFailure);
                     } else {
@@ -639,7 +649,7 @@ impl Session {
                 }
                 if self.neg.keepalive > 0 {
                     let ka = Duration::from_secs(u64::from(self.neg.keepalive));
-                    if now >= self.last_received + 2 * ka {
+                    if now >= self.last_received.saturating_add(2 * ka) {
                         if self.ending.is_some_and(|e| e.sent) {
                             let reason = self.close_reason();
                             self.abort(now, reason, false);
@@ -650,7 +660,7 @@ impl Session {
                         }
                         return;
                     }
-                    if now >= self.last_sent + ka {
+                    if now >= self.last_sent.saturating_add(ka) {
                         // Something queued and not yet transmitted counts as sent.
                         if self.ctrl.is_empty() {
                             self.queue(&Message::Keepalive);
