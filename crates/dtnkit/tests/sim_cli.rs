@@ -64,3 +64,33 @@ fn bad_scenario_is_a_usage_error() {
     let o = dtnkit(&["sim", "/nonexistent/scenario.toml"]);
     assert_eq!(o.status.code(), Some(2));
 }
+
+#[test]
+fn per_node_logs_from_the_cli() {
+    let dir = std::env::temp_dir().join(format!("dtnkit-sim-cli-logs-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let scn = std::fs::read_to_string(testdata("three_node_contacts.toml")).expect("scenario");
+    let scn = format!(
+        "{scn}\n[log]\nsegment_csv = \"logs/segments-{{node}}.csv\"\nbundle_csv = \"logs/bundles-{{node}}.csv\"\n"
+    );
+    let p = dir.join("logs.toml");
+    std::fs::write(&p, scn).expect("write");
+    let o = dtnkit(&["sim", &p.display().to_string(), "--quiet"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let out = String::from_utf8_lossy(&o.stdout).to_string();
+    assert!(out.contains("0 dropped at full receive queues"), "{out}");
+    for node in 1..=3 {
+        let seg = std::fs::read_to_string(dir.join(format!("logs/segments-{node}.csv")))
+            .expect("segment log");
+        assert!(seg.starts_with("time_ns,dir,local_engine,"), "{seg}");
+        let bun = std::fs::read_to_string(dir.join(format!("logs/bundles-{node}.csv")))
+            .expect("bundle log");
+        assert!(
+            bun.starts_with("time_ms,event,source,creation_ms,sequence,frag_offset,"),
+            "{bun}"
+        );
+        assert!(bun.lines().count() > 10, "node {node}: {bun}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -1,158 +1,122 @@
-//! Log outputs: the shared LTP segment CSV (all nodes in one file, told apart by `local_engine`), the bundle
-//! event CSV, and per-session timing gathered from the same segment records.
+//! Log outputs, one set of files per node exactly as real nodes write them: the LTP segment CSV
+//! (`ltp::CsvSegmentLog`, `docs/ltp-segment-log.md`) and the bundle event CSV (`bp::CsvBundleLog`,
+//! `docs/bundle-event-log.md`), plus the per-session timing the summary needs, gathered from the same segment
+//! records.
+//!
+//! Every timestamp comes from the virtual clock: segment rows carry the simulated time since the start, bundle
+//! rows the DTN time the simulator passes to the agent (`epoch_dtn_ms` + elapsed virtual ms).
+//!
+//! The sinks are shared handles (`Arc<Mutex<..>>`) so that the simulation can flush them and read their error
+//! counts at the end of a run while the engine or the agent owns the boxed sink. Each handle belongs to one node
+//! and is only ever locked from the simulation's single thread, so the lock is never contended.
 
 use std::collections::HashMap;
-use std::io::Write;
+use std::fs::File;
+use std::io::BufWriter;
+use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use bp::{BundleEvent, BundleEventSink, CsvBundleLog};
 use ltp::{CsvSegmentLog, Direction, RecordKind, SegmentRecord, SegmentSink};
 
-/// Header of the bundle event CSV.
-pub const BUNDLE_CSV_HEADER: &str =
-    "time_ns,dtn_time_ms,node,event,source,creation_ms,sequence,payload_len,destination,neighbour";
+/// Buffer size of every log writer.
+const LOG_BUFFER_BYTES: usize = 1 << 20;
 
-/// A bundle event kind.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum BundleEvent {
-    /// Created by a local application.
-    Created,
-    /// Arrived from a neighbour (block received and decoded).
-    Received,
-    /// Handed to LTP towards a neighbour.
-    Queued,
-    /// LTP confirmed the block carrying it (red) or radiated it (green).
-    Forwarded,
-    /// The LTP session carrying it was cancelled; it is re-queued.
-    Failed,
-    /// Delivered to a local application.
-    Delivered,
-    /// No route or no application: discarded.
-    Dropped,
-}
+/// The writer behind every log file: a concrete buffered file (no dynamic dispatch per field written).
+pub type LogWriter = BufWriter<File>;
 
-impl BundleEvent {
-    /// Name in the CSV.
-    pub fn name(self) -> &'static str {
-        match self {
-            BundleEvent::Created => "created",
-            BundleEvent::Received => "received",
-            BundleEvent::Queued => "queued",
-            BundleEvent::Forwarded => "forwarded",
-            BundleEvent::Failed => "failed",
-            BundleEvent::Delivered => "delivered",
-            BundleEvent::Dropped => "dropped",
-        }
+/// Creates (truncating) a log file and its parent directories, buffered.
+pub fn create(path: &Path) -> std::io::Result<LogWriter> {
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir)?;
     }
+    Ok(BufWriter::with_capacity(
+        LOG_BUFFER_BYTES,
+        File::create(path)?,
+    ))
 }
 
-/// One bundle event record.
-#[derive(Debug, Clone, Copy)]
-pub struct BundleRecord {
-    /// Simulated time.
-    pub time: Duration,
-    /// DTN time.
-    pub dtn_ms: u64,
-    /// Node where it happened.
-    pub node: u64,
-    /// What happened.
-    pub event: BundleEvent,
-    /// Source node and service.
-    pub source: (u64, u64),
-    /// Creation time (DTN ms) and sequence.
-    pub creation: (u64, u64),
-    /// Payload length.
-    pub payload_len: u64,
-    /// Destination node and service.
-    pub destination: (u64, u64),
-    /// Neighbour involved (0 if none).
-    pub neighbour: u64,
-}
-
-/// Buffered CSV writer of bundle events; write errors are counted, never fatal.
-pub struct BundleCsv {
-    out: Box<dyn Write + Send>,
-    /// Records that could not be written.
-    pub write_errors: u64,
-}
-
-impl BundleCsv {
-    /// Wraps a writer and writes the header.
-    pub fn new(mut out: Box<dyn Write + Send>) -> Self {
-        let write_errors = u64::from(writeln!(out, "{BUNDLE_CSV_HEADER}").is_err());
-        BundleCsv { out, write_errors }
-    }
-
-    /// Writes one record.
-    pub fn record(&mut self, r: &BundleRecord) {
-        let res = writeln!(
-            self.out,
-            "{},{},{},{},ipn:{}.{},{},{},{},ipn:{}.{},{}",
-            r.time.as_nanos(),
-            r.dtn_ms,
-            r.node,
-            r.event.name(),
-            r.source.0,
-            r.source.1,
-            r.creation.0,
-            r.creation.1,
-            r.payload_len,
-            r.destination.0,
-            r.destination.1,
-            r.neighbour
-        );
-        if res.is_err() {
-            self.write_errors += 1;
-        }
-    }
-
-    /// Flushes the writer.
-    pub fn flush(&mut self) -> std::io::Result<()> {
-        self.out.flush()
-    }
-}
-
-/// Start times of export sessions (first data segment transmitted), keyed by (originator, number).
+/// What one node's segment sink keeps: export-session start times and, when asked for, the CSV file.
 #[derive(Debug, Default)]
-pub struct SessionStarts {
+pub struct SegmentState {
     starts: HashMap<(u64, u64), Duration>,
+    csv: Option<CsvSegmentLog<LogWriter>>,
 }
 
-impl SessionStarts {
-    /// Removes and returns the start of a finished session.
-    pub fn take(&mut self, originator: u64, number: u64) -> Option<Duration> {
+impl SegmentState {
+    /// State writing rows to `csv` (or only tracking session starts with `None`).
+    pub fn new(csv: Option<CsvSegmentLog<LogWriter>>) -> Self {
+        SegmentState {
+            starts: HashMap::new(),
+            csv,
+        }
+    }
+
+    /// Removes and returns the start (first data segment transmitted) of a finished export session.
+    pub fn take_start(&mut self, originator: u64, number: u64) -> Option<Duration> {
         self.starts.remove(&(originator, number))
     }
+
+    /// Flushes the CSV file; returns the rows lost to write errors so far (0 without a file).
+    pub fn flush(&mut self) -> u64 {
+        match self.csv.as_mut() {
+            Some(c) => c.write_errors() + u64::from(c.flush().is_err()),
+            None => 0,
+        }
+    }
 }
 
-/// The shared segment CSV writer (one file for all nodes).
-pub type SharedSegmentCsv = Arc<Mutex<CsvSegmentLog<Box<dyn Write + Send>>>>;
+/// A node's shared segment-sink state.
+pub type SharedSegmentState = Arc<Mutex<SegmentState>>;
 
-/// The segment sink installed in every engine: records export-session starts and forwards to the shared CSV log.
-pub struct NodeSink {
-    /// Shared CSV writer, if the scenario asked for one.
-    pub csv: Option<SharedSegmentCsv>,
-    /// This node's session starts.
-    pub starts: Arc<Mutex<SessionStarts>>,
-}
+/// The segment sink installed in every engine: records export-session starts and writes the node's CSV rows.
+pub struct NodeSink(pub SharedSegmentState);
 
 impl SegmentSink for NodeSink {
     fn record(&mut self, r: &SegmentRecord) {
+        let Ok(mut s) = self.0.lock() else {
+            return;
+        };
         if r.dir == Direction::Tx && r.local_engine == r.session_originator {
             if let RecordKind::Segment(t) = r.kind {
                 if t.is_data() {
-                    if let Ok(mut s) = self.starts.lock() {
-                        s.starts
-                            .entry((r.session_originator, r.session_number))
-                            .or_insert(r.time);
-                    }
+                    s.starts
+                        .entry((r.session_originator, r.session_number))
+                        .or_insert(r.time);
                 }
             }
         }
-        if let Some(csv) = &self.csv {
-            if let Ok(mut w) = csv.lock() {
-                w.record(r);
-            }
+        if let Some(csv) = s.csv.as_mut() {
+            csv.record(r);
+        }
+    }
+}
+
+/// A node's bundle event log: the agent's own CSV writer, shared between the event source (the agent, or the
+/// static layer) and the simulation, which flushes it at the end.
+#[derive(Clone)]
+pub struct SharedBundleLog(pub Arc<Mutex<CsvBundleLog<LogWriter>>>);
+
+impl SharedBundleLog {
+    /// A log writing to `out` (the header is written immediately).
+    pub fn new(out: LogWriter) -> Self {
+        SharedBundleLog(Arc::new(Mutex::new(CsvBundleLog::new(out))))
+    }
+
+    /// Flushes the file; returns the rows lost to write errors so far.
+    pub fn flush(&self) -> u64 {
+        match self.0.lock() {
+            Ok(mut l) => l.errors() + u64::from(l.flush().is_err()),
+            Err(_) => 1,
+        }
+    }
+}
+
+impl BundleEventSink for SharedBundleLog {
+    fn record(&mut self, event: &BundleEvent<'_>) {
+        if let Ok(mut l) = self.0.lock() {
+            l.record(event);
         }
     }
 }

@@ -10,11 +10,12 @@
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::time::Duration;
 
-use bpv7::{Bundle, BundleBuilder, CreationTimestamp, Eid};
+use bp::{BundleEvent, BundleEventKind, BundleEventSink, BundleKey};
+use bpv7::{Bundle, BundleBuilder, BundleId, CreationTimestamp, Eid};
 use bytes::{Bytes, BytesMut};
 use ltp::{Event, SendError, SessionId};
 
-use crate::log::{BundleCsv, BundleEvent, BundleRecord};
+use crate::log::{SharedBundleLog, SharedSegmentState};
 use crate::scenario::Colour;
 
 /// LTP client service id carrying bundles.
@@ -23,7 +24,10 @@ pub const BUNDLE_CLIENT_SERVICE: u64 = 1;
 /// Partially received green blocks kept at most (the oldest is dropped beyond).
 const MAX_GREEN_PARTIAL: usize = 256;
 
-/// The modelled CPU of a node.
+/// Transmission attempts of a red bundle in the static layer before it is deleted.
+const STATIC_MAX_ATTEMPTS: u32 = 16;
+
+/// The modelled CPU, receive queue and store of a node (see `scenario::ProcessingSection`).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Processing {
     /// Pipeline delay per received datagram (no CPU occupancy).
@@ -32,39 +36,53 @@ pub struct Processing {
     pub per_segment: Duration,
     /// CPU time per received bundle.
     pub per_bundle: Duration,
+    /// Store commit time per received block (agent layer; serialised, no CPU occupancy).
+    pub commit: Duration,
+    /// Datagrams the receive queue holds at most (waiting for or occupying the CPU).
+    pub rx_queue_limit: usize,
 }
 
-/// Identity of a bundle for logs.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct Meta {
-    pub(crate) source: (u64, u64),
-    pub(crate) destination: (u64, u64),
-    pub(crate) creation: (u64, u64),
-    pub(crate) payload_len: u64,
+/// Identity of a bundle held by the static layer, for its log rows (the agent logs its own bundles).
+#[derive(Debug, Clone)]
+pub(crate) struct Meta {
+    pub(crate) id: BundleId,
+    pub(crate) destination: Eid,
+    /// Encoded length.
+    pub(crate) length: u64,
+    /// The static layer's key for the bundle at this node (also its LTP token).
+    pub(crate) key: u64,
 }
 
 impl Meta {
-    fn of(b: &Bundle) -> Meta {
-        let ipn = |e: &Eid| match e {
-            Eid::Ipn { node, service, .. } => (*node, *service),
-            _ => (0, 0),
-        };
-        let p = b.primary();
+    fn of(b: &Bundle, length: usize, key: u64) -> Meta {
         Meta {
-            source: ipn(&p.source),
-            destination: ipn(&p.destination),
-            creation: (p.timestamp.dtn_time_ms, p.timestamp.sequence),
-            payload_len: b.payload().len() as u64,
+            id: b.id(),
+            destination: b.primary().destination.clone(),
+            length: length as u64,
+            key,
         }
+    }
+
+    fn dest_node(&self) -> Option<u64> {
+        ipn(&self.destination).map(|(n, _)| n)
+    }
+}
+
+/// The (node, service) of an ipn EID.
+fn ipn(e: &Eid) -> Option<(u64, u64)> {
+    match e {
+        Eid::Ipn { node, service, .. } => Some((*node, *service)),
+        _ => None,
     }
 }
 
 pub(crate) struct Outbound {
-    /// Agent store key (as CLA token) when the agent handed the bundle over.
-    pub(crate) key: Option<u64>,
+    /// LTP token: the agent's store key, or the static layer's key.
+    pub(crate) key: u64,
     pub(crate) wire: Bytes,
     pub(crate) red: bool,
-    pub(crate) meta: Meta,
+    /// Static layer only: what its log rows and routing need.
+    pub(crate) meta: Option<Meta>,
     pub(crate) attempts: u32,
 }
 
@@ -83,19 +101,25 @@ pub(crate) struct ServerApp {
     pub(crate) server: traffic::Server,
 }
 
-/// Work the node hands back to the simulation loop.
+/// Work the node hands back to the simulation loop, due at a later virtual time.
 pub(crate) enum Deferred {
-    /// A decoded bundle becomes ready after its processing cost.
+    /// Static layer: a decoded bundle becomes ready after its processing cost.
     Bundle(Box<(Bundle, Bytes)>, u64),
+    /// Agent: the bundles of one received block, processed and committed; the agent accepts them in one batch and
+    /// (red block) LTP is told to release or refuse the final report.
+    Block {
+        from: u64,
+        session: Option<SessionId>,
+        bundles: Vec<Bytes>,
+    },
 }
 
-/// Shared mutable context passed into node handlers (the queue of deferred work, logs, buffers).
+/// Shared mutable context passed into node handlers (the queue of deferred work, buffers).
 pub(crate) struct Ctx<'a> {
     pub(crate) now: Duration,
     pub(crate) epoch_dtn_ms: u64,
     pub(crate) outbox: &'a mut Vec<(u64, Bytes)>,
     pub(crate) deferred: &'a mut Vec<(Duration, Deferred)>,
-    pub(crate) bundle_log: &'a mut Option<BundleCsv>,
     pub(crate) pool: &'a mut BytesMut,
     pub(crate) tx_buf: &'a mut Vec<u8>,
     pub(crate) sessions: &'a mut Vec<SessionRecord>,
@@ -129,7 +153,7 @@ pub struct SessionRecord {
 pub struct BundleCounters {
     /// Bundles created by local applications.
     pub created: u64,
-    /// Bundles received from neighbours.
+    /// Bundles received from neighbours (with the agent: accepted by `accept_from_cla_batch`).
     pub received: u64,
     /// Bundles delivered to local applications.
     pub delivered: u64,
@@ -139,6 +163,9 @@ pub struct BundleCounters {
     pub failed: u64,
     /// Bundles dropped (no route, no application, malformed, LTP refused).
     pub dropped: u64,
+    /// Received bundles the agent refused for now (store full): their red block was refused
+    /// (`confirm_block(false)`), so the previous hop sends them again.
+    pub refused: u64,
 }
 
 /// A simulated node.
@@ -147,7 +174,14 @@ pub struct Node {
     pub(crate) epoch_dtn_ms: u64,
     pub(crate) engine: ltp::Engine,
     pub(crate) processing: Processing,
+    /// When the CPU finishes the work booked so far.
     pub(crate) cpu_free: Duration,
+    /// When the store finishes the commits booked so far.
+    pub(crate) store_free: Duration,
+    /// CPU completion times of the datagrams in the receive queue (non-decreasing: FIFO).
+    pub(crate) rx_queue: VecDeque<Duration>,
+    /// Datagrams dropped at a full receive queue.
+    pub(crate) rx_queue_drops: u64,
     pub(crate) wake: Option<Duration>,
     pub(crate) routes: Vec<(u64, u64)>,
     pub(crate) neighbours: Vec<u64>,
@@ -155,10 +189,14 @@ pub struct Node {
     pub(crate) servers: Vec<ServerApp>,
     pub(crate) waiting: VecDeque<(u64, Outbound)>,
     pub(crate) in_flight: HashMap<u64, (u64, Outbound)>,
+    /// Static layer: next bundle key (also the LTP token).
     pub(crate) next_token: u64,
     pub(crate) creation_seq: u64,
     pub(crate) green: BTreeMap<(u64, u64, u64), Vec<(u64, Bytes)>>,
-    pub(crate) starts: std::sync::Arc<std::sync::Mutex<crate::log::SessionStarts>>,
+    /// The engine's segment sink state: session starts and the segment CSV.
+    pub(crate) segments: SharedSegmentState,
+    /// This node's bundle event log (installed in the agent, or written by the static layer).
+    pub(crate) bundle_log: Option<SharedBundleLog>,
     pub(crate) counters: BundleCounters,
     /// The real BP agent (in-memory store) when the scenario selects `bundle_layer = "agent"`.
     pub(crate) agent: Option<Box<bp::Agent<bp::MemoryStore>>>,
@@ -167,18 +205,20 @@ pub struct Node {
 }
 
 impl Node {
-    fn log(&self, ctx: &mut Ctx<'_>, event: BundleEvent, meta: &Meta, neighbour: u64) {
-        if let Some(l) = ctx.bundle_log.as_mut() {
-            l.record(&BundleRecord {
-                time: ctx.now,
-                dtn_ms: ctx.epoch_dtn_ms + ctx.now.as_millis() as u64,
-                node: self.number,
-                event,
-                source: meta.source,
-                creation: meta.creation,
-                payload_len: meta.payload_len,
-                destination: meta.destination,
+    /// Writes a static-layer bundle event in the agent's CSV format (the agent logs its own bundles).
+    fn log(&mut self, ctx: &Ctx<'_>, kind: BundleEventKind, meta: &Meta, neighbour: Option<u64>) {
+        if self.agent.is_some() {
+            return;
+        }
+        if let Some(l) = self.bundle_log.as_mut() {
+            l.record(&BundleEvent {
+                time_ms: ctx.dtn_ms(),
+                kind,
+                id: &meta.id,
+                length: meta.length,
+                destination: &meta.destination,
                 neighbour,
+                key: Some(BundleKey(meta.key)),
             });
         }
     }
@@ -191,14 +231,26 @@ impl Node {
         self.neighbours.contains(&dest).then_some(dest)
     }
 
-    /// When the CPU finishes a datagram arriving at `at` (and books the CPU).
-    pub(crate) fn book_segment(&mut self, at: Duration) -> Duration {
-        let start = (at + self.processing.rx_latency).max(self.cpu_free);
-        let done = start + self.processing.per_segment;
+    /// A datagram arrives at `at`: books it into the receive queue and the CPU and returns when the CPU finishes
+    /// it, or `None` if the queue is full (the datagram is dropped and counted, like a socket-buffer drop).
+    ///
+    /// The datagram joins the queue after the pipeline delay; the queue then holds every earlier datagram whose
+    /// CPU work is not finished by that instant (FIFO, so their completion times are in order).
+    pub(crate) fn book_segment(&mut self, at: Duration) -> Option<Duration> {
+        let entry = at + self.processing.rx_latency;
+        while self.rx_queue.front().is_some_and(|&done| done <= entry) {
+            self.rx_queue.pop_front();
+        }
+        if self.rx_queue.len() >= self.processing.rx_queue_limit {
+            self.rx_queue_drops += 1;
+            return None;
+        }
+        let done = entry.max(self.cpu_free) + self.processing.per_segment;
         if !self.processing.per_segment.is_zero() {
             self.cpu_free = done;
+            self.rx_queue.push_back(done);
         }
-        done
+        Some(done)
     }
 
     /// True when the datagram path has no modelled cost (handled at arrival time).
@@ -220,27 +272,18 @@ impl Node {
             let mut req = bp::SendRequest::new(
                 Eid::ipn(self.number, src_service),
                 Eid::ipn(dest.0, dest.1),
-                payload.clone(),
+                payload,
             );
             req.lifetime_ms = lifetime_ms;
-            let meta = Meta {
-                source: (self.number, src_service),
-                destination: dest,
-                creation: (ctx.dtn_ms(), 0),
-                payload_len: payload.len() as u64,
-            };
+            // The agent logs `created` itself; a refused send is only counted (an application would get the error).
             match agent.send(ctx.dtn_ms(), req) {
                 Ok(id) => {
                     if !red {
                         self.green_ids.insert(id);
                     }
                     self.counters.created += 1;
-                    self.log(ctx, BundleEvent::Created, &meta, 0);
                 }
-                Err(_) => {
-                    self.counters.dropped += 1;
-                    self.log(ctx, BundleEvent::Dropped, &meta, 0);
-                }
+                Err(_) => self.counters.dropped += 1,
             }
             return;
         }
@@ -258,36 +301,50 @@ impl Node {
                 return;
             }
         };
-        let meta = Meta::of(&bundle);
-        self.counters.created += 1;
-        self.log(ctx, BundleEvent::Created, &meta, 0);
         let wire = Bytes::from(bundle.encode());
+        let key = self.take_key();
+        let meta = Meta::of(&bundle, wire.len(), key);
+        self.counters.created += 1;
+        self.log(ctx, BundleEventKind::Created, &meta, None);
         self.route(
             ctx,
             Outbound {
-                key: None,
+                key,
                 wire,
                 red,
-                meta,
+                meta: Some(meta),
                 attempts: 0,
             },
         );
     }
 
+    /// Static layer: a fresh key for a bundle entering this node.
+    fn take_key(&mut self) -> u64 {
+        let k = self.next_token;
+        self.next_token += 1;
+        k
+    }
+
+    /// Static layer: queues a bundle towards its next hop, or deletes it when there is none.
     fn route(&mut self, ctx: &mut Ctx<'_>, ob: Outbound) {
-        match self.next_hop(ob.meta.destination.0) {
+        let dest = ob.meta.as_ref().and_then(Meta::dest_node);
+        match dest.and_then(|d| self.next_hop(d)) {
             Some(via) => self.waiting.push_back((via, ob)),
-            None => {
-                self.counters.dropped += 1;
-                self.log(ctx, BundleEvent::Dropped, &ob.meta, 0);
-            }
+            None => self.delete(ctx, &ob),
+        }
+    }
+
+    /// Static layer: a bundle is discarded (no route, no application, LTP refused it, attempts exhausted).
+    fn delete(&mut self, ctx: &mut Ctx<'_>, ob: &Outbound) {
+        self.counters.dropped += 1;
+        if let Some(m) = &ob.meta {
+            self.log(ctx, BundleEventKind::Deleted, m, None);
         }
     }
 
     /// Hands waiting bundles to LTP while the spans accept them (order kept per node).
     fn flush_waiting(&mut self, ctx: &mut Ctx<'_>) {
         while let Some((via, ob)) = self.waiting.pop_front() {
-            let token = ob.key.unwrap_or(self.next_token);
             let red_len = if ob.red { ob.wire.len() } else { 0 };
             match self.engine.send_block(
                 ctx.now,
@@ -295,22 +352,19 @@ impl Node {
                 BUNDLE_CLIENT_SERVICE,
                 ob.wire.clone(),
                 red_len,
-                token,
+                ob.key,
             ) {
                 Ok(_) => {
-                    if ob.key.is_none() {
-                        self.next_token += 1;
-                    }
-                    self.log(ctx, BundleEvent::Queued, &ob.meta, via);
-                    self.in_flight.insert(token, (via, ob));
+                    self.in_flight.insert(ob.key, (via, ob));
                 }
                 Err(SendError::SpanFull(_)) => {
                     self.waiting.push_front((via, ob));
                     return;
                 }
                 Err(_) => {
-                    self.counters.dropped += 1;
-                    self.log(ctx, BundleEvent::Dropped, &ob.meta, via);
+                    // LTP refused the block for good (no span, too large): counted. The agent's copy stays
+                    // handed over (reporting a failure would only make it offer the bundle again at once).
+                    self.delete(ctx, &ob);
                 }
             }
         }
@@ -322,8 +376,62 @@ impl Node {
         let _ = self.engine.handle_datagram(now, data);
     }
 
-    /// Splits a received block into bundles and schedules each after its processing cost.
-    fn on_block(&mut self, ctx: &mut Ctx<'_>, from: u64, mut data: Bytes) {
+    /// A complete block arrived (`session`: the red import session awaiting confirmation, `None` for green).
+    fn on_block(&mut self, ctx: &mut Ctx<'_>, from: u64, session: Option<SessionId>, data: Bytes) {
+        if self.agent.is_some() {
+            self.on_block_agent(ctx, from, session, data);
+        } else {
+            self.on_block_static(ctx, from, data);
+        }
+    }
+
+    /// Agent: splits the block into bundles like the real node does, books their CPU cost and the store commit,
+    /// and defers the batch accept (and the block confirmation) to the commit's end.
+    fn on_block_agent(
+        &mut self,
+        ctx: &mut Ctx<'_>,
+        from: u64,
+        session: Option<SessionId>,
+        data: Bytes,
+    ) {
+        let mut bundles = Vec::new();
+        let mut rest = data;
+        while !rest.is_empty() {
+            match Bundle::decode_prefix(&rest) {
+                Ok((_, used)) if used > 0 && used <= rest.len() => {
+                    bundles.push(rest.split_to(used))
+                }
+                _ => {
+                    // Garbage after the last decodable bundle can never be accepted: counted, and the block is
+                    // acknowledged for what decoded (refusing it would only make the sender loop), as on a real
+                    // node.
+                    self.counters.dropped += 1;
+                    break;
+                }
+            }
+        }
+        let n = u32::try_from(bundles.len()).unwrap_or(u32::MAX);
+        let p = self.processing;
+        let done = ctx.now.max(self.cpu_free) + p.per_bundle.saturating_mul(n);
+        if !p.per_bundle.is_zero() {
+            self.cpu_free = done;
+        }
+        let committed = done.max(self.store_free) + p.commit;
+        if !p.commit.is_zero() {
+            self.store_free = committed;
+        }
+        ctx.deferred.push((
+            committed,
+            Deferred::Block {
+                from,
+                session,
+                bundles,
+            },
+        ));
+    }
+
+    /// Static layer: decodes the block's bundles and schedules each after its processing cost.
+    fn on_block_static(&mut self, ctx: &mut Ctx<'_>, from: u64, mut data: Bytes) {
         while !data.is_empty() {
             let (bundle, used) = match Bundle::decode_prefix(&data) {
                 Ok(x) => x,
@@ -332,14 +440,11 @@ impl Node {
                     return;
                 }
             };
-            let raw = data.split_to(used.min(data.len()));
-            if used == 0 {
+            if used == 0 || used > data.len() {
                 return;
             }
-            self.counters.received += 1;
-            self.log(ctx, BundleEvent::Received, &Meta::of(&bundle), from);
-            let start = ctx.now.max(self.cpu_free);
-            let done = start + self.processing.per_bundle;
+            let raw = data.split_to(used);
+            let done = ctx.now.max(self.cpu_free) + self.processing.per_bundle;
             if !self.processing.per_bundle.is_zero() {
                 self.cpu_free = done;
             }
@@ -348,55 +453,109 @@ impl Node {
         }
     }
 
-    /// A received bundle finished processing: deliver locally or forward.
-    pub(crate) fn on_bundle(&mut self, ctx: &mut Ctx<'_>, bundle: Bundle, raw: Bytes, from: u64) {
-        let meta = Meta::of(&bundle);
-        if let Some(agent) = self.agent.as_mut() {
-            let now_ms = ctx.dtn_ms();
-            if agent.accept_from_cla(now_ms, Some(from), raw).is_err() {
-                // Malformed or store full: counted; the red LTP session already completed, so the bundle is lost
-                // here exactly as on a real node without deferred reports.
-                self.counters.dropped += 1;
-                self.log(ctx, BundleEvent::Dropped, &meta, from);
+    /// Deferred work came due.
+    pub(crate) fn on_deferred(&mut self, ctx: &mut Ctx<'_>, work: Deferred) {
+        match work {
+            Deferred::Bundle(b, from) => {
+                let (bundle, raw) = *b;
+                self.on_bundle_static(ctx, bundle, raw, from);
             }
-            return;
+            Deferred::Block {
+                from,
+                session,
+                bundles,
+            } => self.commit_block(ctx, from, session, &bundles),
         }
-        if meta.destination.0 != self.number {
+    }
+
+    /// Agent: the block's bundles are committed in one transaction; then the block is confirmed (its final
+    /// report leaves) or, if the store refused a bundle for now, refused so that the sender forwards it again.
+    fn commit_block(
+        &mut self,
+        ctx: &mut Ctx<'_>,
+        from: u64,
+        session: Option<SessionId>,
+        bundles: &[Bytes],
+    ) {
+        let Some(agent) = self.agent.as_mut() else {
+            return;
+        };
+        let mut ok = true;
+        for r in agent.accept_from_cla_batch(ctx.dtn_ms(), Some(from), bundles) {
+            match r {
+                Ok(_) => self.counters.received += 1,
+                Err(e) if e.is_transient() => {
+                    ok = false;
+                    self.counters.refused += 1;
+                }
+                Err(_) => self.counters.dropped += 1,
+            }
+        }
+        if let Some(s) = session {
+            self.engine.confirm_block(ctx.now, s, ok);
+        }
+    }
+
+    /// Static layer: a received bundle finished processing: deliver locally or forward.
+    fn on_bundle_static(&mut self, ctx: &mut Ctx<'_>, bundle: Bundle, raw: Bytes, from: u64) {
+        let key = self.take_key();
+        let meta = Meta::of(&bundle, raw.len(), key);
+        self.counters.received += 1;
+        self.log(ctx, BundleEventKind::Received, &meta, Some(from));
+        if meta.dest_node() != Some(self.number) {
             self.route(
                 ctx,
                 Outbound {
-                    key: None,
+                    key,
                     wire: raw,
                     red: true,
-                    meta,
+                    meta: Some(meta),
                     attempts: 0,
                 },
             );
             return;
         }
-        self.deliver_local(ctx, meta, bundle.payload(), from);
+        let (Some((_, svc)), Some(source)) = (ipn(&meta.destination), ipn(&meta.id.source)) else {
+            return;
+        };
+        self.deliver_local(ctx, svc, source, bundle.payload(), Some(&meta));
     }
 
-    /// Hands a bundle addressed to this node to the application registered on its service.
-    fn deliver_local(&mut self, ctx: &mut Ctx<'_>, meta: Meta, payload: Bytes, from: u64) {
-        let svc = meta.destination.1;
-        if let Some(k) = self.servers.iter().position(|s| s.service == svc) {
-            self.counters.delivered += 1;
-            self.log(ctx, BundleEvent::Delivered, &meta, from);
-            let Some(app) = self.servers.get_mut(k) else {
-                return;
-            };
-            if let Ok(ack) = app.server.on_bundle(ctx.now, &payload) {
-                let (colour, lifetime) = (app.ack_colour, app.lifetime_ms);
-                self.originate(ctx, svc, meta.source, ack, colour == Colour::Red, lifetime);
+    /// Hands a bundle addressed to this node to the application registered on service `svc`; `meta` (static
+    /// layer) is logged, the agent logged the delivery itself.
+    fn deliver_local(
+        &mut self,
+        ctx: &mut Ctx<'_>,
+        svc: u64,
+        source: (u64, u64),
+        payload: Bytes,
+        meta: Option<&Meta>,
+    ) {
+        let delivered = if let Some(app) = self.servers.iter_mut().find(|s| s.service == svc) {
+            let reply = app
+                .server
+                .on_bundle(ctx.now, &payload)
+                .ok()
+                .map(|ack| (ack, app.ack_colour, app.lifetime_ms));
+            if let Some((ack, colour, lifetime)) = reply {
+                self.originate(ctx, svc, source, ack, colour == Colour::Red, lifetime);
             }
+            true
         } else if let Some(app) = self.clients.iter_mut().find(|c| c.service == svc) {
             let _ = app.client.on_ack(ctx.now, &payload);
+            true
+        } else {
+            false
+        };
+        let kind = if delivered {
             self.counters.delivered += 1;
-            self.log(ctx, BundleEvent::Delivered, &meta, from);
+            BundleEventKind::Delivered
         } else {
             self.counters.dropped += 1;
-            self.log(ctx, BundleEvent::Dropped, &meta, from);
+            BundleEventKind::Deleted
+        };
+        if let Some(m) = meta {
+            self.log(ctx, kind, m, None);
         }
     }
 
@@ -410,7 +569,7 @@ impl Node {
         eob: bool,
     ) {
         if offset == 0 && eob {
-            self.on_block(ctx, remote, data);
+            self.on_block(ctx, remote, None, data);
             return;
         }
         let key = (remote, session.originator, session.number);
@@ -437,19 +596,22 @@ impl Node {
             next += d.len() as u64;
             block.extend_from_slice(&d);
         }
-        self.on_block(ctx, remote, block.freeze());
+        self.on_block(ctx, remote, None, block.freeze());
     }
 
     fn on_event(&mut self, ctx: &mut Ctx<'_>, ev: Event) {
         match ev {
             Event::BlockReceived {
                 remote,
+                session,
                 client_service_id,
                 data,
-                ..
             } => {
                 if client_service_id == BUNDLE_CLIENT_SERVICE {
-                    self.on_block(ctx, remote, data);
+                    self.on_block(ctx, remote, Some(session), data);
+                } else {
+                    // Not for the bundle protocol: refused (a no-op on spans without deferred reports).
+                    self.engine.confirm_block(ctx.now, session, false);
                 }
             }
             Event::GreenSegment {
@@ -470,10 +632,10 @@ impl Node {
                 tokens,
             } => {
                 let start = self
-                    .starts
+                    .segments
                     .lock()
                     .ok()
-                    .and_then(|mut s| s.take(session.originator, session.number));
+                    .and_then(|mut s| s.take_start(session.originator, session.number));
                 if let Some(start) = start {
                     let red = tokens
                         .first()
@@ -489,43 +651,47 @@ impl Node {
                     });
                 }
                 for t in tokens {
-                    if let Some((via, ob)) = self.in_flight.remove(&t) {
-                        self.counters.forwarded += 1;
-                        self.log(ctx, BundleEvent::Forwarded, &ob.meta, via);
-                        if let (Some(agent), Some(key)) = (self.agent.as_mut(), ob.key) {
-                            let _ = agent.cla_result(
-                                ctx.dtn_ms(),
-                                bp::BundleKey::from_token(key),
-                                bp::ClaOutcome::Sent,
-                            );
-                        }
+                    let Some((via, ob)) = self.in_flight.remove(&t) else {
+                        continue;
+                    };
+                    self.counters.forwarded += 1;
+                    if let Some(m) = &ob.meta {
+                        self.log(ctx, BundleEventKind::Forwarded, m, Some(via));
+                    } else if let Some(agent) = self.agent.as_mut() {
+                        let _ = agent.cla_result(
+                            ctx.dtn_ms(),
+                            BundleKey::from_token(t),
+                            bp::ClaOutcome::Sent,
+                        );
                     }
                 }
             }
             Event::ExportCancelled {
                 session, tokens, ..
             } => {
-                if let Ok(mut s) = self.starts.lock() {
-                    s.take(session.originator, session.number);
+                if let Ok(mut s) = self.segments.lock() {
+                    s.take_start(session.originator, session.number);
                 }
                 for t in tokens {
-                    if let Some((via, mut ob)) = self.in_flight.remove(&t) {
-                        self.counters.failed += 1;
-                        self.log(ctx, BundleEvent::Failed, &ob.meta, via);
-                        ob.attempts += 1;
-                        if let (Some(agent), Some(key)) = (self.agent.as_mut(), ob.key) {
-                            // The agent re-routes and offers it again through poll_transmit.
-                            let _ = agent.cla_result(
-                                ctx.dtn_ms(),
-                                bp::BundleKey::from_token(key),
-                                bp::ClaOutcome::Failed,
-                            );
-                        } else if ob.red && ob.attempts < 16 {
+                    let Some((via, mut ob)) = self.in_flight.remove(&t) else {
+                        continue;
+                    };
+                    self.counters.failed += 1;
+                    ob.attempts += 1;
+                    if let Some(m) = &ob.meta {
+                        self.log(ctx, BundleEventKind::Failed, m, Some(via));
+                        if ob.red && ob.attempts < STATIC_MAX_ATTEMPTS {
                             self.route(ctx, ob);
                         } else {
-                            self.counters.dropped += 1;
-                            self.log(ctx, BundleEvent::Dropped, &ob.meta, via);
+                            self.delete(ctx, &ob);
                         }
+                    } else if let Some(agent) = self.agent.as_mut() {
+                        // The agent logs `failed`, re-routes and offers it again through poll_transmit.
+                        let _ = agent.cla_result(
+                            ctx.dtn_ms(),
+                            BundleKey::from_token(t),
+                            bp::ClaOutcome::Failed,
+                        );
                     }
                 }
             }
@@ -603,22 +769,19 @@ impl Node {
                 break;
             };
             progress = true;
-            // Decoding (with its CRC pass) is only needed to find green bundles or to log identities.
-            let (meta, red) = if self.green_ids.is_empty() && ctx.bundle_log.is_none() {
-                (Meta::default(), true)
-            } else {
-                match Bundle::decode_prefix(&fwd.bundle) {
-                    Ok((b, _)) => (Meta::of(&b), !self.green_ids.remove(&b.id())),
-                    Err(_) => (Meta::default(), true),
-                }
-            };
+            // Decoding (with its CRC pass) is only needed to find the green bundles.
+            let red = self.green_ids.is_empty()
+                || match Bundle::decode_prefix(&fwd.bundle) {
+                    Ok((b, _)) => !self.green_ids.remove(&b.id()),
+                    Err(_) => true,
+                };
             self.waiting.push_back((
                 fwd.neighbour,
                 Outbound {
-                    key: Some(fwd.key.as_token()),
+                    key: fwd.key.as_token(),
                     wire: fwd.bundle,
                     red,
-                    meta,
+                    meta: None,
                     attempts: 0,
                 },
             ));
@@ -629,18 +792,10 @@ impl Node {
                 let _ = agent.delivered(now_ms, d.key);
             }
             progress = true;
-            let ipn = |e: &Eid| match e {
-                Eid::Ipn { node, service, .. } => (*node, *service),
-                _ => (0, 0),
+            let (Some((_, svc)), Some(source)) = (ipn(&d.endpoint), ipn(&d.source)) else {
+                continue;
             };
-            let meta = Meta {
-                source: ipn(&d.source),
-                destination: ipn(&d.endpoint),
-                creation: (d.id.timestamp.dtn_time_ms, d.id.timestamp.sequence),
-                payload_len: d.payload.len() as u64,
-            };
-            let from = meta.source.0;
-            self.deliver_local(ctx, meta, d.payload, from);
+            self.deliver_local(ctx, svc, source, d.payload, None);
         }
         progress
     }
@@ -685,6 +840,11 @@ impl Node {
     /// Bundle-layer counters.
     pub fn counters(&self) -> &BundleCounters {
         &self.counters
+    }
+
+    /// Datagrams dropped because the receive queue was full (`processing.rx_queue_datagrams`).
+    pub fn rx_queue_drops(&self) -> u64 {
+        self.rx_queue_drops
     }
 
     /// Reports of the DTNperf clients on this node, with their service numbers.

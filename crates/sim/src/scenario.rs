@@ -145,6 +145,19 @@ pub struct NodeSection {
     /// Static routes: bundles for `dest` go to neighbour `via` (neighbours are reached directly without a route).
     #[serde(default, rename = "route")]
     pub routes: Vec<RouteSection>,
+    /// The agent's in-memory store.
+    #[serde(default)]
+    pub store: StoreSection,
+}
+
+/// `[node.store]`: the agent's store (agent layer only).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StoreSection {
+    /// Store quota in bytes (default: the agent's, 1 GiB). Bundles arriving at a full store are refused and
+    /// their red block is refused too (`confirm_block(false)`), so the previous hop forwards them again.
+    #[serde(default)]
+    pub quota_bytes: Option<u64>,
 }
 
 /// `[node.ltp]`: span settings (names follow `ltp::SpanConfig`).
@@ -237,11 +250,16 @@ impl Default for LtpSection {
     }
 }
 
-/// `[node.processing]`: the host's modelled CPU.
+/// `[node.processing]`: the host's modelled CPU and store.
 ///
 /// Every received datagram waits `rx_latency_us` (a pipeline delay: kernel, UDP stack, thread hand-over; it does
-/// not occupy the CPU), then occupies the node's single CPU for `per_segment_us`; every received bundle occupies
-/// it for `per_bundle_us` before it is delivered or forwarded. Work queues up FIFO when the CPU is busy.
+/// not occupy the CPU), then waits in the receive queue for the node's single CPU, which it occupies for
+/// `per_segment_us`. The receive queue holds at most `rx_queue_datagrams` datagrams (a socket buffer): a
+/// datagram that finds it full is dropped and counted (`rx_queue_drops`), like a kernel socket-buffer drop.
+/// Every received bundle occupies the CPU for `per_bundle_us`. With the agent, the bundles of one block are then
+/// committed to the store in one transaction that takes `commit_us` (commits of a node run one at a time but do
+/// not occupy the CPU: the time is I/O, e.g. an fsync); only then does the agent see them and does LTP release
+/// the final report of a red block (`defer_final_report`, as on a real node).
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ProcessingSection {
@@ -254,6 +272,29 @@ pub struct ProcessingSection {
     /// CPU time per received bundle, microseconds.
     #[serde(default)]
     pub per_bundle_us: f64,
+    /// Store commit time per received block (agent layer), microseconds.
+    #[serde(default)]
+    pub commit_us: f64,
+    /// Receive queue bound in datagrams (default: an 8 MiB socket buffer divided by the node's
+    /// `ltp.max_segment_size`, see [`ProcessingSection::rx_queue_limit`]).
+    #[serde(default)]
+    pub rx_queue_datagrams: Option<usize>,
+}
+
+/// Socket receive buffer the default receive-queue bound models (bytes).
+pub const DEFAULT_RX_BUFFER_BYTES: usize = 8 << 20;
+
+/// Largest accepted `rx_queue_datagrams` (the queue keeps one timestamp per datagram).
+pub const MAX_RX_QUEUE_DATAGRAMS: usize = 1 << 24;
+
+impl ProcessingSection {
+    /// The receive-queue bound in effect for a node whose segments are at most `max_segment_size` bytes:
+    /// `rx_queue_datagrams`, or [`DEFAULT_RX_BUFFER_BYTES`] / `max_segment_size` (at least 1).
+    pub fn rx_queue_limit(&self, max_segment_size: usize) -> usize {
+        self.rx_queue_datagrams
+            .unwrap_or(DEFAULT_RX_BUFFER_BYTES / max_segment_size.max(1))
+            .clamp(1, MAX_RX_QUEUE_DATAGRAMS)
+    }
 }
 
 /// `[[node.route]]`.
@@ -375,16 +416,55 @@ fn d_green() -> Colour {
     Colour::Green
 }
 
-/// `[log]`: output files (relative to the scenario file; absent = not written).
+/// `[log]`: per-node output files, as path patterns relative to the scenario file in which `{node}` stands for
+/// the node number (absent = not written). Each node writes its own files, exactly as a real node does.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct LogSection {
-    /// Every LTP segment sent or received by any node (`docs/ltp-segment-log.md` format).
+    /// LTP segment log of each node (`docs/ltp-segment-log.md`), e.g. `"logs/segments-{node}.csv"`.
     #[serde(default)]
-    pub segment_csv: Option<PathBuf>,
-    /// Every bundle event (`docs/sim.md`).
+    pub segment_csv: Option<String>,
+    /// Bundle event log of each node (`docs/bundle-event-log.md`), e.g. `"logs/bundles-{node}.csv"`.
     #[serde(default)]
-    pub bundle_csv: Option<PathBuf>,
+    pub bundle_csv: Option<String>,
+}
+
+/// The placeholder a log path pattern must contain.
+pub const NODE_PLACEHOLDER: &str = "{node}";
+
+impl LogSection {
+    /// The file a pattern names for `node`, resolved against `base_dir`.
+    pub fn path_for(pattern: &str, base_dir: &Path, node: u64) -> PathBuf {
+        base_dir.join(pattern.replace(NODE_PLACEHOLDER, &node.to_string()))
+    }
+
+    fn validate(&self) -> Result<(), ScenarioError> {
+        for (field, p) in [
+            ("log.segment_csv", &self.segment_csv),
+            ("log.bundle_csv", &self.bundle_csv),
+        ] {
+            let Some(p) = p else { continue };
+            let rest = p.replace(NODE_PLACEHOLDER, "");
+            if !p.contains(NODE_PLACEHOLDER) || rest.contains(['{', '}']) {
+                return Err(invalid(
+                    field,
+                    format!("{p:?}"),
+                    "a path pattern containing {node} (replaced by the node number; one file per node, as \
+                     real nodes write), e.g. \"logs/segments-{node}.csv\", and no other braces",
+                ));
+            }
+        }
+        if let (Some(s), Some(b)) = (&self.segment_csv, &self.bundle_csv) {
+            if s == b {
+                return Err(invalid(
+                    "log.bundle_csv",
+                    format!("{b:?}"),
+                    "a pattern other than log.segment_csv",
+                ));
+            }
+        }
+        Ok(())
+    }
 }
 
 impl Scenario {
@@ -426,6 +506,7 @@ impl Scenario {
         if self.nodes.is_empty() {
             return Err(invalid("node", "[]", "at least one [[node]]"));
         }
+        self.log.validate()?;
         let known = |n: u64| self.nodes.iter().any(|x| x.number == n);
         for (i, n) in self.nodes.iter().enumerate() {
             if n.number == 0 {
@@ -447,12 +528,29 @@ impl Scenario {
                 ("rx_latency_us", p.rx_latency_us),
                 ("per_segment_us", p.per_segment_us),
                 ("per_bundle_us", p.per_bundle_us),
+                ("commit_us", p.commit_us),
             ] {
                 if !(v.is_finite() && (0.0..=1e9).contains(&v)) {
                     return Err(invalid(
                         format!("node[{i}].processing.{name}"),
                         v,
                         "microseconds in [0, 1e9]",
+                    ));
+                }
+            }
+            if n.store.quota_bytes == Some(0) {
+                return Err(invalid(
+                    format!("node[{i}].store.quota_bytes"),
+                    0,
+                    "a store quota of at least 1 byte",
+                ));
+            }
+            if let Some(q) = p.rx_queue_datagrams {
+                if !(1..=MAX_RX_QUEUE_DATAGRAMS).contains(&q) {
+                    return Err(invalid(
+                        format!("node[{i}].processing.rx_queue_datagrams"),
+                        q,
+                        "a queue bound in datagrams in [1, 16777216]",
                     ));
                 }
             }

@@ -1,7 +1,5 @@
 //! The simulation: nodes, links and the event loop in virtual time.
 
-use std::fs::File;
-use std::io::{BufWriter, Write};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -11,10 +9,10 @@ use channel::Fate;
 use ltp::{CsvSegmentLog, EngineConfig, SpanConfig};
 use serde::Serialize;
 
-use crate::log::{BundleCsv, NodeSink, SessionStarts, SharedSegmentCsv};
+use crate::log::{NodeSink, SegmentState, SharedBundleLog};
 use crate::node::{ClientApp, Ctx, Deferred, Node, Processing, ServerApp, SessionRecord};
 use crate::queue::EventQueue;
-use crate::scenario::{invalid, millis, secs, BundleLayer, Scenario, ScenarioError};
+use crate::scenario::{invalid, millis, secs, BundleLayer, LogSection, Scenario, ScenarioError};
 
 /// Scheduled work.
 enum Ev {
@@ -22,8 +20,8 @@ enum Ev {
     Arrive { node: usize, data: Bytes },
     /// The node's CPU finished a datagram: hand it to LTP.
     Process { node: usize, data: Bytes },
-    /// A received bundle finished processing.
-    Bundle { node: usize, work: Deferred },
+    /// Received bundles finished processing (static layer), or a received block's commit ended (agent).
+    Deferred { node: usize, work: Deferred },
     /// The node asked to run (timer, pacing, application).
     Wake { node: usize },
     /// A contact window opens or closes.
@@ -76,6 +74,11 @@ pub struct Summary {
     pub lost_unavailable: u64,
     /// Datagrams tail-dropped at link queues.
     pub queue_full: u64,
+    /// Datagrams dropped at a node's full receive queue (`processing.rx_queue_datagrams`), like kernel
+    /// socket-buffer drops; not included in the link losses above.
+    pub rx_queue_drops: u64,
+    /// Log rows lost to write errors (counted when the logs are flushed at the end of the run).
+    pub log_write_errors: u64,
     /// Events processed.
     pub events: u64,
 }
@@ -95,25 +98,25 @@ pub struct Simulation {
     deferred: Vec<(Duration, Deferred)>,
     pool: BytesMut,
     tx_buf: Vec<u8>,
-    bundle_log: Option<BundleCsv>,
-    segment_log: Option<SharedSegmentCsv>,
     sessions: Vec<SessionRecord>,
+    log_write_errors: u64,
 }
 
+/// Creates node `node`'s log file from the pattern in `field`.
 fn open(
     scn: &Scenario,
-    p: &std::path::Path,
+    pattern: &str,
     field: &str,
-) -> Result<Box<dyn Write + Send>, ScenarioError> {
-    let path = scn.base_dir.join(p);
-    let f = File::create(&path).map_err(|e| {
+    node: u64,
+) -> Result<crate::log::LogWriter, ScenarioError> {
+    let path = LogSection::path_for(pattern, &scn.base_dir, node);
+    crate::log::create(&path).map_err(|e| {
         invalid(
             field,
             path.display(),
             &format!("a writable file path ({e})"),
         )
-    })?;
-    Ok(Box::new(BufWriter::with_capacity(1 << 20, f)))
+    })
 }
 
 fn mix(seed: u64, a: u64, b: u64) -> u64 {
@@ -134,18 +137,7 @@ impl Simulation {
     pub fn new(scn: &Scenario) -> Result<Simulation, ScenarioError> {
         scn.validate()?;
         let seed = scn.sim.seed;
-        let segment_log = match &scn.log.segment_csv {
-            Some(p) => Some(Arc::new(Mutex::new(CsvSegmentLog::new(open(
-                scn,
-                p,
-                "log.segment_csv",
-            )?)))),
-            None => None,
-        };
-        let bundle_log = match &scn.log.bundle_csv {
-            Some(p) => Some(BundleCsv::new(open(scn, p, "log.bundle_csv")?)),
-            None => None,
-        };
+        let agent_layer = scn.sim.bundle_layer == BundleLayer::Agent;
         let index = |n: u64| scn.nodes.iter().position(|x| x.number == n).unwrap_or(0);
         let mut contacts = scn.contacts.clone();
         let plan = match &scn.sim.contact_plan {
@@ -257,19 +249,39 @@ impl Simulation {
                 sc.max_report_retransmissions = lt.max_report_retransmissions;
                 sc.max_retransmission_cycles = lt.max_retransmission_cycles;
                 sc.max_claims_per_report = lt.max_claims_per_report;
+                // As on a real node, the agent confirms each red block once its bundles are committed.
+                sc.defer_final_report = agent_layer;
                 engine.add_span(sc);
             }
-            let starts = Arc::new(Mutex::new(SessionStarts::default()));
-            engine.set_segment_sink(Some(Box::new(NodeSink {
-                csv: segment_log.clone(),
-                starts: starts.clone(),
-            })));
+            let segment_csv = match &scn.log.segment_csv {
+                Some(p) => Some(CsvSegmentLog::new(open(
+                    scn,
+                    p,
+                    "log.segment_csv",
+                    ns.number,
+                )?)),
+                None => None,
+            };
+            let segments = Arc::new(Mutex::new(SegmentState::new(segment_csv)));
+            engine.set_segment_sink(Some(Box::new(NodeSink(segments.clone()))));
+            let bundle_log = match &scn.log.bundle_csv {
+                Some(p) => Some(SharedBundleLog::new(open(
+                    scn,
+                    p,
+                    "log.bundle_csv",
+                    ns.number,
+                )?)),
+                None => None,
+            };
             let p = &ns.processing;
             let agent = match scn.sim.bundle_layer {
                 BundleLayer::Static => None,
                 BundleLayer::Agent => {
                     let mut cfg = bp::AgentConfig::new(ns.number);
                     cfg.status_reports = false;
+                    if let Some(q) = ns.store.quota_bytes {
+                        cfg.store_quota_bytes = q;
+                    }
                     let mut a = bp::Agent::open(cfg, bp::MemoryStore::new(), scn.sim.epoch_dtn_ms)
                         .map_err(|e| {
                             invalid(
@@ -280,6 +292,9 @@ impl Simulation {
                         })?;
                     if let Some(p) = &plan {
                         a.set_contact_plan(Some(p.clone()), false);
+                    }
+                    if let Some(l) = &bundle_log {
+                        a.set_event_sink(Some(Box::new(l.clone())));
                     }
                     for r in &ns.routes {
                         if let Ok(range) = bp::NodeRange::single(r.dest) {
@@ -317,8 +332,13 @@ impl Simulation {
                     rx_latency: secs(p.rx_latency_us / 1e6),
                     per_segment: secs(p.per_segment_us / 1e6),
                     per_bundle: secs(p.per_bundle_us / 1e6),
+                    commit: secs(p.commit_us / 1e6),
+                    rx_queue_limit: p.rx_queue_limit(ns.ltp.max_segment_size),
                 },
                 cpu_free: Duration::ZERO,
+                store_free: Duration::ZERO,
+                rx_queue: Default::default(),
+                rx_queue_drops: 0,
                 wake: None,
                 routes: ns.routes.iter().map(|r| (r.dest, r.via)).collect(),
                 neighbours,
@@ -329,7 +349,8 @@ impl Simulation {
                 next_token: 1,
                 creation_seq: 0,
                 green: Default::default(),
-                starts,
+                segments,
+                bundle_log,
                 counters: Default::default(),
             });
         }
@@ -414,9 +435,8 @@ impl Simulation {
             deferred: Vec::new(),
             pool: BytesMut::with_capacity(256 * 1024),
             tx_buf: Vec::with_capacity(64 * 1024),
-            bundle_log,
-            segment_log,
             sessions: Vec::new(),
+            log_write_errors: 0,
         })
     }
 
@@ -514,13 +534,11 @@ impl Simulation {
             return;
         }
         self.finished = true;
-        if let Some(l) = self.bundle_log.as_mut() {
-            let _ = l.flush();
-        }
-        if let Some(l) = &self.segment_log {
-            if let Ok(mut w) = l.lock() {
-                let _ = w.flush();
+        for n in &self.nodes {
+            if let Some(l) = &n.bundle_log {
+                self.log_write_errors += l.flush();
             }
+            self.log_write_errors += n.segments.lock().map_or(1, |mut s| s.flush());
         }
     }
 
@@ -534,8 +552,9 @@ impl Simulation {
                 if n.free_rx() {
                     n.on_datagram(now, &data);
                 } else {
-                    let done = n.book_segment(now);
-                    self.queue.push(done, Ev::Process { node, data });
+                    if let Some(done) = n.book_segment(now) {
+                        self.queue.push(done, Ev::Process { node, data });
+                    }
                     return;
                 }
                 node
@@ -584,23 +603,20 @@ impl Simulation {
                 }
                 node
             }
-            Ev::Bundle { node, work } => {
+            Ev::Deferred { node, work } => {
                 let Some(n) = self.nodes.get_mut(node) else {
                     return;
                 };
-                let Deferred::Bundle(b, from) = work;
-                let (bundle, raw) = *b;
                 let mut ctx = Ctx {
                     now,
                     epoch_dtn_ms: self.epoch_dtn_ms,
                     outbox: &mut self.outbox,
                     deferred: &mut self.deferred,
-                    bundle_log: &mut self.bundle_log,
                     pool: &mut self.pool,
                     tx_buf: &mut self.tx_buf,
                     sessions: &mut self.sessions,
                 };
-                n.on_bundle(&mut ctx, bundle, raw, from);
+                n.on_deferred(&mut ctx, work);
                 node
             }
         };
@@ -617,7 +633,6 @@ impl Simulation {
             epoch_dtn_ms: self.epoch_dtn_ms,
             outbox: &mut self.outbox,
             deferred: &mut self.deferred,
-            bundle_log: &mut self.bundle_log,
             pool: &mut self.pool,
             tx_buf: &mut self.tx_buf,
             sessions: &mut self.sessions,
@@ -632,7 +647,7 @@ impl Simulation {
             }
         }
         for (at, work) in self.deferred.drain(..) {
-            self.queue.push(at, Ev::Bundle { node, work });
+            self.queue.push(at, Ev::Deferred { node, work });
         }
         for (remote, data) in self.outbox.drain(..) {
             let Some(l) = self
@@ -658,9 +673,11 @@ impl Simulation {
         let mut s = Summary {
             virtual_s: self.now.as_secs_f64(),
             events: self.events,
+            log_write_errors: self.log_write_errors,
             ..Summary::default()
         };
         for n in &self.nodes {
+            s.rx_queue_drops += n.rx_queue_drops;
             for (_, r) in n.client_reports() {
                 s.goodput_bps += r.goodput_bps;
                 s.bundles_sent += r.sent;

@@ -2,9 +2,10 @@
 //!
 //! One session at a time (DTNperf window 1, one export session) on a 500 Mb/s link with 500 kB bundles in
 //! 1024-byte segments. The red session lasts the radiation time of its segments, plus the round trip (both
-//! delays), plus the modelled processing (receive latency + per-segment CPU at each end). With IID losses every
-//! retransmission cycle adds one round trip plus the radiation of the retransmitted data, and every checkpoint
-//! timeout adds one RTO — counted from the run's own counters.
+//! delays), plus the modelled processing (receive latency + per-segment CPU at each end), plus the receiver's
+//! bundle processing and store commit, since the final report is held until the block's bundles are committed
+//! (as on a real node). With IID losses every retransmission cycle adds one round trip plus the radiation of
+//! the retransmitted data, and every checkpoint timeout adds one RTO — counted from the run's own counters.
 
 use std::path::Path;
 
@@ -16,10 +17,11 @@ const DR: f64 = 0.005; // return delay
 const LAT: f64 = 0.001; // receive latency per node
 const SEG: f64 = 2e-6; // per-segment CPU
 const PER_BUNDLE: f64 = 100e-6;
+const COMMIT: f64 = 300e-6; // store commit per received block
 const RTO: f64 = 0.040;
 const BUNDLE: usize = 500_000;
 
-fn scenario(per: f64, bundles: u64) -> Scenario {
+fn scenario(per: f64, bundles: u64, commit: f64) -> Scenario {
     let text = format!(
         r#"
 [sim]
@@ -29,12 +31,12 @@ seed = 5
 [[node]]
 number = 1
 ltp = {{ max_segment_size = 1024, max_export_sessions = 1, rto_ms = {rto} }}
-processing = {{ rx_latency_us = {lat}, per_segment_us = {seg}, per_bundle_us = {pb} }}
+processing = {{ rx_latency_us = {lat}, per_segment_us = {seg}, per_bundle_us = {pb}, commit_us = {commit} }}
 
 [[node]]
 number = 2
 ltp = {{ max_segment_size = 1024, max_export_sessions = 1, rto_ms = {rto} }}
-processing = {{ rx_latency_us = {lat}, per_segment_us = {seg}, per_bundle_us = {pb} }}
+processing = {{ rx_latency_us = {lat}, per_segment_us = {seg}, per_bundle_us = {pb}, commit_us = {commit} }}
 
 [[link]]
 a = 1
@@ -53,6 +55,7 @@ bundle_size = {BUNDLE}
         lat = LAT * 1e6,
         seg = SEG * 1e6,
         pb = PER_BUNDLE * 1e6,
+        commit = commit * 1e6,
         df = DF * 1e3,
         dr = DR * 1e3,
     );
@@ -63,6 +66,9 @@ bundle_size = {BUNDLE}
 fn rtt_p() -> f64 {
     DF + DR + 2.0 * (LAT + SEG)
 }
+
+/// Time the receiver holds the final report of a block carrying one bundle: bundle processing, then the commit.
+const HOLD: f64 = PER_BUNDLE + COMMIT;
 
 fn within(actual: f64, expected: f64, what: &str) {
     let err = (actual - expected).abs() / expected;
@@ -76,7 +82,7 @@ fn within(actual: f64, expected: f64, what: &str) {
 #[test]
 fn lossless_session_duration_and_goodput() {
     let n = 20;
-    let mut s = Simulation::new(&scenario(0.0, n)).unwrap();
+    let mut s = Simulation::new(&scenario(0.0, n, COMMIT)).unwrap();
     s.run();
     let sum = s.summary();
     assert_eq!(sum.bundles_acked, n, "{sum:?}");
@@ -89,7 +95,7 @@ fn lossless_session_duration_and_goodput() {
         (radiation - BUNDLE as f64 * 8.0 / RATE).abs() / radiation < 0.05,
         "radiation {radiation}"
     );
-    let expected = radiation + rtt_p();
+    let expected = radiation + rtt_p() + HOLD;
     for r in &red {
         within(
             (r.end - r.start).as_secs_f64(),
@@ -98,10 +104,10 @@ fn lossless_session_duration_and_goodput() {
         );
     }
     within(sum.mean_session_s, expected, "mean session duration");
-    // Goodput: one bundle per cycle = radiation + forward delay + receive processing + bundle processing, then the
-    // green ACK back (its radiation, return delay, processing) and the next bundle starts.
+    // Goodput: one bundle per cycle = radiation + forward delay + receive processing + bundle processing and
+    // commit, then the green ACK back (its radiation, return delay, processing, commit) and the next bundle starts.
     let ack_radiation = (ret.offered_bytes as f64 * 8.0 / RATE) / n as f64;
-    let cycle = radiation + rtt_p() + 2.0 * PER_BUNDLE + ack_radiation;
+    let cycle = radiation + rtt_p() + 2.0 * HOLD + ack_radiation;
     let expected_goodput = BUNDLE as f64 * 8.0 / cycle;
     within(sum.goodput_bps, expected_goodput, "goodput");
     assert_eq!(sum.retransmission_cycles, 0);
@@ -109,9 +115,34 @@ fn lossless_session_duration_and_goodput() {
 }
 
 #[test]
+fn final_report_waits_for_the_commit() {
+    // A slow store (5 ms per commit, e.g. an fsync): every red session lasts exactly that much longer, because
+    // the receiver releases the report claiming the whole block only once its bundle is committed.
+    const SLOW_COMMIT: f64 = 0.005;
+    let n = 5;
+    let mut s = Simulation::new(&scenario(0.0, n, SLOW_COMMIT)).unwrap();
+    s.run();
+    let sum = s.summary();
+    assert_eq!(sum.bundles_acked, n, "{sum:?}");
+    assert_eq!(sum.rto_expirations, 0, "{sum:?}");
+    let (_, _, fwd, _) = s.link_counters()[0];
+    let radiation = fwd.offered_bytes as f64 * 8.0 / RATE / n as f64;
+    let expected = radiation + rtt_p() + PER_BUNDLE + SLOW_COMMIT;
+    let red: Vec<_> = s.sessions().iter().filter(|r| r.red).collect();
+    assert_eq!(red.len() as u64, n);
+    for r in red {
+        within(
+            (r.end - r.start).as_secs_f64(),
+            expected,
+            "session with a held final report",
+        );
+    }
+}
+
+#[test]
 fn iid_loss_adds_one_cycle_per_loss_event() {
     let n = 30;
-    let mut s = Simulation::new(&scenario(0.005, n)).unwrap();
+    let mut s = Simulation::new(&scenario(0.005, n, COMMIT)).unwrap();
     s.run();
     let sum = s.summary();
     assert_eq!(sum.bundles_acked, n, "{sum:?}");
@@ -126,6 +157,7 @@ fn iid_loss_adds_one_cycle_per_loss_event() {
     let radiation = fwd.offered_bytes as f64 * 8.0 / RATE;
     let expected = radiation
         + (red.len() as f64 + sum.retransmission_cycles as f64) * rtt_p()
+        + red.len() as f64 * HOLD
         + sum.rto_expirations as f64 * RTO;
     within(actual, expected, "total red session time");
 }

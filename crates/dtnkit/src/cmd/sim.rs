@@ -67,6 +67,12 @@ pub fn run(a: SimArgs) -> anyhow::Result<()> {
     bar.finish_and_clear();
     let wall_s = wall.elapsed().as_secs_f64();
     let sum = s.summary();
+    if sum.log_write_errors > 0 {
+        eprintln!(
+            "dtnkit sim: {} log rows could not be written (disk full?)",
+            sum.log_write_errors
+        );
+    }
     if a.json {
         let mut v = serde_json::to_value(&sum)?;
         if let Some(o) = v.as_object_mut() {
@@ -77,7 +83,8 @@ pub fn run(a: SimArgs) -> anyhow::Result<()> {
     } else {
         println!(
             "goodput {:.2} Mb/s, bundles {}/{} sent/delivered ({} acked), LTP sessions {} ({} cancelled, mean {:.2} ms), \
-             retransmission cycles {}, RTO expirations {}, segments {} ({} lost), virtual {:.3} s in {:.2} s wall",
+             retransmission cycles {}, RTO expirations {}, segments {} ({} lost on links, {} dropped at full receive \
+             queues), virtual {:.3} s in {:.2} s wall",
             sum.goodput_bps / 1e6,
             sum.bundles_sent,
             sum.bundles_delivered,
@@ -89,6 +96,7 @@ pub fn run(a: SimArgs) -> anyhow::Result<()> {
             sum.rto_expirations,
             sum.segments_sent,
             sum.lost_channel + sum.lost_unavailable + sum.queue_full,
+            sum.rx_queue_drops,
             sum.virtual_s,
             wall_s
         );
