@@ -1,0 +1,124 @@
+//! Child processes that cannot outlive the lab.
+//!
+//! Every child gets `PR_SET_PDEATHSIG = SIGKILL` (Linux), so it dies with the thread that started it even if the
+//! lab process is killed; a [`Child`] that is dropped without [`Child::stop`] is killed and reaped. Output goes to
+//! files, never to pipes nobody reads (a chatty child would block on a full pipe).
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::LabError;
+
+/// One child process with its output files.
+#[derive(Debug)]
+pub struct Child {
+    name: String,
+    child: Option<std::process::Child>,
+    /// File holding the child's standard output.
+    pub stdout: PathBuf,
+    /// File holding the child's standard error.
+    pub stderr: PathBuf,
+}
+
+fn io(what: String) -> impl FnOnce(std::io::Error) -> LabError {
+    move |source| LabError::Io { what, source }
+}
+
+impl Child {
+    /// Starts `program args`, output to `<dir>/<name>.out` and `<dir>/<name>.err`.
+    pub fn spawn(name: &str, program: &Path, args: &[&str], dir: &Path) -> Result<Child, LabError> {
+        let stdout = dir.join(format!("{name}.out"));
+        let stderr = dir.join(format!("{name}.err"));
+        let out =
+            std::fs::File::create(&stdout).map_err(io(format!("creating {}", stdout.display())))?;
+        let err =
+            std::fs::File::create(&stderr).map_err(io(format!("creating {}", stderr.display())))?;
+        let mut cmd = Command::new(program);
+        cmd.args(args)
+            .current_dir(dir)
+            .stdin(Stdio::null())
+            .stdout(out)
+            .stderr(err);
+        #[cfg(target_os = "linux")]
+        {
+            use std::os::unix::process::CommandExt;
+            // SAFETY: the closure runs in the forked child before exec and only calls prctl(2), which is
+            // async-signal-safe; it touches no memory of the parent.
+            unsafe {
+                cmd.pre_exec(|| {
+                    if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) != 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                    Ok(())
+                });
+            }
+        }
+        let child = cmd.spawn().map_err(io(format!(
+            "starting {name}: {} {}",
+            program.display(),
+            args.join(" ")
+        )))?;
+        Ok(Child {
+            name: name.to_string(),
+            child: Some(child),
+            stdout,
+            stderr,
+        })
+    }
+
+    /// The name given at spawn.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The child's exit status if it already ended.
+    pub fn exited(&mut self) -> Option<ExitStatus> {
+        self.child
+            .as_mut()
+            .and_then(|c| c.try_wait().ok().flatten())
+    }
+
+    /// The last `n` bytes of the child's standard error (for error messages).
+    pub fn stderr_tail(&self, n: usize) -> String {
+        let text = std::fs::read(&self.stderr).unwrap_or_default();
+        let start = text.len().saturating_sub(n);
+        String::from_utf8_lossy(text.get(start..).unwrap_or_default())
+            .trim()
+            .to_string()
+    }
+
+    /// Asks the child to stop (SIGINT, which `dtnkit node` and `dtnkit emu` handle by shutting down cleanly),
+    /// waits up to `grace`, then kills it. Returns the exit status and whether it stopped by itself.
+    pub fn stop(&mut self, grace: Duration) -> Option<(ExitStatus, bool)> {
+        let mut c = self.child.take()?;
+        if let Ok(Some(st)) = c.try_wait() {
+            return Some((st, true));
+        }
+        if let Ok(pid) = i32::try_from(c.id()) {
+            // SAFETY: kill(2) on the pid of our own unreaped child: the pid cannot have been reused.
+            unsafe {
+                libc::kill(pid, libc::SIGINT);
+            }
+        }
+        let deadline = Instant::now() + grace;
+        while Instant::now() < deadline {
+            match c.try_wait() {
+                Ok(Some(st)) => return Some((st, true)),
+                Ok(None) => std::thread::sleep(Duration::from_millis(10)),
+                Err(_) => break,
+            }
+        }
+        let _ = c.kill();
+        c.wait().ok().map(|st| (st, false))
+    }
+}
+
+impl Drop for Child {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
