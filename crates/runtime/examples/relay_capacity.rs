@@ -29,6 +29,7 @@ fn main() -> std::io::Result<()> {
         {
             settings.socket_buffer_bytes = bytes;
         }
+        settings.gro = std::env::var("NO_GRO").is_err();
         let link = Link::new(DirectionModel::default(), DirectionModel::default(), 0);
         Some(Relay::start(&settings, link, None)?)
     } else {
@@ -77,8 +78,10 @@ fn main() -> std::io::Result<()> {
     rx.join()
         .map_err(|_| std::io::Error::other("receiver panicked"))??;
     let got = received.load(Ordering::Relaxed);
+    let receiver_drops = udp::socket_drops(&b)?.unwrap_or(0);
     println!(
-        "{mode}: offered {:.1} Mb/s ({sent} x {size} B in {elapsed:.2} s), received {got} ({:.1} Mb/s), lost {} ({:.3} %)",
+        "{mode}: offered {:.1} Mb/s ({sent} x {size} B in {elapsed:.2} s), received {got} ({:.1} Mb/s), lost {} ({:.3} %), \
+         of which at the receiving socket {receiver_drops}",
         sent as f64 * size as f64 * 8.0 / elapsed / 1e6,
         got as f64 * size as f64 * 8.0 / elapsed / 1e6,
         sent.saturating_sub(got),
@@ -87,12 +90,16 @@ fn main() -> std::io::Result<()> {
     if let Some(r) = relay {
         let s = r.stop()?;
         println!(
-            "relay forward: received {} sent {} relay drops {} (overflow {}, send errors {})",
+            "relay forward: received {} sent {} kernel drops at the relay's input {} relay drops {} (overflow {}, \
+             send errors {}); relay thread CPU {:.1} % of a core, {:.0} ns per datagram",
             s.forward.received,
             s.forward.sent,
+            s.forward.kernel_drops,
             s.forward.relay_drops(),
             s.forward.overflow,
-            s.forward.send_errors
+            s.forward.send_errors,
+            s.forward.cpu_ns as f64 / s.elapsed_ns.max(1) as f64 * 100.0,
+            s.forward.cpu_ns as f64 / s.forward.received.max(1) as f64
         );
     }
     Ok(())

@@ -162,6 +162,21 @@ pub fn set_thread_timer_slack(slack: Duration) {
     }
 }
 
+/// CPU time used by the calling thread so far (`CLOCK_THREAD_CPUTIME_ID`).
+pub fn thread_cpu_time() -> Option<Duration> {
+    // SAFETY: all-zero is a valid timespec.
+    let mut ts: libc::timespec = unsafe { zeroed() };
+    // SAFETY: a valid clock id and a live timespec.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    if rc != 0 {
+        return None;
+    }
+    Some(Duration::new(
+        u64::try_from(ts.tv_sec).ok()?,
+        u32::try_from(ts.tv_nsec).ok()?,
+    ))
+}
+
 /// Switches the calling thread to SCHED_FIFO at `priority` (needs root or CAP_SYS_NICE). An emulator on a busy
 /// host uses this so that other processes cannot delay its releases or let its socket buffers overflow.
 pub fn set_thread_realtime(priority: u32) -> io::Result<()> {
@@ -214,6 +229,46 @@ pub struct RecvMeta {
     pub truncated: bool,
     /// Kernel receive time (CLOCK_REALTIME, since the Unix epoch) when [`enable_rx_timestamps`] is on.
     pub timestamp: Option<Duration>,
+    /// The socket's cumulative kernel drop counter when this datagram was queued, with [`enable_rx_drop_counter`]
+    /// on (the kernel only reports it once it is non-zero, so `None` means no drop so far).
+    pub drops: Option<u32>,
+    /// With [`enable_gro`] on: the buffer holds several datagrams coalesced by the kernel, each of this many bytes
+    /// (the last may be shorter). `None` = the buffer holds one datagram.
+    pub segment: Option<usize>,
+}
+
+impl RecvMeta {
+    /// Lengths of the datagrams the buffer holds, in order: one for a plain datagram, several for a GRO buffer.
+    pub fn segments(&self) -> Segments {
+        Segments {
+            left: self.len,
+            size: self.segment.filter(|&s| s > 0).unwrap_or(self.len.max(1)),
+            first: true,
+        }
+    }
+}
+
+/// Iterator over the datagram lengths of one received buffer (see [`RecvMeta::segments`]).
+#[derive(Clone, Debug)]
+pub struct Segments {
+    left: usize,
+    size: usize,
+    first: bool,
+}
+
+impl Iterator for Segments {
+    type Item = usize;
+
+    fn next(&mut self) -> Option<usize> {
+        // A zero-length datagram is still one datagram.
+        if self.left == 0 && !std::mem::take(&mut self.first) {
+            return None;
+        }
+        self.first = false;
+        let n = self.left.min(self.size);
+        self.left -= n;
+        Some(n)
+    }
 }
 
 /// Asks the kernel to stamp every received datagram with its arrival time (`SO_TIMESTAMPNS`), reported in
@@ -222,26 +277,112 @@ pub fn enable_rx_timestamps(sock: &UdpSocket) -> io::Result<()> {
     set_int_opt(sock, libc::SO_TIMESTAMPNS, 1)
 }
 
-/// Control-message space per datagram (a `timespec` cmsg needs 32 bytes on 64-bit Linux).
-const CMSG_WORDS: usize = 8;
+/// Asks the kernel to report the socket's drop counter (`SO_RXQ_OVFL`: datagrams discarded because the receive
+/// buffer was full, plus checksum and memory-accounting failures) with each received datagram, in
+/// [`RecvMeta::drops`]. A receiver can then tell its own losses from the network's.
+pub fn enable_rx_drop_counter(sock: &UdpSocket) -> io::Result<()> {
+    set_int_opt(sock, libc::SO_RXQ_OVFL, 1)
+}
 
-/// Extracts an `SCM_TIMESTAMPNS` timestamp from a received message's control data.
-fn timestamp_of(hdr: &libc::msghdr) -> Option<Duration> {
-    // SAFETY: `hdr` was filled by recvmmsg; the CMSG_* macros walk the control buffer within msg_controllen.
+/// Asks the kernel to hand over runs of equal-size datagrams from the same sender as one buffer (`UDP_GRO`, since
+/// Linux 5.0), described by [`RecvMeta::segment`]. On loopback this keeps a GSO sender's batches whole all the way
+/// to the receiver: one socket-buffer entry and one copy per run instead of per datagram. Every receive buffer must
+/// then hold [`GRO_BUFFER`] bytes, or a coalesced run is cut.
+pub fn enable_gro(sock: &UdpSocket) -> io::Result<()> {
+    let value: libc::c_int = 1;
+    // SAFETY: valid fd, pointer to a live c_int and its size.
+    let rc = unsafe {
+        libc::setsockopt(
+            sock.as_raw_fd(),
+            libc::SOL_UDP,
+            libc::UDP_GRO,
+            (&value as *const libc::c_int).cast(),
+            size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// Largest buffer a coalesced (GRO) receive can need: a maximal UDP payload.
+pub const GRO_BUFFER: usize = 65_536;
+
+/// The socket's kernel drop counter as the kernel lists it in `/proc/net/udp` (or `udp6`), found by the socket's
+/// inode. Unlike [`RecvMeta::drops`] it also counts drops after the last datagram read; `Ok(None)` when the
+/// socket is not listed (another network namespace, /proc not mounted).
+pub fn socket_drops(sock: &UdpSocket) -> io::Result<Option<u64>> {
+    // SAFETY: fstat writes a stat struct for a valid fd.
+    let mut st: libc::stat = unsafe { zeroed() };
+    // SAFETY: valid fd and a live stat struct.
+    if unsafe { libc::fstat(sock.as_raw_fd(), &mut st) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let inode = st.st_ino.to_string();
+    for table in ["/proc/net/udp", "/proc/net/udp6"] {
+        let Ok(text) = std::fs::read_to_string(table) else {
+            continue;
+        };
+        // Columns: sl local rem st tx:rx tr:when retrnsmt uid timeout inode ref pointer drops.
+        for line in text.lines().skip(1) {
+            let f: Vec<&str> = line.split_whitespace().collect();
+            if f.get(9) == Some(&inode.as_str()) {
+                return Ok(f.get(12).and_then(|d| d.parse().ok()));
+            }
+        }
+    }
+    Ok(None)
+}
+
+/// Control-message space per datagram: a `timespec` cmsg (32 bytes on 64-bit Linux), the drop counter and the
+/// GRO segment size (24 bytes each), with room to spare.
+const CMSG_WORDS: usize = 14;
+
+/// What the control data of one received message says.
+#[derive(Default)]
+struct Control {
+    timestamp: Option<Duration>,
+    drops: Option<u32>,
+    segment: Option<usize>,
+}
+
+/// Reads the timestamp, drop counter and GRO segment size from a received message's control data.
+fn control_of(hdr: &libc::msghdr) -> Control {
+    let mut out = Control::default();
+    // SAFETY: `hdr` was filled by recvmmsg; the CMSG_* macros walk the control buffer within msg_controllen, and
+    // each payload is read (unaligned) only after its level/type say what it holds.
     unsafe {
         let mut cmsg = libc::CMSG_FIRSTHDR(hdr);
         while !cmsg.is_null() {
             let c = &*cmsg;
-            if c.cmsg_level == libc::SOL_SOCKET && c.cmsg_type == libc::SCM_TIMESTAMPNS {
-                let ts: libc::timespec = std::ptr::read_unaligned(libc::CMSG_DATA(cmsg).cast());
-                let secs = u64::try_from(ts.tv_sec).ok()?;
-                let nanos = u32::try_from(ts.tv_nsec).ok()?;
-                return Some(Duration::new(secs, nanos));
+            match (c.cmsg_level, c.cmsg_type) {
+                (libc::SOL_SOCKET, libc::SCM_TIMESTAMPNS) => {
+                    let ts: libc::timespec = std::ptr::read_unaligned(libc::CMSG_DATA(cmsg).cast());
+                    if let (Ok(secs), Ok(nanos)) =
+                        (u64::try_from(ts.tv_sec), u32::try_from(ts.tv_nsec))
+                    {
+                        if nanos < 1_000_000_000 {
+                            out.timestamp = Some(Duration::new(secs, nanos));
+                        }
+                    }
+                }
+                (libc::SOL_SOCKET, libc::SO_RXQ_OVFL) => {
+                    out.drops = Some(std::ptr::read_unaligned(
+                        libc::CMSG_DATA(cmsg).cast::<u32>(),
+                    ));
+                }
+                (libc::SOL_UDP, libc::UDP_GRO) => {
+                    let size: libc::c_int = std::ptr::read_unaligned(libc::CMSG_DATA(cmsg).cast());
+                    out.segment = usize::try_from(size).ok().filter(|&s| s > 0);
+                }
+                _ => {}
             }
             cmsg = libc::CMSG_NXTHDR(hdr, cmsg);
         }
     }
-    None
+    out
 }
 
 /// Preallocated state for `recvmmsg`.
@@ -341,11 +482,14 @@ impl RecvBatch {
             else {
                 break;
             };
+            let control = control_of(&hdr.msg_hdr);
             *m = RecvMeta {
                 len: hdr.msg_len as usize,
                 src: from_storage(addr),
                 truncated: hdr.msg_hdr.msg_flags & libc::MSG_TRUNC != 0,
-                timestamp: timestamp_of(&hdr.msg_hdr),
+                timestamp: control.timestamp,
+                drops: control.drops,
+                segment: control.segment,
             };
         }
         Ok(got)

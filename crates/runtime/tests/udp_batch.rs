@@ -76,3 +76,58 @@ fn gso_runs_are_split_back_into_datagrams() {
     lens.push(5);
     roundtrip(true, &lens);
 }
+
+#[test]
+fn gro_hands_over_a_gso_run_whole_with_its_segment_size_and_the_drop_counter_is_silent() {
+    let (tx, rx) = pair();
+    udp::enable_gro(&rx).expect("UDP_GRO (Linux >= 5.0)");
+    udp::enable_rx_drop_counter(&rx).expect("SO_RXQ_OVFL");
+    // Ten datagrams of 700 bytes and a 123-byte tail, sent as one GSO run.
+    let mut lens = vec![700; 10];
+    lens.push(123);
+    let dgrams: Vec<Vec<u8>> = lens
+        .iter()
+        .enumerate()
+        .map(|(i, &l)| datagram(i, l))
+        .collect();
+    let mut send = SendBatch::new(64);
+    send.set_gso(true);
+    let out = send
+        .send(&tx, &dgrams, rx.local_addr().expect("addr"))
+        .expect("send");
+    assert_eq!(out.sent, dgrams.len());
+    assert!(udp::wait_readable(&rx, Duration::from_secs(2)).expect("poll"));
+    let mut recv = RecvBatch::new(4);
+    let mut bufs: Vec<Vec<u8>> = (0..4).map(|_| vec![0u8; udp::GRO_BUFFER]).collect();
+    let mut meta = [RecvMeta::default(); 4];
+    let n = recv.recv(&rx, &mut bufs, &mut meta).expect("recv");
+    // On loopback the run stays one buffer all the way to a GRO socket.
+    assert_eq!(n, 1);
+    assert_eq!(meta[0].segment, Some(700));
+    assert_eq!(meta[0].drops, None, "no drop so far");
+    let segs: Vec<usize> = meta[0].segments().collect();
+    assert_eq!(segs, lens);
+    let mut off = 0;
+    for (d, len) in dgrams.iter().zip(segs) {
+        assert_eq!(&bufs[0][off..off + len], &d[..]);
+        off += len;
+    }
+    assert_eq!(udp::socket_drops(&rx).expect("fstat"), Some(0));
+}
+
+#[test]
+fn segments_of_a_plain_datagram_is_the_datagram_itself() {
+    let plain = RecvMeta {
+        len: 1500,
+        ..RecvMeta::default()
+    };
+    assert_eq!(plain.segments().collect::<Vec<_>>(), vec![1500]);
+    let empty = RecvMeta::default();
+    assert_eq!(empty.segments().collect::<Vec<_>>(), vec![0]);
+    let run = RecvMeta {
+        len: 2500,
+        segment: Some(1000),
+        ..RecvMeta::default()
+    };
+    assert_eq!(run.segments().collect::<Vec<_>>(), vec![1000, 1000, 500]);
+}

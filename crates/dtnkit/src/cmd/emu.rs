@@ -99,6 +99,7 @@ fn config(a: &EmuArgs) -> anyhow::Result<(EmuConfig, PathBuf)> {
                 max_datagram: None,
                 socket_buffer_bytes: None,
                 rt_priority: None,
+                gro: None,
             };
             let cfg = EmuConfig {
                 seed: 0,
@@ -148,19 +149,21 @@ fn udp_rcvbuf_errors() -> Option<u64> {
 fn print_direction(name: &str, d: &DirectionStats, secs: f64) {
     let mbps = |bytes: u64| bytes as f64 * 8.0 / secs.max(1e-9) / 1e6;
     println!(
-        "{name:<8} received {:>10} ({:>9.1} Mb/s)  sent {:>10} ({:>9.1} Mb/s)",
+        "{name:<8} received {:>10} ({:>9.1} Mb/s)  sent {:>10} ({:>9.1} Mb/s)  cpu {:.1} %",
         d.received,
         mbps(d.received_bytes),
         d.sent,
-        mbps(d.sent_bytes)
+        mbps(d.sent_bytes),
+        d.cpu_ns as f64 / (secs.max(1e-9) * 1e7)
     );
     println!(
-        "{:<8} model: channel {} unavailable {} queue_full {} | relay: overflow {} truncated {} no_destination {} \
-         send_errors {} pending_at_exit {} log_dropped {}",
+        "{:<8} model: channel {} unavailable {} queue_full {} | not model: kernel {} overflow {} truncated {} \
+         no_destination {} send_errors {} | pending_at_exit {} log_dropped {}",
         "",
         d.lost_channel,
         d.lost_unavailable,
         d.queue_full,
+        d.kernel_drops,
         d.overflow,
         d.truncated,
         d.no_destination,
@@ -170,16 +173,20 @@ fn print_direction(name: &str, d: &DirectionStats, secs: f64) {
     );
 }
 
-fn print_summary(s: &Summary, kernel_drops: Option<u64>) {
+fn print_summary(s: &Summary, machine_drops: Option<u64>) {
     let secs = s.elapsed_ns as f64 / 1e9;
     println!("relay ran {secs:.3} s");
     print_direction("forward", &s.forward, secs);
     print_direction("return", &s.ret, secs);
+    let unmodelled = s.forward.unmodelled_drops() + s.ret.unmodelled_drops();
+    println!("drops other than the models' decisions: {unmodelled}");
     if s.log_records > 0 {
         println!("log records {}", s.log_records);
     }
-    if let Some(k) = kernel_drops {
-        println!("kernel UDP receive-buffer drops during the run (machine-wide): {k}");
+    if let Some(k) = machine_drops {
+        println!(
+            "kernel UDP receive-buffer drops machine-wide during the run (relay and endpoints): {k}"
+        );
     }
 }
 

@@ -12,6 +12,7 @@
 //! max_datagram = 9216           # bytes per slot; longer datagrams are dropped and counted as truncated
 //! socket_buffer_bytes = 8388608
 //! # rt_priority = 10           # run the relay threads SCHED_FIFO at this priority (root or CAP_SYS_NICE)
+//! gro = true                    # kernel-coalesced receives of GSO senders' runs (decisions stay per datagram)
 //! [forward]
 //! delay_ms = 10
 //! loss = { model = "iid", per = 0.01 }
@@ -54,6 +55,9 @@ pub struct RelaySection {
     /// Real-time (SCHED_FIFO) priority of the relay threads, 1..=99; absent = normal scheduling.
     #[serde(default)]
     pub rt_priority: Option<u32>,
+    /// Let the kernel coalesce runs of equal-size datagrams (UDP GRO) on the relay's input sockets; absent = on.
+    #[serde(default)]
+    pub gro: Option<bool>,
 }
 
 /// The whole file.
@@ -94,6 +98,8 @@ pub struct RelaySettings {
     pub socket_buffer_bytes: usize,
     /// See [`RelaySection::rt_priority`].
     pub rt_priority: Option<u32>,
+    /// See [`RelaySection::gro`].
+    pub gro: bool,
 }
 
 /// Default datagram slots per direction: 10 ms of 1024-byte datagrams at ~13 Gb/s.
@@ -121,6 +127,7 @@ impl RelaySettings {
             max_datagram: DEFAULT_MAX_DATAGRAM,
             socket_buffer_bytes: DEFAULT_SOCKET_BUFFER,
             rt_priority: None,
+            gro: true,
         }
     }
 
@@ -198,6 +205,7 @@ impl EmuConfig {
             max_datagram: r.max_datagram.unwrap_or(DEFAULT_MAX_DATAGRAM),
             socket_buffer_bytes: r.socket_buffer_bytes.unwrap_or(DEFAULT_SOCKET_BUFFER),
             rt_priority: r.rt_priority,
+            gro: r.gro.unwrap_or(true),
         };
         settings.validate()?;
         let f = self.forward.to_model("forward", base_dir)?;

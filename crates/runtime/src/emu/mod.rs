@@ -58,12 +58,24 @@ pub struct DirectionStats {
     pub pending_at_exit: u64,
     /// Log records dropped because the log writer fell behind.
     pub log_dropped: u64,
+    /// Datagrams the kernel discarded at the relay's input socket (receive buffer full: the relay fell behind),
+    /// from `SO_RXQ_OVFL` and the kernel's per-socket counter. Not a model decision; zero in a sound experiment.
+    pub kernel_drops: u64,
+    /// CPU time the direction's thread used (user + system, including the kernel's loopback delivery work done
+    /// on its behalf), for judging how close the relay is to saturating a core.
+    pub cpu_ns: u64,
 }
 
 impl DirectionStats {
     /// Datagrams dropped by the relay itself rather than by a model decision.
     pub fn relay_drops(&self) -> u64 {
         self.overflow + self.truncated + self.no_destination + self.send_errors
+    }
+
+    /// Every datagram lost in this direction for a reason other than a model decision: the relay's own drops plus
+    /// the kernel's drops at the relay's input socket. "Zero drops other than the models'" means this is zero.
+    pub fn unmodelled_drops(&self) -> u64 {
+        self.relay_drops() + self.kernel_drops
     }
 }
 
@@ -80,9 +92,6 @@ pub struct Summary {
     pub elapsed_ns: u64,
 }
 
-/// A direction thread returning its counters.
-type DirectionThread = JoinHandle<io::Result<DirectionStats>>;
-
 /// A running relay. Dropping it without [`RelayHandle::stop`] stops the threads too, without a summary.
 pub struct RelayHandle {
     local_a: SocketAddr,
@@ -90,7 +99,7 @@ pub struct RelayHandle {
     buffers: BufferSizes,
     stop: Arc<AtomicBool>,
     start: Instant,
-    threads: Option<(DirectionThread, DirectionThread)>,
+    threads: Option<(pump::PumpThreads, pump::PumpThreads)>,
     log: Option<JoinHandle<io::Result<u64>>>,
     tcp: Option<tcp::TcpForwarder>,
 }
@@ -149,6 +158,7 @@ impl Relay {
                     slots: settings.slots,
                     max_datagram: settings.max_datagram,
                     rt_priority: settings.rt_priority,
+                    gro: settings.gro,
                 })
             };
         let fwd = make(true, fwd_model, &sock_a, &sock_b)?;
@@ -159,12 +169,8 @@ impl Relay {
         } else {
             None
         };
-        let t1 = std::thread::Builder::new()
-            .name("emu-fwd".into())
-            .spawn(move || fwd.run())?;
-        let t2 = std::thread::Builder::new()
-            .name("emu-ret".into())
-            .spawn(move || ret.run())?;
+        let t1 = fwd.spawn("emu-fwd")?;
+        let t2 = ret.spawn("emu-ret")?;
         Ok(RelayHandle {
             local_a,
             local_b,
@@ -176,11 +182,6 @@ impl Relay {
             tcp,
         })
     }
-}
-
-fn join(h: DirectionThread) -> io::Result<DirectionStats> {
-    h.join()
-        .map_err(|_| io::Error::other("relay thread panicked"))?
 }
 
 impl RelayHandle {
@@ -217,8 +218,8 @@ impl RelayHandle {
         let elapsed_ns = u64::try_from(self.start.elapsed().as_nanos()).unwrap_or(u64::MAX);
         let (forward, ret) = match self.threads.take() {
             Some((a, b)) => {
-                let f = join(a);
-                let r = join(b);
+                let f = a.join();
+                let r = b.join();
                 (f?, r?)
             }
             None => (DirectionStats::default(), DirectionStats::default()),
