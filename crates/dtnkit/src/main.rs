@@ -37,6 +37,11 @@ enum Command {
     Status(cmd::status::StatusArgs),
     /// Round-trip times to a node's echo service.
     Ping(cmd::ping::PingArgs),
+    /// DTNperf-style traffic: a server that ACKs every bundle and a window/time/data-mode client.
+    #[command(subcommand)]
+    Perf(cmd::perf::PerfCommand),
+    /// The main job on a built-in default: an emulated optical LEO downlink, live progress, analysis and a plot.
+    Demo(cmd::demo::DemoArgs),
 }
 
 fn main() -> ExitCode {
@@ -51,6 +56,8 @@ fn main() -> ExitCode {
         Command::Recv(a) => cmd::recv::run(a),
         Command::Status(a) => cmd::status::run(a),
         Command::Ping(a) => cmd::ping::run(a),
+        Command::Perf(c) => cmd::perf::run(c),
+        Command::Demo(a) => cmd::demo::run(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

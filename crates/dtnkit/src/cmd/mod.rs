@@ -1,8 +1,10 @@
 //! One module per subcommand; each exposes a clap argument type and a `run` function.
 
 pub mod bundle;
+pub mod demo;
 pub mod emu;
 pub mod node;
+pub mod perf;
 pub mod ping;
 pub mod recv;
 pub mod send;

@@ -1,0 +1,184 @@
+//! `dtnkit perf` between two real nodes on loopback: window mode, every bundle acknowledged, per-bundle CSVs
+//! consistent, and bad options rejected with exit code 2.
+
+mod node_support;
+
+use std::time::Duration;
+
+use node_support::{free_port, run, NodeProc, NodeSpec, Proc, TempDir};
+
+#[test]
+fn window_mode_client_and_server_between_two_nodes() {
+    let dir = TempDir::new("perf");
+    let (p1, p2) = (free_port(), free_port());
+    let mut s1 = NodeSpec::new(1, p1);
+    s1.spans.push((2, p2));
+    s1.rto_ms = 100.0;
+    let mut s2 = NodeSpec::new(2, p2);
+    s2.spans.push((1, p1));
+    s2.rto_ms = 100.0;
+    let n1 = NodeProc::start(&dir.0, &s1);
+    let n2 = NodeProc::start(&dir.0, &s2);
+    let (client_csv, server_csv) = (dir.0.join("client.csv"), dir.0.join("server.csv"));
+    let server = Proc::spawn(&[
+        "perf",
+        "server",
+        "--socket",
+        n2.socket.to_str().unwrap(),
+        "--endpoint",
+        "ipn:2.2001",
+        "--csv",
+        server_csv.to_str().unwrap(),
+        "--count",
+        "20",
+        "--quiet",
+    ]);
+    let out = run(
+        &[
+            "perf",
+            "client",
+            "--socket",
+            n1.socket.to_str().unwrap(),
+            "--dst",
+            "ipn:2.2001",
+            "--src-endpoint",
+            "ipn:1.2000",
+            "-W",
+            "4",
+            "--bundles",
+            "20",
+            "--size",
+            "20000",
+            "--lifetime-ms",
+            "60000",
+            "--csv",
+            client_csv.to_str().unwrap(),
+            "--json",
+            "--quiet",
+        ],
+        Duration::from_secs(30),
+    );
+    assert!(
+        out.status.success(),
+        "client failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["sent"], 20);
+    assert_eq!(v["acked"], 20);
+    assert_eq!(v["bytes_acked"], 20 * 20000);
+    assert_eq!(v["complete"], true);
+    let goodput = v["goodput_bps"].as_f64().unwrap();
+    assert!(goodput > 0.0, "{v}");
+
+    // The server stops by itself after --count bundles and reports them.
+    let s = server.wait(Duration::from_secs(20));
+    assert!(s.status.success(), "{}", String::from_utf8_lossy(&s.stderr));
+    let text = String::from_utf8_lossy(&s.stdout);
+    assert!(text.contains("20 bundles, 400000 bytes"), "{text}");
+
+    // Client CSV: one row per bundle, sequences 0..20, send < ACK, RTT = ACK - send.
+    let csv = std::fs::read_to_string(&client_csv).unwrap();
+    let rows: Vec<&str> = csv.lines().collect();
+    assert_eq!(rows[0], "seq,bytes,sent_ns,delivered_ns,acked_ns,rtt_ns");
+    assert_eq!(rows.len(), 21);
+    let mut max_in_flight = 0;
+    let parsed: Vec<(u64, u64, u64)> = rows[1..]
+        .iter()
+        .enumerate()
+        .map(|(i, r)| {
+            let f: Vec<&str> = r.split(',').collect();
+            assert_eq!(f.len(), 6, "{r}");
+            assert_eq!(f[0], i.to_string());
+            assert_eq!(f[1], "20000");
+            let (sent, acked, rtt): (u64, u64, u64) = (
+                f[2].parse().unwrap(),
+                f[4].parse().unwrap(),
+                f[5].parse().unwrap(),
+            );
+            assert!(!f[3].is_empty(), "delivery time echoed by the server: {r}");
+            assert!(sent < acked && rtt == acked - sent, "{r}");
+            (sent, acked, rtt)
+        })
+        .collect();
+    // Window 4: when bundle k is sent, at most 3 earlier ones are still unacknowledged.
+    for (k, (sent, _, _)) in parsed.iter().enumerate() {
+        let open = parsed[..k].iter().filter(|(_, a, _)| a > sent).count();
+        max_in_flight = max_in_flight.max(open + 1);
+    }
+    assert!(max_in_flight <= 4, "window exceeded: {max_in_flight}");
+    assert!(max_in_flight >= 2, "window never used: {max_in_flight}");
+
+    // Server CSV: one row per bundle with the client's sequence numbers.
+    let scsv = std::fs::read_to_string(&server_csv).unwrap();
+    let mut seqs: Vec<u64> = scsv
+        .lines()
+        .skip(1)
+        .map(|l| {
+            let f: Vec<&str> = l.split(',').collect();
+            assert_eq!(f[0], "ipn:1.2000", "{l}");
+            assert_eq!(f[4], "20000", "{l}");
+            f[3].parse().unwrap()
+        })
+        .collect();
+    seqs.sort_unstable();
+    assert_eq!(seqs, (0..20).collect::<Vec<u64>>());
+}
+
+#[test]
+fn bad_options_exit_with_code_2() {
+    let sock = "/nonexistent/app.sock";
+    let base = [
+        "perf",
+        "client",
+        "--socket",
+        sock,
+        "--dst",
+        "ipn:2.1",
+        "--src-endpoint",
+        "ipn:1.1",
+    ];
+    let cases: [(&[&str], &str); 6] = [
+        (&["--size", "1000", "--bundles", "3"], "pacing mode"),
+        (&["-W", "2", "--size", "1000"], "stop rule"),
+        (&["-W", "2", "--size", "10", "--bundles", "3"], "--size 10"),
+        (&["-W", "0", "--size", "1000", "--bundles", "3"], "-W 0"),
+        (
+            &["-W", "2", "--size", "1000", "--time-s", "1", "--data", "5"],
+            "exactly one stop rule",
+        ),
+        (
+            &[
+                "-W",
+                "2",
+                "--interval-ms",
+                "5",
+                "--size",
+                "100",
+                "--bundles",
+                "1",
+            ],
+            "not both",
+        ),
+    ];
+    for (extra, want) in cases {
+        let args: Vec<&str> = base.iter().chain(extra.iter()).copied().collect();
+        let out = run(&args, Duration::from_secs(10));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(want), "{args:?}: {err}");
+    }
+    // A valid command against a missing node is a runtime failure (1), not a usage error.
+    let args: Vec<&str> = base
+        .iter()
+        .chain(["-W", "1", "--size", "100", "--bundles", "1", "--quiet"].iter())
+        .copied()
+        .collect();
+    let out = run(&args, Duration::from_secs(10));
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
