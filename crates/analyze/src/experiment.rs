@@ -68,6 +68,10 @@ pub struct AxisPoint {
     /// Paths removed.
     #[serde(default)]
     pub unset: Vec<String>,
+    /// Overrides that depend on another axis' current point: axis name → that axis' point label → path →
+    /// value (e.g. an IID loss point whose PER follows the trace axis). Applied after every axis' `set`.
+    #[serde(default)]
+    pub set_by: BTreeMap<String, BTreeMap<String, BTreeMap<String, Value>>>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -262,6 +266,7 @@ impl Experiment {
                         x: x_of(v).or(Some(i as f64)),
                         set: paths.iter().map(|p| (p.clone(), v.clone())).collect(),
                         unset: Vec::new(),
+                        set_by: BTreeMap::new(),
                     })
                     .collect()
             };
@@ -275,6 +280,27 @@ impl Experiment {
                 name: a.name,
                 points,
             });
+        }
+        for a in &axes {
+            for p in &a.points {
+                for (other, by_label) in &p.set_by {
+                    let Some(o) = axes.iter().find(|x| &x.name == other) else {
+                        return Err(Error::Invalid(format!(
+                            "{file}: axis `{}` point `{}`: set_by refers to axis `{other}`, which is not defined",
+                            a.name, p.label
+                        )));
+                    };
+                    if let Some(l) = by_label
+                        .keys()
+                        .find(|l| !o.points.iter().any(|q| &q.label == *l))
+                    {
+                        return Err(Error::Invalid(format!(
+                            "{file}: axis `{}` point `{}`: set_by.{other} names `{l}`, which is not a point of `{other}`",
+                            a.name, p.label
+                        )));
+                    }
+                }
+            }
         }
         for p in &f.plot {
             for ax in std::iter::once(&p.x).chain(p.series.iter()) {
@@ -376,6 +402,24 @@ impl Experiment {
                 }
             }
         }
+        for (a, &i) in self.axes.iter().zip(&run.point) {
+            let Some(pt) = a.points.get(i) else { continue };
+            for (other, by_label) in &pt.set_by {
+                let label = self
+                    .axes
+                    .iter()
+                    .position(|x| &x.name == other)
+                    .and_then(|k| {
+                        let j = *run.point.get(k)?;
+                        self.axes.get(k)?.points.get(j).map(|p| p.label.as_str())
+                    });
+                if let Some(sets) = label.and_then(|l| by_label.get(l)) {
+                    for (p, v) in sets {
+                        set_path(&mut doc, p, v)?;
+                    }
+                }
+            }
+        }
         set_path(&mut doc, "sim.seed", &Value::Integer(run.seed as i64))?;
         Ok(doc)
     }
@@ -455,11 +499,11 @@ pub fn unset_path(doc: &mut Value, path: &str) -> Result<(), Error> {
     if segs.iter().any(|s| s.is_empty()) {
         return Err(bad_path(path, "empty segment"));
     }
-    unset_rec(doc, &segs, path);
+    unset_rec(doc, &segs);
     Ok(())
 }
 
-fn unset_rec(cur: &mut Value, segs: &[&str], path: &str) {
+fn unset_rec(cur: &mut Value, segs: &[&str]) {
     let Some((first, rest)) = segs.split_first() else {
         return;
     };
@@ -468,17 +512,17 @@ fn unset_rec(cur: &mut Value, segs: &[&str], path: &str) {
             if rest.is_empty() {
                 t.remove(*first);
             } else if let Some(c) = t.get_mut(*first) {
-                unset_rec(c, rest, path);
+                unset_rec(c, rest);
             }
         }
         Value::Array(items) => {
             if let Ok(i) = first.parse::<usize>() {
                 if let Some(item) = items.get_mut(i) {
-                    unset_rec(item, rest, path);
+                    unset_rec(item, rest);
                 }
             } else {
                 for item in items.iter_mut() {
-                    unset_rec(item, segs, path);
+                    unset_rec(item, segs);
                 }
             }
         }
@@ -504,7 +548,8 @@ pub struct PointAggregate {
 
 /// Aggregates runs (`(spec, metrics)`, any order) per grid point.
 pub fn aggregate(exp: &Experiment, runs: &[(RunSpec, Metrics)]) -> Vec<PointAggregate> {
-    let mut by_point: BTreeMap<usize, (Vec<usize>, BTreeMap<String, Vec<f64>>)> = BTreeMap::new();
+    type Samples = BTreeMap<String, Vec<f64>>;
+    let mut by_point: BTreeMap<usize, (Vec<usize>, Samples)> = BTreeMap::new();
     for (spec, m) in runs {
         let e = by_point
             .entry(spec.grid_index)
@@ -543,6 +588,11 @@ values = [1000.0, 30.0]
 [[axis]]
 name = "channel"
 points = [ { label = "ideal" }, { label = "A", set = { "link.0.forward_trace_preset" = "A" } } ]
+[[axis]]
+name = "loss"
+points = [ { label = "trace" },
+           { label = "iid", unset = ["link.forward_trace_preset"],
+             set_by = { channel = { A = { "link.forward.loss" = { model = "iid", per = 0.05 } } } } } ]
 "#;
 
     const SCN: &str = r#"
@@ -564,22 +614,32 @@ forward_trace_preset = "H"
     fn grid_and_overrides() {
         let e = Experiment::from_toml_str(EXP, "t.toml", Path::new("/x")).unwrap();
         assert_eq!(e.scenario, Path::new("/x/s.toml"));
-        assert_eq!(e.grid_size(), 4);
+        assert_eq!(e.grid_size(), 8);
         let runs = e.runs();
-        assert_eq!(runs.len(), 8);
-        assert_eq!(runs[3].point, vec![0, 1]);
-        assert_eq!((runs[3].repetition, runs[3].seed), (1, 11));
+        assert_eq!(runs.len(), 16);
+        // Grid point 3 = rto 0, channel 1, loss 1 (last axis fastest); repetition 1 -> seed 11.
+        let r = &runs[7];
+        assert_eq!(r.point, vec![0, 1, 1]);
+        assert_eq!((r.repetition, r.seed), (1, 11));
         let base: Value = toml::from_str(SCN).unwrap();
-        let d = e.apply(&base, &runs[3]).unwrap();
+        let d = e.apply(&base, r).unwrap();
         assert_eq!(d["sim"]["duration_s"].as_float(), Some(2.0));
         assert_eq!(d["sim"]["seed"].as_integer(), Some(11));
         // Applied to every node, created where absent.
         assert_eq!(d["node"][0]["ltp"]["rto_ms"].as_float(), Some(1000.0));
         assert_eq!(d["node"][1]["ltp"]["rto_ms"].as_float(), Some(1000.0));
-        assert_eq!(d["link"][0]["forward_trace_preset"].as_str(), Some("A"));
-        let ideal = e.apply(&base, &runs[0]).unwrap();
-        assert!(ideal["link"][0].get("forward_trace_preset").is_none());
-        assert_eq!(e.labels(&runs[7].point), vec!["30", "A"]);
+        // The iid point removed the trace the channel axis set, and set_by chose the PER for channel A.
+        assert!(d["link"][0].get("forward_trace_preset").is_none());
+        assert_eq!(
+            d["link"][0]["forward"]["loss"]["per"].as_float(),
+            Some(0.05)
+        );
+        let trace = e.apply(&base, &runs[5]).unwrap(); // point [0, 1, 0]
+        assert_eq!(trace["link"][0]["forward_trace_preset"].as_str(), Some("A"));
+        assert!(trace["link"][0].get("forward").is_none());
+        let ideal_iid = e.apply(&base, &runs[3]).unwrap(); // point [0, 0, 1]: no set_by entry for "ideal"
+        assert!(ideal_iid["link"][0].get("forward").is_none());
+        assert_eq!(e.labels(&runs[15].point), vec!["30", "A", "iid"]);
     }
 
     #[test]
@@ -612,7 +672,7 @@ forward_trace_preset = "H"
             })
             .collect();
         let agg = aggregate(&e, &runs);
-        assert_eq!(agg.len(), 4);
+        assert_eq!(agg.len(), 8);
         let m = agg[2].metrics["m"];
         assert_eq!(m.n, 2);
         assert!((m.mean - 20.5).abs() < 1e-12);

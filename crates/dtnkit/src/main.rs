@@ -37,6 +37,10 @@ enum Command {
     Status(cmd::status::StatusArgs),
     /// Round-trip times to a node's echo service.
     Ping(cmd::ping::PingArgs),
+    /// LTP segment logs (and bundle logs) -> per-session CSV and a run summary.
+    Analyze(cmd::analyze::AnalyzeArgs),
+    /// Run an experiment grid (sim or emu) with repetitions, confidence intervals, plots and a report.
+    Bench(cmd::bench::BenchArgs),
     /// DTNperf-style traffic: a server that ACKs every bundle and a window/time/data-mode client.
     #[command(subcommand)]
     Perf(cmd::perf::PerfCommand),
@@ -56,6 +60,8 @@ fn main() -> ExitCode {
         Command::Recv(a) => cmd::recv::run(a),
         Command::Status(a) => cmd::status::run(a),
         Command::Ping(a) => cmd::ping::run(a),
+        Command::Analyze(a) => cmd::analyze::run(a),
+        Command::Bench(a) => cmd::bench::run(a),
         Command::Perf(c) => cmd::perf::run(c),
         Command::Demo(a) => cmd::demo::run(a),
     };

@@ -1,5 +1,7 @@
 //! One module per subcommand; each exposes a clap argument type and a `run` function.
 
+pub mod analyze;
+pub mod bench;
 pub mod bundle;
 pub mod demo;
 pub mod emu;
