@@ -15,8 +15,13 @@
 //! emulated and a simulated run of a scenario take the same decisions for the same send times.
 //!
 //! Processing cost: each node has one modelled CPU (see [`scenario::ProcessingSection`]): received datagrams pass
-//! a pipeline delay and occupy the CPU for a per-segment cost, received bundles for a per-bundle cost; work queues
-//! up FIFO like on a real host.
+//! a pipeline delay, wait in a bounded receive queue (full → dropped and counted, like a socket buffer) and
+//! occupy the CPU for a per-segment cost, received bundles for a per-bundle cost; work queues up FIFO like on a
+//! real host. With the agent, a received block's bundles are then committed (modelled commit time) and only
+//! then confirmed to LTP, which holds the final report until that moment (`defer_final_report`, as real nodes do).
+//!
+//! Logs ([`log`]): one LTP segment CSV and one bundle event CSV per node, written by the same writers real nodes
+//! use (`ltp::CsvSegmentLog`, the agent's `bp::CsvBundleLog`), with timestamps from the virtual clock only.
 //!
 //! Bundle layer (`[sim] bundle_layer`): by default every node hosts the real `bp` agent with a `MemoryStore`
 //! (DTN time = `epoch_dtn_ms` + elapsed virtual ms; static routes, then direct neighbours; links brought up and

@@ -182,6 +182,8 @@ pub struct Node {
     pub(crate) rx_queue: VecDeque<Duration>,
     /// Datagrams dropped at a full receive queue.
     pub(crate) rx_queue_drops: u64,
+    /// Deferred work (bundles in processing, blocks in commit) scheduled and not yet run.
+    pub(crate) pending_work: u64,
     pub(crate) wake: Option<Duration>,
     pub(crate) routes: Vec<(u64, u64)>,
     pub(crate) neighbours: Vec<u64>,
@@ -231,13 +233,14 @@ impl Node {
         self.neighbours.contains(&dest).then_some(dest)
     }
 
-    /// A datagram arrives at `at`: books it into the receive queue and the CPU and returns when the CPU finishes
-    /// it, or `None` if the queue is full (the datagram is dropped and counted, like a socket-buffer drop).
+    /// A datagram leaves the receive pipeline (arrival + `rx_latency`) at `entry` and joins the receive queue:
+    /// books the CPU and returns when the CPU finishes it, or `None` if the queue is full (the datagram is dropped
+    /// and counted, like a socket-buffer drop).
     ///
-    /// The datagram joins the queue after the pipeline delay; the queue then holds every earlier datagram whose
-    /// CPU work is not finished by that instant (FIFO, so their completion times are in order).
-    pub(crate) fn book_segment(&mut self, at: Duration) -> Option<Duration> {
-        let entry = at + self.processing.rx_latency;
+    /// Booking at queue entry (not at arrival) keeps the CPU strictly FIFO across segments and bundles: bundle
+    /// work requested at time t waits only for the datagrams already queued at t. The queue holds every earlier
+    /// datagram whose CPU work is not finished at `entry` (their completion times are in order).
+    pub(crate) fn book_segment(&mut self, entry: Duration) -> Option<Duration> {
         while self.rx_queue.front().is_some_and(|&done| done <= entry) {
             self.rx_queue.pop_front();
         }
@@ -246,16 +249,11 @@ impl Node {
             return None;
         }
         let done = entry.max(self.cpu_free) + self.processing.per_segment;
-        if !self.processing.per_segment.is_zero() {
-            self.cpu_free = done;
+        self.cpu_free = done;
+        if done > entry {
             self.rx_queue.push_back(done);
         }
         Some(done)
-    }
-
-    /// True when the datagram path has no modelled cost (handled at arrival time).
-    pub(crate) fn free_rx(&self) -> bool {
-        self.processing.rx_latency.is_zero() && self.processing.per_segment.is_zero()
     }
 
     /// Creates a bundle from a local application and routes it.
@@ -420,6 +418,7 @@ impl Node {
         if !p.commit.is_zero() {
             self.store_free = committed;
         }
+        self.pending_work += 1;
         ctx.deferred.push((
             committed,
             Deferred::Block {
@@ -448,6 +447,7 @@ impl Node {
             if !self.processing.per_bundle.is_zero() {
                 self.cpu_free = done;
             }
+            self.pending_work += 1;
             ctx.deferred
                 .push((done, Deferred::Bundle(Box::new((bundle, raw)), from)));
         }
@@ -455,6 +455,7 @@ impl Node {
 
     /// Deferred work came due.
     pub(crate) fn on_deferred(&mut self, ctx: &mut Ctx<'_>, work: Deferred) {
+        self.pending_work = self.pending_work.saturating_sub(1);
         match work {
             Deferred::Bundle(b, from) => {
                 let (bundle, raw) = *b;
@@ -822,6 +823,7 @@ impl Node {
                 let st = a.status();
                 st.stored_bundles == 0
             })
+            && self.pending_work == 0
             && self.waiting.is_empty()
             && self.in_flight.is_empty()
             && self.clients.iter().all(|c| c.client.is_finished(now))

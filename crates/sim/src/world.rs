@@ -16,7 +16,7 @@ use crate::scenario::{invalid, millis, secs, BundleLayer, LogSection, Scenario, 
 
 /// Scheduled work.
 enum Ev {
-    /// A datagram reaches `node` (channel delivery time).
+    /// A datagram reaches `node`'s receive queue (channel delivery time + the node's receive latency).
     Arrive { node: usize, data: Bytes },
     /// The node's CPU finished a datagram: hand it to LTP.
     Process { node: usize, data: Bytes },
@@ -339,6 +339,7 @@ impl Simulation {
                 store_free: Duration::ZERO,
                 rx_queue: Default::default(),
                 rx_queue_drops: 0,
+                pending_work: 0,
                 wake: None,
                 routes: ns.routes.iter().map(|r| (r.dest, r.via)).collect(),
                 neighbours,
@@ -549,13 +550,13 @@ impl Simulation {
                 let Some(n) = self.nodes.get_mut(node) else {
                     return;
                 };
-                if n.free_rx() {
-                    n.on_datagram(now, &data);
-                } else {
-                    if let Some(done) = n.book_segment(now) {
+                match n.book_segment(now) {
+                    Some(done) if done == now => n.on_datagram(now, &data),
+                    Some(done) => {
                         self.queue.push(done, Ev::Process { node, data });
+                        return;
                     }
-                    return;
+                    None => return,
                 }
                 node
             }
@@ -663,7 +664,12 @@ impl Simulation {
                 (l.link.ret.transit(now, data.len()), l.a)
             };
             if let Fate::Deliver { at } = fate {
-                self.queue.push(at, Ev::Arrive { node: to, data });
+                // The datagram joins the receiver's queue once through its receive pipeline.
+                let latency = self
+                    .nodes
+                    .get(to)
+                    .map_or(Duration::ZERO, |n| n.processing.rx_latency);
+                self.queue.push(at + latency, Ev::Arrive { node: to, data });
             }
         }
     }

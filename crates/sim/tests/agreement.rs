@@ -140,6 +140,31 @@ fn final_report_waits_for_the_commit() {
 }
 
 #[test]
+fn parallel_sessions_hold_the_report_only_for_their_own_bundle() {
+    // Three sessions in flight: while a block's bundle is processed and committed, the next sessions' segments
+    // keep arriving. The CPU serves work in queue order, so the held report waits for this bundle's processing
+    // and commit only, not for segments still in the receive pipeline.
+    let n = 12;
+    let mut scn = scenario(0.0, n, COMMIT);
+    for node in &mut scn.nodes {
+        node.ltp.max_export_sessions = 3;
+    }
+    scn.traffic[0].window = Some(3);
+    let mut s = Simulation::new(&scn).unwrap();
+    s.run();
+    let sum = s.summary();
+    assert_eq!(sum.bundles_acked, n, "{sum:?}");
+    let (_, _, fwd, _) = s.link_counters()[0];
+    let radiation = fwd.offered_bytes as f64 * 8.0 / RATE / n as f64;
+    // Segments are sent session after session, so each session's own data takes one block's radiation time.
+    within(
+        sum.mean_session_s,
+        radiation + rtt_p() + HOLD,
+        "mean of parallel sessions",
+    );
+}
+
+#[test]
 fn iid_loss_adds_one_cycle_per_loss_event() {
     let n = 30;
     let mut s = Simulation::new(&scenario(0.005, n, COMMIT)).unwrap();
