@@ -1,9 +1,10 @@
 //! The emulator's exit summary, read back from `dtnkit emu`'s standard output.
 //!
-//! The relay prints, per direction, a line `forward received N (..) sent N (..)` followed by
-//! `model: channel N unavailable N queue_full N | relay: overflow N truncated N no_destination N send_errors N
-//! pending_at_exit N log_dropped N`, and a machine-wide kernel drop line. This module turns that text into
-//! counters; a missing field stays `None` rather than becoming a made-up zero.
+//! The relay prints, per direction, a line `forward received N (..) sent N (..) cpu ..` followed by
+//! `model: channel N unavailable N queue_full N | not model: kernel N overflow N truncated N no_destination N
+//! send_errors N | pending_at_exit N log_dropped N`, and a machine-wide kernel drop line. This module turns that
+//! text into counters by `key value` pairs (so added fields and reordering do not break it); a missing field
+//! stays `None` rather than becoming a made-up zero.
 
 /// Datagram counters of one relay direction.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -18,6 +19,8 @@ pub struct DirectionCounters {
     pub lost_unavailable: Option<u64>,
     /// Tail-dropped by the modelled transmit queue.
     pub queue_full: Option<u64>,
+    /// Dropped by the kernel at the relay's input socket (buffer full).
+    pub input_kernel_drops: Option<u64>,
     /// The relay's own drops: no free slot.
     pub overflow: Option<u64>,
     /// Datagrams longer than a slot.
@@ -49,6 +52,7 @@ impl DirectionCounters {
             "channel" => &mut self.lost_channel,
             "unavailable" => &mut self.lost_unavailable,
             "queue_full" => &mut self.queue_full,
+            "kernel" => &mut self.input_kernel_drops,
             "overflow" => &mut self.overflow,
             "truncated" => &mut self.truncated,
             "no_destination" => &mut self.no_destination,
@@ -59,9 +63,11 @@ impl DirectionCounters {
         *slot = Some(v);
     }
 
-    /// Drops by the relay itself (not the model): in a sound experiment zero.
+    /// Drops that are not the channel model's decisions (relay input kernel drops, no slot, truncated, no
+    /// destination, send errors): in a sound experiment zero.
     pub fn relay_drops(&self) -> u64 {
         [
+            self.input_kernel_drops,
             self.overflow,
             self.truncated,
             self.no_destination,
@@ -107,16 +113,19 @@ mod tests {
     #[test]
     fn parses_the_relay_summary() {
         let text = "relay ran 3.001 s\n\
-forward  received      12000 (    32.1 Mb/s)  sent      11900 (    31.9 Mb/s)\n\
-         model: channel 100 unavailable 0 queue_full 2 | relay: overflow 0 truncated 0 no_destination 0 send_errors 0 pending_at_exit 0 log_dropped 0\n\
-return   received        300 (     0.1 Mb/s)  sent        300 (     0.1 Mb/s)\n\
-         model: channel 0 unavailable 0 queue_full 0 | relay: overflow 1 truncated 0 no_destination 0 send_errors 0 pending_at_exit 3 log_dropped 0\n\
-kernel UDP receive-buffer drops during the run (machine-wide): 7\n";
+forward  received      12000 (    32.1 Mb/s)  sent      11900 (    31.9 Mb/s)  cpu 12.5 %\n\
+         model: channel 100 unavailable 0 queue_full 2 | not model: kernel 4 overflow 0 truncated 0 no_destination 0 send_errors 0 | pending_at_exit 0 log_dropped 0\n\
+return   received        300 (     0.1 Mb/s)  sent        300 (     0.1 Mb/s)  cpu 0.4 %\n\
+         model: channel 0 unavailable 0 queue_full 0 | not model: kernel 0 overflow 1 truncated 0 no_destination 0 send_errors 0 | pending_at_exit 3 log_dropped 0\n\
+drops other than the models' decisions: 5\n\
+kernel UDP receive-buffer drops machine-wide during the run (relay and endpoints): 7\n";
         let c = parse(text);
         assert_eq!(c.forward.received, Some(12000));
         assert_eq!(c.forward.sent, Some(11900));
         assert_eq!(c.forward.lost_channel, Some(100));
         assert_eq!(c.forward.queue_full, Some(2));
+        assert_eq!(c.forward.input_kernel_drops, Some(4));
+        assert_eq!(c.forward.relay_drops(), 4);
         assert_eq!(c.ret.received, Some(300));
         assert_eq!(c.ret.pending_at_exit, Some(3));
         assert_eq!(c.ret.relay_drops(), 1);
