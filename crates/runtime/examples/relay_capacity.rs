@@ -2,6 +2,10 @@
 //! connected or through the emulator relay (no model losses), so the relay is measured rather than the endpoints.
 //!
 //! `cargo run --release -p runtime --example relay_capacity -- [relay|direct] [Mb/s] [seconds] [size]`
+//!
+//! Environment: `NO_GSO=1` sends datagram by datagram (`sendmmsg`), `NO_GRO=1` turns the relay's GRO receive off,
+//! `RELAY_SOCKET_BUFFER=bytes` sets the relay's socket buffers. The loss line says how much of the loss happened
+//! at the receiving socket; the relay line gives the kernel drops at the relay's input and the relay's CPU use.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -91,7 +95,7 @@ fn main() -> std::io::Result<()> {
         let s = r.stop()?;
         println!(
             "relay forward: received {} sent {} kernel drops at the relay's input {} relay drops {} (overflow {}, \
-             send errors {}); relay thread CPU {:.1} % of a core, {:.0} ns per datagram",
+             send errors {}); relay threads CPU {:.1} % of a core, {:.0} ns per datagram",
             s.forward.received,
             s.forward.sent,
             s.forward.kernel_drops,

@@ -2,13 +2,15 @@
 //!
 //! Endpoint A sends to the relay's `listen_a` socket; the forward model of a [`channel::Link`] decides each
 //! datagram's fate at its arrival time and delivered datagrams leave from `listen_b` towards B at their release time.
-//! B's datagrams to `listen_b` take the return model back to A (from `listen_a`). Each direction runs on its own
-//! thread ([`pump`]) with batched `recvmmsg`/`sendmmsg` and preallocated datagram slots. Because the decisions come
-//! from the same sans-IO models as the simulator, a run here and a simulated run with the same seed and arrival times
-//! make the same decisions.
+//! B's datagrams to `listen_b` take the return model back to A (from `listen_a`). Each direction runs on two threads
+//! ([`pump`]): one receives (batched `recvmmsg`, UDP GRO, kernel timestamps) and asks the model, the other holds
+//! delivered datagrams in preallocated slots until their release time and sends them (GSO/`sendmmsg`). Because the
+//! decisions come from the same sans-IO models as the simulator, in arrival order on one thread, a run here and a
+//! simulated run with the same seed and arrival times make the same decisions.
 //!
 //! Counters per direction ([`DirectionStats`]) separate model decisions (channel loss, unavailability, queue tail
-//! drop) from relay limits (slots exhausted, oversize datagrams), which should stay zero in a sound experiment.
+//! drop) from everything else: relay limits (slots exhausted, oversize datagrams) and the kernel's drops at the
+//! relay's input socket, which should all stay zero in a sound experiment ([`DirectionStats::unmodelled_drops`]).
 
 pub mod config;
 pub mod log;

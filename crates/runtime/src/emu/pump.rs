@@ -60,12 +60,6 @@ struct Slot {
     len: usize,
 }
 
-impl AsMut<[u8]> for Slot {
-    fn as_mut(&mut self) -> &mut [u8] {
-        &mut self.buf
-    }
-}
-
 impl AsRef<[u8]> for Slot {
     fn as_ref(&self) -> &[u8] {
         self.buf.get(..self.len).unwrap_or(&[])
