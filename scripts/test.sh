@@ -30,6 +30,15 @@ if ! cargo nextest --version >/dev/null 2>&1; then
   cargo install --locked cargo-nextest
 fi
 
+# --- dtn7's dtnd: the independent TCPCLv4/BPv7 peer of the interop tests ------------------------------------------
+# Built once into a cache outside the clone (a cold build takes 10-15 minutes); the tests find it through DTNKIT_DTND.
+DTN7_DIR="${DTNKIT_CACHE:-$HOME/.cache/dtnkit}/dtn7"
+if [ ! -x "$DTN7_DIR/bin/dtnd" ]; then
+  step "installing dtn7 (dtnd) into $DTN7_DIR (one-time build, 10-15 minutes)"
+  cargo install --locked dtn7 --root "$DTN7_DIR"
+fi
+export DTNKIT_DTND="$DTN7_DIR/bin/dtnd"
+
 # --- Checks ----------------------------------------------------------------------------------------------------------
 step "cargo fmt --check"
 cargo fmt --all -- --check

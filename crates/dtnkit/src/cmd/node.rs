@@ -42,6 +42,12 @@ pub fn run(a: NodeArgs) -> anyhow::Result<()> {
         node.ltp_addr(),
         node.socket_path().display()
     );
+    if let Some(a) = node.tcpcl_addr() {
+        eprintln!("dtnkit node {node_num}: TCPCL listening on {a}");
+    }
+    if let Some(a) = node.udpcl_addr() {
+        eprintln!("dtnkit node {node_num}: UDPCL on {a}");
+    }
     let stop = Arc::new(AtomicBool::new(false));
     {
         let stop = stop.clone();

@@ -28,7 +28,11 @@ pub fn run(a: StatusArgs) -> anyhow::Result<()> {
     }
     let v: serde_json::Value = serde_json::from_str(&json).context("node status is not JSON")?;
     println!("node {}", v["node"]);
-    for section in ["store", "queues", "bundles", "ltp"] {
+    for section in ["store", "queues", "bundles", "ltp", "tcpcl", "udpcl"] {
+        if v[section].is_null() {
+            // A convergence layer the node does not run.
+            continue;
+        }
         println!("{section}:");
         if let Some(m) = v[section].as_object() {
             for (k, val) in m {

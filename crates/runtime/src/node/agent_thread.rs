@@ -21,14 +21,19 @@ use bpv7::{Bundle, Eid};
 use bytes::Bytes;
 use client::proto::{self, ErrorKind, Request, Response};
 
+use super::cla::{dispatch_udp, ClaKind, FromCla, TcpDispatch, TcpRouter, ToUdp};
 use super::clock::dtn_now_ms;
 use super::ltp_thread::{FromLtp, LtpCounters, ToLtp};
+use super::tcpcl_thread::{TcpclCounters, ToSession};
+use super::udpcl::UdpclCounters;
 
 /// Inputs of the agent thread, from the LTP thread and the application socket.
 #[derive(Debug)]
 pub(crate) enum AgentInput {
     /// Something from the LTP thread.
     Ltp(FromLtp),
+    /// Something from a TCPCL session or the UDPCL threads.
+    Cla(FromCla),
     /// A new application connection (the write half).
     AppConnected { conn: u64, stream: UnixStream },
     /// A request from a connection.
@@ -70,6 +75,30 @@ pub(crate) struct AgentThread {
     pub(crate) counters: Arc<LtpCounters>,
     pub(crate) node: u64,
     pub(crate) default_lifetime_ms: u64,
+    /// The convergence layer of every configured neighbour.
+    pub(crate) kinds: HashMap<u64, ClaKind>,
+    /// Live TCPCL sessions per neighbour.
+    pub(crate) tcp: TcpRouter,
+    /// The UDPCL send thread, if UDPCL runs.
+    pub(crate) udp: Option<SyncSender<ToUdp>>,
+    /// TCPCL counters for the status reply (None: TCPCL not configured).
+    pub(crate) tcp_counters: Option<Arc<TcpclCounters>>,
+    /// UDPCL counters for the status reply.
+    pub(crate) udp_counters: Option<Arc<UdpclCounters>>,
+    /// Free store quota published to the TCPCL sessions.
+    pub(crate) free_bytes: Arc<std::sync::atomic::AtomicU64>,
+}
+
+/// What happened to a bundle offered to a convergence layer.
+enum Dispatched {
+    /// Taken (or waiting for a TCPCL session): outstanding until its result.
+    Taken,
+    /// The layer's queue is full: keep the bundle and retry later.
+    Full,
+    /// No convergence layer can take it: report it failed.
+    Refused,
+    /// The LTP thread is gone: the node is stopping.
+    Stopped,
 }
 
 impl AgentThread {
@@ -115,24 +144,26 @@ impl AgentThread {
                 };
                 let token = f.key.as_token();
                 let len = f.bundle.len() as u64;
-                let cmd = ToLtp::Item {
-                    peer: f.neighbour,
-                    token,
-                    bundle: f.bundle.clone(),
-                };
-                match self.ltp.try_send(cmd) {
-                    Ok(()) => {
+                match self.dispatch(&f, &mut wake_ltp) {
+                    Dispatched::Taken => {
                         outstanding.insert(token, len);
                         outstanding_bytes += len;
-                        wake_ltp = true;
                     }
-                    Err(TrySendError::Full(_)) => {
+                    Dispatched::Full => {
                         held = Some(f);
                         break;
                     }
-                    Err(TrySendError::Disconnected(_)) => return,
+                    Dispatched::Refused => {
+                        if let Err(e) = self.agent.cla_result(now, f.key, ClaOutcome::Failed) {
+                            eprintln!("dtnkit node: store error on CLA result: {e}");
+                        }
+                        // Nothing can take it now; the loop would only hand it back at once.
+                        break;
+                    }
+                    Dispatched::Stopped => return,
                 }
             }
+            self.tcp.retry_pending();
             if wake_ltp {
                 let _ = self.waker.send_to(&[0], self.ltp_addr);
             }
@@ -171,7 +202,10 @@ impl AgentThread {
             while let Some(msg) = input.take() {
                 let now = dtn_now_ms();
                 match msg {
-                    AgentInput::Shutdown => return,
+                    AgentInput::Shutdown => {
+                        self.tcp.close_all();
+                        return;
+                    }
                     AgentInput::Ltp(FromLtp::Block {
                         peer,
                         session,
@@ -180,23 +214,42 @@ impl AgentThread {
                         let ok = self.accept_block(now, peer, &data);
                         confirm |= self.send_ltp(ToLtp::Confirm { session, ok });
                     }
-                    AgentInput::Ltp(FromLtp::Done { tokens, ok }) => {
-                        let outcome = if ok {
-                            ClaOutcome::Sent
-                        } else {
-                            ClaOutcome::Failed
-                        };
-                        for t in tokens {
-                            if let Some(len) = outstanding.remove(&t) {
-                                outstanding_bytes = outstanding_bytes.saturating_sub(len);
-                            }
-                            if let Err(e) =
-                                self.agent
-                                    .cla_result(now, BundleKey::from_token(t), outcome)
-                            {
-                                eprintln!("dtnkit node: store error on CLA result: {e}");
+                    AgentInput::Ltp(FromLtp::Done { tokens, ok })
+                    | AgentInput::Cla(FromCla::Done { tokens, ok }) => {
+                        self.report(now, &tokens, ok, &mut outstanding, &mut outstanding_bytes);
+                    }
+                    AgentInput::Cla(FromCla::Received { peer, bundles }) => {
+                        // TCPCL acknowledged these already and UDPCL has no acknowledgment:
+                        // a refusal here loses the bundle (counted and logged by the agent).
+                        let _ = self.accept_bundles(now, peer, &bundles);
+                        self.update_free();
+                    }
+                    AgentInput::Cla(FromCla::SessionUp { peer, handle }) => {
+                        if self.tcp.session_up(peer, handle) && !self.tcp.is_planned(peer) {
+                            self.agent.link_up(now, peer, 0);
+                        }
+                    }
+                    AgentInput::Cla(FromCla::SessionDown { peer, id, rest }) => {
+                        let mut failed = Vec::new();
+                        if let Some(peer) = peer {
+                            if self.tcp.remove(peer, id) && !self.tcp.is_planned(peer) {
+                                self.agent.link_down(now, peer);
+                                failed.extend(self.tcp.take_pending(peer));
                             }
                         }
+                        // Bundles still queued for the session never reached the peer.
+                        while let Ok(cmd) = rest.try_recv() {
+                            if let ToSession::Send { token, .. } = cmd {
+                                failed.push(token);
+                            }
+                        }
+                        self.report(
+                            now,
+                            &failed,
+                            false,
+                            &mut outstanding,
+                            &mut outstanding_bytes,
+                        );
                     }
                     AgentInput::AppConnected { conn, stream } => {
                         conns.insert(
@@ -225,7 +278,100 @@ impl AgentThread {
             if confirm {
                 let _ = self.waker.send_to(&[0], self.ltp_addr);
             }
+            self.update_free();
         }
+    }
+
+    /// Publishes the free store quota for the TCPCL sessions' admission check.
+    fn update_free(&self) {
+        let st = self.agent.status();
+        self.free_bytes
+            .store(st.quota_bytes.saturating_sub(st.stored_bytes), Relaxed);
+    }
+
+    /// Offers a bundle to its neighbour's convergence layer.
+    fn dispatch(&mut self, f: &bp::Forward, wake_ltp: &mut bool) -> Dispatched {
+        let token = f.key.as_token();
+        let kind = match self.kinds.get(&f.neighbour) {
+            Some(k) => Some(*k),
+            None if self.tcp.knows(f.neighbour) => Some(ClaKind::Tcp),
+            None => None,
+        };
+        match kind {
+            Some(ClaKind::Ltp) => {
+                let cmd = ToLtp::Item {
+                    peer: f.neighbour,
+                    token,
+                    bundle: f.bundle.clone(),
+                };
+                match self.ltp.try_send(cmd) {
+                    Ok(()) => {
+                        *wake_ltp = true;
+                        Dispatched::Taken
+                    }
+                    Err(TrySendError::Full(_)) => Dispatched::Full,
+                    Err(TrySendError::Disconnected(_)) => Dispatched::Stopped,
+                }
+            }
+            Some(ClaKind::Udp) => match &self.udp {
+                Some(tx) => match dispatch_udp(tx, f.neighbour, token, f.bundle.clone()) {
+                    Ok(()) => Dispatched::Taken,
+                    Err(Some(_)) => Dispatched::Full,
+                    Err(None) => Dispatched::Refused,
+                },
+                None => Dispatched::Refused,
+            },
+            Some(ClaKind::Tcp) => match self.tcp.dispatch(f.neighbour, token, f.bundle.clone()) {
+                Ok(TcpDispatch::Queued) => Dispatched::Taken,
+                Ok(TcpDispatch::Full) => Dispatched::Full,
+                Err(_) => Dispatched::Refused,
+            },
+            None => Dispatched::Refused,
+        }
+    }
+
+    /// Reports convergence-layer results to the agent and releases their window share.
+    fn report(
+        &mut self,
+        now: u64,
+        tokens: &[u64],
+        ok: bool,
+        outstanding: &mut HashMap<u64, u64>,
+        outstanding_bytes: &mut u64,
+    ) {
+        let outcome = if ok {
+            ClaOutcome::Sent
+        } else {
+            ClaOutcome::Failed
+        };
+        for &t in tokens {
+            if let Some(len) = outstanding.remove(&t) {
+                *outstanding_bytes = outstanding_bytes.saturating_sub(len);
+            }
+            if let Err(e) = self
+                .agent
+                .cla_result(now, BundleKey::from_token(t), outcome)
+            {
+                eprintln!("dtnkit node: store error on CLA result: {e}");
+            }
+        }
+    }
+
+    /// Commits bundles from a convergence layer in one transaction; true when they may be
+    /// acknowledged to the previous hop (none was refused for a reason that can pass).
+    fn accept_bundles(&mut self, now: u64, peer: Option<u64>, bundles: &[Bytes]) -> bool {
+        let results = self.agent.accept_from_cla_batch(now, peer, bundles);
+        for r in &results {
+            if let Err(e) = r {
+                eprintln!(
+                    "dtnkit node: bundle from {} refused: {e}",
+                    peer.map_or("an unnamed neighbour".to_string(), |p| format!("node {p}"))
+                );
+            }
+        }
+        results
+            .iter()
+            .all(|r| !matches!(r, Err(e) if e.is_transient()))
     }
 
     /// Queues a command for the LTP thread (blocking when its queue is full: back-pressure).
@@ -401,6 +547,8 @@ impl AgentThread {
                 "malformed": s.malformed,
                 "echoed": s.echoed,
             },
+            "tcpcl": self.tcp_counters.as_ref().map(|c| c.json()),
+            "udpcl": self.udp_counters.as_ref().map(|c| c.json()),
             "ltp": {
                 "export_sessions": c.export_sessions.load(Relaxed),
                 "import_sessions": c.import_sessions.load(Relaxed),

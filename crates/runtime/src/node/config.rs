@@ -9,6 +9,10 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
+pub use super::cla_config::{
+    TcpPeer, TcpPeerSection, Tcpcl, TcpclSection, UdpPeer, UdpPeerSection, Udpcl, UdpclSection,
+};
+
 /// A configuration error: one line naming the file, the field and the expectation.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{0}")]
@@ -52,6 +56,18 @@ pub struct NodeConfig {
     /// Static routes (`dest` node range reached via neighbour `via`).
     #[serde(default)]
     pub route: Vec<RouteSection>,
+    /// TCPCLv4 convergence layer.
+    #[serde(default)]
+    pub tcpcl: Option<TcpclSection>,
+    /// TCPCL neighbours.
+    #[serde(default)]
+    pub tcp_peer: Vec<TcpPeerSection>,
+    /// UDP convergence layer.
+    #[serde(default)]
+    pub udpcl: Option<UdpclSection>,
+    /// UDPCL neighbours.
+    #[serde(default)]
+    pub udp_peer: Vec<UdpPeerSection>,
 }
 
 /// `[store]`.
@@ -283,6 +299,23 @@ pub struct Validated {
     pub segment_log: Option<PathBuf>,
     /// Bundle event log path.
     pub bundle_log: Option<PathBuf>,
+    /// TCPCL settings (`[tcpcl]`), if the node runs TCPCL.
+    pub tcpcl: Option<Tcpcl>,
+    /// TCPCL neighbours.
+    pub tcp_peers: Vec<TcpPeer>,
+    /// UDPCL settings (`[udpcl]`), if the node runs UDPCL.
+    pub udpcl: Option<Udpcl>,
+    /// UDPCL neighbours.
+    pub udp_peers: Vec<UdpPeer>,
+}
+
+impl Validated {
+    /// True when `peer` is a configured neighbour of any convergence layer.
+    pub fn is_neighbour(&self, peer: u64) -> bool {
+        self.spans.iter().any(|s| s.peer == peer)
+            || self.tcp_peers.iter().any(|s| s.peer == peer)
+            || self.udp_peers.iter().any(|s| s.peer == peer)
+    }
 }
 
 fn ms(file: &str, field: &str, v: f64) -> Result<Duration, ConfigError> {
@@ -447,13 +480,42 @@ impl NodeConfig {
                 cfg: s.clone(),
             });
         }
+        let (tcpcl, tcp_peers) = super::cla_config::validate_tcp(
+            file,
+            self.node,
+            self.bp.max_bundle_size,
+            self.tcpcl.as_ref(),
+            &self.tcp_peer,
+        )?;
+        let (udpcl, udp_peers) =
+            super::cla_config::validate_udp(file, self.node, self.udpcl.as_ref(), &self.udp_peer)?;
+        let mut neighbours: Vec<(String, u64)> = Vec::new();
+        neighbours.extend(
+            spans
+                .iter()
+                .enumerate()
+                .map(|(i, s)| (format!("span[{i}].peer"), s.peer)),
+        );
+        neighbours.extend(
+            tcp_peers
+                .iter()
+                .enumerate()
+                .map(|(i, s)| (format!("tcp_peer[{i}].peer"), s.peer)),
+        );
+        neighbours.extend(
+            udp_peers
+                .iter()
+                .enumerate()
+                .map(|(i, s)| (format!("udp_peer[{i}].peer"), s.peer)),
+        );
+        super::cla_config::check_unique_neighbours(file, &neighbours)?;
         for (i, r) in self.route.iter().enumerate() {
-            if !spans.iter().any(|s| s.peer == r.via) {
+            if !neighbours.iter().any(|(_, p)| *p == r.via) {
                 return Err(err(
                     file,
                     &format!("route[{i}].via"),
                     r.via,
-                    "the peer of one of the [[span]] entries",
+                    "the peer of one of the [[span]], [[tcp_peer]] or [[udp_peer]] entries",
                 ));
             }
             if r.dest_last.is_some_and(|l| l < r.dest) {
@@ -483,6 +545,10 @@ impl NodeConfig {
             contact_plan,
             segment_log,
             bundle_log,
+            tcpcl,
+            tcp_peers,
+            udpcl,
+            udp_peers,
             raw: self,
         })
     }
@@ -516,6 +582,82 @@ rto_ms = 50
         assert_eq!(v.spans[0].engine_id, 2);
         assert_eq!(v.spans[0].rto, Some(Duration::from_millis(50)));
         assert_eq!(v.spans[0].cfg.max_segment_size, 1024);
+    }
+
+    const CLAS: &str = r#"
+[tcpcl]
+listen = "127.0.0.1:4556"
+keepalive_s = 10
+
+[[tcp_peer]]
+peer = 3
+address = "127.0.0.1:4557"
+
+[[tcp_peer]]
+peer = 4
+node_id = "dtn://four/"
+exceed_peer_transfer_mru = true
+
+[udpcl]
+bind = "127.0.0.1:4558"
+
+[[udp_peer]]
+peer = 5
+address = "127.0.0.1:4559"
+
+[[route]]
+dest = 10
+dest_last = 19
+via = 3
+"#;
+
+    #[test]
+    fn convergence_layers_per_neighbour() {
+        let v = parse(&(GOOD.to_string() + CLAS)).unwrap();
+        let t = v.tcpcl.as_ref().unwrap();
+        assert_eq!(t.listen, Some("127.0.0.1:4556".parse().unwrap()));
+        assert_eq!(t.keepalive_s, 10);
+        assert_eq!(t.transfer_mru, 64 << 20, "defaults to bp.max_bundle_size");
+        assert_eq!(v.tcp_peers[0].node_id, "ipn:3.0");
+        assert_eq!(v.tcp_peers[1].address, None);
+        assert!(v.tcp_peers[1].exceed_peer_transfer_mru);
+        assert_eq!(v.udp_peers[0].peer, 5);
+        assert_eq!(v.udpcl.as_ref().unwrap().max_datagram, 65_507);
+        assert!(v.is_neighbour(2) && v.is_neighbour(3) && v.is_neighbour(5));
+        assert!(!v.is_neighbour(6));
+    }
+
+    #[test]
+    fn convergence_layer_errors_name_the_field() {
+        let full = GOOD.to_string() + CLAS;
+        let cases = [
+            (full.replace("peer = 3", "peer = 2"), "tcp_peer[0].peer"),
+            (full.replace("peer = 5", "peer = 3"), "udp_peer[0].peer"),
+            (
+                full.replace("listen = \"127.0.0.1:4556\"", "listen = \"x\""),
+                "tcpcl.listen",
+            ),
+            (
+                full.replace("\"dtn://four/\"", "\"four\""),
+                "tcp_peer[1].node_id",
+            ),
+            (full.replace("keepalive_s = 10", "colour = 1"), "colour"),
+            (
+                full.replace("[udpcl]", "[udpcl]\nmax_datagram = 70000"),
+                "udpcl.max_datagram",
+            ),
+            (full.replace("via = 3", "via = 9"), "route[0].via"),
+            (GOOD.to_string() + "[[tcp_peer]]\npeer = 3\n", "[tcpcl]"),
+            (
+                GOOD.to_string() + "[[udp_peer]]\npeer = 3\naddress = \"127.0.0.1:1\"\n",
+                "[udpcl]",
+            ),
+        ];
+        for (text, needle) in cases {
+            let e = parse(&text).unwrap_err().to_string();
+            assert!(e.contains(needle), "{e:?} should mention {needle}");
+            assert!(!e.contains('\n'), "one line: {e:?}");
+        }
     }
 
     #[test]

@@ -1,5 +1,6 @@
 //! `dtnkit node`: the real-time node — the BP agent with its persistent store, the LTP
-//! convergence layer over UDP, contact-plan-driven links and the application socket.
+//! convergence layer over UDP, TCPCLv4 and UDPCL, contact-plan-driven links and the
+//! application socket.
 //!
 //! # Threads
 //!
@@ -9,6 +10,11 @@
 //! - **Agent thread** ([`agent_thread`]): `bp::Agent` over a `RedbStore`, the contact plan's
 //!   link schedule and every application request.
 //! - **Accept thread** plus one **reader thread per application connection** ([`app`]).
+//! - **TCPCL** ([`tcpcl_thread`], [`tcpcl_driver`]): a listener, one connector per configured
+//!   peer (reconnecting with back-off) and one thread per session driving a `tcpcl::Session`.
+//! - **UDPCL** ([`udpcl`]): a receive thread and a send thread on one UDP socket.
+//!
+//! The agent thread routes each bundle to its neighbour's convergence layer ([`cla`]).
 //!
 //! Channels are bounded (`std::sync::mpsc::sync_channel`); nothing is locked per segment.
 //!
@@ -20,9 +26,14 @@
 
 mod agent_thread;
 mod app;
+mod cla;
+pub mod cla_config;
 pub mod clock;
 pub mod config;
 mod ltp_thread;
+mod tcpcl_driver;
+mod tcpcl_thread;
+mod udpcl;
 
 use std::net::{SocketAddr, UdpSocket};
 use std::os::unix::net::UnixListener;
@@ -38,6 +49,7 @@ pub use config::{ConfigError, NodeConfig, Validated};
 pub use ltp_thread::BP_CLIENT_SERVICE;
 
 use agent_thread::{AgentInput, AgentThread, LinkChange};
+use cla::{ClaKind, TcpRouter, ToUdp};
 use ltp_thread::{LtpCounters, LtpThread, ToLtp};
 
 /// Why a node could not start or stopped.
@@ -67,6 +79,9 @@ pub struct Node {
     threads: Vec<std::thread::JoinHandle<()>>,
     socket_path: std::path::PathBuf,
     ltp_addr: SocketAddr,
+    udp_tx: Option<std::sync::mpsc::SyncSender<ToUdp>>,
+    tcpcl_addr: Option<SocketAddr>,
+    udpcl_addr: Option<SocketAddr>,
 }
 
 impl std::fmt::Debug for Node {
@@ -185,12 +200,38 @@ impl Node {
             Some(p) => plan_schedule(p, &cfg),
             None => (Vec::new(), Vec::new()),
         };
-        // Spans outside the plan are up from the start, at their configured rate.
+        // Every neighbour the plan has a contact to, whatever its convergence layer.
+        let mut plan_neighbours: Vec<u64> = Vec::new();
+        if let Some(p) = &plan {
+            for ev in p.link_events(cfg.raw.node, 0) {
+                if !plan_neighbours.contains(&ev.neighbour) {
+                    plan_neighbours.push(ev.neighbour);
+                }
+            }
+        }
+        // Spans and UDPCL peers outside the plan are up from the start (at the span's rate);
+        // TCPCL peers outside the plan are up while a session to them is established.
         for s in &cfg.spans {
             if !planned.contains(&s.peer) {
                 agent.link_up(start_dtn, s.peer, s.cfg.rate_bps);
             }
         }
+        for u in &cfg.udp_peers {
+            if !plan_neighbours.contains(&u.peer) {
+                agent.link_up(start_dtn, u.peer, 0);
+            }
+        }
+        let mut kinds = std::collections::HashMap::new();
+        for s in &cfg.spans {
+            kinds.insert(s.peer, ClaKind::Ltp);
+        }
+        for t in &cfg.tcp_peers {
+            kinds.insert(t.peer, ClaKind::Tcp);
+        }
+        for u in &cfg.udp_peers {
+            kinds.insert(u.peer, ClaKind::Udp);
+        }
+        let tcp_router = TcpRouter::new(cfg.tcp_peers.iter().map(|t| t.peer), &plan_neighbours);
         agent.set_contact_plan(plan, true);
 
         // LTP engine.
@@ -290,6 +331,94 @@ impl Node {
                 })
                 .map_err(|e| NodeError::Io(e.to_string()))?,
         );
+        // UDPCL.
+        let mut udp_tx = None;
+        let mut udpcl_addr = None;
+        let mut udp_counters = None;
+        if let Some(u) = &cfg.udpcl {
+            let (usock, _) = crate::udp::bind(u.bind, u.socket_buffer_bytes)
+                .map_err(|e| NodeError::Io(format!("UDPCL bind {}: {e}", u.bind)))?;
+            udpcl_addr = Some(
+                usock
+                    .local_addr()
+                    .map_err(|e| NodeError::Io(e.to_string()))?,
+            );
+            let rsock = usock
+                .try_clone()
+                .map_err(|e| NodeError::Io(e.to_string()))?;
+            let counters = Arc::new(udpcl::UdpclCounters::default());
+            let (tx, rx) = sync_channel::<ToUdp>(1024);
+            let sender = udpcl::UdpSender {
+                sock: usock,
+                peers: cfg.udp_peers.iter().map(|p| (p.peer, p.address)).collect(),
+                max_datagram: u.max_datagram,
+                rx,
+                agent: agent_tx.clone(),
+                counters: counters.clone(),
+            };
+            threads.push(
+                std::thread::Builder::new()
+                    .name("udpcl-tx".into())
+                    .spawn(move || sender.run())
+                    .map_err(|e| NodeError::Io(e.to_string()))?,
+            );
+            let peers = cfg.udp_peers.iter().map(|p| (p.address, p.peer)).collect();
+            let (max, atx, c, st) = (
+                u.max_datagram,
+                agent_tx.clone(),
+                counters.clone(),
+                stop.clone(),
+            );
+            threads.push(
+                std::thread::Builder::new()
+                    .name("udpcl-rx".into())
+                    .spawn(move || udpcl::receive_loop(rsock, peers, max, atx, c, st))
+                    .map_err(|e| NodeError::Io(e.to_string()))?,
+            );
+            udp_tx = Some(tx);
+            udp_counters = Some(counters);
+        }
+
+        // TCPCL.
+        let free_bytes = Arc::new(std::sync::atomic::AtomicU64::new(cfg.raw.store.quota_bytes));
+        let mut tcpcl_addr = None;
+        let mut tcp_counters = None;
+        if let Some(t) = &cfg.tcpcl {
+            let counters = Arc::new(tcpcl_thread::TcpclCounters::default());
+            let shared = tcpcl_thread::TcpclShared {
+                cfg: t.clone(),
+                local_node_id: format!("ipn:{}.0", cfg.raw.node),
+                peers: Arc::new(cfg.tcp_peers.clone()),
+                agent: agent_tx.clone(),
+                counters: counters.clone(),
+                stop: stop.clone(),
+                next_id: Arc::new(std::sync::atomic::AtomicU64::new(1)),
+                free_bytes: free_bytes.clone(),
+            };
+            if let Some(addr) = t.listen {
+                let l = tcpcl_thread::listen(addr, t.socket_buffer_bytes)
+                    .map_err(|e| NodeError::Io(format!("TCPCL listen {addr}: {e}")))?;
+                tcpcl_addr = Some(l.local_addr().map_err(|e| NodeError::Io(e.to_string()))?);
+                let sh = shared.clone();
+                threads.push(
+                    std::thread::Builder::new()
+                        .name("tcpcl-listen".into())
+                        .spawn(move || tcpcl_thread::accept_loop(l, sh))
+                        .map_err(|e| NodeError::Io(e.to_string()))?,
+                );
+            }
+            for p in cfg.tcp_peers.iter().filter(|p| p.address.is_some()) {
+                let (sh, p) = (shared.clone(), p.clone());
+                threads.push(
+                    std::thread::Builder::new()
+                        .name(format!("tcpcl-peer-{}", p.peer))
+                        .spawn(move || tcpcl_thread::connect_loop(sh, p))
+                        .map_err(|e| NodeError::Io(e.to_string()))?,
+                );
+            }
+            tcp_counters = Some(counters);
+        }
+
         let at = AgentThread {
             agent,
             rx: agent_rx,
@@ -300,6 +429,12 @@ impl Node {
             counters,
             node: cfg.raw.node,
             default_lifetime_ms: cfg.raw.bp.default_lifetime_ms,
+            kinds,
+            tcp: tcp_router,
+            udp: udp_tx.clone(),
+            tcp_counters,
+            udp_counters,
+            free_bytes,
         };
         let agent_cpu = cfg.raw.ltp.agent_cpu;
         threads.push(
@@ -325,6 +460,9 @@ impl Node {
             threads,
             socket_path: cfg.socket_path.clone(),
             ltp_addr,
+            udp_tx,
+            tcpcl_addr,
+            udpcl_addr,
         })
     }
 
@@ -336,6 +474,16 @@ impl Node {
     /// The bound LTP UDP address.
     pub fn ltp_addr(&self) -> SocketAddr {
         self.ltp_addr
+    }
+
+    /// The bound TCPCL listening address, if the node listens.
+    pub fn tcpcl_addr(&self) -> Option<SocketAddr> {
+        self.tcpcl_addr
+    }
+
+    /// The bound UDPCL address, if UDPCL runs.
+    pub fn udpcl_addr(&self) -> Option<SocketAddr> {
+        self.udpcl_addr
     }
 
     /// Blocks until a thread ends (normally never: the process is stopped by a signal).
@@ -354,6 +502,13 @@ impl Node {
         self.stop.store(true, Ordering::Relaxed);
         let _ = self.agent_tx.send(AgentInput::Shutdown);
         let _ = self.ltp_tx.send(ToLtp::Shutdown);
+        if let Some(tx) = &self.udp_tx {
+            let _ = tx.send(ToUdp::Shutdown);
+        }
+        if let Some(a) = self.tcpcl_addr {
+            // Unblocks the listener's accept().
+            let _ = std::net::TcpStream::connect_timeout(&a, Duration::from_secs(1));
+        }
         let _ = std::os::unix::net::UnixStream::connect(&self.socket_path);
         if let Ok(s) = UdpSocket::bind("127.0.0.1:0") {
             let _ = s.send_to(&[0], self.ltp_addr);

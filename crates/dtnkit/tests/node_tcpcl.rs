@@ -1,0 +1,186 @@
+//! Two `dtnkit node` processes connected by TCPCLv4 only: bundles of 10 B, 100 kB and 5 MB
+//! arrive intact in both directions over one session; bundles sent while the peer is down wait
+//! and are delivered after its restart (reconnection with back-off); a peer that only accepts
+//! (no address configured) routes back over the session the other side opened.
+
+mod node_support;
+
+use std::time::{Duration, Instant};
+
+use node_support::*;
+
+const LIMIT: Duration = Duration::from_secs(60);
+
+fn s(p: &std::path::Path) -> &str {
+    p.to_str().unwrap()
+}
+
+fn free_tcp_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A node with TCPCL on `listen` and one TCPCL neighbour (`peer_port` None: accept only).
+fn tcp_spec(node: u64, listen: u16, peer: u64, peer_port: Option<u16>) -> NodeSpec {
+    let mut n = NodeSpec::new(node, free_port());
+    let address = peer_port.map_or(String::new(), |p| format!("address = \"127.0.0.1:{p}\"\n"));
+    n.extra = format!(
+        "\n[tcpcl]\nlisten = \"127.0.0.1:{listen}\"\nreconnect_min_ms = 50\nreconnect_max_ms = 400\n\n[[tcp_peer]]\npeer = {peer}\n{address}"
+    );
+    n
+}
+
+/// Sends `sizes` from `from` to `dst` and checks they arrive intact at `to`.
+fn transfer(dir: &TempDir, from: &NodeProc, to: &NodeProc, dst: &str, sizes: &[usize], seed: u64) {
+    let out_dir = dir.0.join(format!("out-{seed}"));
+    let recv = Proc::spawn(&[
+        "recv",
+        "--socket",
+        s(&to.socket),
+        "--endpoint",
+        dst,
+        "--count",
+        &sizes.len().to_string(),
+        "--timeout",
+        "40",
+        "--hash",
+        "--out-dir",
+        s(&out_dir),
+    ]);
+    let mut want = Vec::new();
+    for (i, len) in sizes.iter().enumerate() {
+        let f = dir.0.join(format!("in-{seed}-{i}.bin"));
+        let d = data(*len, seed + i as u64);
+        want.push(format!("len={len} sha256={}", sha256_hex(&d)));
+        std::fs::write(&f, &d).unwrap();
+        let out = run(
+            &[
+                "send",
+                "--socket",
+                s(&from.socket),
+                "--dst",
+                dst,
+                "--file",
+                s(&f),
+            ],
+            LIMIT,
+        );
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let out = recv.wait(LIMIT);
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(
+        out.status.success(),
+        "{text} {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for w in &want {
+        assert!(text.contains(w), "missing {w} in {text}");
+    }
+}
+
+fn wait_store_empty(n: &NodeProc) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while n.status()["store"]["bundles"] != 0 {
+        assert!(Instant::now() < deadline, "{}", n.status());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn tcpcl_carries_10b_100kb_5mb_both_ways() {
+    let dir = TempDir::new("tcpcl");
+    let (t1, t2) = (free_tcp_port(), free_tcp_port());
+    let n1 = NodeProc::start(&dir.0, &tcp_spec(1, t1, 2, Some(t2)));
+    let n2 = NodeProc::start(&dir.0, &tcp_spec(2, t2, 1, Some(t1)));
+    let sizes = [10usize, 100_000, 5_000_000];
+    transfer(&dir, &n1, &n2, "ipn:2.1", &sizes, 10);
+    transfer(&dir, &n2, &n1, "ipn:1.1", &sizes, 20);
+    wait_store_empty(&n1);
+    wait_store_empty(&n2);
+    let st = n1.status();
+    let t = &st["tcpcl"];
+    assert!(t["sessions_established"].as_u64().unwrap() >= 1, "{st}");
+    assert!(t["transfers_acked"].as_u64().unwrap() >= 3, "{st}");
+    assert!(t["bundles_received"].as_u64().unwrap() >= 3, "{st}");
+    assert!(t["bytes_sent"].as_u64().unwrap() >= 5_100_000, "{st}");
+    // dtnkit commits no deviation.
+    assert_eq!(t["deviations"], serde_json::json!({}), "{st}");
+    assert_eq!(st["ltp"]["segments_sent"], 0, "{st}");
+}
+
+#[test]
+fn tcpcl_reconnects_and_delivers_what_waited() {
+    let dir = TempDir::new("tcpcl-re");
+    let (t1, t2) = (free_tcp_port(), free_tcp_port());
+    let n1 = NodeProc::start(&dir.0, &tcp_spec(1, t1, 2, Some(t2)));
+    let mut n2 = NodeProc::start(&dir.0, &tcp_spec(2, t2, 1, Some(t1)));
+    transfer(&dir, &n1, &n2, "ipn:2.1", &[1000], 30);
+    n2.kill();
+    // Sent while node 2 is down: stored at node 1.
+    let f = dir.0.join("late.bin");
+    let d = data(300_000, 77);
+    std::fs::write(&f, &d).unwrap();
+    let out = run(
+        &[
+            "send",
+            "--socket",
+            s(&n1.socket),
+            "--dst",
+            "ipn:2.1",
+            "--file",
+            s(&f),
+            "--count",
+            "2",
+        ],
+        LIMIT,
+    );
+    assert!(out.status.success());
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(n1.status()["store"]["bundles"], 2, "{}", n1.status());
+    n2.restart();
+    let out = run(
+        &[
+            "recv",
+            "--socket",
+            s(&n2.socket),
+            "--endpoint",
+            "ipn:2.1",
+            "--count",
+            "2",
+            "--timeout",
+            "30",
+            "--hash",
+        ],
+        LIMIT,
+    );
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(out.status.success(), "{text}");
+    let needle = format!("len=300000 sha256={}", sha256_hex(&d));
+    assert_eq!(text.matches(&needle).count(), 2, "{text}");
+    wait_store_empty(&n1);
+    assert!(
+        n1.status()["tcpcl"]["sessions_established"]
+            .as_u64()
+            .unwrap()
+            >= 2
+    );
+}
+
+#[test]
+fn accept_only_peer_is_reached_over_the_session_it_opened() {
+    let dir = TempDir::new("tcpcl-passive");
+    let (t1, t2) = (free_tcp_port(), free_tcp_port());
+    // Node 1 knows no address for 2; node 2 connects to node 1.
+    let n1 = NodeProc::start(&dir.0, &tcp_spec(1, t1, 2, None));
+    let n2 = NodeProc::start(&dir.0, &tcp_spec(2, t2, 1, Some(t1)));
+    transfer(&dir, &n1, &n2, "ipn:2.1", &[50_000], 40);
+    transfer(&dir, &n2, &n1, "ipn:1.1", &[50_000], 50);
+}

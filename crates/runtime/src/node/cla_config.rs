@@ -1,0 +1,392 @@
+//! Configuration of the TCP and UDP convergence layers: `[tcpcl]`, `[[tcp_peer]]`, `[udpcl]`,
+//! `[[udp_peer]]`, and the rule that ties every neighbour to exactly one convergence layer.
+//!
+//! A neighbour is named by its node number in exactly one of `[[span]]` (LTP), `[[tcp_peer]]`
+//! (TCPCLv4) or `[[udp_peer]]` (UDPCL): that entry decides which convergence layer carries the
+//! bundles the agent forwards to it. Sessions opened by TCPCL peers that are not configured are
+//! accepted too; bundles go back to them over that session while it lasts.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use super::config::ConfigError;
+
+fn err(file: &str, field: &str, value: impl std::fmt::Display, expected: &str) -> ConfigError {
+    ConfigError(format!(
+        "{file}: field `{field}` = {value}: expected {expected}"
+    ))
+}
+
+/// Largest UDP payload over IPv4: the hard limit of one UDPCL datagram.
+pub const MAX_UDP_PAYLOAD: usize = 65_507;
+
+/// `[tcpcl]`: the TCPCLv4 convergence layer (RFC 9174).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TcpclSection {
+    /// TCP address to accept sessions on (e.g. `"127.0.0.1:4556"`); none = connect only.
+    #[serde(default)]
+    pub listen: Option<String>,
+    /// Keepalive interval offered in SESS_INIT, seconds (0 = no keepalives).
+    #[serde(default = "default_keepalive")]
+    pub keepalive_s: u16,
+    /// Segment MRU offered in SESS_INIT: the largest XFER_SEGMENT payload we accept.
+    #[serde(default = "default_segment_mru")]
+    pub segment_mru: u64,
+    /// Transfer MRU offered in SESS_INIT: the largest bundle we accept (default: `[bp]
+    /// max_bundle_size`).
+    #[serde(default)]
+    pub transfer_mru: Option<u64>,
+    /// Largest segment we send (further limited by the peer's segment MRU).
+    #[serde(default = "default_segment_mru")]
+    pub max_segment_size: u64,
+    /// SO_SNDBUF / SO_RCVBUF requested for every session socket.
+    #[serde(default = "default_tcp_sockbuf")]
+    pub socket_buffer_bytes: usize,
+    /// First reconnection delay after a failed connect or a lost session (ms); doubles per
+    /// failure up to `reconnect_max_ms`.
+    #[serde(default = "default_reconnect_min")]
+    pub reconnect_min_ms: u64,
+    /// Longest reconnection delay (ms).
+    #[serde(default = "default_reconnect_max")]
+    pub reconnect_max_ms: u64,
+}
+
+impl Default for TcpclSection {
+    fn default() -> Self {
+        Self {
+            listen: None,
+            keepalive_s: default_keepalive(),
+            segment_mru: default_segment_mru(),
+            transfer_mru: None,
+            max_segment_size: default_segment_mru(),
+            socket_buffer_bytes: default_tcp_sockbuf(),
+            reconnect_min_ms: default_reconnect_min(),
+            reconnect_max_ms: default_reconnect_max(),
+        }
+    }
+}
+
+/// `[[tcp_peer]]`: a neighbour reached over TCPCLv4.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TcpPeerSection {
+    /// The neighbour's node number.
+    pub peer: u64,
+    /// Its TCPCL address; without one the node only accepts sessions from it.
+    #[serde(default)]
+    pub address: Option<String>,
+    /// The node id it announces in SESS_INIT (default `ipn:<peer>.0`); a session we open to
+    /// it that presents another id ends with SESS_TERM "Contact Failure".
+    #[serde(default)]
+    pub node_id: Option<String>,
+    /// Send bundles larger than the peer's advertised transfer MRU anyway, for peers that
+    /// under-advertise it (dtn7 advertises 64000 and accepts megabytes). Default false:
+    /// such bundles are fragmented (RFC 9171 5.8) to fit.
+    #[serde(default)]
+    pub exceed_peer_transfer_mru: bool,
+}
+
+/// `[udpcl]`: the UDP convergence layer (one bundle per datagram).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UdpclSection {
+    /// UDP address to bind (e.g. `"127.0.0.1:4556"`).
+    pub bind: String,
+    /// Largest datagram sent or accepted (at most 65507); larger bundles are fragmented
+    /// proactively (RFC 9171 5.8) unless they must not be fragmented.
+    #[serde(default = "default_udp_max")]
+    pub max_datagram: usize,
+    /// SO_SNDBUF / SO_RCVBUF requested.
+    #[serde(default = "default_udp_sockbuf")]
+    pub socket_buffer_bytes: usize,
+}
+
+/// `[[udp_peer]]`: a neighbour reached over UDPCL.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UdpPeerSection {
+    /// The neighbour's node number.
+    pub peer: u64,
+    /// Its UDPCL address.
+    pub address: String,
+}
+
+fn default_keepalive() -> u16 {
+    30
+}
+fn default_segment_mru() -> u64 {
+    4 << 20
+}
+fn default_tcp_sockbuf() -> usize {
+    4 << 20
+}
+fn default_reconnect_min() -> u64 {
+    100
+}
+fn default_reconnect_max() -> u64 {
+    30_000
+}
+fn default_udp_max() -> usize {
+    MAX_UDP_PAYLOAD
+}
+fn default_udp_sockbuf() -> usize {
+    4 << 20
+}
+
+/// Validated TCPCL settings.
+#[derive(Debug, Clone)]
+pub struct Tcpcl {
+    /// Listening address, if any.
+    pub listen: Option<SocketAddr>,
+    /// Keepalive interval offered.
+    pub keepalive_s: u16,
+    /// Segment MRU offered.
+    pub segment_mru: u64,
+    /// Transfer MRU offered.
+    pub transfer_mru: u64,
+    /// Largest segment sent.
+    pub max_segment_size: u64,
+    /// Socket buffer size requested.
+    pub socket_buffer_bytes: usize,
+    /// Reconnection back-off bounds.
+    pub reconnect_min: Duration,
+    /// Upper bound of the back-off.
+    pub reconnect_max: Duration,
+}
+
+/// A validated `[[tcp_peer]]`.
+#[derive(Debug, Clone)]
+pub struct TcpPeer {
+    /// Node number.
+    pub peer: u64,
+    /// Address to connect to (none: accept only).
+    pub address: Option<SocketAddr>,
+    /// Node id expected in its SESS_INIT.
+    pub node_id: String,
+    /// Send beyond its advertised transfer MRU.
+    pub exceed_peer_transfer_mru: bool,
+}
+
+/// Validated UDPCL settings.
+#[derive(Debug, Clone)]
+pub struct Udpcl {
+    /// Bound address.
+    pub bind: SocketAddr,
+    /// Datagram size limit.
+    pub max_datagram: usize,
+    /// Socket buffer size requested.
+    pub socket_buffer_bytes: usize,
+}
+
+/// A validated `[[udp_peer]]`.
+#[derive(Debug, Clone)]
+pub struct UdpPeer {
+    /// Node number.
+    pub peer: u64,
+    /// Its address.
+    pub address: SocketAddr,
+}
+
+fn addr(file: &str, field: &str, v: &str) -> Result<SocketAddr, ConfigError> {
+    v.parse().map_err(|_| {
+        err(
+            file,
+            field,
+            format!("{v:?}"),
+            "an IP socket address like \"127.0.0.1:4556\"",
+        )
+    })
+}
+
+/// Checks `[tcpcl]` and `[[tcp_peer]]`. `max_bundle` is `[bp] max_bundle_size` (the default
+/// transfer MRU); `node` is this node's number.
+pub(crate) fn validate_tcp(
+    file: &str,
+    node: u64,
+    max_bundle: u64,
+    section: Option<&TcpclSection>,
+    peers: &[TcpPeerSection],
+) -> Result<(Option<Tcpcl>, Vec<TcpPeer>), ConfigError> {
+    if section.is_none() && !peers.is_empty() {
+        return Err(err(
+            file,
+            "tcp_peer[0]",
+            "(entry)",
+            "a [tcpcl] section when [[tcp_peer]] entries are given",
+        ));
+    }
+    let Some(s) = section else {
+        return Ok((None, Vec::new()));
+    };
+    let listen = match &s.listen {
+        Some(l) => Some(addr(file, "tcpcl.listen", l)?),
+        None => None,
+    };
+    // RFC 9174 has no lower bound; below a few hundred bytes every bundle becomes many segments.
+    if !(1024..=(1 << 30)).contains(&s.segment_mru) {
+        return Err(err(
+            file,
+            "tcpcl.segment_mru",
+            s.segment_mru,
+            "1024 to 1073741824 bytes",
+        ));
+    }
+    if !(1024..=(1 << 30)).contains(&s.max_segment_size) {
+        return Err(err(
+            file,
+            "tcpcl.max_segment_size",
+            s.max_segment_size,
+            "1024 to 1073741824 bytes",
+        ));
+    }
+    let transfer_mru = s.transfer_mru.unwrap_or(max_bundle);
+    if transfer_mru < 64 {
+        return Err(err(
+            file,
+            "tcpcl.transfer_mru",
+            transfer_mru,
+            "at least 64 bytes",
+        ));
+    }
+    if s.socket_buffer_bytes < 4096 {
+        return Err(err(
+            file,
+            "tcpcl.socket_buffer_bytes",
+            s.socket_buffer_bytes,
+            "at least 4096 bytes",
+        ));
+    }
+    if s.reconnect_min_ms == 0 || s.reconnect_max_ms < s.reconnect_min_ms {
+        return Err(err(
+            file,
+            "tcpcl.reconnect_max_ms",
+            s.reconnect_max_ms,
+            "reconnect_min_ms >= 1 and reconnect_max_ms >= reconnect_min_ms",
+        ));
+    }
+    let mut out: Vec<TcpPeer> = Vec::new();
+    for (i, p) in peers.iter().enumerate() {
+        let f = |name: &str| format!("tcp_peer[{i}].{name}");
+        if p.peer == 0 || p.peer == node {
+            return Err(err(
+                file,
+                &f("peer"),
+                p.peer,
+                "a neighbour node number other than 0 and this node",
+            ));
+        }
+        let address = match &p.address {
+            Some(a) => Some(addr(file, &f("address"), a)?),
+            None => None,
+        };
+        let node_id = match &p.node_id {
+            Some(id) => {
+                if id.parse::<bpv7::Eid>().is_err() {
+                    return Err(err(
+                        file,
+                        &f("node_id"),
+                        format!("{id:?}"),
+                        "a node id like \"ipn:2.0\" or \"dtn://name/\"",
+                    ));
+                }
+                id.clone()
+            }
+            None => format!("ipn:{}.0", p.peer),
+        };
+        out.push(TcpPeer {
+            peer: p.peer,
+            address,
+            node_id,
+            exceed_peer_transfer_mru: p.exceed_peer_transfer_mru,
+        });
+    }
+    Ok((
+        Some(Tcpcl {
+            listen,
+            keepalive_s: s.keepalive_s,
+            segment_mru: s.segment_mru,
+            transfer_mru,
+            max_segment_size: s.max_segment_size,
+            socket_buffer_bytes: s.socket_buffer_bytes,
+            reconnect_min: Duration::from_millis(s.reconnect_min_ms),
+            reconnect_max: Duration::from_millis(s.reconnect_max_ms),
+        }),
+        out,
+    ))
+}
+
+/// Checks `[udpcl]` and `[[udp_peer]]`.
+pub(crate) fn validate_udp(
+    file: &str,
+    node: u64,
+    section: Option<&UdpclSection>,
+    peers: &[UdpPeerSection],
+) -> Result<(Option<Udpcl>, Vec<UdpPeer>), ConfigError> {
+    if section.is_none() && !peers.is_empty() {
+        return Err(err(
+            file,
+            "udp_peer[0]",
+            "(entry)",
+            "a [udpcl] section with `bind` when [[udp_peer]] entries are given",
+        ));
+    }
+    let Some(s) = section else {
+        return Ok((None, Vec::new()));
+    };
+    let bind = addr(file, "udpcl.bind", &s.bind)?;
+    if !(512..=MAX_UDP_PAYLOAD).contains(&s.max_datagram) {
+        return Err(err(
+            file,
+            "udpcl.max_datagram",
+            s.max_datagram,
+            "512 to 65507 bytes",
+        ));
+    }
+    let mut out = Vec::new();
+    for (i, p) in peers.iter().enumerate() {
+        if p.peer == 0 || p.peer == node {
+            return Err(err(
+                file,
+                &format!("udp_peer[{i}].peer"),
+                p.peer,
+                "a neighbour node number other than 0 and this node",
+            ));
+        }
+        out.push(UdpPeer {
+            peer: p.peer,
+            address: addr(file, &format!("udp_peer[{i}].address"), &p.address)?,
+        });
+    }
+    Ok((
+        Some(Udpcl {
+            bind,
+            max_datagram: s.max_datagram,
+            socket_buffer_bytes: s.socket_buffer_bytes.max(4096),
+        }),
+        out,
+    ))
+}
+
+/// Every neighbour in exactly one of `[[span]]`, `[[tcp_peer]]`, `[[udp_peer]]`: `entries` are
+/// (field name, node number) in file order; the second mention of a node is the error.
+pub(crate) fn check_unique_neighbours(
+    file: &str,
+    entries: &[(String, u64)],
+) -> Result<(), ConfigError> {
+    for (i, (field, peer)) in entries.iter().enumerate() {
+        if let Some((first, _)) = entries.iter().take(i).find(|(_, p)| p == peer) {
+            return Err(err(
+                file,
+                field,
+                peer,
+                &format!(
+                    "one convergence layer per neighbour (node {peer} is already configured by `{first}`)"
+                ),
+            ));
+        }
+    }
+    Ok(())
+}

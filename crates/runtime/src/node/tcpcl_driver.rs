@@ -1,0 +1,567 @@
+//! One TCPCLv4 session on a real socket: a thread that drives a `tcpcl::Session` (sans-IO)
+//! with the OS clock, a non-blocking `TcpStream` and an eventfd for the agent's wake-ups.
+//!
+//! Loop: commands from the agent (bundles to send) → read the socket in large chunks (1 MiB
+//! buffer, each read handed whole to `handle_input`) → timers → events (to the agent) → refill
+//! the output buffer from `poll_transmit` (up to the session's 4 MiB chunk) only once the
+//! previous one is fully written, and write it with as few `write` calls as the kernel allows →
+//! `poll(2)` on the socket and the eventfd until something happens or the next timer.
+//!
+//! Back-pressure: while the output buffer still holds unwritten octets the session is not
+//! asked for more, and the socket is not read (our acknowledgments would pile up); bundles the
+//! session cannot queue yet (`QueueFull`) wait here in order.
+//!
+//! Results: every bundle handed to the session gets exactly one `FromCla::Done`: acknowledged
+//! (`Sent`; also a refusal with reason "Completed": the peer already has it), or failed
+//! (session ended, peer refused) so the agent forwards it again. Refusals other than
+//! "Completed" and bundles that cannot be sent at all are reported after a delay, so a peer
+//! that keeps refusing does not make the agent spin.
+//!
+//! Durability: the session acknowledges each segment as soon as it is processed, so the last
+//! XFER_ACK leaves before the agent commits the bundle (the session API has no hook to hold
+//! it). A node crash in that window (between the final acknowledgment and the commit, about
+//! one store commit) loses the bundle. A transfer whose announced length exceeds the store's
+//! free quota is refused at its first segment (XFER_REFUSE "No Resources"), and the sender
+//! keeps its copy.
+
+use std::collections::{HashMap, VecDeque};
+use std::io::{ErrorKind, Read, Write};
+use std::net::TcpStream;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::mpsc::{sync_channel, Receiver, TryRecvError};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use tcpcl::{Event, RefuseReason, Role, SendError, SessTermReason, Session, SessionConfig};
+
+use super::agent_thread::AgentInput;
+use super::cla::FromCla;
+use super::cla_config::TcpPeer;
+use super::tcpcl_thread::{eventfd, SessionHandle, TcpclShared, ToSession, SESSION_QUEUE};
+
+/// Read buffer: one `read` takes up to this much, handed whole to the session.
+const READ_BUF: usize = 1 << 20;
+/// Reads per loop iteration before the other work gets a turn.
+const READS_PER_TURN: usize = 16;
+/// Delay before a refused or unsendable bundle is reported failed.
+const REFUSED_RETRY: Duration = Duration::from_secs(1);
+/// Time allowed for an orderly end at node shutdown.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(2);
+
+/// A bundle handed to the session (possibly as several fragments sharing its token).
+#[derive(Default)]
+struct Outgoing {
+    parts_left: u32,
+    failed: bool,
+}
+
+struct Driver<'a> {
+    shared: &'a TcpclShared,
+    stream: TcpStream,
+    session: Session,
+    start: Instant,
+    rx: Receiver<ToSession>,
+    wake_fd: Arc<OwnedFd>,
+    handle: Arc<SessionHandle>,
+    /// The neighbour once established (None: unknown `dtn:` node).
+    peer: Option<u64>,
+    established: bool,
+    /// Bundles the session could not queue yet.
+    waiting: VecDeque<(u64, Bytes)>,
+    outgoing: HashMap<u64, Outgoing>,
+    /// Results to report later (refusals), by due time.
+    delayed: VecDeque<(Instant, u64)>,
+    done_ok: Vec<u64>,
+    done_failed: Vec<u64>,
+    out: Vec<u8>,
+    out_pos: usize,
+    closing_since: Option<Instant>,
+    last_stats: (u64, u64),
+}
+
+/// Runs one session on `stream` until it ends; `peer` is the configured peer an active session
+/// was opened to. Returns whether the session was established.
+pub(crate) fn run_session(
+    shared: &TcpclShared,
+    stream: TcpStream,
+    active: bool,
+    peer: Option<&TcpPeer>,
+) -> bool {
+    let Ok(wake_fd) = eventfd() else {
+        eprintln!("dtnkit node: TCPCL: cannot create an eventfd");
+        return false;
+    };
+    if stream.set_nonblocking(true).is_err() {
+        return false;
+    }
+    let c = &shared.cfg;
+    let mut cfg = SessionConfig::new(shared.local_node_id.clone());
+    cfg.expected_peer_node_id = peer.map(|p| p.node_id.clone());
+    cfg.keepalive = c.keepalive_s;
+    cfg.segment_mru = c.segment_mru;
+    cfg.hard_segment_limit = c.segment_mru;
+    cfg.transfer_mru = c.transfer_mru;
+    cfg.hard_transfer_limit = c.transfer_mru;
+    cfg.max_segment_size = c.max_segment_size;
+    cfg.exceed_peer_transfer_mru = peer.is_some_and(|p| p.exceed_peer_transfer_mru);
+    let role = if active { Role::Active } else { Role::Passive };
+    let start = Instant::now();
+    let session = Session::new(role, cfg, Duration::ZERO);
+    let (tx, rx) = sync_channel(SESSION_QUEUE);
+    let id = shared.next_id.fetch_add(1, Relaxed);
+    let handle = Arc::new(SessionHandle::new(id, tx, wake_fd.clone()));
+    shared.counters.sessions_open.fetch_add(1, Relaxed);
+    let mut d = Driver {
+        shared,
+        stream,
+        session,
+        start,
+        rx,
+        wake_fd,
+        handle,
+        peer: None,
+        established: false,
+        waiting: VecDeque::new(),
+        outgoing: HashMap::new(),
+        delayed: VecDeque::new(),
+        done_ok: Vec::new(),
+        done_failed: Vec::new(),
+        out: Vec::with_capacity(8 << 20),
+        out_pos: 0,
+        closing_since: None,
+        last_stats: (0, 0),
+    };
+    if let Err(e) = d.run() {
+        if d.established {
+            eprintln!(
+                "dtnkit node: TCPCL session with {} ended: {e}",
+                d.session.peer_node_id().unwrap_or("?")
+            );
+        }
+    }
+    let established = d.established;
+    d.finish();
+    shared.counters.sessions_open.fetch_sub(1, Relaxed);
+    established
+}
+
+impl Driver<'_> {
+    fn now(&self) -> Duration {
+        self.start.elapsed()
+    }
+
+    fn run(&mut self) -> std::io::Result<()> {
+        let mut buf = vec![0u8; READ_BUF];
+        loop {
+            let now = self.now();
+            if self.shared.stop.load(Relaxed) && self.closing_since.is_none() {
+                self.begin_close(now);
+            }
+            if let Some(t) = self.closing_since {
+                if t.elapsed() > SHUTDOWN_GRACE {
+                    return Ok(());
+                }
+            }
+            self.commands(now);
+            // Read (unless our own output is backed up).
+            let mut eof = false;
+            if self.out_pos >= self.out.len() {
+                for _ in 0..READS_PER_TURN {
+                    match self.stream.read(&mut buf) {
+                        Ok(0) => {
+                            eof = true;
+                            break;
+                        }
+                        Ok(n) => {
+                            let input = buf.get(..n).unwrap_or(&[]);
+                            if let Err(e) = self.session.handle_input(self.now(), input) {
+                                self.events();
+                                self.flush_transmit_blocking();
+                                return Err(std::io::Error::other(e.to_string()));
+                            }
+                            self.events();
+                        }
+                        Err(e) if e.kind() == ErrorKind::WouldBlock => break,
+                        Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+                        Err(e) => {
+                            self.session.connection_lost(self.now());
+                            self.events();
+                            return Err(e);
+                        }
+                    }
+                }
+            }
+            if eof {
+                self.session.connection_lost(self.now());
+                self.events();
+                return Ok(());
+            }
+            let now = self.now();
+            if self.session.poll_timeout().is_some_and(|t| t <= now) {
+                self.session.handle_timeout(now);
+            }
+            self.feed_session();
+            self.events();
+            // Write.
+            if let Err(e) = self.write_out() {
+                self.session.connection_lost(self.now());
+                self.events();
+                return Err(e);
+            }
+            self.events();
+            self.report();
+            if self.session.is_closed() {
+                self.flush_transmit_blocking();
+                return Ok(());
+            }
+            self.wait()?;
+        }
+    }
+
+    /// Applies the agent's commands.
+    fn commands(&mut self, now: Duration) {
+        loop {
+            match self.rx.try_recv() {
+                Ok(ToSession::Send { token, bundle }) => self.waiting.push_back((token, bundle)),
+                Ok(ToSession::Close) => self.begin_close(now),
+                Err(TryRecvError::Empty) | Err(TryRecvError::Disconnected) => break,
+            }
+        }
+    }
+
+    fn begin_close(&mut self, now: Duration) {
+        if self.closing_since.is_none() {
+            self.closing_since = Some(Instant::now());
+            self.session.close(now, SessTermReason::Unknown);
+        }
+    }
+
+    /// Moves waiting bundles into the session while it has room.
+    fn feed_session(&mut self) {
+        if !self.established {
+            return;
+        }
+        while let Some((token, bundle)) = self.waiting.pop_front() {
+            match self.session.send_bundle(bundle.clone(), token) {
+                Ok(_) => {
+                    self.outgoing.entry(token).or_default().parts_left += 1;
+                    self.shared.counters.transfers_sent.fetch_add(1, Relaxed);
+                }
+                Err(SendError::QueueFull) => {
+                    self.waiting.push_front((token, bundle));
+                    return;
+                }
+                Err(SendError::TooLarge { mru, .. }) => self.send_fragmented(token, bundle, mru),
+                Err(SendError::NotEstablished)
+                | Err(SendError::Terminating)
+                | Err(SendError::IdsExhausted) => {
+                    // The session is ending: these go back to the agent.
+                    self.done_failed.push(token);
+                }
+                Err(SendError::Empty) => self.delay_failure(token),
+            }
+        }
+    }
+
+    /// A bundle larger than the peer's transfer MRU: fragmented (RFC 9171 5.8) into
+    /// transfers that fit, all under the bundle's token; `Sent` once every one is acknowledged.
+    fn send_fragmented(&mut self, token: u64, bundle: Bytes, mru: u64) {
+        let limit = usize::try_from(mru).unwrap_or(usize::MAX);
+        let frags = bpv7::bundle::Bundle::decode(bundle)
+            .map_err(|e| e.to_string())
+            .and_then(|b| bpv7::fragment::fragment(&b, limit).map_err(|e| e.to_string()));
+        let frags = match frags {
+            Ok(f) => f,
+            Err(why) => {
+                eprintln!(
+                    "dtnkit node: TCPCL: bundle exceeds the transfer MRU {mru} of {} and cannot be fragmented ({why}); retried later (set exceed_peer_transfer_mru for peers that under-advertise)",
+                    self.session.peer_node_id().unwrap_or("?")
+                );
+                self.delay_failure(token);
+                return;
+            }
+        };
+        self.shared
+            .counters
+            .bundles_fragmented
+            .fetch_add(1, Relaxed);
+        for f in frags {
+            match self.session.send_bundle(Bytes::from(f.encode()), token) {
+                Ok(_) => {
+                    self.outgoing.entry(token).or_default().parts_left += 1;
+                    self.shared.counters.transfers_sent.fetch_add(1, Relaxed);
+                }
+                Err(_) => {
+                    // Part of the bundle could not be queued: the whole bundle fails once the
+                    // parts already queued are reported.
+                    let o = self.outgoing.entry(token).or_default();
+                    o.failed = true;
+                    if o.parts_left == 0 {
+                        self.outgoing.remove(&token);
+                        self.done_failed.push(token);
+                    }
+                    return;
+                }
+            }
+        }
+    }
+
+    fn delay_failure(&mut self, token: u64) {
+        self.delayed
+            .push_back((Instant::now() + REFUSED_RETRY, token));
+    }
+
+    /// One part of a bundle finished (`ok`: acknowledged).
+    fn part_done(&mut self, token: u64, ok: bool, delay: bool) {
+        let Some(o) = self.outgoing.get_mut(&token) else {
+            return;
+        };
+        o.parts_left = o.parts_left.saturating_sub(1);
+        o.failed |= !ok;
+        if o.parts_left > 0 {
+            return;
+        }
+        let failed = o.failed;
+        self.outgoing.remove(&token);
+        if !failed {
+            self.done_ok.push(token);
+        } else if delay {
+            self.delay_failure(token);
+        } else {
+            self.done_failed.push(token);
+        }
+    }
+
+    fn events(&mut self) {
+        let c = &self.shared.counters;
+        while let Some(ev) = self.session.poll_event() {
+            match ev {
+                Event::StartTls { .. } => {
+                    // We never set CAN_TLS, so the session cannot ask for TLS.
+                    self.begin_close(self.start.elapsed());
+                }
+                Event::Established { peer_node_id, .. } => {
+                    self.established = true;
+                    c.sessions_established.fetch_add(1, Relaxed);
+                    self.peer = self.shared.peer_of(&peer_node_id);
+                    if let Some(peer) = self.peer {
+                        let _ = self.shared.agent.send(AgentInput::Cla(FromCla::SessionUp {
+                            peer,
+                            handle: self.handle.clone(),
+                        }));
+                    } else {
+                        eprintln!(
+                            "dtnkit node: TCPCL session with {peer_node_id}: not an ipn node and not configured; bundles from it are accepted, none are routed to it"
+                        );
+                    }
+                }
+                Event::TransferStarted {
+                    transfer_id,
+                    total_len,
+                } => {
+                    let free = self.shared.free_bytes.load(Relaxed);
+                    if total_len.is_some_and(|l| l > free)
+                        && self
+                            .session
+                            .refuse_transfer(transfer_id, RefuseReason::NoResources)
+                            .is_ok()
+                    {
+                        c.transfers_refused_by_us.fetch_add(1, Relaxed);
+                    }
+                }
+                Event::BundleReceived { bundle, .. } => {
+                    c.bundles_received.fetch_add(1, Relaxed);
+                    let _ = self.shared.agent.send(AgentInput::Cla(FromCla::Received {
+                        peer: self.peer,
+                        bundles: vec![bundle],
+                    }));
+                }
+                Event::TransferAcked { token } => {
+                    c.transfers_acked.fetch_add(1, Relaxed);
+                    self.part_done(token, true, false);
+                }
+                Event::TransferRefused { token, reason } => {
+                    c.transfers_refused.fetch_add(1, Relaxed);
+                    // "Completed": the peer already has the bundle.
+                    let ok = reason == RefuseReason::Completed;
+                    self.part_done(token, ok, true);
+                }
+                Event::TransferFailed { token } => {
+                    c.transfers_failed.fetch_add(1, Relaxed);
+                    self.part_done(token, false, false);
+                }
+                Event::MessageRejected {
+                    reason,
+                    rejected_type,
+                } => {
+                    eprintln!(
+                        "dtnkit node: TCPCL peer {} rejected our message type {rejected_type:#04x}: {reason:?}",
+                        self.session.peer_node_id().unwrap_or("?")
+                    );
+                }
+                Event::ProtocolDeviation { what } => {
+                    if c.deviation(&format!("{what:?}")) {
+                        eprintln!(
+                            "dtnkit node: TCPCL peer {} deviates from RFC 9174 (tolerated, counted in status tcpcl.deviations): {what}",
+                            self.session.peer_node_id().unwrap_or("?")
+                        );
+                    }
+                }
+                Event::Terminated { .. } => {}
+            }
+        }
+        // Session byte and deviation counters into the node's totals.
+        let st = self.session.stats();
+        let (sent, recv) = self.last_stats;
+        c.bytes_sent
+            .fetch_add(st.bytes_sent.saturating_sub(sent), Relaxed);
+        c.bytes_received
+            .fetch_add(st.bytes_received.saturating_sub(recv), Relaxed);
+        self.last_stats = (st.bytes_sent, st.bytes_received);
+    }
+
+    /// Sends due results to the agent in one message each way.
+    fn report(&mut self) {
+        let now = Instant::now();
+        while self.delayed.front().is_some_and(|(t, _)| *t <= now) {
+            if let Some((_, token)) = self.delayed.pop_front() {
+                self.done_failed.push(token);
+            }
+        }
+        if !self.done_ok.is_empty() {
+            let tokens = std::mem::take(&mut self.done_ok);
+            let _ = self
+                .shared
+                .agent
+                .send(AgentInput::Cla(FromCla::Done { tokens, ok: true }));
+        }
+        if !self.done_failed.is_empty() {
+            let tokens = std::mem::take(&mut self.done_failed);
+            let _ = self
+                .shared
+                .agent
+                .send(AgentInput::Cla(FromCla::Done { tokens, ok: false }));
+        }
+    }
+
+    /// Writes the output buffer; refills it from the session once it is fully written.
+    fn write_out(&mut self) -> std::io::Result<()> {
+        loop {
+            if self.out_pos >= self.out.len() {
+                self.out.clear();
+                self.out_pos = 0;
+                let now = self.now();
+                if self.session.poll_transmit(now, &mut self.out) == 0 {
+                    return Ok(());
+                }
+            }
+            match self
+                .stream
+                .write(self.out.get(self.out_pos..).unwrap_or(&[]))
+            {
+                Ok(0) => return Err(ErrorKind::WriteZero.into()),
+                Ok(n) => self.out_pos += n,
+                Err(e) if e.kind() == ErrorKind::WouldBlock => return Ok(()),
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// Last output of a closing session (SESS_TERM, MSG_REJECT), written with a short bound.
+    fn flush_transmit_blocking(&mut self) {
+        let deadline = Instant::now() + Duration::from_millis(500);
+        while Instant::now() < deadline {
+            if self.write_out().is_err() {
+                return;
+            }
+            if self.out_pos >= self.out.len()
+                && self.session.poll_transmit(self.now(), &mut self.out) == 0
+            {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+
+    /// Sleeps in `poll(2)` until the socket or the eventfd is ready, or the next timer.
+    fn wait(&mut self) -> std::io::Result<()> {
+        let now = self.now();
+        let mut wait = Duration::from_millis(100);
+        if let Some(t) = self.session.poll_timeout() {
+            wait = wait.min(t.saturating_sub(now));
+        }
+        if let Some((t, _)) = self.delayed.front() {
+            wait = wait.min(t.saturating_duration_since(Instant::now()));
+        }
+        let backed_up = self.out_pos < self.out.len();
+        let mut fds = [
+            libc::pollfd {
+                fd: self.stream.as_raw_fd(),
+                events: if backed_up {
+                    libc::POLLOUT
+                } else {
+                    libc::POLLIN
+                },
+                revents: 0,
+            },
+            libc::pollfd {
+                fd: self.wake_fd.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            },
+        ];
+        let ms = i32::try_from(wait.as_millis()).unwrap_or(100);
+        // SAFETY: fds is a valid array of two pollfd for the duration of the call.
+        let rc = unsafe { libc::poll(fds.as_mut_ptr(), 2, ms) };
+        if rc < 0 {
+            let e = std::io::Error::last_os_error();
+            if e.kind() != ErrorKind::Interrupted {
+                return Err(e);
+            }
+        }
+        if fds[1].revents & libc::POLLIN != 0 {
+            let mut v = 0u64;
+            // SAFETY: reads 8 bytes into a valid u64 from our non-blocking eventfd.
+            unsafe {
+                libc::read(
+                    self.wake_fd.as_raw_fd(),
+                    (&mut v as *mut u64).cast(),
+                    std::mem::size_of::<u64>(),
+                );
+            }
+        }
+        Ok(())
+    }
+
+    /// Reports everything unfinished as failed and hands the command queue back to the agent.
+    fn finish(mut self) {
+        let mut failed: Vec<u64> = self.outgoing.drain().map(|(t, _)| t).collect();
+        failed.extend(self.waiting.drain(..).map(|(t, _)| t));
+        failed.extend(self.delayed.drain(..).map(|(_, t)| t));
+        failed.append(&mut self.done_failed);
+        let ok = std::mem::take(&mut self.done_ok);
+        let agent = &self.shared.agent;
+        if !ok.is_empty() {
+            let _ = agent.send(AgentInput::Cla(FromCla::Done {
+                tokens: ok,
+                ok: true,
+            }));
+        }
+        if !failed.is_empty() {
+            let _ = agent.send(AgentInput::Cla(FromCla::Done {
+                tokens: failed,
+                ok: false,
+            }));
+        }
+        let (_, dummy_rx) = sync_channel(0);
+        let rest = std::mem::replace(&mut self.rx, dummy_rx);
+        let _ = agent.send(AgentInput::Cla(FromCla::SessionDown {
+            peer: if self.established { self.peer } else { None },
+            id: self.handle.id,
+            rest,
+        }));
+    }
+}
