@@ -134,6 +134,17 @@ fn relays_datagrams_and_prints_a_summary() {
         summary.contains("forward") && summary.contains("model: channel 0"),
         "{summary}"
     );
+    // The kernel's drops at the relay's input are reported per direction (none at this rate), and the total of
+    // everything that was not a model decision is checkable from the relay's own output.
+    assert_eq!(
+        summary.matches("not model: kernel 0 ").count(),
+        2,
+        "{summary}"
+    );
+    assert!(
+        summary.contains("drops other than the models' decisions: 0"),
+        "{summary}"
+    );
     let csv = std::fs::read_to_string(&log).expect("log written");
     let mut lines = csv.lines();
     assert_eq!(lines.next(), Some("time_ns,dir,size,fate,release_ns"));
