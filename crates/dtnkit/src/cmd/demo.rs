@@ -27,6 +27,9 @@ pub struct DemoArgs {
     /// An existing directory must be empty or an earlier demo's.
     #[arg(long)]
     out: Option<PathBuf>,
+    /// Run the nodes' stores without fsync per commit (faster on slow disks; a crash may lose bundles).
+    #[arg(long)]
+    no_fsync: bool,
     /// Print the embedded scenario and exit.
     #[arg(long)]
     print_scenario: bool,
@@ -58,6 +61,7 @@ pub fn run(a: DemoArgs) -> anyhow::Result<()> {
     let exe = std::env::current_exe().context("locating the dtnkit binary")?;
     let mut opts = LabOptions::new(exe, &out);
     opts.duration = Some(duration);
+    opts.durable_store = !a.no_fsync;
     let cancel = Arc::new(AtomicBool::new(false));
     {
         let c = cancel.clone();
