@@ -384,16 +384,24 @@ pub fn run_emulated(
 
     // Children: the nodes first (idle until traffic starts), then the relay, so the relay's clock (and the trace
     // replay) starts just before the first bundle, as the simulator's clock does.
+    // Both nodes are spawned before either is waited for: each node's log clock starts at its own start, so
+    // starting them together keeps the two segment logs' time bases within the spawn skew of each other.
     let mut children: Vec<Child> = Vec::new();
     for n in &nodes {
         let cfg = n.config.to_string_lossy().into_owned();
-        let mut c = Child::spawn("node", &opts.dtnkit, &["node", "--config", &cfg], &n.dir)?;
+        children.push(Child::spawn(
+            "node",
+            &opts.dtnkit,
+            &["node", "--config", &cfg],
+            &n.dir,
+        )?);
+    }
+    for (c, n) in children.iter_mut().zip(&nodes) {
         wait_node(
-            &mut c,
+            c,
             &n.dir.join("store").join("app.sock"),
             opts.startup_timeout,
         )?;
-        children.push(c);
     }
     let emu_cfg = emu_config.to_string_lossy().into_owned();
     let mut emu = Child::spawn("emu", &opts.dtnkit, &["emu", "--config", &emu_cfg], &work)?;

@@ -76,7 +76,4 @@ pub enum LabError {
         /// Cause.
         source: perf::PerfError,
     },
-    /// The run was cancelled by the caller before traffic started.
-    #[error("cancelled")]
-    Cancelled,
 }

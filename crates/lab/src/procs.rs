@@ -1,7 +1,7 @@
 //! Child processes that cannot outlive the lab.
 //!
-//! Every child gets `PR_SET_PDEATHSIG = SIGKILL` (Linux), so it dies with the thread that started it even if the
-//! lab process is killed; a [`Child`] that is dropped without [`Child::stop`] is killed and reaped. Output goes to
+//! Every child runs in its own process group and gets `PR_SET_PDEATHSIG = SIGKILL` (Linux), so it dies with the
+//! thread that started it even if the lab process is killed; a [`Child`] that is dropped without [`Child::stop`] is killed and reaped. Output goes to
 //! files, never to pipes nobody reads (a chatty child would block on a full pipe).
 
 use std::path::{Path, PathBuf};
@@ -43,10 +43,15 @@ impl Child {
         #[cfg(target_os = "linux")]
         {
             use std::os::unix::process::CommandExt;
-            // SAFETY: the closure runs in the forked child before exec and only calls prctl(2), which is
-            // async-signal-safe; it touches no memory of the parent.
+            // SAFETY: the closure runs in the forked child before exec and only calls setpgid(2) and prctl(2),
+            // which are async-signal-safe; it touches no memory of the parent.
             unsafe {
                 cmd.pre_exec(|| {
+                    // Own process group: a terminal Ctrl-C reaches only the lab, which then stops the children
+                    // in order instead of having them vanish under a running experiment.
+                    if libc::setpgid(0, 0) != 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
                     if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) != 0 {
                         return Err(std::io::Error::last_os_error());
                     }

@@ -139,6 +139,9 @@ fn print_outcome(o: &LabOutcome) {
         r.mean_rtt
             .map_or("-".into(), |d| format!("{:.1} ms", d.as_secs_f64() * 1e3))
     );
+    if o.cancelled {
+        println!("(interrupted: the results cover the traffic until Ctrl-C)");
+    }
     let f = &o.emu.forward;
     let b = &o.emu.ret;
     println!(
