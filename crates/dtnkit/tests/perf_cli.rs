@@ -123,6 +123,52 @@ fn window_mode_client_and_server_between_two_nodes() {
         .collect();
     seqs.sort_unstable();
     assert_eq!(seqs, (0..20).collect::<Vec<u64>>());
+
+    // Interval + time mode against a server without --count (killed when the test ends): one bundle every
+    // 100 ms for 1 s, then the client waits for the last ACKs.
+    let _server2 = Proc::spawn(&[
+        "perf",
+        "server",
+        "--socket",
+        n2.socket.to_str().unwrap(),
+        "--endpoint",
+        "ipn:2.2002",
+        "--quiet",
+    ]);
+    let out = run(
+        &[
+            "perf",
+            "client",
+            "--socket",
+            n1.socket.to_str().unwrap(),
+            "--dst",
+            "ipn:2.2002",
+            "--src-endpoint",
+            "ipn:1.2002",
+            "--interval-ms",
+            "100",
+            "--time-s",
+            "1",
+            "--size",
+            "1000",
+            "--drain-timeout-s",
+            "15",
+            "--json",
+            "--quiet",
+        ],
+        Duration::from_secs(30),
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let sent = v["sent"].as_u64().unwrap();
+    // Due at 0, 100, ..., 900 ms; a starved client may miss the last ones but never sends more.
+    assert!((5..=10).contains(&sent), "{v}");
+    assert_eq!(v["acked"].as_u64(), Some(sent), "{v}");
+    assert_eq!(v["complete"], true);
 }
 
 #[test]
