@@ -213,10 +213,15 @@ fn draw(o: &LabOutcome, path: &Path) -> anyhow::Result<()> {
             running.push((rel, total / rel));
         }
     }
+    // Each bin's volume over its width; the last bin is usually cut short by the end of the run and is drawn
+    // only when it covers at least half a second.
     let per_s_pts: Vec<(f64, f64)> = per_s
         .iter()
         .enumerate()
-        .map(|(i, v)| (i as f64 + 0.5, *v))
+        .filter_map(|(i, v)| {
+            let width = (end - i as f64).min(1.0);
+            (width >= 0.5).then(|| (i as f64 + width / 2.0, v / width))
+        })
         .collect();
     let mut series = vec![
         Series {
