@@ -281,8 +281,12 @@ pub fn run_emulated(
     let wall = Instant::now();
     let topo = config::topology(scn)?;
     let warnings = config::unmapped_settings(scn, &topo);
-    let work = opts.work_dir.clone();
-    prepare_work_dir(&work)?;
+    prepare_work_dir(&opts.work_dir)?;
+    // Absolute from here on: children run in their own directories and get paths as arguments.
+    let work = std::fs::canonicalize(&opts.work_dir).map_err(|e| LabError::WorkDir {
+        path: opts.work_dir.clone(),
+        reason: e.to_string(),
+    })?;
     let flow = topo.traffic;
     let duration = config::flow_duration(scn, flow, opts.duration);
     let idle = ClientReport::default();
