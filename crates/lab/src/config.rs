@@ -201,10 +201,15 @@ pub fn unmapped_settings(scn: &Scenario, t: &Topology<'_>) -> Vec<String> {
     if scn.sim.bundle_layer != sim::scenario::BundleLayer::Agent {
         w.push("sim.bundle_layer: the real node always runs the bp agent".to_string());
     }
-    w.push(
-        "node.processing: not applied; the emulated run has the host's real processing costs"
-            .to_string(),
-    );
+    if scn.nodes.iter().any(|n| {
+        let p = &n.processing;
+        p.rx_latency_us > 0.0 || p.per_segment_us > 0.0 || p.per_bundle_us > 0.0
+    }) {
+        w.push(
+            "node.processing: not applied; the emulated run has the host's real processing costs"
+                .to_string(),
+        );
+    }
     w
 }
 
