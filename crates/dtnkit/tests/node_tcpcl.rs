@@ -117,6 +117,67 @@ fn tcpcl_carries_10b_100kb_5mb_both_ways() {
 }
 
 #[test]
+fn tcpcl_bulk_in_both_directions_at_once() {
+    // Both sides write large transfers at the same time: neither may stop reading while its
+    // own output is backed up, or both would wait for the other forever.
+    let dir = TempDir::new("tcpcl-bidi");
+    let (t1, t2) = (free_tcp_port(), free_tcp_port());
+    let mut a = tcp_spec(1, t1, 2, Some(t2));
+    let mut b = tcp_spec(2, t2, 1, None);
+    // Small socket buffers make the cross-blocking happen quickly.
+    a.extra = a
+        .extra
+        .replace("[tcpcl]\n", "[tcpcl]\nsocket_buffer_bytes = 65536\n");
+    b.extra = b
+        .extra
+        .replace("[tcpcl]\n", "[tcpcl]\nsocket_buffer_bytes = 65536\n");
+    let n1 = NodeProc::start(&dir.0, &a);
+    let n2 = NodeProc::start(&dir.0, &b);
+    let recv = |n: &NodeProc, ep: &str| {
+        Proc::spawn(&[
+            "recv",
+            "--socket",
+            s(&n.socket),
+            "--endpoint",
+            ep,
+            "--count",
+            "6",
+            "--timeout",
+            "40",
+        ])
+    };
+    let r2 = recv(&n2, "ipn:2.1");
+    let r1 = recv(&n1, "ipn:1.1");
+    let send = |n: &NodeProc, dst: &str| {
+        Proc::spawn(&[
+            "send",
+            "--socket",
+            s(&n.socket),
+            "--dst",
+            dst,
+            "--size",
+            "3000000",
+            "--count",
+            "6",
+            "--quiet",
+        ])
+    };
+    let s1 = send(&n1, "ipn:2.1");
+    let s2 = send(&n2, "ipn:1.1");
+    for p in [s1, s2, r1, r2] {
+        let out = p.wait(LIMIT);
+        assert!(
+            out.status.success(),
+            "{} {}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    wait_store_empty(&n1);
+    wait_store_empty(&n2);
+}
+
+#[test]
 fn tcpcl_reconnects_and_delivers_what_waited() {
     let dir = TempDir::new("tcpcl-re");
     let (t1, t2) = (free_tcp_port(), free_tcp_port());
@@ -183,4 +244,43 @@ fn accept_only_peer_is_reached_over_the_session_it_opened() {
     let n2 = NodeProc::start(&dir.0, &tcp_spec(2, t2, 1, Some(t1)));
     transfer(&dir, &n1, &n2, "ipn:2.1", &[50_000], 40);
     transfer(&dir, &n2, &n1, "ipn:1.1", &[50_000], 50);
+}
+
+#[test]
+fn unconfigured_node_is_routed_back_by_its_sess_init_node_id() {
+    let dir = TempDir::new("tcpcl-unknown");
+    let (t1, t2) = (free_tcp_port(), free_tcp_port());
+    // Node 1 has no [[tcp_peer]] at all: node 2 is known only from its SESS_INIT.
+    let mut a = NodeSpec::new(1, free_port());
+    a.extra = format!("\n[tcpcl]\nlisten = \"127.0.0.1:{t1}\"\n");
+    let n1 = NodeProc::start(&dir.0, &a);
+    let n2 = NodeProc::start(&dir.0, &tcp_spec(2, t2, 1, Some(t1)));
+    transfer(&dir, &n2, &n1, "ipn:1.1", &[20_000], 60);
+    transfer(&dir, &n1, &n2, "ipn:2.1", &[20_000], 70);
+    // Once node 2 is gone, node 1 holds bundles for it (the link followed the session).
+    drop(n2);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while n1.status()["tcpcl"]["sessions_open"] != 0 {
+        assert!(Instant::now() < deadline, "{}", n1.status());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let f = dir.0.join("held.bin");
+    std::fs::write(&f, data(1000, 1)).unwrap();
+    let out = run(
+        &[
+            "send",
+            "--socket",
+            s(&n1.socket),
+            "--dst",
+            "ipn:2.1",
+            "--file",
+            s(&f),
+        ],
+        LIMIT,
+    );
+    assert!(out.status.success());
+    std::thread::sleep(Duration::from_millis(300));
+    let st = n1.status();
+    assert_eq!(st["store"]["bundles"], 1, "{st}");
+    assert_eq!(st["bundles"]["cla_failures"], 0, "{st}");
 }

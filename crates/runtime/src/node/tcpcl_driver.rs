@@ -8,8 +8,12 @@
 //! `poll(2)` on the socket and the eventfd until something happens or the next timer.
 //!
 //! Back-pressure: while the output buffer still holds unwritten octets the session is not
-//! asked for more, and the socket is not read (our acknowledgments would pile up); bundles the
-//! session cannot queue yet (`QueueFull`) wait here in order.
+//! asked for more; bundles the session cannot queue yet (`QueueFull`) wait here in order. The
+//! socket is still read while output is backed up (a peer sending to us while we send to it
+//! would otherwise deadlock both sides, each waiting for the other to read), but at most
+//! [`BACKED_UP_READ_LIMIT`] octets per backed-up period: the acknowledgments those octets
+//! cause wait inside the session, and a peer that sends without ever reading must not make
+//! them grow without bound.
 //!
 //! Results: every bundle handed to the session gets exactly one `FromCla::Done`: acknowledged
 //! (`Sent`; also a refusal with reason "Completed": the peer already has it), or failed
@@ -45,6 +49,8 @@ use super::tcpcl_thread::{eventfd, SessionHandle, TcpclShared, ToSession, SESSIO
 const READ_BUF: usize = 1 << 20;
 /// Reads per loop iteration before the other work gets a turn.
 const READS_PER_TURN: usize = 16;
+/// Octets read while our output is backed up, before reading pauses until it drains.
+const BACKED_UP_READ_LIMIT: usize = 64 << 20;
 /// Delay before a refused or unsendable bundle is reported failed.
 const REFUSED_RETRY: Duration = Duration::from_secs(1);
 /// Time allowed for an orderly end at node shutdown.
@@ -75,10 +81,14 @@ struct Driver<'a> {
     delayed: VecDeque<(Instant, u64)>,
     done_ok: Vec<u64>,
     done_failed: Vec<u64>,
+    /// Bundles received in this turn: handed to the agent together (one store commit).
+    received: Vec<Bytes>,
     out: Vec<u8>,
     out_pos: usize,
     closing_since: Option<Instant>,
-    last_stats: (u64, u64),
+    last_stats: (u64, u64, u64),
+    /// Octets read since the output buffer last drained completely.
+    backed_read: usize,
 }
 
 /// Runs one session on `stream` until it ends; `peer` is the configured peer an active session
@@ -128,10 +138,12 @@ pub(crate) fn run_session(
         delayed: VecDeque::new(),
         done_ok: Vec::new(),
         done_failed: Vec::new(),
+        received: Vec::new(),
         out: Vec::with_capacity(8 << 20),
         out_pos: 0,
         closing_since: None,
-        last_stats: (0, 0),
+        last_stats: (0, 0, 0),
+        backed_read: 0,
     };
     if let Err(e) = d.run() {
         if d.established {
@@ -165,9 +177,9 @@ impl Driver<'_> {
                 }
             }
             self.commands(now);
-            // Read (unless our own output is backed up).
+            // Read (bounded while our own output is backed up).
             let mut eof = false;
-            if self.out_pos >= self.out.len() {
+            if self.may_read() {
                 for _ in 0..READS_PER_TURN {
                     match self.stream.read(&mut buf) {
                         Ok(0) => {
@@ -175,6 +187,9 @@ impl Driver<'_> {
                             break;
                         }
                         Ok(n) => {
+                            if self.out_pos < self.out.len() {
+                                self.backed_read += n;
+                            }
                             let input = buf.get(..n).unwrap_or(&[]);
                             if let Err(e) = self.session.handle_input(self.now(), input) {
                                 self.events();
@@ -218,6 +233,10 @@ impl Driver<'_> {
             }
             self.wait()?;
         }
+    }
+
+    fn may_read(&self) -> bool {
+        self.out_pos >= self.out.len() || self.backed_read < BACKED_UP_READ_LIMIT
     }
 
     /// Applies the agent's commands.
@@ -373,10 +392,7 @@ impl Driver<'_> {
                 }
                 Event::BundleReceived { bundle, .. } => {
                     c.bundles_received.fetch_add(1, Relaxed);
-                    let _ = self.shared.agent.send(AgentInput::Cla(FromCla::Received {
-                        peer: self.peer,
-                        bundles: vec![bundle],
-                    }));
+                    self.received.push(bundle);
                 }
                 Event::TransferAcked { token } => {
                     c.transfers_acked.fetch_add(1, Relaxed);
@@ -414,16 +430,25 @@ impl Driver<'_> {
         }
         // Session byte and deviation counters into the node's totals.
         let st = self.session.stats();
-        let (sent, recv) = self.last_stats;
+        let (sent, recv, dev) = self.last_stats;
         c.bytes_sent
             .fetch_add(st.bytes_sent.saturating_sub(sent), Relaxed);
         c.bytes_received
             .fetch_add(st.bytes_received.saturating_sub(recv), Relaxed);
-        self.last_stats = (st.bytes_sent, st.bytes_received);
+        c.deviation_events
+            .fetch_add(st.deviations.saturating_sub(dev), Relaxed);
+        self.last_stats = (st.bytes_sent, st.bytes_received, st.deviations);
     }
 
-    /// Sends due results to the agent in one message each way.
+    /// Sends received bundles and due results to the agent, one message of each kind.
     fn report(&mut self) {
+        if !self.received.is_empty() {
+            let bundles = std::mem::take(&mut self.received);
+            let _ = self.shared.agent.send(AgentInput::Cla(FromCla::Received {
+                peer: self.peer,
+                bundles,
+            }));
+        }
         let now = Instant::now();
         while self.delayed.front().is_some_and(|(t, _)| *t <= now) {
             if let Some((_, token)) = self.delayed.pop_front() {
@@ -452,6 +477,7 @@ impl Driver<'_> {
             if self.out_pos >= self.out.len() {
                 self.out.clear();
                 self.out_pos = 0;
+                self.backed_read = 0;
                 let now = self.now();
                 if self.session.poll_transmit(now, &mut self.out) == 0 {
                     return Ok(());
@@ -497,14 +523,17 @@ impl Driver<'_> {
             wait = wait.min(t.saturating_duration_since(Instant::now()));
         }
         let backed_up = self.out_pos < self.out.len();
+        let mut events = 0;
+        if backed_up {
+            events |= libc::POLLOUT;
+        }
+        if self.may_read() {
+            events |= libc::POLLIN;
+        }
         let mut fds = [
             libc::pollfd {
                 fd: self.stream.as_raw_fd(),
-                events: if backed_up {
-                    libc::POLLOUT
-                } else {
-                    libc::POLLIN
-                },
+                events,
                 revents: 0,
             },
             libc::pollfd {
@@ -538,6 +567,7 @@ impl Driver<'_> {
 
     /// Reports everything unfinished as failed and hands the command queue back to the agent.
     fn finish(mut self) {
+        self.report();
         let mut failed: Vec<u64> = self.outgoing.drain().map(|(t, _)| t).collect();
         failed.extend(self.waiting.drain(..).map(|(t, _)| t));
         failed.extend(self.delayed.drain(..).map(|(_, t)| t));

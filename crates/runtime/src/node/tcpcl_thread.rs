@@ -93,6 +93,8 @@ pub(crate) struct TcpclCounters {
     pub(crate) bytes_sent: AtomicU64,
     pub(crate) bytes_received: AtomicU64,
     pub(crate) bundles_fragmented: AtomicU64,
+    /// Every occurrence of a tolerated deviation (all kinds, all sessions).
+    pub(crate) deviation_events: AtomicU64,
     /// Peer deviations from RFC 9174 that we tolerated, by kind.
     pub(crate) deviations: Mutex<BTreeMap<String, u64>>,
 }
@@ -133,6 +135,7 @@ impl TcpclCounters {
             "bytes_received": self.bytes_received.load(Relaxed),
             "bundles_fragmented": self.bundles_fragmented.load(Relaxed),
             "deviations": deviations,
+            "deviation_events": self.deviation_events.load(Relaxed),
         })
     }
 }
