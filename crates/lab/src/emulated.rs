@@ -454,6 +454,19 @@ pub fn run_emulated(
     let never = AtomicBool::new(false);
     let cancel: &AtomicBool = opts.cancel.as_deref().unwrap_or(&never);
     let server_stop = AtomicBool::new(false);
+    // Every wait below is bounded by the flow's own rules except a request to a node that stopped answering;
+    // the watchdog bounds those by killing the children, which makes the blocked calls fail.
+    let limit = Duration::try_from_secs_f64(flow.start_s).unwrap_or_default()
+        + duration
+        + opts.drain_timeout
+        + Duration::from_secs(30);
+    let (done_tx, done_rx) = std::sync::mpsc::channel();
+    let pids = children
+        .iter()
+        .chain(std::iter::once(&emu))
+        .filter_map(Child::id)
+        .collect();
+    let watchdog = crate::procs::watchdog(pids, limit, done_rx);
     let epoch = Instant::now();
     let (client_run, server_stats) = std::thread::scope(|s| {
         let server = s.spawn(|| {
@@ -495,6 +508,10 @@ pub fn run_emulated(
         });
         (client, server)
     });
+    let _ = done_tx.send(());
+    if watchdog.join().unwrap_or(true) {
+        return Err(LabError::Timeout(limit));
+    }
     let client_run = client_run?;
     let server_stats = server_stats?;
     report(

@@ -60,6 +60,9 @@ pub enum LabError {
         /// What happened.
         reason: String,
     },
+    /// The run did not end within its bound (flow start + duration + drain + 30 s); the children were killed.
+    #[error("the run did not end within {0:?}; the nodes and the relay were killed")]
+    Timeout(std::time::Duration),
     /// File or process I/O failed.
     #[error("{what}: {source}")]
     Io {

@@ -72,6 +72,11 @@ impl Child {
         })
     }
 
+    /// The process id while the child is not reaped (for a watchdog that must be able to kill it).
+    pub fn id(&self) -> Option<u32> {
+        self.child.as_ref().map(std::process::Child::id)
+    }
+
     /// The name given at spawn.
     pub fn name(&self) -> &str {
         &self.name
@@ -119,11 +124,78 @@ impl Child {
     }
 }
 
+/// Kills the processes if `done` does not arrive within `limit` — a bound on waits that cannot be bounded
+/// otherwise (a request to a node that stopped answering blocks on its socket; killing the node ends it).
+/// Returns the watchdog thread; it yields true if it had to kill. The pids must belong to unreaped children
+/// of this process until the thread is joined, so a recycled pid can never be hit.
+pub fn watchdog(
+    pids: Vec<u32>,
+    limit: std::time::Duration,
+    done: std::sync::mpsc::Receiver<()>,
+) -> std::thread::JoinHandle<bool> {
+    std::thread::spawn(move || {
+        if !matches!(
+            done.recv_timeout(limit),
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout)
+        ) {
+            return false;
+        }
+        for pid in pids {
+            if let Ok(pid) = i32::try_from(pid) {
+                // SAFETY: kill(2) on an unreaped child of this process (see the function's contract).
+                unsafe {
+                    libc::kill(pid, libc::SIGKILL);
+                }
+            }
+        }
+        true
+    })
+}
+
 impl Drop for Child {
     fn drop(&mut self) {
         if let Some(mut c) = self.child.take() {
             let _ = c.kill();
             let _ = c.wait();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sleeper(dir: &Path) -> Child {
+        Child::spawn("sleep", Path::new("/bin/sleep"), &["30"], dir).unwrap()
+    }
+
+    #[test]
+    fn watchdog_kills_when_done_never_comes_and_not_otherwise() {
+        let dir = std::env::temp_dir().join(format!("lab-procs-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut hung = sleeper(&dir);
+        let (_tx, rx) = std::sync::mpsc::channel();
+        let w = watchdog(
+            hung.id().into_iter().collect(),
+            Duration::from_millis(100),
+            rx,
+        );
+        assert!(w.join().unwrap(), "the watchdog fired");
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while hung.exited().is_none() {
+            assert!(Instant::now() < deadline, "child still running");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+
+        let mut fine = sleeper(&dir);
+        let (tx, rx) = std::sync::mpsc::channel();
+        let w = watchdog(fine.id().into_iter().collect(), Duration::from_secs(30), rx);
+        tx.send(()).unwrap();
+        assert!(!w.join().unwrap());
+        assert!(fine.exited().is_none(), "not killed");
+        // SIGINT stops it within the grace time (sleep dies on SIGINT).
+        let (_, clean) = fine.stop(Duration::from_secs(5)).unwrap();
+        assert!(clean);
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }
