@@ -69,6 +69,18 @@ pub struct SessionConfig {
     pub session_extensions: Vec<ExtensionItem>,
     /// Limits on extension item lists while decoding. Default [`DecodeLimits::default`].
     pub limits: DecodeLimits,
+    /// Hold back the XFER_ACK of the last segment (END) of every incoming transfer until the
+    /// driver calls [`crate::Session::confirm_transfer`] — typically after the bundle was
+    /// committed to a persistent store — so that the sender never deletes a bundle this node
+    /// could still lose. `BundleReceived` is emitted as usual; acknowledgments of the other
+    /// segments are sent at once. Default false: every segment is acknowledged as soon as
+    /// it is processed.
+    pub defer_final_ack: bool,
+    /// With `defer_final_ack`: completed transfers whose final acknowledgment may be held at
+    /// once. A transfer starting while this many are held is refused at its first segment
+    /// (XFER_REFUSE "No Resources"), which keeps the session's memory bounded when the
+    /// driver is slow to confirm. Default 4096.
+    pub max_held_acks: usize,
 }
 
 impl SessionConfig {
@@ -92,6 +104,8 @@ impl SessionConfig {
             max_transmit_chunk: 4 << 20,
             session_extensions: Vec::new(),
             limits: DecodeLimits::default(),
+            defer_final_ack: false,
+            max_held_acks: 4096,
         }
     }
 }

@@ -134,3 +134,16 @@ pub enum RefuseError {
     #[error("no incoming transfer {0} in progress")]
     UnknownTransfer(u64),
 }
+
+/// Why [`crate::Session::confirm_transfer`] could not confirm.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Error)]
+pub enum ConfirmError {
+    /// No completed transfer with this id awaits confirmation (never received, already
+    /// confirmed, or `defer_final_ack` is off).
+    #[error("no incoming transfer {0} awaits confirmation")]
+    UnknownTransfer(u64),
+    /// The session has closed; held acknowledgments were dropped with it and the sender
+    /// counts those transfers as failed (it forwards the bundles again).
+    #[error("session is closed")]
+    Closed,
+}

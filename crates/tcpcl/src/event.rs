@@ -75,7 +75,9 @@ pub enum Event {
         /// The Transfer Length the peer announced, if any.
         total_len: Option<u64>,
     },
-    /// An incoming transfer completed (every segment acknowledged to the peer).
+    /// An incoming transfer completed. Every segment has been acknowledged to the peer,
+    /// except, with `SessionConfig::defer_final_ack`, the last one: its XFER_ACK waits for
+    /// [`crate::Session::confirm_transfer`] with this `transfer_id`.
     BundleReceived {
         /// The peer's transfer id.
         transfer_id: u64,

@@ -86,7 +86,7 @@ pub use config::{Role, SessionConfig};
 pub use decode::{
     decode_contact_header, decode_header, decode_message, DecodeLimits, Header, Progress,
 };
-pub use error::{DecodeError, EncodeError, RefuseError, SendError, SessionError};
+pub use error::{ConfirmError, DecodeError, EncodeError, RefuseError, SendError, SessionError};
 pub use event::{Deviation, Event};
 pub use msg::{
     ContactFlags, ContactHeader, ExtensionItem, Message, MessageType, MsgReject, RefuseReason,

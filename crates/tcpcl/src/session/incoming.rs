@@ -7,7 +7,7 @@ use bytes::BytesMut;
 
 use super::{Phase, Session};
 use crate::decode::transfer_length;
-use crate::error::{RefuseError, SessionError};
+use crate::error::{ConfirmError, RefuseError, SessionError};
 use crate::event::{Deviation, Event};
 use crate::msg::{
     Message, MessageType, RefuseReason, RejectReason, SegmentFlags, SegmentHeader, XferAck,
@@ -40,12 +40,22 @@ struct CurrentSegment {
     sink: Sink,
 }
 
-/// Receive state: at most one transfer in progress (the peer may not interleave).
+/// A completed transfer whose final XFER_ACK waits for the driver (`defer_final_ack`).
+#[derive(Debug, Clone, Copy)]
+struct Held {
+    ack: XferAck,
+    /// The driver's answer, once given: `true` acknowledges, `false` refuses.
+    decision: Option<bool>,
+}
+
+/// Receive state: at most one transfer in progress (the peer may not interleave), plus the
+/// completed transfers whose final acknowledgment is held, in the order they completed.
 #[derive(Debug, Default)]
 pub(super) struct Incoming {
     cur: Option<InTransfer>,
     seg: Option<CurrentSegment>,
     refused: VecDeque<u64>,
+    held: VecDeque<Held>,
 }
 
 impl Incoming {
@@ -58,13 +68,23 @@ impl Incoming {
         }
     }
 
+    /// A transfer is being received or a final acknowledgment is held: a graceful end
+    /// waits for both (bounded by the termination timeout).
     pub(super) fn in_progress(&self) -> bool {
-        self.cur.is_some()
+        self.cur.is_some() || !self.held.is_empty()
     }
 
+    /// Drops everything, including held acknowledgments (the session is closing: the sender
+    /// counts those transfers as failed and forwards them again).
     pub(super) fn clear(&mut self) {
         self.cur = None;
         self.seg = None;
+        self.held.clear();
+    }
+
+    /// Transfers whose final acknowledgment is held (confirmed or not, not yet sent).
+    pub(super) fn held_count(&self) -> usize {
+        self.held.len()
     }
 
     fn discard_segment(&mut self, h: &SegmentHeader) {
@@ -91,6 +111,68 @@ impl Session {
         } else {
             Err(RefuseError::UnknownTransfer(transfer_id))
         }
+    }
+
+    /// Answers a transfer whose final XFER_ACK is held (`SessionConfig::defer_final_ack`),
+    /// after its `BundleReceived`: `ok = true` once the bundle is safely stored releases the
+    /// final XFER_ACK (the sender may then delete its copy); `ok = false` (it could not be
+    /// stored) sends XFER_REFUSE with reason `Retransmit` instead, so the sender keeps the
+    /// bundle and forwards it again later.
+    ///
+    /// `Retransmit` ("the bundle must be retransmitted in its entirety", RFC 9174, 5.2.4)
+    /// rather than `NoResources`: every segment but the last was already acknowledged, and
+    /// `NoResources` invites a sender to fragment reactively and resend only the
+    /// unacknowledged tail, which this node no longer holds.
+    ///
+    /// Final answers leave in the order the transfers completed: a confirmation of a later
+    /// transfer waits until every earlier held one is confirmed too. RFC 9174 associates
+    /// acknowledgments by transfer id and sets no order between transfers, but a peer that
+    /// pipelines transfers may well expect their completions in order; keeping it costs
+    /// nothing when the driver confirms in order, as a store committing in arrival order
+    /// does. Acknowledgments of non-final segments are never held.
+    pub fn confirm_transfer(
+        &mut self,
+        now: Duration,
+        transfer_id: u64,
+        ok: bool,
+    ) -> Result<(), ConfirmError> {
+        self.latest = self.latest.max(now);
+        if self.phase == Phase::Closed {
+            return Err(ConfirmError::Closed);
+        }
+        let Some(h) = self
+            .inc
+            .held
+            .iter_mut()
+            .find(|h| h.decision.is_none() && h.ack.transfer_id == transfer_id)
+        else {
+            return Err(ConfirmError::UnknownTransfer(transfer_id));
+        };
+        h.decision = Some(ok);
+        while let Some(h) = self.inc.held.front().copied() {
+            let Some(ok) = h.decision else {
+                break;
+            };
+            self.inc.held.pop_front();
+            if ok {
+                self.stats.acks_sent += 1;
+                self.queue(&Message::XferAck(h.ack));
+            } else {
+                self.stats.transfers_refused += 1;
+                self.queue(&Message::XferRefuse(XferRefuse {
+                    reason: RefuseReason::Retransmit,
+                    transfer_id: h.ack.transfer_id,
+                }));
+            }
+        }
+        self.maybe_finish(now);
+        Ok(())
+    }
+
+    /// Completed incoming transfers whose final acknowledgment is held: not yet confirmed,
+    /// or confirmed and waiting for an earlier one (always 0 without `defer_final_ack`).
+    pub fn held_acks(&self) -> usize {
+        self.inc.held_count()
     }
 
     fn refuse_incoming(&mut self, id: u64, reason: RefuseReason) {
@@ -146,6 +228,11 @@ impl Session {
                 .any(|e| e.is_critical() && e.item_type != TRANSFER_LENGTH_EXTENSION)
             {
                 self.refuse_incoming(h.transfer_id, RefuseReason::ExtensionFailure);
+                return Ok(());
+            }
+            if self.cfg.defer_final_ack && self.inc.held.len() >= self.cfg.max_held_acks {
+                // The driver is not confirming: hold no more.
+                self.refuse_incoming(h.transfer_id, RefuseReason::NoResources);
                 return Ok(());
             }
             let declared = transfer_length(&h.extensions)?;
@@ -222,12 +309,20 @@ impl Session {
             self.maybe_finish(now);
             return;
         }
-        self.stats.acks_sent += 1;
-        self.queue(&Message::XferAck(XferAck {
+        let ack = XferAck {
             flags: seg.flags,
             transfer_id: id,
             acknowledged_len: received,
-        }));
+        };
+        if seg.flags.is_end() && self.cfg.defer_final_ack {
+            self.inc.held.push_back(Held {
+                ack,
+                decision: None,
+            });
+        } else {
+            self.stats.acks_sent += 1;
+            self.queue(&Message::XferAck(ack));
+        }
         if seg.flags.is_end() {
             if let Some(done) = self.inc.cur.take() {
                 self.stats.bundles_received += 1;
