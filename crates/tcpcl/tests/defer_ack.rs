@@ -362,3 +362,74 @@ fn held_acks_are_bounded() {
     p.pump();
     assert_eq!(received_ids(&p.b_events), vec![0, 1, 3]);
 }
+
+mod random {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(256))]
+
+        /// Random bundles, segment sizes, input splits, confirmation order and answers:
+        /// every bundle arrives intact, and the sender sees exactly the receiver's answer for
+        /// each (acknowledged when confirmed ok, refused "Retransmit" otherwise), never a
+        /// deviation, with final answers leaving in transfer order.
+        #[test]
+        fn every_answer_reaches_the_sender(
+            sizes in proptest::collection::vec(1usize..5_000, 1..12),
+            seg in 1u64..3_000,
+            piece in proptest::option::of(1usize..700),
+            order in proptest::collection::vec(any::<prop::sample::Index>(), 12),
+            answers in proptest::collection::vec(any::<bool>(), 12),
+            confirm_early in any::<bool>(),
+        ) {
+            let mut a = cfg("ipn:1.0");
+            a.max_segment_size = seg;
+            let mut p = Pair::new(a, deferring("ipn:2.0"));
+            p.piece = piece;
+            p.establish();
+            let data: Vec<Bytes> = sizes.iter().enumerate().map(|(i, &n)| bundle(n, i as u8)).collect();
+            for (i, d) in data.iter().enumerate() {
+                p.a.send_bundle(d.clone(), i as u64).unwrap();
+            }
+            p.pump();
+            let got: Vec<Bytes> = p.b_events.iter().filter_map(|e| match e {
+                Event::BundleReceived { bundle, .. } => Some(bundle.clone()),
+                _ => None,
+            }).collect();
+            prop_assert_eq!(&got, &data);
+            // A random permutation of the transfer ids.
+            let mut ids: Vec<u64> = (0..data.len() as u64).collect();
+            let mut perm = Vec::new();
+            for ix in order.iter().take(data.len()) {
+                perm.push(ids.remove(ix.index(ids.len())));
+            }
+            for id in perm {
+                let ok = answers[id as usize];
+                p.b.confirm_transfer(p.now, id, ok).unwrap();
+                if confirm_early {
+                    p.pump();
+                }
+            }
+            p.pump();
+            prop_assert_eq!(p.b.held_acks(), 0);
+            prop_assert_eq!(p.a.pending_transfers(), 0);
+            let mut results = Vec::new();
+            for e in &p.a_events {
+                match e {
+                    Event::TransferAcked { token } => results.push((*token, true)),
+                    Event::TransferRefused { token, reason } => {
+                        prop_assert_eq!(*reason, RefuseReason::Retransmit);
+                        results.push((*token, false));
+                    }
+                    Event::TransferFailed { .. } => prop_assert!(false, "failed transfer"),
+                    _ => {}
+                }
+            }
+            let expected: Vec<(u64, bool)> =
+                (0..data.len()).map(|i| (i as u64, answers[i])).collect();
+            prop_assert_eq!(results, expected);
+            prop_assert_eq!(p.a.stats().deviations + p.b.stats().deviations, 0);
+        }
+    }
+}
