@@ -11,7 +11,7 @@ use crate::row::{Dir, Outcome, SegType, SegmentRow};
 
 /// Retransmission cycles and checkpoints timed individually per session; further ones are still counted but not
 /// timed (a session with more than this many cycles is pathological and its timings would not change a mean).
-pub const MAX_TRACKED_CYCLES: usize = 32;
+pub const MAX_TRACKED_CYCLES: usize = 128;
 
 /// One retransmission cycle being timed: from the report that asked for retransmission to the report answering
 /// the checkpoint that closed the retransmitted data.
@@ -59,6 +59,11 @@ pub struct TxSide {
     pub(crate) rto_cp: u64,
     pub(crate) cancels_sent: u64,
     pub(crate) cycles: u64,
+    /// Generation of each checkpoint sent: 0 on the first pass, g + 1 when it closes data retransmitted for a
+    /// report answering a generation-g checkpoint.
+    cp_gen: Vec<(u64, u64)>,
+    /// Generation of the checkpoint each received report answers.
+    report_gen: Vec<(u64, u64)>,
     tracked: Vec<Cycle>,
     checkpoints: Vec<SentCheckpoint>,
     /// Sum and count of measured checkpoint timer durations (for the effective RTO).
@@ -143,6 +148,16 @@ impl TxSide {
             }
             (Dir::Rx, SegType::Rs) => {
                 self.reports_received += 1;
+                let g = self
+                    .cp_gen
+                    .iter()
+                    .find(|c| c.0 == r.checkpoint_serial)
+                    .map_or(0, |c| c.1);
+                if self.report_gen.len() < MAX_TRACKED_CYCLES
+                    && !self.report_gen.iter().any(|x| x.0 == r.report_serial)
+                {
+                    self.report_gen.push((r.report_serial, g));
+                }
                 // The report ends the cycle whose checkpoint it answers...
                 if let Some(c) = self.tracked.iter_mut().find(|c| {
                     c.checkpoint_serial == r.checkpoint_serial
@@ -188,29 +203,39 @@ impl TxSide {
                 }
             }
         }
+        // Retransmission cycles are generations, not reports: with more gaps than `max_claims_per_report` one
+        // checkpoint is answered by several reports, each starting a retransmission with its own checkpoint, all
+        // in the same round trip. A checkpoint closing data retransmitted for a report that answered a
+        // generation-g checkpoint is of generation g + 1; the session's cycles are its highest generation.
+        let gen = if report_serial == 0 {
+            0
+        } else {
+            self.report_gen
+                .iter()
+                .find(|x| x.0 == report_serial)
+                .map_or(0, |x| x.1)
+                + 1
+        };
+        if !self.cp_gen.iter().any(|c| c.0 == cp) && self.cp_gen.len() < MAX_TRACKED_CYCLES {
+            self.cp_gen.push((cp, gen));
+        }
+        self.cycles = self.cycles.max(gen);
         if report_serial == 0 {
             return;
         }
-        // A checkpoint answering report `report_serial` belongs to that report's retransmission cycle; the number
-        // of distinct such report serials is the number of cycles (docs/ltp-segment-log.md).
+        // Time the chain report -> retransmitted checkpoint -> report answering it.
         match self
             .tracked
             .iter_mut()
             .find(|c| c.report_serial == report_serial)
         {
             Some(c) => {
-                if c.checkpoint_serial == 0 {
-                    self.cycles += 1;
-                    c.checkpoint_serial = cp;
-                } else if c.checkpoint_serial != cp {
-                    // Several checkpoints in one cycle (more gaps than claims per report): time the last one.
-                    c.checkpoint_serial = cp;
-                }
+                // Several checkpoints for one report (more gaps than fit in one segment burst): time the last.
+                c.checkpoint_serial = cp;
             }
             None => {
-                self.cycles += 1;
                 if self.tracked.len() < MAX_TRACKED_CYCLES {
-                    // The report itself was not seen (log started mid-session): count, do not time.
+                    // The report itself was not seen (log started mid-session): do not time it.
                     self.tracked.push(Cycle {
                         report_serial,
                         started_ns: None,
@@ -342,7 +367,7 @@ pub struct SessionRecord {
     pub retransmitted_segments: u64,
     /// Payload bytes retransmitted.
     pub retransmitted_bytes: u64,
-    /// Retransmission cycles (distinct reports answered by retransmitted checkpoints).
+    /// Retransmission cycles: rounds of retransmission (the highest checkpoint generation, see docs/analyze.md).
     pub retransmission_cycles: u64,
     /// Checkpoint timer expirations at the sender (RTO_CP).
     pub rto_cp: u64,

@@ -72,7 +72,8 @@ pub struct Stat {
 
 /// The seed-000 Fig. 5 decomposition of the mean Tx session duration (all values in ms), see docs/analyze.md.
 ///
-/// `ideal + retx_penalty + cp_penalty + delta_pen + delta_id = mean` holds exactly by construction.
+/// `ideal + retx_penalty + cp_penalty + delta_pen + delta_id = mean` holds exactly by construction. With no
+/// ideal session in the run, `ideal_ms`, `delta_id_ms` and `delta_pen_ms` are NaN (`null` in JSON).
 #[derive(Debug, Clone, Copy, Default, Serialize, PartialEq)]
 pub struct Decomposition {
     /// Mean duration of ideal sessions (no retransmitted data, no checkpoint timeout): "Ideal".
@@ -300,12 +301,18 @@ impl SummaryAcc {
             } else {
                 0.0
             };
+            // Without ideal sessions (IID losses at a high rate hit every session) there is no ideal part to
+            // measure: the split is undefined rather than misleadingly zero.
+            let undefined = ideal.n == 0;
+            let nan_if = |x: f64| if undefined { f64::NAN } else { x };
             Decomposition {
-                ideal_ms: ideal.mean,
+                ideal_ms: nan_if(ideal.mean),
                 retx_penalty_ms,
                 cp_penalty_ms,
-                delta_id_ms,
-                delta_pen_ms: tx.mean - ideal.mean - retx_penalty_ms - cp_penalty_ms - delta_id_ms,
+                delta_id_ms: nan_if(delta_id_ms),
+                delta_pen_ms: nan_if(
+                    tx.mean - ideal.mean - retx_penalty_ms - cp_penalty_ms - delta_id_ms,
+                ),
                 mean_ms: tx.mean,
                 cycle_ms,
                 rto_ms,

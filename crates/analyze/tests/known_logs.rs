@@ -347,3 +347,44 @@ fn bundle_logs_give_application_goodput() {
     assert_eq!(r.summary.bundles_delivered, 2);
     assert!(close(r.summary.bundle_goodput_bps.unwrap(), 160_000.0));
 }
+
+#[test]
+fn split_reports_are_one_cycle() {
+    // More gaps than fit in one report: checkpoint 1 is answered by reports 1 and 2, each followed by its own
+    // retransmission and checkpoint (2 and 3) in the same round trip; both are answered. One cycle, not two.
+    let mut s = String::from(HEADER);
+    for r in [
+        row(0.0, "ev", 1, 12, "TX_START", (0, 4000), (0, 0), 0, ""),
+        row(1.0, "tx", 1, 12, "RD", (0, 1000), (0, 0), 0, ""),
+        row(2.0, "tx", 1, 12, "RD", (1000, 1000), (0, 0), 0, ""),
+        row(3.0, "tx", 1, 12, "RD", (2000, 1000), (0, 0), 0, ""),
+        row(
+            4.0,
+            "tx",
+            1,
+            12,
+            "RD_CP_EORP_EOB",
+            (3000, 1000),
+            (1, 0),
+            0,
+            "",
+        ),
+        row(20.0, "rx", 1, 12, "RS", (0, 2000), (1, 1), 0, ""),
+        row(20.0, "rx", 1, 12, "RS", (2000, 2000), (1, 2), 0, ""),
+        row(21.0, "tx", 1, 12, "RD_CP", (0, 1000), (2, 1), 1, ""),
+        row(22.0, "tx", 1, 12, "RD_CP", (2000, 1000), (3, 2), 1, ""),
+        row(38.0, "rx", 1, 12, "RS", (0, 2000), (2, 3), 0, ""),
+        row(39.0, "rx", 1, 12, "RS", (2000, 2000), (3, 4), 0, ""),
+        row(39.0, "ev", 1, 12, "TX_END", (0, 4000), (0, 0), 0, "OK"),
+    ] {
+        s.push_str(&r);
+    }
+    let (a, recs) = run(&[("tx.csv", s)], Options::default());
+    assert_eq!(recs[0].retransmission_cycles, 1);
+    assert_eq!(recs[0].retransmitted_segments, 2);
+    // Both chains timed: 38 - 20 = 18 ms and 39 - 20 = 19 ms.
+    assert!(close(a.summary.measured_cycle_ms, 18.5));
+    // No ideal session: the Fig. 5 split is undefined, not zero.
+    assert!(a.summary.decomposition.ideal_ms.is_nan());
+    assert!(close(a.summary.decomposition.retx_penalty_ms, 18.5));
+}

@@ -190,6 +190,10 @@ pub fn run_experiment(
     std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
     let logs = out.join("logs");
     std::fs::create_dir_all(&logs).with_context(|| format!("creating {}", logs.display()))?;
+    // Scenario paths are relative to the scenario's directory: give the simulator an absolute one.
+    let logs = logs
+        .canonicalize()
+        .with_context(|| format!("resolving {}", logs.display()))?;
     let specs = exp.runs();
     // Build every scenario first: a bad override fails before hours of runs, naming the run.
     let mut docs = Vec::with_capacity(specs.len());
