@@ -225,14 +225,14 @@ impl AgentThread {
                         self.update_free();
                     }
                     AgentInput::Cla(FromCla::SessionUp { peer, handle }) => {
-                        if self.tcp.session_up(peer, handle) && !self.tcp.is_planned(peer) {
+                        if self.tcp.session_up(peer, handle) && self.session_drives_link(peer) {
                             self.agent.link_up(now, peer, 0);
                         }
                     }
                     AgentInput::Cla(FromCla::SessionDown { peer, id, rest }) => {
                         let mut failed = Vec::new();
                         if let Some(peer) = peer {
-                            if self.tcp.remove(peer, id) && !self.tcp.is_planned(peer) {
+                            if self.tcp.remove(peer, id) && self.session_drives_link(peer) {
                                 self.agent.link_down(now, peer);
                                 failed.extend(self.tcp.take_pending(peer));
                             }
@@ -280,6 +280,13 @@ impl AgentThread {
             }
             self.update_free();
         }
+    }
+
+    /// True when TCPCL sessions decide whether `peer`'s link is up: a TCPCL neighbour (configured
+    /// or not) that the contact plan does not gate. A node configured on another convergence
+    /// layer may still open a session to us; it keeps its own link state.
+    fn session_drives_link(&self, peer: u64) -> bool {
+        !self.tcp.is_planned(peer) && self.kinds.get(&peer).is_none_or(|k| *k == ClaKind::Tcp)
     }
 
     /// Publishes the free store quota for the TCPCL sessions' admission check.
