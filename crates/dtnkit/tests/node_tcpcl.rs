@@ -284,3 +284,71 @@ fn unconfigured_node_is_routed_back_by_its_sess_init_node_id() {
     assert_eq!(st["store"]["bundles"], 1, "{st}");
     assert_eq!(st["bundles"]["cla_failures"], 0, "{st}");
 }
+
+#[test]
+fn contact_plan_gates_forwarding_to_a_tcpcl_peer() {
+    let dir = TempDir::new("tcpcl-plan");
+    let (t1, t2) = (free_tcp_port(), free_tcp_port());
+    // Node 1's contact with node 2 opens 5 s after start; the session is up before that.
+    let mut a = tcp_spec(1, t1, 2, Some(t2));
+    a.plan = Some(
+        "a contact +5 +3600 1 2 100000000\na contact +5 +3600 2 1 100000000\na range +0 +3600 1 2 0\n"
+            .into(),
+    );
+    // Plan time 0 is node 1's start, which is after t0: the contact opens at t0 + 5 s or later.
+    let t0 = Instant::now();
+    let n1 = NodeProc::start(&dir.0, &a);
+    let n2 = NodeProc::start(&dir.0, &tcp_spec(2, t2, 1, None));
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while n1.status()["tcpcl"]["sessions_established"] == 0 {
+        assert!(Instant::now() < deadline, "{}", n1.status());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let f = dir.0.join("gated.bin");
+    let d = data(10_000, 5);
+    std::fs::write(&f, &d).unwrap();
+    let out = run(
+        &[
+            "send",
+            "--socket",
+            s(&n1.socket),
+            "--dst",
+            "ipn:2.1",
+            "--file",
+            s(&f),
+        ],
+        LIMIT,
+    );
+    assert!(out.status.success());
+    if t0.elapsed() < Duration::from_secs(4) {
+        std::thread::sleep(Duration::from_millis(200));
+        let st = n1.status();
+        assert_eq!(st["store"]["bundles"], 1, "held until the contact: {st}");
+        assert_eq!(st["tcpcl"]["transfers_sent"], 0, "{st}");
+    }
+    let out = run(
+        &[
+            "recv",
+            "--socket",
+            s(&n2.socket),
+            "--endpoint",
+            "ipn:2.1",
+            "--count",
+            "1",
+            "--timeout",
+            "30",
+            "--hash",
+        ],
+        LIMIT,
+    );
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(out.status.success(), "{text}");
+    assert!(
+        text.contains(&format!("len=10000 sha256={}", sha256_hex(&d))),
+        "{text}"
+    );
+    assert!(
+        t0.elapsed() >= Duration::from_secs(5),
+        "delivered before the contact opened"
+    );
+}
