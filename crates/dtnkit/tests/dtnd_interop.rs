@@ -404,6 +404,9 @@ fn dtnkit_and_dtnd_exchange_10b_100kb_5mb_over_tcpcl_both_ways() {
     assert!(t["bundles_received"].as_u64().unwrap() >= 3, "{st}");
     // dtnd's XFER_ACKs carry flags 0 instead of echoing the segment's (PEERS.md): tolerated,
     // counted per session in which it occurred.
-    assert!(t["deviations"]["AckFlags"].as_u64().unwrap_or(0) >= 1, "{st}");
+    assert!(
+        t["deviations"]["AckFlags"].as_u64().unwrap_or(0) >= 1,
+        "{st}"
+    );
     assert_eq!(st["bundles"]["malformed"], 0, "{st}");
 }

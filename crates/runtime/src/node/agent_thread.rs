@@ -218,10 +218,18 @@ impl AgentThread {
                     | AgentInput::Cla(FromCla::Done { tokens, ok }) => {
                         self.report(now, &tokens, ok, &mut outstanding, &mut outstanding_bytes);
                     }
-                    AgentInput::Cla(FromCla::Received { peer, bundles }) => {
-                        // TCPCL acknowledged these already and UDPCL has no acknowledgment:
-                        // a refusal here loses the bundle (counted and logged by the agent).
-                        let _ = self.accept_bundles(now, peer, &bundles);
+                    AgentInput::Cla(FromCla::Received {
+                        peer,
+                        bundles,
+                        confirm,
+                    }) => {
+                        let oks = self.accept_bundles(now, peer, &bundles);
+                        // TCPCL: each transfer's final XFER_ACK is released only now, after
+                        // the commit (a refusal sends XFER_REFUSE "Retransmit"). UDPCL has no
+                        // acknowledgment: a refused bundle is lost (counted by the agent).
+                        if let Some((h, ids)) = confirm {
+                            h.confirm(ids.into_iter().zip(oks));
+                        }
                         self.update_free();
                     }
                     AgentInput::Cla(FromCla::SessionUp { peer, handle }) => {
@@ -364,9 +372,10 @@ impl AgentThread {
         }
     }
 
-    /// Commits bundles from a convergence layer in one transaction; true when they may be
-    /// acknowledged to the previous hop (none was refused for a reason that can pass).
-    fn accept_bundles(&mut self, now: u64, peer: Option<u64>, bundles: &[Bytes]) -> bool {
+    /// Commits bundles from a convergence layer in one transaction; for each, true when it may
+    /// be acknowledged to the previous hop (stored, or refused for a reason that cannot pass:
+    /// malformed, too large; false: store full or failed, the sender should keep it).
+    fn accept_bundles(&mut self, now: u64, peer: Option<u64>, bundles: &[Bytes]) -> Vec<bool> {
         let results = self.agent.accept_from_cla_batch(now, peer, bundles);
         for r in &results {
             if let Err(e) = r {
@@ -378,7 +387,8 @@ impl AgentThread {
         }
         results
             .iter()
-            .all(|r| !matches!(r, Err(e) if e.is_transient()))
+            .map(|r| !matches!(r, Err(e) if e.is_transient()))
+            .collect()
     }
 
     /// Queues a command for the LTP thread (blocking when its queue is full: back-pressure).

@@ -29,10 +29,13 @@ pub(crate) enum ClaKind {
 #[derive(Debug)]
 pub(crate) enum FromCla {
     /// Bundles received from `peer` (None: a node without an ipn node number or an unknown
-    /// UDP source), committed by the agent in one transaction.
+    /// UDP source), committed by the agent in one transaction. With `confirm` (a TCPCL session
+    /// and the transfer id of each bundle), the agent answers each transfer after the commit
+    /// through [`SessionHandle::confirm`], which releases or refuses its held final XFER_ACK.
     Received {
         peer: Option<u64>,
         bundles: Vec<Bytes>,
+        confirm: Option<(Arc<SessionHandle>, Vec<u64>)>,
     },
     /// The bundles with these tokens reached the next hop (`ok`) or must be forwarded again.
     Done { tokens: Vec<u64>, ok: bool },

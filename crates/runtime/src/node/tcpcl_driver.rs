@@ -21,12 +21,12 @@
 //! "Completed" and bundles that cannot be sent at all are reported after a delay, so a peer
 //! that keeps refusing does not make the agent spin.
 //!
-//! Durability: the session acknowledges each segment as soon as it is processed, so the last
-//! XFER_ACK leaves before the agent commits the bundle (the session API has no hook to hold
-//! it). A node crash in that window (between the final acknowledgment and the commit, about
-//! one store commit) loses the bundle. A transfer whose announced length exceeds the store's
-//! free quota is refused at its first segment (XFER_REFUSE "No Resources"), and the sender
-//! keeps its copy.
+//! Durability: sessions run with `defer_final_ack`: the XFER_ACK of a transfer's last segment
+//! is held until the agent has committed the bundle (the agent answers through
+//! `SessionHandle::confirm` after `accept_from_cla_batch`); if the store refuses it, the session
+//! sends XFER_REFUSE "Retransmit" instead and the sender keeps its copy. A node killed between
+//! reception and commit therefore loses nothing the sender deleted. A transfer whose announced
+//! length exceeds the store's free quota is refused at its first segment ("No Resources").
 
 use std::collections::{HashMap, VecDeque};
 use std::io::{ErrorKind, Read, Write};
@@ -81,8 +81,9 @@ struct Driver<'a> {
     delayed: VecDeque<(Instant, u64)>,
     done_ok: Vec<u64>,
     done_failed: Vec<u64>,
-    /// Bundles received in this turn: handed to the agent together (one store commit).
-    received: Vec<Bytes>,
+    /// Bundles received in this turn with their transfer ids: handed to the agent together
+    /// (one store commit), whose answers release the held final acknowledgments.
+    received: Vec<(u64, Bytes)>,
     out: Vec<u8>,
     out_pos: usize,
     closing_since: Option<Instant>,
@@ -116,6 +117,8 @@ pub(crate) fn run_session(
     cfg.hard_transfer_limit = c.transfer_mru;
     cfg.max_segment_size = c.max_segment_size;
     cfg.exceed_peer_transfer_mru = peer.is_some_and(|p| p.exceed_peer_transfer_mru);
+    // Nothing acknowledged is lost: each transfer's final XFER_ACK waits for the commit.
+    cfg.defer_final_ack = true;
     let role = if active { Role::Active } else { Role::Passive };
     let start = Instant::now();
     let session = Session::new(role, cfg, Duration::ZERO);
@@ -241,6 +244,16 @@ impl Driver<'_> {
 
     /// Applies the agent's commands.
     fn commands(&mut self, now: Duration) {
+        for (transfer, ok) in self.handle.take_confirms() {
+            if !ok {
+                self.shared
+                    .counters
+                    .transfers_refused_by_us
+                    .fetch_add(1, Relaxed);
+            }
+            // Unknown: the session closed meanwhile (the sender will forward it again).
+            let _ = self.session.confirm_transfer(now, transfer, ok);
+        }
         loop {
             match self.rx.try_recv() {
                 Ok(ToSession::Send { token, bundle }) => self.waiting.push_back((token, bundle)),
@@ -390,9 +403,12 @@ impl Driver<'_> {
                         c.transfers_refused_by_us.fetch_add(1, Relaxed);
                     }
                 }
-                Event::BundleReceived { bundle, .. } => {
+                Event::BundleReceived {
+                    transfer_id,
+                    bundle,
+                } => {
                     c.bundles_received.fetch_add(1, Relaxed);
-                    self.received.push(bundle);
+                    self.received.push((transfer_id, bundle));
                 }
                 Event::TransferAcked { token } => {
                     c.transfers_acked.fetch_add(1, Relaxed);
@@ -443,10 +459,12 @@ impl Driver<'_> {
     /// Sends received bundles and due results to the agent, one message of each kind.
     fn report(&mut self) {
         if !self.received.is_empty() {
-            let bundles = std::mem::take(&mut self.received);
+            let (ids, bundles): (Vec<u64>, Vec<Bytes>) =
+                std::mem::take(&mut self.received).into_iter().unzip();
             let _ = self.shared.agent.send(AgentInput::Cla(FromCla::Received {
                 peer: self.peer,
                 bundles,
+                confirm: Some((self.handle.clone(), ids)),
             }));
         }
         let now = Instant::now();

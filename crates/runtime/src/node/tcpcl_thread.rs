@@ -44,6 +44,10 @@ pub(crate) struct SessionHandle {
     pub(crate) tx: SyncSender<ToSession>,
     /// eventfd polled by the session thread beside its socket.
     wake_fd: Arc<OwnedFd>,
+    /// The agent's answers on received transfers (transfer id, stored), waiting for the
+    /// session thread. Not in the bounded command channel: an answer must never be dropped
+    /// or block the agent; their number is bounded by the session's held acknowledgments.
+    confirms: std::sync::Mutex<Vec<(u64, bool)>>,
 }
 
 impl SessionHandle {
@@ -74,7 +78,29 @@ pub(crate) fn eventfd() -> std::io::Result<Arc<OwnedFd>> {
 
 impl SessionHandle {
     pub(crate) fn new(id: u64, tx: SyncSender<ToSession>, wake_fd: Arc<OwnedFd>) -> Self {
-        Self { id, tx, wake_fd }
+        Self {
+            id,
+            tx,
+            wake_fd,
+            confirms: std::sync::Mutex::new(Vec::new()),
+        }
+    }
+
+    /// Answers received transfers (called by the agent thread after its commit) and wakes
+    /// the session thread.
+    pub(crate) fn confirm(&self, answers: impl IntoIterator<Item = (u64, bool)>) {
+        if let Ok(mut c) = self.confirms.lock() {
+            c.extend(answers);
+        }
+        self.wake();
+    }
+
+    /// Takes the pending answers (session thread).
+    pub(crate) fn take_confirms(&self) -> Vec<(u64, bool)> {
+        self.confirms
+            .lock()
+            .map(|mut c| std::mem::take(&mut *c))
+            .unwrap_or_default()
     }
 }
 

@@ -99,7 +99,11 @@ pub(crate) fn receive_loop(
             }
         }
         for (peer, bundles) in groups {
-            let msg = AgentInput::Cla(FromCla::Received { peer, bundles });
+            let msg = AgentInput::Cla(FromCla::Received {
+                peer,
+                bundles,
+                confirm: None,
+            });
             if agent.send(msg).is_err() {
                 return;
             }
