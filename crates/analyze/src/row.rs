@@ -298,7 +298,7 @@ pub struct RowReader<R> {
     name: String,
     input: R,
     header: Option<Header>,
-    line: String,
+    line: Vec<u8>,
     line_no: u64,
     /// Lines that could not be parsed (skipped).
     pub bad_lines: u64,
@@ -313,7 +313,7 @@ impl<R: std::io::BufRead> RowReader<R> {
             name: name.into(),
             input,
             header: None,
-            line: String::with_capacity(256),
+            line: Vec::with_capacity(256),
             line_no: 0,
             bad_lines: 0,
             first_bad: None,
@@ -332,7 +332,7 @@ impl<R: std::io::BufRead> RowReader<R> {
             self.line.clear();
             let n = self
                 .input
-                .read_line(&mut self.line)
+                .read_until(b'\n', &mut self.line)
                 .map_err(|e| Error::Io(format!("{}: {e}", self.name)))?;
             if n == 0 {
                 if self.header.is_none() {
@@ -344,16 +344,21 @@ impl<R: std::io::BufRead> RowReader<R> {
                 return Ok(None);
             }
             self.line_no += 1;
-            if self.line.trim().is_empty() {
+            // A corrupted byte makes one malformed line, not a failed analysis.
+            let parsed = std::str::from_utf8(&self.line).map_err(|_| "not UTF-8".to_string());
+            if parsed.as_ref().is_ok_and(|l| l.trim().is_empty()) {
                 continue;
             }
-            match &self.header {
-                None => {
-                    let h = Header::parse(&self.line)
+            match (&self.header, parsed) {
+                (None, Ok(line)) => {
+                    let h = Header::parse(line)
                         .map_err(|m| Error::Format(format!("{} line 1: {m}", self.name)))?;
                     self.header = Some(h);
                 }
-                Some(h) => match h.parse_row(&self.line) {
+                (None, Err(m)) => {
+                    return Err(Error::Format(format!("{} line 1: {m}", self.name)));
+                }
+                (Some(h), parsed) => match parsed.and_then(|l| h.parse_row(l)) {
                     Ok(r) => return Ok(Some(r)),
                     Err(m) => {
                         self.bad_lines += 1;

@@ -280,12 +280,22 @@ fn combined_file_equals_two_files() {
 
 #[test]
 fn malformed_lines_are_counted_and_late_rows_ignored() {
-    let mut log = sender_log();
-    log.push_str("99000000,tx,1,2,1,10,RA,0,0\n"); // truncated line
-    log.push_str(&row(99.5, "rx", 1, 10, "RS", (0, 3000), (1, 1), 0, "")); // repeated report after close
-    let (a, s) = run(&[("tx.csv", log)], Options::default());
-    assert_eq!(s.len(), 2);
-    assert_eq!(a.summary.bad_lines, 1);
+    let mut log = sender_log().into_bytes();
+    log.extend_from_slice(b"99000000,tx,1,2,1,10,RA,0,0\n"); // truncated line
+    log.extend_from_slice(b"99100000,tx,1,2,1,10,\xff\xfe,0,0,0,0,0,0,0,\n"); // not UTF-8
+                                                                              // A repeated report after the session closed.
+    log.extend_from_slice(row(99.5, "rx", 1, 10, "RS", (0, 3000), (1, 1), 0, "").as_bytes());
+    let mut a = Analyzer::new(Options::default());
+    a.add_segment_log("tx.csv", std::io::Cursor::new(log));
+    let mut n = 0;
+    let a = a
+        .run(&mut |_| {
+            n += 1;
+            Ok(())
+        })
+        .unwrap();
+    assert_eq!(n, 2);
+    assert_eq!(a.summary.bad_lines, 2);
     assert_eq!(a.late_rows, 1);
     assert!(a.first_bad_line.unwrap().contains("tx.csv line 21"));
 }
