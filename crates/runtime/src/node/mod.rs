@@ -22,7 +22,8 @@
 //!
 //! Spans run with `defer_final_report`: the report that lets the previous hop delete a block's
 //! bundles leaves only after the agent committed them. The RTO must exceed a store commit
-//! (milliseconds with fsync).
+//! (milliseconds with fsync). TCPCL sessions run with `defer_final_ack` for the same reason:
+//! a transfer's final XFER_ACK leaves after the commit. UDPCL has no acknowledgment.
 
 mod agent_thread;
 mod app;
