@@ -135,7 +135,8 @@ fn apply_line(
                 rate_bytes_per_s: rate,
                 confidence,
             };
-            plan.insert_contact_at(contact, file, line).map(|_| ())
+            plan.insert_contact_at(contact, None, file, line)
+                .map(|_| ())
         }
         ("a", "range") => {
             let usage = "a range START END FROM TO OWLT";

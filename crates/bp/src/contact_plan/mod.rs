@@ -34,6 +34,52 @@ pub(crate) use error::FieldError;
 pub use error::PlanError;
 pub use events::{LinkEvent, LinkEventKind, LinkEvents};
 
+/// The convergence layer a contact is meant to use, as a TOML plan may state it (`cla = "ltp"`).
+///
+/// A plan does not choose the layer: the node configuration binds each neighbour to one. The
+/// field exists so that a plan written for one deployment can say what it assumes, and a node
+/// refuses to start when its configuration disagrees instead of silently carrying the contact
+/// over another layer (wrong rate/OWLT semantics). ION-format plans have no such field.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum PlanCla {
+    /// LTP (`[[span]]` in the node configuration).
+    Ltp,
+    /// TCPCLv4 (`[[tcp_peer]]`).
+    Tcpcl,
+    /// UDPCL (`[[udp_peer]]`).
+    Udpcl,
+}
+
+impl PlanCla {
+    /// The values accepted in a plan, for error messages.
+    pub const EXPECTED: &'static str = "one of \"ltp\", \"tcpcl\", \"udpcl\"";
+
+    /// Parses the plan spelling (`ltp`, `tcpcl`, `udpcl`; exact, lower case).
+    pub fn parse(s: &str) -> Option<PlanCla> {
+        match s {
+            "ltp" => Some(PlanCla::Ltp),
+            "tcpcl" => Some(PlanCla::Tcpcl),
+            "udpcl" => Some(PlanCla::Udpcl),
+            _ => None,
+        }
+    }
+
+    /// The plan spelling of this layer.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PlanCla::Ltp => "ltp",
+            PlanCla::Tcpcl => "tcpcl",
+            PlanCla::Udpcl => "udpcl",
+        }
+    }
+}
+
+impl std::fmt::Display for PlanCla {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// An ipn node number (`ipn:NODE.SERVICE`). Node 0 is the null node and never valid in a plan.
 pub type NodeNum = u64;
 
@@ -204,6 +250,9 @@ pub struct PlannedContact {
     pub line: u32,
     /// The contact itself.
     pub contact: Contact,
+    /// The convergence layer the plan states for this contact (TOML `cla`), if any. Not used
+    /// for routing; a node checks it against its configuration at start-up.
+    pub cla: Option<PlanCla>,
 }
 
 impl Deref for PlannedContact {
@@ -349,7 +398,7 @@ impl ContactPlan {
 
     /// Adds a contact after validating it. Returns its new id.
     pub fn insert_contact(&mut self, contact: Contact) -> Result<ContactId, PlanError> {
-        self.insert_contact_at(contact, API_SOURCE, 0)
+        self.insert_contact_at(contact, None, API_SOURCE, 0)
     }
 
     /// Adds a range after validating it. Returns its new id.
@@ -360,6 +409,7 @@ impl ContactPlan {
     pub(crate) fn insert_contact_at(
         &mut self,
         contact: Contact,
+        cla: Option<PlanCla>,
         file: &str,
         line: u32,
     ) -> Result<ContactId, PlanError> {
@@ -383,7 +433,12 @@ impl ContactPlan {
         let id = ContactId(self.bump());
         self.contacts.insert(
             (contact.from, contact.to, contact.start_ms),
-            PlannedContact { id, line, contact },
+            PlannedContact {
+                id,
+                line,
+                contact,
+                cla,
+            },
         );
         Ok(id)
     }
@@ -757,7 +812,7 @@ mod tests {
     fn overlap_rejected_with_both_lines() {
         let mut p = plan();
         let e = p
-            .insert_contact_at(Contact::new(9_000, 12_000, 1, 2, 10), "f.rc", 7)
+            .insert_contact_at(Contact::new(9_000, 12_000, 1, 2, 10), None, "f.rc", 7)
             .unwrap_err();
         assert_eq!(
             (e.line, e.field.as_str(), e.value.as_str()),

@@ -8,6 +8,7 @@
 //! to = 2
 //! rate_bytes_per_s = 125000 # or rate_bits_per_s = 1000000 (must be a multiple of 8)
 //! confidence = 1.0          # optional, default 1
+//! cla = "ltp"               # optional: "ltp" | "tcpcl" | "udpcl", checked by the node
 //!
 //! [[range]]
 //! start_s = 0
@@ -24,7 +25,7 @@ use serde::Deserialize;
 use toml::{Spanned, Value};
 
 use super::time::{float_seconds_ms, parse_plan_time, TimeError, TIME_EXPECTED};
-use super::{Contact, ContactPlan, FieldError, NodeNum, PlanError, Range};
+use super::{Contact, ContactPlan, FieldError, NodeNum, PlanCla, PlanError, Range};
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -49,6 +50,7 @@ struct RawContact {
     rate_bytes_per_s: Field,
     rate_bits_per_s: Field,
     confidence: Field,
+    cla: Field,
 }
 
 #[derive(Deserialize)]
@@ -202,7 +204,8 @@ pub(super) fn apply(plan: &mut ContactPlan, text: &str, file: &str) -> Result<()
         match entry {
             Entry::Contact(c) => {
                 let contact = contact(&ctx, &c, epoch)?;
-                plan.insert_contact_at(contact, file, ctx.entry_line)?;
+                let cla = cla(&ctx, &c.cla)?;
+                plan.insert_contact_at(contact, cla, file, ctx.entry_line)?;
             }
             Entry::Range(r) => {
                 let range = range(&ctx, &r, epoch)?;
@@ -289,6 +292,27 @@ fn contact(ctx: &Ctx<'_>, c: &RawContact, epoch: u64) -> Result<Contact, PlanErr
         rate_bytes_per_s,
         confidence,
     })
+}
+
+/// The optional `cla` key: which convergence layer the contact assumes.
+fn cla(ctx: &Ctx<'_>, v: &Field) -> Result<Option<PlanCla>, PlanError> {
+    let Some(v) = v else { return Ok(None) };
+    match v.get_ref() {
+        Value::String(s) => PlanCla::parse(s).map(Some).ok_or_else(|| {
+            ctx.err(
+                Some(v),
+                FieldError::new("cla", s.as_str(), PlanCla::EXPECTED),
+            )
+        }),
+        other => Err(ctx.err(
+            Some(v),
+            FieldError::new(
+                "cla",
+                show(other),
+                format!("a string: {}", PlanCla::EXPECTED),
+            ),
+        )),
+    }
 }
 
 fn range(ctx: &Ctx<'_>, r: &RawRange, epoch: u64) -> Result<Range, PlanError> {
@@ -400,6 +424,47 @@ owlt_s = 0.25
         assert_eq!(c, Some((2, want)));
         assert_eq!(p.owlt_ms(2, 1, 50_000), Some(250));
         assert_eq!(p.ranges().next().map(|r| r.line), Some(10));
+        assert_eq!(p.contacts().next().map(|c| c.cla), Some(None));
+        Ok(())
+    }
+
+    #[test]
+    fn cla_field_is_kept_per_contact() -> Result<(), PlanError> {
+        let text = r#"
+[[contact]]
+start_s = 0
+end_s = 10
+from = 1
+to = 2
+rate_bytes_per_s = 100
+cla = "tcpcl"
+
+[[contact]]
+start_s = 0
+end_s = 10
+from = 1
+to = 3
+rate_bytes_per_s = 100
+cla = "udpcl"
+
+[[contact]]
+start_s = 0
+end_s = 10
+from = 1
+to = 4
+rate_bytes_per_s = 100
+cla = "ltp"
+"#;
+        let p = ContactPlan::from_toml_str(text, "p.toml", 0)?;
+        let got: Vec<_> = p.contacts().map(|c| (c.to, c.cla)).collect();
+        assert_eq!(
+            got,
+            vec![
+                (2, Some(PlanCla::Tcpcl)),
+                (3, Some(PlanCla::Udpcl)),
+                (4, Some(PlanCla::Ltp))
+            ]
+        );
         Ok(())
     }
 
@@ -440,6 +505,18 @@ owlt_s = 0.25
             (e.line, e.field.as_str(), e.value.as_str()),
             (2, "contact", "5"),
             "{e}"
+        );
+        let e = err(&format!("{base}rate_bytes_per_s = 5\ncla = \"tcp\"\n"));
+        assert_eq!(
+            (e.line, e.field.as_str(), e.value.as_str()),
+            (7, "cla", "tcp"),
+            "{e}"
+        );
+        assert!(e.expected.contains("\"tcpcl\""), "{e}");
+        let e = err(&format!("{base}rate_bytes_per_s = 5\ncla = 3\n"));
+        assert_eq!(
+            (e.line, e.field.as_str(), e.value.as_str()),
+            (7, "cla", "3")
         );
         let e = err("[[range]]\nstart_s = 0\nend_s = 1\nfrom = 0\nto = 2\nowlt_s = 1");
         assert_eq!(

@@ -32,6 +32,7 @@ pub mod cla_config;
 pub mod clock;
 pub mod config;
 mod ltp_thread;
+mod plan_cla;
 mod tcpcl_driver;
 mod tcpcl_thread;
 mod udpcl;
@@ -156,9 +157,13 @@ impl Node {
     pub fn start(cfg: Validated) -> Result<Node, NodeError> {
         let start_dtn = clock::dtn_now_ms();
         let plan = match &cfg.contact_plan {
-            Some(p) => Some(
-                ContactPlan::load(p, start_dtn).map_err(|e| NodeError::Config(e.to_string()))?,
-            ),
+            Some(p) => {
+                let plan = ContactPlan::load(p, start_dtn)
+                    .map_err(|e| NodeError::Config(e.to_string()))?;
+                plan_cla::check(&plan, &p.display().to_string(), &cfg)
+                    .map_err(NodeError::Config)?;
+                Some(plan)
+            }
             None => None,
         };
         std::fs::create_dir_all(&cfg.store_path).map_err(|e| NodeError::Store {
