@@ -184,6 +184,12 @@ fn tcpcl_reconnects_and_delivers_what_waited() {
     let n1 = NodeProc::start(&dir.0, &tcp_spec(1, t1, 2, Some(t2)));
     let mut n2 = NodeProc::start(&dir.0, &tcp_spec(2, t2, 1, Some(t1)));
     transfer(&dir, &n1, &n2, "ipn:2.1", &[1000], 30);
+    // Let the first bundle settle before the kill: its final XFER_ACK leaves node 2 only after
+    // the commit (node 1's copy is deleted then), and the delivery record goes with the
+    // application's acknowledgment. A kill inside either window is the crash test's business
+    // (node_tcpcl_crash.rs); here it would re-offer the 1000-octet bundle to the next `recv`.
+    wait_store_empty(&n1);
+    wait_store_empty(&n2);
     n2.kill();
     // Sent while node 2 is down: stored at node 1.
     let f = dir.0.join("late.bin");
