@@ -7,11 +7,13 @@
 //! accepted too; bundles go back to them over that session while it lasts.
 
 use std::net::SocketAddr;
+use std::path::Path;
 use std::time::Duration;
 
 use serde::Deserialize;
 
 use super::config::ConfigError;
+pub use super::tcpcl_tls::{TlsSection, TlsSettings};
 
 fn err(file: &str, field: &str, value: impl std::fmt::Display, expected: &str) -> ConfigError {
     ConfigError(format!(
@@ -52,6 +54,9 @@ pub struct TcpclSection {
     /// Longest reconnection delay (ms).
     #[serde(default = "default_reconnect_max")]
     pub reconnect_max_ms: u64,
+    /// `[tcpcl.tls]`: offer TLS (CAN_TLS) with these certificates; none = plaintext only.
+    #[serde(default)]
+    pub tls: Option<TlsSection>,
 }
 
 impl Default for TcpclSection {
@@ -65,6 +70,7 @@ impl Default for TcpclSection {
             socket_buffer_bytes: default_tcp_sockbuf(),
             reconnect_min_ms: default_reconnect_min(),
             reconnect_max_ms: default_reconnect_max(),
+            tls: None,
         }
     }
 }
@@ -87,6 +93,10 @@ pub struct TcpPeerSection {
     /// such bundles are fragmented (RFC 9171 5.8) to fit.
     #[serde(default)]
     pub exceed_peer_transfer_mru: bool,
+    /// Name its TLS certificate must carry (DNS name or IP address); default: the host of
+    /// `address`.
+    #[serde(default)]
+    pub tls_name: Option<String>,
 }
 
 /// `[udpcl]`: the UDP convergence layer (one bundle per datagram).
@@ -155,6 +165,8 @@ pub struct Tcpcl {
     pub reconnect_min: Duration,
     /// Upper bound of the back-off.
     pub reconnect_max: Duration,
+    /// TLS (`[tcpcl.tls]`), if offered.
+    pub tls: Option<TlsSettings>,
 }
 
 /// A validated `[[tcp_peer]]`.
@@ -168,6 +180,8 @@ pub struct TcpPeer {
     pub node_id: String,
     /// Send beyond its advertised transfer MRU.
     pub exceed_peer_transfer_mru: bool,
+    /// Server name its TLS certificate is checked against (`tls_name`, else the address's IP).
+    pub tls_name: Option<String>,
 }
 
 /// Validated UDPCL settings.
@@ -205,6 +219,7 @@ fn addr(file: &str, field: &str, v: &str) -> Result<SocketAddr, ConfigError> {
 /// transfer MRU); `node` is this node's number.
 pub(crate) fn validate_tcp(
     file: &str,
+    base: &Path,
     node: u64,
     max_bundle: u64,
     section: Option<&TcpclSection>,
@@ -267,6 +282,10 @@ pub(crate) fn validate_tcp(
             "reconnect_min_ms >= 1 and reconnect_max_ms >= reconnect_min_ms",
         ));
     }
+    let tls = match &s.tls {
+        Some(t) => Some(super::tcpcl_tls::load(file, base, t)?),
+        None => None,
+    };
     let mut out: Vec<TcpPeer> = Vec::new();
     for (i, p) in peers.iter().enumerate() {
         let f = |name: &str| format!("tcp_peer[{i}].{name}");
@@ -296,11 +315,26 @@ pub(crate) fn validate_tcp(
             }
             None => format!("ipn:{}.0", p.peer),
         };
+        if let Some(n) = &p.tls_name {
+            if !super::tcpcl_tls::check_name(n) {
+                return Err(err(
+                    file,
+                    &f("tls_name"),
+                    format!("{n:?}"),
+                    "a DNS name or IP address",
+                ));
+            }
+        }
+        let tls_name = p
+            .tls_name
+            .clone()
+            .or_else(|| address.map(|a| a.ip().to_string()));
         out.push(TcpPeer {
             peer: p.peer,
             address,
             node_id,
             exceed_peer_transfer_mru: p.exceed_peer_transfer_mru,
+            tls_name,
         });
     }
     Ok((
@@ -313,6 +347,7 @@ pub(crate) fn validate_tcp(
             socket_buffer_bytes: s.socket_buffer_bytes,
             reconnect_min: Duration::from_millis(s.reconnect_min_ms),
             reconnect_max: Duration::from_millis(s.reconnect_max_ms),
+            tls,
         }),
         out,
     ))

@@ -482,6 +482,7 @@ impl NodeConfig {
         }
         let (tcpcl, tcp_peers) = super::cla_config::validate_tcp(
             file,
+            base,
             self.node,
             self.bp.max_bundle_size,
             self.tcpcl.as_ref(),

@@ -35,6 +35,7 @@ mod ltp_thread;
 mod plan_cla;
 mod tcpcl_driver;
 mod tcpcl_thread;
+mod tcpcl_tls;
 mod udpcl;
 
 use std::net::{SocketAddr, UdpSocket};

@@ -44,6 +44,7 @@ use super::agent_thread::AgentInput;
 use super::cla::FromCla;
 use super::cla_config::TcpPeer;
 use super::tcpcl_thread::{eventfd, SessionHandle, TcpclShared, ToSession, SESSION_QUEUE};
+use super::tcpcl_tls::Tls;
 
 /// Read buffer: one `read` takes up to this much, handed whole to the session.
 const READ_BUF: usize = 1 << 20;
@@ -55,6 +56,8 @@ const BACKED_UP_READ_LIMIT: usize = 64 << 20;
 const REFUSED_RETRY: Duration = Duration::from_secs(1);
 /// Time allowed for an orderly end at node shutdown.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(2);
+/// Bound on the TLS handshake after the contact headers.
+const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// A bundle handed to the session (possibly as several fragments sharing its token).
 #[derive(Default)]
@@ -90,6 +93,14 @@ struct Driver<'a> {
     last_stats: (u64, u64, u64),
     /// Octets read since the output buffer last drained completely.
     backed_read: usize,
+    /// The TLS server name of an active session's peer (we are then the TLS client).
+    tls_name: Option<String>,
+    /// Set by `Event::StartTls`: the handshake runs before the next read.
+    tls_pending: bool,
+    /// TLS below the session once started: every octet in and out goes through it.
+    tls: Option<Tls>,
+    /// Peer address, for log lines before the peer's node id is known.
+    remote: String,
 }
 
 /// Runs one session on `stream` until it ends; `peer` is the configured peer an active session
@@ -119,6 +130,11 @@ pub(crate) fn run_session(
     cfg.exceed_peer_transfer_mru = peer.is_some_and(|p| p.exceed_peer_transfer_mru);
     // Nothing acknowledged is lost: each transfer's final XFER_ACK waits for the commit.
     cfg.defer_final_ack = true;
+    cfg.can_tls = c.tls.is_some();
+    cfg.require_tls = c.tls.as_ref().is_some_and(|t| t.require);
+    let remote = stream
+        .peer_addr()
+        .map_or_else(|_| "?".to_string(), |a| a.to_string());
     let role = if active { Role::Active } else { Role::Passive };
     let start = Instant::now();
     let session = Session::new(role, cfg, Duration::ZERO);
@@ -147,12 +163,21 @@ pub(crate) fn run_session(
         closing_since: None,
         last_stats: (0, 0, 0),
         backed_read: 0,
+        tls_name: peer.and_then(|p| p.tls_name.clone()),
+        tls_pending: false,
+        tls: None,
+        remote,
     };
     if let Err(e) = d.run() {
         if d.established {
             eprintln!(
                 "dtnkit node: TCPCL session with {} ended: {e}",
                 d.session.peer_node_id().unwrap_or("?")
+            );
+        } else if e.kind() != ErrorKind::UnexpectedEof {
+            eprintln!(
+                "dtnkit node: TCPCL session with {} failed before it was established: {e}",
+                d.remote
             );
         }
     }
@@ -184,7 +209,7 @@ impl Driver<'_> {
             let mut eof = false;
             if self.may_read() {
                 for _ in 0..READS_PER_TURN {
-                    match self.stream.read(&mut buf) {
+                    match self.read_some(&mut buf) {
                         Ok(0) => {
                             eof = true;
                             break;
@@ -200,6 +225,14 @@ impl Driver<'_> {
                                 return Err(std::io::Error::other(e.to_string()));
                             }
                             self.events();
+                            if self.tls_pending {
+                                self.tls_pending = false;
+                                if let Err(e) = self.start_tls() {
+                                    self.session.connection_lost(self.now());
+                                    self.events();
+                                    return Err(e);
+                                }
+                            }
                         }
                         Err(e) if e.kind() == ErrorKind::WouldBlock => break,
                         Err(e) if e.kind() == ErrorKind::Interrupted => continue,
@@ -232,6 +265,10 @@ impl Driver<'_> {
             self.report();
             if self.session.is_closed() {
                 self.flush_transmit_blocking();
+                if let Some(tls) = self.tls.as_mut() {
+                    tls.close();
+                    let _ = tls.flush(&mut self.stream);
+                }
                 return Ok(());
             }
             self.wait()?;
@@ -371,12 +408,24 @@ impl Driver<'_> {
         while let Some(ev) = self.session.poll_event() {
             match ev {
                 Event::StartTls { .. } => {
-                    // We never set CAN_TLS, so the session cannot ask for TLS.
-                    self.begin_close(self.start.elapsed());
+                    if self.shared.cfg.tls.is_some() {
+                        // Run by the read loop right after this input (see `start_tls`).
+                        self.tls_pending = true;
+                    } else {
+                        // Only sent when we set CAN_TLS, which needs `[tcpcl.tls]`.
+                        self.begin_close(self.start.elapsed());
+                    }
                 }
-                Event::Established { peer_node_id, .. } => {
+                Event::Established {
+                    peer_node_id,
+                    tls_requested_by_both,
+                    ..
+                } => {
                     self.established = true;
                     c.sessions_established.fetch_add(1, Relaxed);
+                    if tls_requested_by_both && self.tls.is_some() {
+                        c.sessions_tls.fetch_add(1, Relaxed);
+                    }
                     self.peer = self.shared.peer_of(&peer_node_id);
                     if let Some(peer) = self.peer {
                         let _ = self.shared.agent.send(AgentInput::Cla(FromCla::SessionUp {
@@ -489,8 +538,117 @@ impl Driver<'_> {
         }
     }
 
+    /// Reads session input: from the socket, or decrypted from TLS once it is up.
+    fn read_some(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let Some(tls) = self.tls.as_mut() else {
+            return self.stream.read(buf);
+        };
+        loop {
+            match tls.read_plain(buf) {
+                Err(e) if e.kind() == ErrorKind::WouldBlock => {}
+                r => return r,
+            }
+            // Nothing decrypted yet: more TLS records from the socket (WouldBlock ends the turn).
+            let n = tls.read_socket(&mut self.stream);
+            if matches!(&n, Err(e) if e.kind() == ErrorKind::InvalidData) {
+                let _ = tls.flush(&mut self.stream);
+            }
+            if n? == 0 {
+                return Ok(0);
+            }
+        }
+    }
+
+    /// `Event::StartTls`: flushes our plaintext (contact header), starts rustls (client when
+    /// we opened the connection), feeds it the octets read past the peer's contact header and
+    /// runs the handshake on the non-blocking socket, bounded in time. SESS_INIT then goes over
+    /// TLS.
+    fn start_tls(&mut self) -> std::io::Result<()> {
+        self.flush_transmit_blocking();
+        let Some(settings) = self.shared.cfg.tls.as_ref() else {
+            return Err(std::io::Error::other("TLS requested without [tcpcl.tls]"));
+        };
+        let name = match self.session.role() {
+            Role::Active => Some(self.tls_name.as_deref().unwrap_or("")),
+            Role::Passive => None,
+        };
+        let mut tls = Tls::new(settings, name)?;
+        let deadline = Instant::now() + TLS_HANDSHAKE_TIMEOUT;
+        let result = (|| {
+            tls.feed(&self.session.take_tls_leftover())?;
+            while tls.is_handshaking() {
+                let all_out = tls.flush(&mut self.stream)?;
+                if Instant::now() > deadline || self.shared.stop.load(Relaxed) {
+                    return Err(std::io::Error::new(
+                        ErrorKind::TimedOut,
+                        "TLS handshake did not complete",
+                    ));
+                }
+                let mut events = libc::POLLIN;
+                if !all_out {
+                    events |= libc::POLLOUT;
+                }
+                let mut fd = libc::pollfd {
+                    fd: self.stream.as_raw_fd(),
+                    events,
+                    revents: 0,
+                };
+                // SAFETY: one valid pollfd for the duration of the call.
+                unsafe { libc::poll(&mut fd, 1, 50) };
+                match tls.read_socket(&mut self.stream) {
+                    Ok(0) => {
+                        return Err(std::io::Error::new(
+                            ErrorKind::ConnectionAborted,
+                            "the peer closed the connection during the TLS handshake",
+                        ))
+                    }
+                    Ok(_) => {}
+                    Err(e) if e.kind() == ErrorKind::WouldBlock => {}
+                    Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                    Err(e) => {
+                        // Send rustls' alert so the peer learns why.
+                        let _ = tls.flush(&mut self.stream);
+                        return Err(e);
+                    }
+                }
+            }
+            tls.flush(&mut self.stream).map(|_| ())
+        })();
+        if let Err(e) = result {
+            return Err(std::io::Error::new(
+                e.kind(),
+                format!("TLS handshake with {} failed: {e}", self.remote),
+            ));
+        }
+        self.tls = Some(tls);
+        self.session.tls_established(self.now());
+        Ok(())
+    }
+
     /// Writes the output buffer; refills it from the session once it is fully written.
     fn write_out(&mut self) -> std::io::Result<()> {
+        if let Some(tls) = self.tls.as_mut() {
+            // Plaintext goes into rustls (bounded by its buffer limit), records to the socket.
+            loop {
+                if !tls.flush(&mut self.stream)? {
+                    return Ok(());
+                }
+                if self.out_pos >= self.out.len() {
+                    self.out.clear();
+                    self.out_pos = 0;
+                    self.backed_read = 0;
+                    let now = self.start.elapsed();
+                    if self.session.poll_transmit(now, &mut self.out) == 0 {
+                        return Ok(());
+                    }
+                }
+                let n = tls.write_plain(self.out.get(self.out_pos..).unwrap_or(&[]))?;
+                if n == 0 && !tls.wants_write() {
+                    return Ok(());
+                }
+                self.out_pos += n;
+            }
+        }
         loop {
             if self.out_pos >= self.out.len() {
                 self.out.clear();
@@ -522,6 +680,7 @@ impl Driver<'_> {
                 return;
             }
             if self.out_pos >= self.out.len()
+                && !self.tls.as_ref().is_some_and(|t| t.wants_write())
                 && self.session.poll_transmit(self.now(), &mut self.out) == 0
             {
                 return;
@@ -540,7 +699,8 @@ impl Driver<'_> {
         if let Some((t, _)) = self.delayed.front() {
             wait = wait.min(t.saturating_duration_since(Instant::now()));
         }
-        let backed_up = self.out_pos < self.out.len();
+        let backed_up =
+            self.out_pos < self.out.len() || self.tls.as_ref().is_some_and(|t| t.wants_write());
         let mut events = 0;
         if backed_up {
             events |= libc::POLLOUT;

@@ -108,6 +108,8 @@ impl SessionHandle {
 #[derive(Debug, Default)]
 pub(crate) struct TcpclCounters {
     pub(crate) sessions_established: AtomicU64,
+    /// Established sessions that run over TLS.
+    pub(crate) sessions_tls: AtomicU64,
     pub(crate) sessions_open: AtomicU64,
     pub(crate) connect_failures: AtomicU64,
     pub(crate) transfers_sent: AtomicU64,
@@ -149,6 +151,7 @@ impl TcpclCounters {
             .unwrap_or_default();
         serde_json::json!({
             "sessions_established": self.sessions_established.load(Relaxed),
+            "sessions_tls": self.sessions_tls.load(Relaxed),
             "sessions_open": self.sessions_open.load(Relaxed),
             "connect_failures": self.connect_failures.load(Relaxed),
             "transfers_sent": self.transfers_sent.load(Relaxed),
