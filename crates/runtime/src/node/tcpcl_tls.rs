@@ -250,3 +250,42 @@ impl Tls {
         self.conn.send_close_notify();
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::node::config::NodeConfig;
+    use std::path::Path;
+
+    const BASE: &str = "node = 1\nbind = \"127.0.0.1:4556\"\n[store]\npath = \"store\"\n[tcpcl]\n";
+
+    fn parse_err(extra: &str) -> String {
+        match NodeConfig::parse(
+            &format!("{BASE}{extra}"),
+            "n.toml",
+            Path::new("/nonexistent"),
+        ) {
+            Ok(_) => "<no error>".into(),
+            Err(e) => e.to_string(),
+        }
+    }
+
+    #[test]
+    fn unreadable_files_name_the_field_and_file() {
+        let e = parse_err("[tcpcl.tls]\ncert = \"c.pem\"\nkey = \"k.pem\"\nca = \"ca.pem\"\n");
+        assert!(
+            e.starts_with("n.toml: field `tcpcl.tls.cert` = \"c.pem\""),
+            "{e}"
+        );
+        assert!(e.contains("a readable PEM certificate file"), "{e}");
+    }
+
+    #[test]
+    fn missing_keys_and_bad_names_are_errors() {
+        let e = parse_err("[tcpcl.tls]\ncert = \"c.pem\"\n");
+        assert!(e.contains("key"), "{e}");
+        let e = parse_err("[tcpcl.tls]\ncert = \"c\"\nkey = \"k\"\nca = \"a\"\nverify = false\n");
+        assert!(e.contains("verify"), "{e}");
+        let e = parse_err("[[tcp_peer]]\npeer = 2\ntls_name = \"not a name!\"\n");
+        assert!(e.contains("tcp_peer[0].tls_name"), "{e}");
+    }
+}
