@@ -2,7 +2,9 @@
 //! certificates generated at test time (rcgen): 10 B and 1 MB bundles arrive intact over a
 //! mutually authenticated TLS session; a node with `require = true` refuses a peer that does not
 //! offer TLS; a peer whose certificate does not chain to the configured CA fails the handshake
-//! and the sender keeps its bundle.
+//! and the sender keeps its bundle. When tshark can capture on `lo`
+//! (`DTNKIT_TSHARK_TLS=1`), a capture shows the contact headers in clear, then TLS, and no
+//! SESS_INIT or bundle in clear.
 
 mod node_support;
 
@@ -230,4 +232,95 @@ fn wrong_ca_fails_the_handshake_and_the_sender_keeps_its_bundle() {
     assert_eq!(st2["store"]["bundles"], 0, "{st2}");
     let e = node_err(&n1);
     assert!(e.to_lowercase().contains("certificate"), "{e}");
+}
+
+/// Decodes `pcap` with `port` as TCPCL and returns the frames matching `filter`.
+fn tshark_read(pcap: &Path, port: u16, filter: &str) -> String {
+    let out = std::process::Command::new("tshark")
+        .arg("-2")
+        .arg("-r")
+        .arg(pcap)
+        .args(["-d", &format!("tcp.port=={port},tcpcl"), "-Y", filter])
+        .output()
+        .expect("running tshark");
+    assert!(
+        out.status.success(),
+        "tshark -r failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).to_string()
+}
+
+#[test]
+fn tshark_sees_tls_after_the_contact_headers() {
+    if std::env::var_os("DTNKIT_TSHARK_TLS").is_none() {
+        eprintln!("skipped: set DTNKIT_TSHARK_TLS=1 (needs tshark and capture rights on lo)");
+        return;
+    }
+    let dir = TempDir::new("tcpcl-tls-tshark");
+    let ca = Ca::new("dtnkit test CA");
+    ca.issue(&dir.0.join("n1"), &["node1.test"], &ca);
+    ca.issue(&dir.0.join("n2"), &["127.0.0.1"], &ca);
+    let (t1, t2) = (free_tcp_port(), free_tcp_port());
+    let pcap = dir.0.join("tls.pcapng");
+    let log = dir.0.join("tshark.err");
+    let mut cap = std::process::Command::new("tshark")
+        .args(["-i", "lo", "-w"])
+        .arg(&pcap)
+        .args(["-f", &format!("tcp port {t2}")])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .expect("tshark");
+    wait_for("tshark to start", Duration::from_secs(30), || {
+        std::fs::read_to_string(&log)
+            .unwrap_or_default()
+            .contains("Capture started")
+    });
+    std::thread::sleep(Duration::from_secs(1));
+    let n1 = NodeProc::start(&dir.0, &tls_spec(1, t1, 2, Some(t2), Some(TLS)));
+    let n2 = NodeProc::start(&dir.0, &tls_spec(2, t2, 1, None, Some(TLS)));
+    let r = recv(&n2, "ipn:2.1", 1, 30, &dir.0.join("out"));
+    let want = send(&dir, &n1, "ipn:2.1", 10_000, 50);
+    let out = r.wait(LIMIT);
+    assert!(String::from_utf8_lossy(&out.stdout).contains(&want));
+    std::thread::sleep(Duration::from_millis(500));
+    let _ = std::process::Command::new("kill")
+        .args(["-INT", &cap.id().to_string()])
+        .status();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while cap.try_wait().unwrap().is_none() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let _ = cap.kill();
+    let _ = cap.wait();
+    drop((n1, n2));
+    let hello = tshark_read(&pcap, t2, "tls.handshake.type == 1");
+    assert!(
+        !hello.trim().is_empty(),
+        "no TLS ClientHello in the capture"
+    );
+    let chdr = tshark_read(&pcap, t2, "tcpcl.v4.chdr.flags.can_tls == 1");
+    assert_eq!(
+        chdr.lines().count(),
+        2,
+        "two contact headers with CAN_TLS:\n{chdr}"
+    );
+    // Frame numbers: the handshake starts after both contact headers.
+    let first = |text: &str| -> Vec<u64> {
+        text.lines()
+            .filter_map(|l| l.split_whitespace().next()?.parse().ok())
+            .collect()
+    };
+    let (hdrs, hellos) = (first(&chdr), first(&hello));
+    assert!(
+        hellos.iter().min() > hdrs.iter().max(),
+        "TLS before the contact headers:\n{chdr}\n{hello}"
+    );
+    let clear = tshark_read(
+        &pcap,
+        t2,
+        "tcpcl.v4.sess_init.nodeid_data || bpv7.primary.version",
+    );
+    assert!(clear.trim().is_empty(), "session data in clear:\n{clear}");
 }
