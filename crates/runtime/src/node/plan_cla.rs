@@ -143,3 +143,32 @@ address = "127.0.0.1:4563"
         assert!(e.contains("no [[udp_peer]] with peer = 7"), "{e}");
     }
 }
+
+#[cfg(test)]
+mod start_tests {
+    use crate::node::config::NodeConfig;
+    use crate::node::{Node, NodeError};
+
+    #[test]
+    fn node_refuses_to_start_on_a_cla_mismatch() {
+        let dir = std::env::temp_dir().join(format!("dtnkit-plan-cla-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(
+            dir.join("plan.toml"),
+            "[[contact]]\nstart_s = 0\nend_s = 10\nfrom = 1\nto = 2\nrate_bytes_per_s = 100\ncla = \"tcpcl\"\n",
+        )
+        .unwrap();
+        let cfg = "node = 1\nbind = \"127.0.0.1:0\"\ncontact_plan = \"plan.toml\"\n[store]\npath = \"store\"\n\
+                   [[span]]\npeer = 2\naddress = \"127.0.0.1:9\"\n";
+        let v = NodeConfig::parse(cfg, "n.toml", &dir).unwrap();
+        let r = Node::start(v);
+        let _ = std::fs::remove_dir_all(&dir);
+        match r {
+            Err(NodeError::Config(e)) => {
+                assert!(e.contains("plan.toml:1: field `cla` = \"tcpcl\""), "{e}");
+                assert!(e.contains("[[span]] with peer = 2"), "{e}");
+            }
+            other => panic!("expected a configuration error, got {other:?}"),
+        }
+    }
+}
