@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Throughput of dtnkit next to the machine's own ceiling, measured in the same run (issue 9, docs/throughput.md):
+# BP over LTP for 1024/1400/8192/65000-byte segments and 500 kB / 5 MB bundles against iperf3 UDP at the same
+# datagram size, BP over TCPCLv4 for 100 kB / 1 MB / 5 MB bundles against iperf3 TCP, node CPU time per GB and peak
+# RSS. Every point is repeated (default 3) and reported as min / median / max plus the ratio of the medians.
+#
+# Usage: scripts/bench.sh [--out DIR] [--reps N] [--bytes B] [--only ltp|tcpcl] [--no-fsync] ...
+#        (all options: python3 scripts/throughput.py --help)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$PWD/target}"
+as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
+if ! command -v iperf3 >/dev/null 2>&1; then
+  echo "installing iperf3 (Debian package)" >&2
+  echo "iperf3 iperf3/start_daemon boolean false" | as_root debconf-set-selections
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get update -qq
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends iperf3 >/dev/null
+fi
+cargo build --release -p dtnkit -q
+exec python3 scripts/throughput.py --bin "$CARGO_TARGET_DIR/release/dtnkit" "$@"

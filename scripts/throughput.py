@@ -1,0 +1,264 @@
+#!/usr/bin/env python3
+"""End-to-end throughput of dtnkit against the machine's own ceiling, measured in one run (issue 9).
+
+Called by scripts/bench.sh (which builds the release binary and installs iperf3). For every point it runs the
+ceiling (iperf3 at the same datagram size, or TCP) and the dtnkit transfer back to back, REPS times, and reports
+min / median / max, the ratio of the medians, node CPU seconds per GB and the peak RSS of each node.
+
+Points:
+  ltp    BP over LTP between two nodes on loopback: red sessions, no emulator, no rate limit, for every segment
+         size in --segment-sizes and every bundle size in --ltp-bundle-sizes; ceiling = iperf3 UDP at -l SEGMENT.
+  tcpcl  BP over TCPCLv4 between two nodes on loopback for every bundle size in --tcpcl-bundle-sizes;
+         ceiling = iperf3 TCP.
+
+Outputs: OUT/throughput.csv (one row per run), OUT/summary.csv and OUT/summary.md (one row per point).
+"""
+
+import argparse
+import csv
+import json
+import os
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+def free_port(kind=socket.SOCK_DGRAM):
+    with socket.socket(socket.AF_INET, kind) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def proc_cpu_seconds(pid):
+    """User + system CPU seconds of a live process (fields 14 and 15 of /proc/PID/stat)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLK_TCK
+
+
+def proc_peak_rss_mb(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024.0
+    return float("nan")
+
+
+def run_iperf(args, tcp, length):
+    """Receiver-side goodput in Mbit/s of one iperf3 run (UDP: payload delivered, i.e. sent minus lost)."""
+    port = free_port(socket.SOCK_STREAM)
+    server = subprocess.Popen(["iperf3", "-s", "-1", "-p", str(port)],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        time.sleep(0.3)
+        cmd = ["iperf3", "-c", "127.0.0.1", "-p", str(port), "-t", str(args.iperf_seconds), "-J"]
+        if not tcp:
+            cmd += ["-u", "-l", str(length), "-b", "0"]
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=args.iperf_seconds + 30)
+        j = json.loads(out.stdout)
+        if "error" in j:
+            raise RuntimeError(f"iperf3: {j['error']}")
+        if tcp:
+            return j["end"]["sum_received"]["bits_per_second"] / 1e6
+        s = j["end"]["sum"]
+        return s["bits_per_second"] * (1 - s["lost_percent"] / 100) / 1e6
+    finally:
+        try:
+            server.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            server.kill()
+
+
+class NodePair:
+    """Two `dtnkit node` processes on loopback, joined by one LTP span or one TCPCL connection."""
+
+    def __init__(self, args, work, cla, segment, bundle):
+        self.args, self.work, self.procs = args, work, []
+        ports = [free_port(), free_port()]
+        tcp_ports = [free_port(socket.SOCK_STREAM), free_port(socket.SOCK_STREAM)]
+        for n in (1, 2):
+            me, peer = n - 1, 2 - n
+            lines = [
+                f"node = {n}",
+                f'bind = "127.0.0.1:{ports[me]}"',
+                "[store]",
+                f'path = "{work}/s{n}"',
+                f"durable = {'true' if args.durable else 'false'}",
+            ]
+            if cla == "ltp":
+                lines += [
+                    "[[span]]",
+                    f"peer = {3 - n}",
+                    f'address = "127.0.0.1:{ports[peer]}"',
+                    f"max_segment_size = {segment}",
+                    "max_sessions = 64",
+                    f"aggregation_bytes = {bundle}",
+                    "aggregation_ms = 1",
+                    "rto_ms = 500",
+                ]
+            else:
+                lines += tcpcl_config(n, tcp_ports[me], tcp_ports[peer])
+            Path(work, f"n{n}.toml").write_text("\n".join(lines) + "\n")
+        for n in (1, 2):
+            self.procs.append(subprocess.Popen([args.bin, "node", "--config", f"{work}/n{n}.toml"],
+                                               stdout=subprocess.DEVNULL,
+                                               stderr=open(f"{work}/n{n}.log", "w")))
+        deadline = time.time() + 15
+        while not all(Path(work, f"s{n}", "app.sock").exists() for n in (1, 2)):
+            if time.time() > deadline or any(p.poll() is not None for p in self.procs):
+                raise RuntimeError(f"nodes did not start; see {work}/n1.log and {work}/n2.log")
+            time.sleep(0.05)
+
+    def stop(self):
+        stats = []
+        for p in self.procs:
+            try:
+                stats.append((proc_cpu_seconds(p.pid), proc_peak_rss_mb(p.pid)))
+            except (OSError, IndexError, ValueError):
+                stats.append((float("nan"), float("nan")))
+            p.send_signal(signal.SIGTERM)
+        for p in self.procs:
+            try:
+                p.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                p.kill()
+        return stats
+
+
+def tcpcl_config(n, my_port, peer_port):
+    """Node configuration lines for one TCPCLv4 neighbour (docs/node.md, section TCPCL)."""
+    lines = ["[tcpcl]", f'listen = "127.0.0.1:{my_port}"']
+    if n == 1:
+        # Node 1 keeps the session open; node 2 accepts it and answers over it.
+        lines += ["[[tcp_peer]]", "peer = 2", f'address = "127.0.0.1:{peer_port}"']
+    else:
+        lines += ["[[tcp_peer]]", "peer = 1"]
+    return lines
+
+
+def run_dtnkit(args, cla, segment, bundle):
+    """One transfer of args.bytes; returns (goodput Mbit/s, CPU s per GB (sum of both nodes), RSS MB n1, n2)."""
+    count = max(1, args.bytes // bundle)
+    work = tempfile.mkdtemp(prefix="dtnkit-bench-")
+    pair = None
+    try:
+        pair = NodePair(args, work, cla, segment, bundle)
+        timeout = str(args.transfer_timeout)
+        recv = subprocess.Popen([args.bin, "recv", "--socket", f"{work}/s2/app.sock", "--endpoint", "ipn:2.1",
+                                 "--count", str(count), "--timeout", timeout],
+                                stdout=subprocess.DEVNULL, stderr=open(f"{work}/recv.log", "w"))
+        time.sleep(0.3)
+        t0 = time.monotonic()
+        subprocess.run([args.bin, "send", "--socket", f"{work}/s1/app.sock", "--dst", "ipn:2.1",
+                        "--size", str(bundle), "--count", str(count), "--quiet"],
+                       check=True, stdout=subprocess.DEVNULL, stderr=open(f"{work}/send.log", "w"),
+                       timeout=args.transfer_timeout)
+        rc = recv.wait(timeout=args.transfer_timeout)
+        elapsed = time.monotonic() - t0
+        if rc != 0:
+            raise RuntimeError(f"recv failed ({rc}): {Path(work, 'recv.log').read_text().strip()}")
+        stats = pair.stop()
+        pair = None
+        gb = count * bundle / 1e9
+        cpu = sum(s[0] for s in stats) / gb
+        return count * bundle * 8 / elapsed / 1e6, cpu, stats[0][1], stats[1][1]
+    finally:
+        if pair:
+            pair.stop()
+        if not args.keep:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--bin", required=True, help="release dtnkit binary")
+    ap.add_argument("--out", default="bench-results")
+    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--bytes", type=int, default=500_000_000, help="payload bytes per dtnkit run")
+    ap.add_argument("--iperf-seconds", type=int, default=5)
+    ap.add_argument("--segment-sizes", default="1024,1400,8192,65000")
+    ap.add_argument("--ltp-bundle-sizes", default="500000,5000000")
+    ap.add_argument("--tcpcl-bundle-sizes", default="100000,1000000,5000000")
+    ap.add_argument("--only", choices=["ltp", "tcpcl"], help="run one family of points")
+    ap.add_argument("--no-fsync", dest="durable", action="store_false",
+                    help="stores without fsync per commit (the node default, measured otherwise, is durable)")
+    ap.add_argument("--transfer-timeout", type=int, default=300)
+    ap.add_argument("--keep", action="store_true", help="keep node work directories")
+    args = ap.parse_args()
+
+    points = []
+    if args.only in (None, "ltp"):
+        for seg in map(int, args.segment_sizes.split(",")):
+            for b in map(int, args.ltp_bundle_sizes.split(",")):
+                points.append(("ltp", seg, b))
+    if args.only in (None, "tcpcl"):
+        for b in map(int, args.tcpcl_bundle_sizes.split(",")):
+            points.append(("tcpcl", 0, b))
+
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    runs_f = open(out / "throughput.csv", "w", newline="")
+    runs = csv.writer(runs_f)
+    runs.writerow(["cla", "segment_bytes", "bundle_bytes", "rep", "ceiling_mbps", "dtnkit_mbps",
+                   "cpu_s_per_gb", "rss_mb_sender", "rss_mb_receiver"])
+    summary = []
+    ceilings = {}
+    for i, (cla, seg, b) in enumerate(points, 1):
+        cs, ds, cpus, rss1, rss2 = [], [], [], [], []
+        for r in range(1, args.reps + 1):
+            # The ceiling is re-measured next to every dtnkit run, so both see the same machine state.
+            c = run_iperf(args, cla == "tcpcl", seg)
+            d, cpu, m1, m2 = run_dtnkit(args, cla, seg, b)
+            cs.append(c), ds.append(d), cpus.append(cpu), rss1.append(m1), rss2.append(m2)
+            runs.writerow([cla, seg, b, r, f"{c:.1f}", f"{d:.1f}", f"{cpu:.2f}", f"{m1:.1f}", f"{m2:.1f}"])
+            runs_f.flush()
+            print(f"[{i}/{len(points)}] {cla} seg={seg or '-'} bundle={b} rep {r}: "
+                  f"ceiling {c:.0f} Mbit/s, dtnkit {d:.0f} Mbit/s, {cpu:.1f} CPU s/GB, RSS {m1:.0f}/{m2:.0f} MB",
+                  flush=True)
+        ceilings[(cla, seg)] = cs
+        summary.append({
+            "cla": cla, "segment_bytes": seg, "bundle_bytes": b,
+            "ceiling_min": min(cs), "ceiling_median": statistics.median(cs), "ceiling_max": max(cs),
+            "dtnkit_min": min(ds), "dtnkit_median": statistics.median(ds), "dtnkit_max": max(ds),
+            "ratio": statistics.median(ds) / statistics.median(cs),
+            "cpu_s_per_gb": statistics.median(cpus),
+            "rss_mb_sender": max(rss1), "rss_mb_receiver": max(rss2),
+        })
+    runs_f.close()
+
+    with open(out / "summary.csv", "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(summary[0].keys()))
+        w.writeheader()
+        for s in summary:
+            w.writerow({k: (f"{v:.3f}" if isinstance(v, float) else v) for k, v in s.items()})
+    ceiling_name = {"ltp": "iperf3 UDP -l SEG", "tcpcl": "iperf3 TCP"}
+    md = [f"Reps per point: {args.reps}; {args.bytes / 1e6:.0f} MB per dtnkit run; store durable: {args.durable}.",
+          "", "| CLA | segment B | bundle B | ceiling Mbit/s (min/med/max) | dtnkit Mbit/s (min/med/max) | ratio | "
+          "CPU s/GB | peak RSS MB (tx/rx) |", "|---|---|---|---|---|---|---|---|"]
+    for s in summary:
+        md.append(f"| {s['cla']} | {s['segment_bytes'] or '-'} | {s['bundle_bytes']} | "
+                  f"{s['ceiling_min']:.0f} / {s['ceiling_median']:.0f} / {s['ceiling_max']:.0f} | "
+                  f"{s['dtnkit_min']:.0f} / {s['dtnkit_median']:.0f} / {s['dtnkit_max']:.0f} | "
+                  f"**{s['ratio']:.2f}** | {s['cpu_s_per_gb']:.1f} | "
+                  f"{s['rss_mb_sender']:.0f} / {s['rss_mb_receiver']:.0f} |")
+    md.append("")
+    md.append("Ceiling: " + ", ".join(f"{k} = {v}" for k, v in ceiling_name.items()) +
+              ", measured back to back with each dtnkit run.")
+    (out / "summary.md").write_text("\n".join(md) + "\n")
+    print("\n".join(md))
+    print(f"\nresults: {out}/throughput.csv, {out}/summary.csv, {out}/summary.md")
+
+
+if __name__ == "__main__":
+    try:
+        main()
+    except KeyboardInterrupt:
+        sys.exit(130)
