@@ -12,7 +12,7 @@
 mod node_support;
 
 use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -50,14 +50,6 @@ fn dtnd_path() -> PathBuf {
 }
 
 /// A free TCP port on loopback (bound then released).
-fn free_tcp_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 /// A dtnd process, killed on drop; its output goes to files in its work directory.
 struct Dtnd {
     child: Option<Child>,

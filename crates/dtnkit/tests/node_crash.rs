@@ -23,69 +23,7 @@ fn receiver_killed_repeatedly_loses_and_duplicates_nothing() {
     b.rto_ms = 100.0;
     let n1 = NodeProc::start(&dir.0, &a);
     let mut n2 = NodeProc::start(&dir.0, &b);
-    let s1 = n1.socket.to_str().unwrap().to_string();
-    let s2 = n2.socket.to_str().unwrap().to_string();
-    let recv = Proc::spawn(&[
-        "recv",
-        "--socket",
-        &s2,
-        "--endpoint",
-        "ipn:2.1",
-        "--count",
-        &N.to_string(),
-        "--timeout",
-        "60",
-    ]);
-    let send = Proc::spawn(&[
-        "send",
-        "--socket",
-        &s1,
-        "--dst",
-        "ipn:2.1",
-        "--size",
-        "200",
-        "--count",
-        &N.to_string(),
-        "--quiet",
-    ]);
-    // Kill and restart the receiver node several times while bundles flow.
-    let t0 = Instant::now();
-    for _ in 0..4 {
-        std::thread::sleep(Duration::from_millis(700));
-        n2.kill();
-        std::thread::sleep(Duration::from_millis(100));
-        n2.restart();
-    }
-    let sent = send.wait(Duration::from_secs(120));
-    assert!(
-        sent.status.success(),
-        "{}",
-        String::from_utf8_lossy(&sent.stderr)
-    );
-    let out = recv.wait(Duration::from_secs(150));
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "recv: {err}");
-    let text = String::from_utf8(out.stdout).unwrap();
-    let mut ids = HashSet::new();
-    for line in text.lines() {
-        assert!(line.starts_with("recv "), "{line}");
-        assert!(
-            ids.insert(line.split(" len=").next().unwrap().to_string()),
-            "duplicate: {line}"
-        );
-    }
-    assert_eq!(ids.len() as u64, N, "every bundle exactly once");
-    // The sender's store drains: everything was acknowledged hop by hop.
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while n1.status()["store"]["bundles"] != 0 {
-        assert!(
-            Instant::now() < deadline,
-            "sender store never emptied: {}",
-            n1.status()
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    eprintln!("crash test took {:?}", t0.elapsed());
+    kill_receiver_during_transfer(&n1, &mut n2, N);
 }
 
 #[test]

@@ -15,14 +15,6 @@ fn s(p: &std::path::Path) -> &str {
     p.to_str().unwrap()
 }
 
-fn free_tcp_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 /// A node with TCPCL on `listen` and one TCPCL neighbour (`peer_port` None: accept only).
 fn tcp_spec(node: u64, listen: u16, peer: u64, peer_port: Option<u16>) -> NodeSpec {
     let mut n = NodeSpec::new(node, free_port());

@@ -20,14 +20,6 @@ fn s(p: &Path) -> &str {
     p.to_str().unwrap()
 }
 
-fn free_tcp_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 /// A CA that can sign node certificates.
 struct Ca {
     issuer: Issuer<'static, KeyPair>,

@@ -19,14 +19,6 @@ fn s(p: &std::path::Path) -> &str {
     p.to_str().unwrap()
 }
 
-fn free_tcp_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 /// The capture process, stopped (SIGINT, so it writes a complete file) or killed on drop.
 struct Capture(Option<Child>);
 

@@ -44,6 +44,15 @@ impl Drop for TempDir {
 }
 
 /// A free UDP port on loopback (bound then released).
+/// A TCP port on 127.0.0.1 that was free a moment ago (for TCPCL listeners).
+pub fn free_tcp_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
 pub fn free_port() -> u16 {
     UdpSocket::bind("127.0.0.1:0")
         .unwrap()
@@ -263,4 +272,64 @@ pub fn data(len: usize, seed: u64) -> Vec<u8> {
             x as u8
         })
         .collect()
+}
+
+/// The crash scenario shared by the LTP and TCPCL crash tests: `count` 200-byte bundles flow from
+/// `sender` to the application on `receiver` (endpoint ipn:2.1) while `receiver` is killed with
+/// SIGKILL and restarted four times; afterwards every bundle was delivered exactly once and the
+/// sender's store drained (everything was acknowledged only after the receiver's commit).
+pub fn kill_receiver_during_transfer(sender: &NodeProc, receiver: &mut NodeProc, count: u64) {
+    let s1 = sender.socket.to_str().unwrap().to_string();
+    let s2 = receiver.socket.to_str().unwrap().to_string();
+    let n = count.to_string();
+    let recv = Proc::spawn(&[
+        "recv",
+        "--socket",
+        &s2,
+        "--endpoint",
+        "ipn:2.1",
+        "--count",
+        &n,
+        "--timeout",
+        "60",
+    ]);
+    let send = Proc::spawn(&[
+        "send", "--socket", &s1, "--dst", "ipn:2.1", "--size", "200", "--count", &n, "--quiet",
+    ]);
+    let t0 = Instant::now();
+    for _ in 0..4 {
+        std::thread::sleep(Duration::from_millis(700));
+        receiver.kill();
+        std::thread::sleep(Duration::from_millis(100));
+        receiver.restart();
+    }
+    let sent = send.wait(Duration::from_secs(120));
+    assert!(
+        sent.status.success(),
+        "{}",
+        String::from_utf8_lossy(&sent.stderr)
+    );
+    let out = recv.wait(Duration::from_secs(150));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "recv: {err}");
+    let text = String::from_utf8(out.stdout).unwrap();
+    let mut ids = std::collections::HashSet::new();
+    for line in text.lines() {
+        assert!(line.starts_with("recv "), "{line}");
+        assert!(
+            ids.insert(line.split(" len=").next().unwrap().to_string()),
+            "duplicate: {line}"
+        );
+    }
+    assert_eq!(ids.len() as u64, count, "every bundle exactly once");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while sender.status()["store"]["bundles"] != 0 {
+        assert!(
+            Instant::now() < deadline,
+            "sender store never emptied: {}",
+            sender.status()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    eprintln!("crash test took {:?}", t0.elapsed());
 }
