@@ -2,9 +2,11 @@
 # Throughput of dtnkit next to the machine's own ceiling, measured in the same run (issue 9, docs/throughput.md):
 # BP over LTP for 1024/1400/8192/65000-byte segments and 500 kB / 5 MB bundles against iperf3 UDP at the same
 # datagram size, BP over TCPCLv4 for 100 kB / 1 MB / 5 MB bundles against iperf3 TCP, node CPU time per GB and peak
-# RSS. Every point is repeated (default 3) and reported as min / median / max plus the ratio of the medians.
+# RSS. Every point is repeated (default 3) and reported as min / median / max plus the ratio of the medians, with
+# durable stores (ceiling: min(network, disk/2), the disk rate measured in the same run) and without fsync, and a
+# 5 GB transfer checks each node's peak memory.
 #
-# Usage: scripts/bench.sh [--out DIR] [--reps N] [--bytes B] [--only ltp|tcpcl] [--no-fsync] ...
+# Usage: scripts/bench.sh [--out DIR] [--reps N] [--bytes B] [--only ltp|tcpcl] [--store both|durable|volatile] ...
 #        (all options: python3 scripts/throughput.py --help)
 set -euo pipefail
 cd "$(dirname "$0")/.."

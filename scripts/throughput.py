@@ -5,6 +5,17 @@ Called by scripts/bench.sh (which builds the release binary and installs iperf3)
 ceiling (iperf3 at the same datagram size, or TCP) and the dtnkit transfer back to back, REPS times, and reports
 min / median / max, the ratio of the medians, node CPU seconds per GB and the peak RSS of each node.
 
+Every point runs with both store modes (--store both, the default):
+  durable   the node default: every commit is fsynced before anything is acknowledged. Both nodes write each
+            bundle once to the same disk, so the durable ceiling is min(network ceiling, disk / 2), where disk is
+            this machine's sequential write+fsync rate, measured next to the run (--disk-mb rewritten in 8 MiB
+            writes, each followed by fdatasync, in the directory the stores live in).
+  volatile  the same store without fsync (`durable = false`): what the stack costs without the disk.
+The ratio column is dtnkit / the ceiling that applies to the mode.
+
+Memory check (--rss-bytes, default 5 GB, 0 skips it): one transfer of that size with 5 MB bundles over LTP
+(8192-byte segments) and over TCPCL, durable, reporting each node's peak RSS (issue 9: under 200 MB).
+
 Points:
   ltp    BP over LTP between two nodes on loopback: red sessions, no emulator, no rate limit, for every segment
          size in --segment-sizes and every bundle size in --ltp-bundle-sizes; ceiling = iperf3 UDP at -l SEGMENT.
@@ -52,6 +63,30 @@ def proc_peak_rss_mb(pid):
     return float("nan")
 
 
+def disk_write_mbps(args):
+    """Sequential overwrite rate of the disk the stores use, with fdatasync after every 8 MiB (Mbit/s).
+
+    The file is written once before timing, so the timed pass rewrites allocated blocks, as a store that reuses its
+    space does (first writes to a fresh file also pay the file system's block allocation and journal)."""
+    chunk = os.urandom(1 << 20) * 8
+    total = max(1, args.disk_mb // 8)
+    fd, path = tempfile.mkstemp(prefix="dtnkit-disk-", dir=args.workdir)
+    try:
+        for _ in range(total):
+            os.write(fd, chunk)
+        os.fsync(fd)
+        os.lseek(fd, 0, os.SEEK_SET)
+        t0 = time.monotonic()
+        for _ in range(total):
+            os.write(fd, chunk)
+            os.fdatasync(fd)
+        elapsed = time.monotonic() - t0
+    finally:
+        os.close(fd)
+        os.unlink(path)
+    return total * len(chunk) * 8 / elapsed / 1e6
+
+
 def run_iperf(args, tcp, length):
     """Receiver-side goodput in Mbit/s of one iperf3 run (UDP: payload delivered, i.e. sent minus lost)."""
     port = free_port(socket.SOCK_STREAM)
@@ -80,7 +115,7 @@ def run_iperf(args, tcp, length):
 class NodePair:
     """Two `dtnkit node` processes on loopback, joined by one LTP span or one TCPCL connection."""
 
-    def __init__(self, args, work, cla, segment, bundle):
+    def __init__(self, args, work, cla, segment, bundle, durable):
         self.args, self.work, self.procs = args, work, []
         ports = [free_port(), free_port()]
         tcp_ports = [free_port(socket.SOCK_STREAM), free_port(socket.SOCK_STREAM)]
@@ -91,7 +126,7 @@ class NodePair:
                 f'bind = "127.0.0.1:{ports[me]}"',
                 "[store]",
                 f'path = "{work}/s{n}"',
-                f"durable = {'true' if args.durable else 'false'}",
+                f"durable = {'true' if durable else 'false'}",
             ]
             if cla == "ltp":
                 lines += [
@@ -144,13 +179,13 @@ def tcpcl_config(n, my_port, peer_port):
     return lines
 
 
-def run_dtnkit(args, cla, segment, bundle):
-    """One transfer of args.bytes; returns (goodput Mbit/s, CPU s per GB (sum of both nodes), RSS MB n1, n2)."""
-    count = max(1, args.bytes // bundle)
-    work = tempfile.mkdtemp(prefix="dtnkit-bench-")
+def run_dtnkit(args, cla, segment, bundle, durable, total_bytes):
+    """One transfer of total_bytes; returns (goodput Mbit/s, CPU s per GB (sum of both nodes), RSS MB n1, n2)."""
+    count = max(1, total_bytes // bundle)
+    work = tempfile.mkdtemp(prefix="dtnkit-bench-", dir=args.workdir)
     pair = None
     try:
-        pair = NodePair(args, work, cla, segment, bundle)
+        pair = NodePair(args, work, cla, segment, bundle, durable)
         timeout = str(args.transfer_timeout)
         recv = subprocess.Popen([args.bin, "recv", "--socket", f"{work}/s2/app.sock", "--endpoint", "ipn:2.1",
                                  "--count", str(count), "--timeout", timeout],
@@ -188,50 +223,76 @@ def main():
     ap.add_argument("--ltp-bundle-sizes", default="500000,5000000")
     ap.add_argument("--tcpcl-bundle-sizes", default="100000,1000000,5000000")
     ap.add_argument("--only", choices=["ltp", "tcpcl"], help="run one family of points")
-    ap.add_argument("--no-fsync", dest="durable", action="store_false",
-                    help="stores without fsync per commit (the node default, measured otherwise, is durable)")
+    ap.add_argument("--store", choices=["both", "durable", "volatile"], default="both",
+                    help="store modes to measure (default both)")
+    ap.add_argument("--no-fsync", dest="store", action="store_const", const="volatile",
+                    help="same as --store volatile")
+    ap.add_argument("--disk-mb", type=int, default=256, help="MB written per disk-ceiling measurement")
+    ap.add_argument("--rss-bytes", type=int, default=5_000_000_000,
+                    help="bytes of the memory-check transfers (0: skip them)")
+    ap.add_argument("--workdir", default=None, help="where node stores live (default: the system temp dir)")
     ap.add_argument("--transfer-timeout", type=int, default=300)
     ap.add_argument("--keep", action="store_true", help="keep node work directories")
     args = ap.parse_args()
+    modes = ["durable", "volatile"] if args.store == "both" else [args.store]
 
     points = []
     if args.only in (None, "ltp"):
         for seg in map(int, args.segment_sizes.split(",")):
             for b in map(int, args.ltp_bundle_sizes.split(",")):
-                points.append(("ltp", seg, b))
+                points.extend(("ltp", seg, b, m) for m in modes)
     if args.only in (None, "tcpcl"):
         for b in map(int, args.tcpcl_bundle_sizes.split(",")):
-            points.append(("tcpcl", 0, b))
+            points.extend(("tcpcl", 0, b, m) for m in modes)
 
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     runs_f = open(out / "throughput.csv", "w", newline="")
     runs = csv.writer(runs_f)
-    runs.writerow(["cla", "segment_bytes", "bundle_bytes", "rep", "ceiling_mbps", "dtnkit_mbps",
-                   "cpu_s_per_gb", "rss_mb_sender", "rss_mb_receiver"])
+    runs.writerow(["cla", "segment_bytes", "bundle_bytes", "store", "rep", "network_ceiling_mbps",
+                   "disk_write_mbps", "ceiling_mbps", "dtnkit_mbps", "cpu_s_per_gb", "rss_mb_sender",
+                   "rss_mb_receiver"])
     summary = []
-    ceilings = {}
-    for i, (cla, seg, b) in enumerate(points, 1):
-        cs, ds, cpus, rss1, rss2 = [], [], [], [], []
+    for i, (cla, seg, b, mode) in enumerate(points, 1):
+        durable = mode == "durable"
+        cs, disks, eff, ds, cpus, rss1, rss2 = [], [], [], [], [], [], []
         for r in range(1, args.reps + 1):
-            # The ceiling is re-measured next to every dtnkit run, so both see the same machine state.
+            # Ceilings are re-measured next to every dtnkit run, so both see the same machine state.
             c = run_iperf(args, cla == "tcpcl", seg)
-            d, cpu, m1, m2 = run_dtnkit(args, cla, seg, b)
-            cs.append(c), ds.append(d), cpus.append(cpu), rss1.append(m1), rss2.append(m2)
-            runs.writerow([cla, seg, b, r, f"{c:.1f}", f"{d:.1f}", f"{cpu:.2f}", f"{m1:.1f}", f"{m2:.1f}"])
+            disk = disk_write_mbps(args) if durable else float("nan")
+            ceiling = min(c, disk / 2) if durable else c
+            d, cpu, m1, m2 = run_dtnkit(args, cla, seg, b, durable, args.bytes)
+            cs.append(c), disks.append(disk), eff.append(ceiling), ds.append(d)
+            cpus.append(cpu), rss1.append(m1), rss2.append(m2)
+            runs.writerow([cla, seg, b, mode, r, f"{c:.1f}", f"{disk:.1f}", f"{ceiling:.1f}", f"{d:.1f}",
+                           f"{cpu:.2f}", f"{m1:.1f}", f"{m2:.1f}"])
             runs_f.flush()
-            print(f"[{i}/{len(points)}] {cla} seg={seg or '-'} bundle={b} rep {r}: "
-                  f"ceiling {c:.0f} Mbit/s, dtnkit {d:.0f} Mbit/s, {cpu:.1f} CPU s/GB, RSS {m1:.0f}/{m2:.0f} MB",
-                  flush=True)
-        ceilings[(cla, seg)] = cs
+            disk_note = f", disk {disk:.0f} Mbit/s" if durable else ""
+            print(f"[{i}/{len(points)}] {cla} seg={seg or '-'} bundle={b} {mode} rep {r}: "
+                  f"network {c:.0f} Mbit/s{disk_note}, dtnkit {d:.0f} Mbit/s ({d / ceiling:.2f} of the ceiling), "
+                  f"{cpu:.1f} CPU s/GB, RSS {m1:.0f}/{m2:.0f} MB", flush=True)
         summary.append({
-            "cla": cla, "segment_bytes": seg, "bundle_bytes": b,
-            "ceiling_min": min(cs), "ceiling_median": statistics.median(cs), "ceiling_max": max(cs),
+            "cla": cla, "segment_bytes": seg, "bundle_bytes": b, "store": mode,
+            "network_min": min(cs), "network_median": statistics.median(cs), "network_max": max(cs),
+            "disk_median": statistics.median(disks) if durable else float("nan"),
+            "ceiling_median": statistics.median(eff),
             "dtnkit_min": min(ds), "dtnkit_median": statistics.median(ds), "dtnkit_max": max(ds),
-            "ratio": statistics.median(ds) / statistics.median(cs),
+            "ratio": statistics.median(ds) / statistics.median(eff),
+            "ratio_network": statistics.median(ds) / statistics.median(cs),
             "cpu_s_per_gb": statistics.median(cpus),
             "rss_mb_sender": max(rss1), "rss_mb_receiver": max(rss2),
         })
+
+    memory = []
+    if args.rss_bytes > 0:
+        for cla, seg in (("ltp", 8192), ("tcpcl", 0)):
+            d, cpu, m1, m2 = run_dtnkit(args, cla, seg, 5_000_000, True, args.rss_bytes)
+            runs.writerow([cla, seg, 5_000_000, "durable-memory-check", 1, "", "", "", f"{d:.1f}", f"{cpu:.2f}",
+                           f"{m1:.1f}", f"{m2:.1f}"])
+            runs_f.flush()
+            print(f"[memory] {cla} {args.rss_bytes / 1e9:.1f} GB of 5 MB bundles: {d:.0f} Mbit/s, "
+                  f"peak RSS {m1:.0f} / {m2:.0f} MB", flush=True)
+            memory.append((cla, seg, d, m1, m2))
     runs_f.close()
 
     with open(out / "summary.csv", "w", newline="") as f:
@@ -239,19 +300,27 @@ def main():
         w.writeheader()
         for s in summary:
             w.writerow({k: (f"{v:.3f}" if isinstance(v, float) else v) for k, v in s.items()})
-    ceiling_name = {"ltp": "iperf3 UDP -l SEG", "tcpcl": "iperf3 TCP"}
-    md = [f"Reps per point: {args.reps}; {args.bytes / 1e6:.0f} MB per dtnkit run; store durable: {args.durable}.",
-          "", "| CLA | segment B | bundle B | ceiling Mbit/s (min/med/max) | dtnkit Mbit/s (min/med/max) | ratio | "
-          "CPU s/GB | peak RSS MB (tx/rx) |", "|---|---|---|---|---|---|---|---|"]
+    md = [f"Reps per point: {args.reps}; {args.bytes / 1e6:.0f} MB per dtnkit run.", "",
+          "| CLA | segment B | bundle B | store | network ceiling Mbit/s (min/med/max) | disk/2 Mbit/s | "
+          "dtnkit Mbit/s (min/med/max) | ratio | ratio to network | CPU s/GB | peak RSS MB (tx/rx) |",
+          "|---|---|---|---|---|---|---|---|---|---|---|"]
     for s in summary:
-        md.append(f"| {s['cla']} | {s['segment_bytes'] or '-'} | {s['bundle_bytes']} | "
-                  f"{s['ceiling_min']:.0f} / {s['ceiling_median']:.0f} / {s['ceiling_max']:.0f} | "
+        disk = f"{s['disk_median'] / 2:.0f}" if s["store"] == "durable" else "-"
+        md.append(f"| {s['cla']} | {s['segment_bytes'] or '-'} | {s['bundle_bytes']} | {s['store']} | "
+                  f"{s['network_min']:.0f} / {s['network_median']:.0f} / {s['network_max']:.0f} | {disk} | "
                   f"{s['dtnkit_min']:.0f} / {s['dtnkit_median']:.0f} / {s['dtnkit_max']:.0f} | "
-                  f"**{s['ratio']:.2f}** | {s['cpu_s_per_gb']:.1f} | "
+                  f"**{s['ratio']:.2f}** | {s['ratio_network']:.2f} | {s['cpu_s_per_gb']:.1f} | "
                   f"{s['rss_mb_sender']:.0f} / {s['rss_mb_receiver']:.0f} |")
-    md.append("")
-    md.append("Ceiling: " + ", ".join(f"{k} = {v}" for k, v in ceiling_name.items()) +
-              ", measured back to back with each dtnkit run.")
+    md += ["", "Network ceiling: iperf3 UDP -l SEG (ltp) or iperf3 TCP (tcpcl), measured back to back with each "
+           "dtnkit run. Durable rows: ratio = dtnkit / min(network, disk/2), disk = sequential write+fdatasync "
+           "rate of the store's disk measured in the same repetition (both nodes write every bundle once). "
+           "Volatile rows (no fsync): ratio = dtnkit / network."]
+    if memory:
+        md += ["", f"Memory check: one durable transfer of {args.rss_bytes / 1e9:.1f} GB in 5 MB bundles.", "",
+               "| CLA | segment B | dtnkit Mbit/s | peak RSS MB sender | peak RSS MB receiver |",
+               "|---|---|---|---|---|"]
+        for cla, seg, d, m1, m2 in memory:
+            md.append(f"| {cla} | {seg or '-'} | {d:.0f} | {m1:.0f} | {m2:.0f} |")
     (out / "summary.md").write_text("\n".join(md) + "\n")
     print("\n".join(md))
     print(f"\nresults: {out}/throughput.csv, {out}/summary.csv, {out}/summary.md")
