@@ -1,6 +1,6 @@
 //! Bundles entering the agent: from applications (`send`) and from convergence layers
 //! (`accept_from_cla`), with validation, duplicate suppression, expiry and hop-limit checks, and
-//! one durable commit per call (per batch for `accept_from_cla_batch`).
+//! one durable commit per call (per batch for `send_batch` and `accept_from_cla_batch`).
 
 use bpv7::{Bundle, BundleBuilder, BundleFlags, BundleId, DecodeLimits, ReasonCode};
 use bytes::Bytes;
@@ -67,7 +67,63 @@ fn copy_store_error(e: &StoreError) -> StoreError {
 impl<S: Store> Agent<S> {
     /// Sends an application data unit: builds the bundle, commits it durably, and queues it for
     /// routing (or local delivery). Returns its identity once it is on stable storage.
+    ///
+    /// The one-request case of [`Agent::send_batch`].
     pub fn send(&mut self, now: DtnTime, req: SendRequest) -> Result<BundleId, SendError> {
+        self.send_batch(now, vec![req])
+            .pop()
+            .unwrap_or(Err(SendError::Store(StoreError::Database(
+                "empty batch result".into(),
+            ))))
+    }
+
+    /// Sends several application data units with ONE durable commit (group commit: one store
+    /// transaction, so one fsync on a durable store, for the whole batch). Results are in
+    /// request order, each with the meaning of [`Agent::send`]:
+    ///
+    /// - each request is validated and built on its own; a refused one (bad source, too large,
+    ///   ...) does not affect the others;
+    /// - the store quota is applied cumulatively in request order: a request that would exceed
+    ///   what the earlier accepted ones left gets [`SendError::StoreFull`], a later smaller one
+    ///   may still fit;
+    /// - `Ok` is returned only for bundles that were committed. If the commit fails, every
+    ///   request that was staged gets [`SendError::Store`] and nothing of the batch is in memory
+    ///   (the creation-timestamp sequence numbers it drew are simply skipped).
+    ///
+    /// Creation timestamps are unique and strictly increasing in request order.
+    pub fn send_batch(
+        &mut self,
+        now: DtnTime,
+        reqs: Vec<SendRequest>,
+    ) -> Vec<Result<BundleId, SendError>> {
+        let mut txn = Txn::default();
+        let staged: Vec<Result<BundleId, SendError>> = reqs
+            .into_iter()
+            .map(|req| self.stage_send(now, req, &mut txn))
+            .collect();
+        let commit = self.commit_txn(now, txn);
+        staged
+            .into_iter()
+            .map(|r| match (r, &commit) {
+                (Ok(id), Ok(())) => {
+                    self.counters.created += 1;
+                    Ok(id)
+                }
+                (Ok(_), Err(e)) => Err(SendError::Store(copy_store_error(e))),
+                (Err(e), _) => Err(e),
+            })
+            .collect()
+    }
+
+    /// Validates and builds one application bundle and stages it in `txn`. On `Err`, nothing
+    /// that would be persisted for it is left in `txn` (only the creation-cursor advance, which
+    /// is harmless: it keeps timestamps unique).
+    fn stage_send(
+        &mut self,
+        now: DtnTime,
+        req: SendRequest,
+        txn: &mut Txn,
+    ) -> Result<BundleId, SendError> {
         if self.classify(&req.source) == Dest::Remote {
             return Err(SendError::BadSource(req.source));
         }
@@ -80,8 +136,7 @@ impl<S: Store> Agent<S> {
         flags.set(BundleFlags::REPORT_DELIVERY, req.report_flags.delivery);
         flags.set(BundleFlags::REPORT_DELETION, req.report_flags.deletion);
         flags.set(BundleFlags::MUST_NOT_FRAGMENT, req.must_not_fragment);
-        let mut txn = Txn::default();
-        let ts = self.next_creation(now, &mut txn);
+        let ts = self.next_creation(now, txn);
         let mut b = BundleBuilder::new(req.source.clone(), req.destination)
             .creation(ts)
             .lifetime_ms(req.lifetime_ms)
@@ -102,19 +157,19 @@ impl<S: Store> Agent<S> {
         }
         let id = bundle.id();
         if self.classify(&bundle.primary().destination) == Dest::Echo {
-            // A loopback echo request: answered at once, like one arriving from a CLA.
+            // A loopback echo request: answered at once, like one arriving from a CLA. The
+            // duplicate record is staged only once the reply fits, so a refused request leaves
+            // nothing in a shared transaction.
             let dedup_exp = expiry_of(&bundle, now);
-            self.stage_dedup(&mut txn, &id, dedup_exp);
-            if let Err(free) = self.stage_echo(now, &bundle, &mut txn) {
+            if let Err(free) = self.stage_echo(now, &bundle, txn) {
                 self.counters.refused_store_full += 1;
                 return Err(SendError::StoreFull { needed: size, free });
             }
-        } else if let Err(free) = self.stage_new(now, &mut txn, bundle, req.priority) {
+            self.stage_dedup(txn, &id, dedup_exp);
+        } else if let Err(free) = self.stage_new(now, txn, bundle, req.priority) {
             self.counters.refused_store_full += 1;
             return Err(SendError::StoreFull { needed: size, free });
         }
-        self.commit_txn(now, txn)?;
-        self.counters.created += 1;
         Ok(id)
     }
 
