@@ -1,7 +1,7 @@
 //! Blocking client for the node's application socket.
 
 use std::collections::{HashSet, VecDeque};
-use std::io::{Read, Write};
+use std::io::Read;
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -9,6 +9,16 @@ use std::time::{Duration, Instant};
 use bytes::{Buf, Bytes, BytesMut};
 
 use crate::proto::{self, BundleId, DecodeError, ErrorKind, Request, Response, SendArgs};
+
+/// Frames at least this long are read straight into their own buffer (no staging copy).
+const LARGE_FRAME: usize = 64 * 1024;
+
+/// Size of the reusable buffer small frames are read through.
+const READ_CHUNK: usize = 64 * 1024;
+
+/// Bytes of a Send frame besides its payload and endpoint strings (version, type, lengths,
+/// lifetime, flags, priority).
+const SEND_OVERHEAD: usize = 2 + 2 + 2 + 8 + 1 + 1 + 4;
 
 /// How many delivered bundle ids the client remembers for de-duplication (oldest forgotten
 /// first). A node re-offers only bundles it delivered but never saw acknowledged, which are
@@ -35,6 +45,24 @@ pub enum ClientError {
     /// The node answered with an unexpected message.
     #[error("unexpected response {0}")]
     Unexpected(&'static str),
+    /// [`Client::next_send_result`] was called with no send pending.
+    #[error("no send is pending")]
+    NoPendingSend,
+    /// The request cannot be encoded within the protocol's frame limit (nothing was written).
+    #[error("request of {0} bytes exceeds the frame limit of {1}")]
+    TooLarge(usize, usize),
+}
+
+impl ClientError {
+    /// True when the error concerns only one request (the node refused it, or it was too
+    /// large to send) and the connection remains usable; false when the connection is broken
+    /// or out of step.
+    pub fn is_refusal(&self) -> bool {
+        matches!(
+            self,
+            ClientError::Refused { .. } | ClientError::TooLarge(..)
+        )
+    }
 }
 
 /// A bundle received for one of this connection's endpoints.
@@ -52,12 +80,31 @@ pub struct Received {
 
 /// A connection to a node's application socket.
 ///
-/// Requests are answered in order; deliveries pushed by the node while a request waits are
-/// queued and returned by [`Client::recv`].
+/// Requests are answered in order (see [`proto`]'s ordering rules); deliveries pushed by the
+/// node while a request waits are queued and returned by [`Client::recv`].
+///
+/// Sends can be pipelined: [`Client::submit`] writes a Send request without waiting and
+/// [`Client::next_send_result`] returns the outcomes in submission order, so several bundles
+/// are in flight at once (the node may commit them in one store transaction) instead of one
+/// round trip and one commit per bundle. [`Client::send`] is submit-and-wait.
+///
+/// A connection that registered endpoints and pipelines large sends should keep its window
+/// modest: the node writes deliveries to the same socket, and while this client is blocked
+/// writing a request it does not read them.
 pub struct Client {
     path: PathBuf,
     stream: UnixStream,
     rx: BytesMut,
+    /// A large frame being read straight into its own buffer: (body so far, body length).
+    large: Option<(Vec<u8>, usize)>,
+    /// Reusable read buffer for small frames.
+    chunk: Box<[u8]>,
+    /// Reusable encode buffer for request heads.
+    head: BytesMut,
+    /// Sends written whose answer has not been read yet.
+    pending_sends: usize,
+    /// Answers to sends already read (while waiting for another answer), not yet returned.
+    completed: VecDeque<Result<BundleId, ClientError>>,
     deliveries: VecDeque<Received>,
     registered: Vec<String>,
     seen: HashSet<BundleId>,
@@ -83,6 +130,11 @@ impl Client {
             path,
             stream,
             rx: BytesMut::with_capacity(64 * 1024),
+            large: None,
+            chunk: vec![0u8; READ_CHUNK].into_boxed_slice(),
+            head: BytesMut::with_capacity(256),
+            pending_sends: 0,
+            completed: VecDeque::new(),
             deliveries: VecDeque::new(),
             registered: Vec::new(),
             seen: HashSet::new(),
@@ -94,9 +146,16 @@ impl Client {
     /// Reconnects (e.g. after the node restarted) and registers the same endpoints again. The
     /// de-duplication memory is kept, so bundles re-offered by the restarted node that this
     /// client already returned are acknowledged silently and not returned again.
+    ///
+    /// Sends still pending on the old connection are forgotten: the node may or may not have
+    /// stored them (submit them again if duplicates are acceptable). Use
+    /// [`Client::pending_sends`] before reconnecting to know how many.
     pub fn reconnect(&mut self) -> Result<(), ClientError> {
         self.stream = UnixStream::connect(&self.path)?;
         self.rx.clear();
+        self.large = None;
+        self.pending_sends = 0;
+        self.completed.clear();
         self.deliveries.clear();
         // The list survives a failed attempt, so a later reconnect registers them all again.
         for ep in self.registered.clone() {
@@ -107,7 +166,10 @@ impl Client {
 
     /// Registers an endpoint: bundles addressed to it are delivered to this connection
     /// (including those that waited in the node's store).
+    ///
+    /// Answers of pending sends are read first (and kept for [`Client::next_send_result`]).
     pub fn register(&mut self, endpoint: &str) -> Result<(), ClientError> {
+        self.settle_pending()?;
         self.write(&Request::Register {
             endpoint: endpoint.to_string(),
         })?;
@@ -122,17 +184,90 @@ impl Client {
         }
     }
 
-    /// Sends a bundle; returns once the node has stored it durably.
+    /// Sends a bundle; returns once the node has stored it durably. With sends pending from
+    /// [`Client::submit`], their answers are read first and kept for
+    /// [`Client::next_send_result`]; this call returns only this bundle's outcome.
     pub fn send(&mut self, args: SendArgs) -> Result<BundleId, ClientError> {
+        self.submit(args)?;
+        self.settle_pending()?;
+        self.completed
+            .pop_back()
+            .unwrap_or(Err(ClientError::Unexpected("to Send: no answer")))
+    }
+
+    /// Writes a Send request without waiting for its answer (pipelining). Its outcome comes,
+    /// in submission order, from [`Client::next_send_result`]. The payload is written from
+    /// `args` as is (no copy into a frame buffer).
+    ///
+    /// Fails without writing anything (and without counting it pending) with
+    /// [`ClientError::TooLarge`] when the request exceeds the protocol's frame limit.
+    pub fn submit(&mut self, args: SendArgs) -> Result<(), ClientError> {
+        let body = SEND_OVERHEAD + args.source.len() + args.destination.len() + args.payload.len();
+        if body > proto::MAX_FRAME {
+            return Err(ClientError::TooLarge(body, proto::MAX_FRAME));
+        }
         self.write(&Request::Send(args))?;
-        match self.response()? {
+        self.pending_sends += 1;
+        Ok(())
+    }
+
+    /// The outcome of the oldest submitted send whose outcome was not returned yet, waiting
+    /// for the node's answer if needed. Deliveries arriving meanwhile are queued for
+    /// [`Client::recv`].
+    ///
+    /// `Err(ClientError::Refused { .. })` concerns that send only (e.g.
+    /// [`ErrorKind::StoreFull`]: nothing was stored, submit it again later); the other pending
+    /// sends still complete. Any other error means the connection is broken or out of step.
+    /// [`ClientError::NoPendingSend`] when nothing is pending.
+    pub fn next_send_result(&mut self) -> Result<BundleId, ClientError> {
+        if let Some(r) = self.completed.pop_front() {
+            return r;
+        }
+        if self.pending_sends == 0 {
+            return Err(ClientError::NoPendingSend);
+        }
+        self.read_send_answer()
+    }
+
+    /// Sends submitted whose outcome [`Client::next_send_result`] has not returned yet.
+    pub fn pending_sends(&self) -> usize {
+        self.pending_sends + self.completed.len()
+    }
+
+    /// Reads the answer of the oldest pending send from the socket.
+    fn read_send_answer(&mut self) -> Result<BundleId, ClientError> {
+        let answer = self.response();
+        if matches!(
+            answer,
+            Ok(_) | Err(ClientError::Refused { .. } | ClientError::Protocol(_))
+        ) {
+            // A frame was consumed for this send (a refusal, or an answer of the wrong type
+            // or form): it is no longer pending.
+            self.pending_sends = self.pending_sends.saturating_sub(1);
+        }
+        match answer? {
             Response::SendOk { id } => Ok(id),
             _ => Err(ClientError::Unexpected("to Send")),
         }
     }
 
-    /// The node status as JSON text.
+    /// Reads the answers of every pending send into `completed`, so that the next answer on
+    /// the socket is that of the next request written. Stops at the first connection error.
+    fn settle_pending(&mut self) -> Result<(), ClientError> {
+        while self.pending_sends > 0 {
+            match self.read_send_answer() {
+                Ok(id) => self.completed.push_back(Ok(id)),
+                Err(e) if e.is_refusal() => self.completed.push_back(Err(e)),
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    }
+
+    /// The node status as JSON text. Answers of pending sends are read first (and kept for
+    /// [`Client::next_send_result`]).
     pub fn status(&mut self) -> Result<String, ClientError> {
+        self.settle_pending()?;
         self.write(&Request::Status)?;
         match self.response()? {
             Response::Status { json } => Ok(json),
@@ -178,6 +313,17 @@ impl Client {
                     id,
                     payload,
                 }),
+                Some(other) if self.pending_sends > 0 => {
+                    // The answer of the oldest pending send: kept for `next_send_result`.
+                    self.pending_sends -= 1;
+                    self.completed.push_back(match other {
+                        Response::SendOk { id } => Ok(id),
+                        Response::Error { kind, message } => {
+                            Err(ClientError::Refused { kind, message })
+                        }
+                        _ => Err(ClientError::Unexpected("to Send")),
+                    });
+                }
                 Some(_) => return Err(ClientError::Unexpected("unsolicited response")),
             }
         }
@@ -188,8 +334,10 @@ impl Client {
         self.duplicates
     }
 
+    /// Writes one request: its head through the reused buffer, its payload as is.
     fn write(&mut self, req: &Request) -> Result<(), ClientError> {
-        self.stream.write_all(&req.encode())?;
+        let tail = req.encode_head(&mut self.head);
+        proto::write_frame(&mut self.stream, &self.head, tail)?;
         Ok(())
     }
 
@@ -218,9 +366,18 @@ impl Client {
     }
 
     /// Reads until one whole frame is buffered (or the deadline passes: `None`).
+    ///
+    /// Small frames are read through a reused chunk into `rx`; a large frame's body is read
+    /// straight into a buffer of its exact size, which becomes the frame's `Bytes` (and so the
+    /// payload) without another copy.
     fn next_frame(&mut self, deadline: Option<Instant>) -> Result<Option<Response>, ClientError> {
         loop {
-            if self.rx.len() >= 4 {
+            if let Some((body, want)) = &self.large {
+                if body.len() >= *want {
+                    let body = self.large.take().map(|(b, _)| b).unwrap_or_default();
+                    return Ok(Some(Response::decode(&Bytes::from(body))?));
+                }
+            } else if self.rx.len() >= 4 {
                 let n =
                     u32::from_be_bytes([self.rx[0], self.rx[1], self.rx[2], self.rx[3]]) as usize;
                 if n > proto::MAX_FRAME {
@@ -230,6 +387,15 @@ impl Client {
                     self.rx.advance(4);
                     let body = self.rx.split_to(n).freeze();
                     return Ok(Some(Response::decode(&body)?));
+                }
+                if n >= LARGE_FRAME {
+                    // The length was checked against the limit above.
+                    self.rx.advance(4);
+                    let mut body = Vec::with_capacity(n);
+                    body.extend_from_slice(&self.rx);
+                    self.rx.clear();
+                    self.large = Some((body, n));
+                    continue;
                 }
                 self.rx.reserve(4 + n - self.rx.len());
             }
@@ -244,8 +410,26 @@ impl Client {
                 None => None,
             };
             self.stream.set_read_timeout(wait)?;
-            let mut chunk = [0u8; 64 * 1024];
-            match self.stream.read(&mut chunk) {
+            let read = match &mut self.large {
+                Some((body, want)) => {
+                    let before = body.len();
+                    let need = (*want - before) as u64;
+                    match (&mut self.stream).take(need).read_to_end(body) {
+                        // Short of the frame's end: the node closed the connection.
+                        Ok(_) if body.len() < *want => Ok(0),
+                        Ok(_) => Ok(body.len() - before),
+                        Err(e) => Err(e),
+                    }
+                }
+                None => match self.stream.read(&mut self.chunk) {
+                    Ok(n) => {
+                        self.rx.extend_from_slice(&self.chunk[..n]);
+                        Ok(n)
+                    }
+                    Err(e) => Err(e),
+                },
+            };
+            match read {
                 Ok(0) => {
                     return Err(std::io::Error::new(
                         std::io::ErrorKind::UnexpectedEof,
@@ -253,13 +437,14 @@ impl Client {
                     )
                     .into())
                 }
-                Ok(n) => self.rx.extend_from_slice(&chunk[..n]),
+                Ok(_) => {}
                 Err(e)
                     if matches!(
                         e.kind(),
-                        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                        std::io::ErrorKind::WouldBlock
+                            | std::io::ErrorKind::TimedOut
+                            | std::io::ErrorKind::Interrupted
                     ) => {}
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
                 Err(e) => return Err(e.into()),
             }
         }

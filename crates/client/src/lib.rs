@@ -5,6 +5,8 @@
 //!   construction, and the decoder is strict and never panics on malformed frames.
 //! - [`Client`]: a blocking Rust client: register an endpoint, send bundles (acknowledged only
 //!   after the node's durable commit), receive bundles and acknowledge them, query status.
+//!   Sends can be pipelined ([`Client::submit`], [`Client::next_send_result`]) so that many
+//!   bundles are in flight and the node can commit them together.
 //!   It de-duplicates deliveries by bundle id, so an application sees each bundle once even when
 //!   a restarted node offers again a bundle that was delivered but not yet acknowledged.
 

@@ -11,6 +11,25 @@
 //! Requests (application → node) and responses (node → application) use distinct type codes.
 //! A frame longer than the receiver's limit ([`MAX_FRAME`] by default) is refused before any
 //! allocation. The full table is in `docs/app-protocol.md`.
+//!
+//! # Ordering (what makes pipelining possible)
+//!
+//! On one connection the node answers requests strictly in the order it read them: every
+//! `Register` gets one `Ok` or `Error`, every `Send` one `SendOk` or `Error`, every `Status` one
+//! `Status` or `Error`; `Ack` gets no answer. `Deliver` frames are pushed at any time and may
+//! come between any two answers. So a client may write many requests before reading any answer
+//! and match the k-th answer (ignoring `Deliver`) to the k-th answered request; an `Error` for
+//! one `Send` says nothing about the sends before or after it. A node may commit several
+//! consecutive sends (from any connections) in one store transaction, but it still answers
+//! each one, in order, and only after its commit.
+//!
+//! # Encoding without copying the payload
+//!
+//! The payload (or status JSON) is always the last field of its frame, so
+//! [`Request::encode_head`] and [`Response::encode_head`] encode everything before it into a
+//! small reusable buffer and return the payload as the frame's tail; [`write_frame`] then
+//! writes both with one vectored write. [`Request::encode`] and [`Response::encode`] build the
+//! whole frame in one buffer (a copy of the payload) for tests and small messages.
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 
@@ -232,11 +251,6 @@ fn put_str(out: &mut BytesMut, s: &str) {
     out.put_slice(&s.as_bytes()[..end]);
 }
 
-fn put_bytes(out: &mut BytesMut, b: &[u8]) {
-    out.put_u32(b.len() as u32);
-    out.put_slice(b);
-}
-
 fn put_id(out: &mut BytesMut, id: &BundleId) {
     put_str(out, &id.source);
     out.put_u64(id.creation_ms);
@@ -251,50 +265,70 @@ fn put_id(out: &mut BytesMut, id: &BundleId) {
     }
 }
 
-/// Starts a frame: reserves the length and writes version and type.
-fn begin(ty: u8, capacity: usize) -> BytesMut {
-    let mut out = BytesMut::with_capacity(6 + capacity);
+/// Starts a frame in `out` (cleared first): reserves the length and writes version and type.
+fn begin_into(out: &mut BytesMut, ty: u8) {
+    out.clear();
     out.put_u32(0);
     out.put_u8(VERSION);
     out.put_u8(ty);
-    out
 }
 
-/// Patches the length prefix.
-fn finish(mut out: BytesMut) -> Bytes {
-    let len = (out.len() - 4) as u32;
-    out[..4].copy_from_slice(&len.to_be_bytes());
-    out.freeze()
+/// Patches the length prefix of the frame started in `head`, whose body continues with
+/// `tail_len` more bytes (the payload written after it).
+fn finish_head(head: &mut BytesMut, tail_len: usize) {
+    let len = (head.len() - 4 + tail_len) as u32;
+    head[..4].copy_from_slice(&len.to_be_bytes());
+}
+
+/// Joins a head and its tail into one frame.
+fn join(mut head: BytesMut, tail: &[u8]) -> Bytes {
+    head.extend_from_slice(tail);
+    head.freeze()
 }
 
 impl Request {
-    /// Encodes the request as one complete frame (length prefix included).
+    /// Encodes the request as one complete frame (length prefix included). Copies the payload;
+    /// hot paths use [`Request::encode_head`] and [`write_frame`] instead.
     pub fn encode(&self) -> Bytes {
-        match self {
-            Request::Register { endpoint } => {
-                let mut o = begin(T_REGISTER, 2 + endpoint.len());
-                put_str(&mut o, endpoint);
-                finish(o)
-            }
-            Request::Send(a) => {
-                let mut o = begin(T_SEND, 32 + a.payload.len());
-                put_str(&mut o, &a.source);
-                put_str(&mut o, &a.destination);
-                o.put_u64(a.lifetime_ms);
-                o.put_u8(a.report_flags);
-                o.put_u8(a.priority);
-                put_bytes(&mut o, &a.payload);
-                finish(o)
-            }
-            Request::Ack { token } => {
-                let mut o = begin(T_ACK, 8);
-                o.put_u64(*token);
-                finish(o)
-            }
-            Request::Status => finish(begin(T_STATUS, 0)),
-        }
+        let mut head = BytesMut::new();
+        let tail = self.encode_head(&mut head);
+        join(head, tail)
     }
 
+    /// Encodes the frame except its trailing payload into `head` (cleared first; reuse it to
+    /// avoid allocating per message) and returns that payload (empty for messages without one):
+    /// the frame is `head` followed by the returned slice, and the length prefix in `head`
+    /// already counts both.
+    pub fn encode_head<'a>(&'a self, head: &mut BytesMut) -> &'a [u8] {
+        let tail: &[u8] = match self {
+            Request::Register { endpoint } => {
+                begin_into(head, T_REGISTER);
+                put_str(head, endpoint);
+                &[]
+            }
+            Request::Send(a) => {
+                begin_into(head, T_SEND);
+                put_str(head, &a.source);
+                put_str(head, &a.destination);
+                head.put_u64(a.lifetime_ms);
+                head.put_u8(a.report_flags);
+                head.put_u8(a.priority);
+                head.put_u32(a.payload.len() as u32);
+                &a.payload
+            }
+            Request::Ack { token } => {
+                begin_into(head, T_ACK);
+                head.put_u64(*token);
+                &[]
+            }
+            Request::Status => {
+                begin_into(head, T_STATUS);
+                &[]
+            }
+        };
+        finish_head(head, tail.len());
+        tail
+    }
     /// Decodes a frame body (without the length prefix). `body` is shared, so payloads are
     /// zero-copy slices of it.
     pub fn decode(body: &Bytes) -> Result<Self, DecodeError> {
@@ -319,20 +353,33 @@ impl Request {
 }
 
 impl Response {
-    /// Encodes the response as one complete frame (length prefix included).
+    /// Encodes the response as one complete frame (length prefix included). Copies the payload;
+    /// hot paths use [`Response::encode_head`] and [`write_frame`] instead.
     pub fn encode(&self) -> Bytes {
-        match self {
-            Response::Ok => finish(begin(T_OK, 0)),
+        let mut head = BytesMut::new();
+        let tail = self.encode_head(&mut head);
+        join(head, tail)
+    }
+
+    /// Encodes the frame except its trailing payload (a delivery's application data, a status
+    /// reply's JSON) into `head` (cleared first) and returns that payload, like
+    /// [`Request::encode_head`].
+    pub fn encode_head<'a>(&'a self, head: &mut BytesMut) -> &'a [u8] {
+        let tail: &[u8] = match self {
+            Response::Ok => {
+                begin_into(head, T_OK);
+                &[]
+            }
             Response::SendOk { id } => {
-                let mut o = begin(T_SEND_OK, 40 + id.source.len());
-                put_id(&mut o, id);
-                finish(o)
+                begin_into(head, T_SEND_OK);
+                put_id(head, id);
+                &[]
             }
             Response::Error { kind, message } => {
-                let mut o = begin(T_ERROR, 3 + message.len());
-                o.put_u8(kind.code());
-                put_str(&mut o, message);
-                finish(o)
+                begin_into(head, T_ERROR);
+                head.put_u8(kind.code());
+                put_str(head, message);
+                &[]
             }
             Response::Deliver {
                 token,
@@ -340,22 +387,21 @@ impl Response {
                 id,
                 payload,
             } => {
-                let mut o = begin(
-                    T_DELIVER,
-                    60 + endpoint.len() + id.source.len() + payload.len(),
-                );
-                o.put_u64(*token);
-                put_str(&mut o, endpoint);
-                put_id(&mut o, id);
-                put_bytes(&mut o, payload);
-                finish(o)
+                begin_into(head, T_DELIVER);
+                head.put_u64(*token);
+                put_str(head, endpoint);
+                put_id(head, id);
+                head.put_u32(payload.len() as u32);
+                payload
             }
             Response::Status { json } => {
-                let mut o = begin(T_STATUS_REPLY, 4 + json.len());
-                put_bytes(&mut o, json.as_bytes());
-                finish(o)
+                begin_into(head, T_STATUS_REPLY);
+                head.put_u32(json.len() as u32);
+                json.as_bytes()
             }
-        }
+        };
+        finish_head(head, tail.len());
+        tail
     }
 
     /// Decodes a frame body (without the length prefix).
@@ -491,6 +537,31 @@ pub fn read_frame<R: std::io::Read>(r: &mut R, limit: usize) -> std::io::Result<
     Ok(Some(Bytes::from(body)))
 }
 
+/// Writes one frame given as `head` then `tail` (from [`Request::encode_head`] or
+/// [`Response::encode_head`]) with vectored writes, so the payload is never copied into a
+/// frame buffer. Partial writes are continued until everything is written.
+pub fn write_frame<W: std::io::Write>(w: &mut W, head: &[u8], tail: &[u8]) -> std::io::Result<()> {
+    let (mut head, mut tail) = (head, tail);
+    while !head.is_empty() || !tail.is_empty() {
+        let n = if head.is_empty() {
+            w.write(tail)
+        } else {
+            w.write_vectored(&[std::io::IoSlice::new(head), std::io::IoSlice::new(tail)])
+        };
+        match n {
+            Ok(0) => return Err(std::io::ErrorKind::WriteZero.into()),
+            Ok(n) => {
+                let h = n.min(head.len());
+                head = &head[h..];
+                tail = &tail[(n - h).min(tail.len())..];
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -573,6 +644,104 @@ mod tests {
         let frame = [0xffu8, 0xff, 0xff, 0xff, 1, 4];
         let err = read_frame(&mut &frame[..], 1024).unwrap_err();
         assert_eq!(err.kind(), std::io::ErrorKind::InvalidData);
+    }
+
+    /// A writer that takes at most `step` bytes per call (and sometimes reports an
+    /// interruption), to exercise partial vectored writes.
+    struct Trickle {
+        out: Vec<u8>,
+        step: usize,
+        calls: usize,
+    }
+
+    impl std::io::Write for Trickle {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.calls += 1;
+            if self.calls.is_multiple_of(3) {
+                return Err(std::io::ErrorKind::Interrupted.into());
+            }
+            let n = buf.len().min(self.step);
+            self.out.extend_from_slice(&buf[..n]);
+            Ok(n)
+        }
+
+        fn write_vectored(&mut self, bufs: &[std::io::IoSlice<'_>]) -> std::io::Result<usize> {
+            let mut n = 0;
+            for b in bufs {
+                let take = (self.step - n).min(b.len());
+                self.out.extend_from_slice(&b[..take]);
+                n += take;
+                if n == self.step {
+                    break;
+                }
+            }
+            Ok(n)
+        }
+
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn head_and_tail_written_by_write_frame_equal_the_whole_frame() {
+        let id = BundleId {
+            source: "ipn:1.1".into(),
+            creation_ms: 1,
+            sequence: 2,
+            fragment: None,
+        };
+        let payload = Bytes::from((0..5000u32).map(|i| i as u8).collect::<Vec<u8>>());
+        let reqs = [
+            Request::Send(SendArgs {
+                source: "ipn:1.1".into(),
+                destination: "ipn:2.1".into(),
+                lifetime_ms: 9,
+                report_flags: 0,
+                priority: 2,
+                payload: payload.clone(),
+            }),
+            Request::Status,
+        ];
+        let resps = [
+            Response::Deliver {
+                token: 3,
+                endpoint: "ipn:2.1".into(),
+                id,
+                payload,
+            },
+            Response::Status {
+                json: "{\"a\":1}".into(),
+            },
+            Response::Ok,
+        ];
+        let mut head = BytesMut::new();
+        for step in [1, 7, 100, 1 << 20] {
+            for r in &reqs {
+                let tail = r.encode_head(&mut head);
+                let mut w = Trickle {
+                    out: Vec::new(),
+                    step,
+                    calls: 0,
+                };
+                write_frame(&mut w, &head, tail).unwrap();
+                assert_eq!(w.out, r.encode().to_vec());
+                assert_eq!(Request::decode(&Bytes::from(w.out).slice(4..)).unwrap(), *r);
+            }
+            for r in &resps {
+                let tail = r.encode_head(&mut head);
+                let mut w = Trickle {
+                    out: Vec::new(),
+                    step,
+                    calls: 0,
+                };
+                write_frame(&mut w, &head, tail).unwrap();
+                assert_eq!(
+                    Response::decode(&Bytes::from(w.out).slice(4..)).unwrap(),
+                    *r
+                );
+            }
+        }
     }
 
     proptest! {
