@@ -2,7 +2,9 @@
 //! to a redb store and is SIGKILLed at seeded random moments. After each kill the store is
 //! reopened: every commit acknowledged (returned `Ok`) before the kill is there with the right
 //! bytes, deletes acknowledged are applied, at most the one in-doubt commit differs, and the byte
-//! accounting recomputed from the data matches.
+//! accounting recomputed from the data matches. Run twice: every payload in the database, and
+//! payloads of at least 4 KiB in the segment log with small segments (rotation, unlinking of
+//! emptied segments and cleanup of unreferenced tails all happen between kills).
 
 use std::collections::BTreeMap;
 use std::io::Read;
@@ -10,11 +12,24 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use bp::store::{Batch, BundleKey, BundleMeta, Op, RedbStore, Role, Store};
+use bp::store::{Batch, BundleKey, BundleMeta, Op, RedbStore, Role, Store, StoreOptions};
 use bpv7::{BundleFlags, BundleId, CreationTimestamp, Eid};
 use bytes::Bytes;
 
 const CHILD_ENV: &str = "BP_STORE_CRASH_CHILD_DB";
+const CHILD_SEG_ENV: &str = "BP_STORE_CRASH_CHILD_SEGMENTS";
+
+/// Store options: payloads in the database, or (`segments`) >= 4 KiB in 64 KiB segments.
+fn options(segments: bool) -> StoreOptions {
+    let mut o = StoreOptions::default();
+    if segments {
+        o.segment_threshold = 4096;
+        o.segment_bytes = 64 << 10;
+    } else {
+        o.segment_threshold = u64::MAX;
+    }
+    o
+}
 
 fn data_for(key: u64) -> Bytes {
     let len = 100 + (key.wrapping_mul(7919) % 20_000) as usize;
@@ -68,7 +83,8 @@ fn crash_child_entry() {
     let Ok(path) = std::env::var(CHILD_ENV) else {
         return;
     };
-    let mut store = RedbStore::open(Path::new(&path)).expect("child open");
+    let segments = std::env::var(CHILD_SEG_ENV).is_ok_and(|v| v == "1");
+    let mut store = RedbStore::open_with(Path::new(&path), &options(segments)).expect("child open");
     let contents = store.contents().expect("contents");
     let mut i = contents.bundles.last().map_or(0, |(k, _)| k.0 + 1);
     loop {
@@ -80,11 +96,24 @@ fn crash_child_entry() {
 
 #[test]
 fn sigkill_at_random_moments_loses_no_acknowledged_commit() {
+    sigkill_rounds(false);
+}
+
+#[test]
+fn sigkill_at_random_moments_with_segment_payloads() {
+    sigkill_rounds(true);
+}
+
+fn sigkill_rounds(segments: bool) {
     let dir = tempfile::tempdir().expect("tempdir");
     let db = dir.path().join("crash.redb");
     let exe = std::env::current_exe().expect("exe");
     let mut model: BTreeMap<u64, u64> = BTreeMap::new();
-    let mut rng = 0x9E37_79B9_7F4A_7C15u64;
+    let mut rng = if segments {
+        0x2545_F491_4F6C_DD1Du64
+    } else {
+        0x9E37_79B9_7F4A_7C15u64
+    };
     let mut total_acked = 0;
     for round in 0..5 {
         rng ^= rng << 13;
@@ -99,6 +128,7 @@ fn sigkill_at_random_moments_loses_no_acknowledged_commit() {
                 "--test-threads=1",
             ])
             .env(CHILD_ENV, &db)
+            .env(CHILD_SEG_ENV, if segments { "1" } else { "" })
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()
@@ -120,7 +150,7 @@ fn sigkill_at_random_moments_loses_no_acknowledged_commit() {
         for &i in &acked {
             apply_model(&mut model, i);
         }
-        let mut store = RedbStore::open(&db).expect("reopen after kill");
+        let mut store = RedbStore::open_with(&db, &options(segments)).expect("reopen after kill");
         let contents = store.contents().expect("contents");
         let next = acked
             .last()
@@ -147,6 +177,10 @@ fn sigkill_at_random_moments_loses_no_acknowledged_commit() {
         assert_eq!(store.recount().expect("recount"), (sum, model.len() as u64));
     }
     assert!(total_acked > 0, "the child never committed anything");
+    if segments {
+        let s = RedbStore::open_with(&db, &options(true)).expect("reopen");
+        assert!(s.segment_count() > 0, "no payload went to the segment log");
+    }
 }
 
 #[test]

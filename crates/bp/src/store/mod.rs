@@ -9,7 +9,9 @@
 //! Two backends:
 //! - [`MemoryStore`]: for the simulator and tests (no durability, same semantics otherwise).
 //! - [`RedbStore`]: the runtime backend, an embedded copy-on-write B-tree ([`redb`]) with durable
-//!   commits. Chosen over fjall and over payload files by measurement (see `docs/store.md`).
+//!   commits, large payloads appended to a segment log beside it, a bounded page cache and a
+//!   bounded hot cache of recently committed bundles ([`StoreOptions`]). Chosen by measurement
+//!   (see `docs/store.md`).
 //!
 //! What is persisted per bundle is the encoded bundle exactly as received or created and a small
 //! [`BundleMeta`] record (role, identity, destination, expiry, ...), so that opening a store only
@@ -18,13 +20,15 @@
 //! persisted: after a restart the CLA sessions and application connections are gone, so those
 //! bundles are simply queued again.
 
+mod hot_cache;
 mod memory;
 mod meta;
 mod redb_store;
+mod segments;
 
 pub use memory::MemoryStore;
 pub use meta::{BundleMeta, MetaDecodeError, Role};
-pub use redb_store::RedbStore;
+pub use redb_store::{RedbStore, StoreOptions};
 
 use bpv7::BundleId;
 use bytes::Bytes;
@@ -166,6 +170,15 @@ pub enum StoreError {
     /// A metadata record exists without its bundle bytes.
     #[error("stored bundle {0} has metadata but no data")]
     MissingData(BundleKey),
+    /// A bundle's stored bytes are unreadable: a payload reference outside its segment file or
+    /// a payload whose CRC-32C does not match.
+    #[error("stored bytes of bundle {key} are corrupt: {reason}")]
+    CorruptData {
+        /// The bundle's key.
+        key: BundleKey,
+        /// What was wrong.
+        reason: String,
+    },
     /// File-system error opening the store.
     #[error("store I/O error: {0}")]
     Io(#[from] std::io::Error),

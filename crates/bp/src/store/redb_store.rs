@@ -1,23 +1,31 @@
-//! The persistent [`Store`]: [`redb`], an embedded ACID copy-on-write B-tree in one file.
+//! The persistent [`Store`]: [`redb`], an embedded ACID copy-on-write B-tree in one file, plus a
+//! segment log for large payloads.
 //!
-//! Four tables: bundle metadata and bundle bytes keyed by [`BundleKey`], duplicate-suppression
-//! records keyed by the encoded bundle id, and a small state table (the creation-timestamp
-//! cursor). Every [`Store::commit`] is one write transaction with `Durability::Immediate`: when it
-//! returns `Ok` the batch is on stable storage (redb's commit protocol fsyncs), which is what lets
-//! the agent acknowledge a bundle to an application or a previous hop.
+//! Tables: bundle metadata keyed by [`BundleKey`]; small bundles' bytes (`bundle_data`); large
+//! bundles' payload references (`bundle_segment_ref`: segment, offset, length, CRC-32C into the
+//! segment log, see [`super::segments`]); duplicate-suppression records keyed by the encoded bundle
+//! id; and a small state table (the creation-timestamp cursor). Every [`Store::commit`] appends
+//! the batch's large payloads to the segment log (made stable first when durable), then runs one
+//! write transaction with `Durability::Immediate`: when it returns `Ok` the batch is on stable
+//! storage, which is what lets the agent acknowledge a bundle to an application or a previous hop.
 //!
-//! Payload bytes live in the database rather than in separate files: measured faster for small
-//! bundles and equal for 500 kB ones, with one fsync domain instead of two (see `docs/store.md`).
+//! Memory is bounded by configuration ([`StoreOptions`]): redb's page cache and the hot cache of
+//! recently committed bundles. An in-memory index (key → where the bytes are and how long they
+//! are), rebuilt at open, makes deletes and the byte accounting independent of the payloads.
 
-use std::path::Path;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
 
 use bytes::Bytes;
-use redb::{Database, ReadableTable, TableDefinition};
+use redb::{Database, ReadableTable, ReadableTableMetadata, TableDefinition};
 
+use super::hot_cache::HotCache;
+use super::segments::{ReadError, SegRef, SegmentLog, Undo};
 use super::{Batch, BundleKey, BundleMeta, Op, Store, StoreContents, StoreError};
 
 const META: TableDefinition<u64, &[u8]> = TableDefinition::new("bundle_meta");
 const DATA: TableDefinition<u64, &[u8]> = TableDefinition::new("bundle_data");
+const SEGREF: TableDefinition<u64, &[u8]> = TableDefinition::new("bundle_segment_ref");
 const DEDUP: TableDefinition<&[u8], u64> = TableDefinition::new("dedup");
 const STATE: TableDefinition<&str, u64> = TableDefinition::new("state");
 
@@ -28,11 +36,63 @@ fn db_err(e: impl std::fmt::Display) -> StoreError {
     StoreError::Database(e.to_string())
 }
 
-/// A bundle store in one redb database file.
+/// Tuning of a [`RedbStore`]: what bounds its memory and where large payloads go.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoreOptions {
+    /// redb's page cache in bytes (redb's own default is 1 GiB, which a busy node fills).
+    pub cache_bytes: usize,
+    /// Budget of the hot cache: bytes of recently committed bundles kept (as `Bytes` clones of
+    /// what was committed) so that forwarding or delivering them soon after does not read the
+    /// store. 0 disables it.
+    pub hot_cache_bytes: u64,
+    /// Payloads of at least this many bytes are appended to the segment log instead of the
+    /// B-tree; `u64::MAX` keeps every payload in the database.
+    pub segment_threshold: u64,
+    /// Size at which the active segment file is sealed and a new one started.
+    pub segment_bytes: u64,
+    /// Commit with fsync (see [`RedbStore::set_durable`]).
+    pub durable: bool,
+}
+
+impl Default for StoreOptions {
+    fn default() -> Self {
+        StoreOptions {
+            cache_bytes: 32 << 20,
+            hot_cache_bytes: 64 << 20,
+            segment_threshold: 64 << 10,
+            segment_bytes: 64 << 20,
+            durable: true,
+        }
+    }
+}
+
+/// Where a stored bundle's bytes are.
+#[derive(Debug, Clone, Copy)]
+enum Loc {
+    /// In the `bundle_data` table; the length.
+    Inline(u64),
+    /// In the segment log.
+    Segment(SegRef),
+}
+
+impl Loc {
+    fn len(&self) -> u64 {
+        match self {
+            Loc::Inline(l) => *l,
+            Loc::Segment(r) => r.len,
+        }
+    }
+}
+
+/// A bundle store in one redb database file and a directory of payload segments next to it
+/// (`<file stem>.segments/`).
 pub struct RedbStore {
     db: Database,
+    segments: SegmentLog,
+    index: HashMap<u64, Loc>,
+    hot: HotCache,
+    segment_threshold: u64,
     used: u64,
-    count: u64,
     durable: bool,
 }
 
@@ -40,38 +100,72 @@ impl std::fmt::Debug for RedbStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RedbStore")
             .field("used", &self.used)
-            .field("count", &self.count)
+            .field("count", &self.index.len())
             .field("durable", &self.durable)
             .finish()
     }
 }
 
+/// The segment directory of the database at `path`.
+fn segment_dir(path: &Path) -> PathBuf {
+    path.with_extension("segments")
+}
+
 impl RedbStore {
-    /// Opens (or creates) the store at `path`, recomputing the byte accounting from what is stored.
+    /// Opens (or creates) the store at `path` with [`StoreOptions::default`].
     pub fn open(path: &Path) -> Result<RedbStore, StoreError> {
-        let db = Database::create(path).map_err(db_err)?;
+        RedbStore::open_with(path, &StoreOptions::default())
+    }
+
+    /// Opens (or creates) the store at `path`: rebuilds the index and the byte accounting from
+    /// what is stored, checks every payload reference against its segment file and removes
+    /// payload bytes a crash left unreferenced. A store written before the segment log existed
+    /// opens as is (its payloads stay in the database; new large ones go to segments).
+    pub fn open_with(path: &Path, opts: &StoreOptions) -> Result<RedbStore, StoreError> {
+        let seg_dir = segment_dir(path);
+        if seg_dir == path {
+            return Err(StoreError::Io(std::io::Error::other(format!(
+                "store file {} must not end in .segments",
+                path.display()
+            ))));
+        }
+        let db = redb::Builder::new()
+            .set_cache_size(opts.cache_bytes)
+            .create(path)
+            .map_err(db_err)?;
         let txn = db.begin_write().map_err(db_err)?;
         {
             txn.open_table(META).map_err(db_err)?;
             txn.open_table(DATA).map_err(db_err)?;
+            txn.open_table(SEGREF).map_err(db_err)?;
             txn.open_table(DEDUP).map_err(db_err)?;
             txn.open_table(STATE).map_err(db_err)?;
         }
         txn.commit().map_err(db_err)?;
-        let mut store = RedbStore {
+        let (index, refs) = load_index(&db)?;
+        let segments = SegmentLog::open(&seg_dir, opts.segment_bytes, &refs).map_err(
+            |(key, msg)| match key {
+                Some(k) => StoreError::CorruptData {
+                    key: BundleKey(k),
+                    reason: msg,
+                },
+                None => StoreError::Io(std::io::Error::other(msg)),
+            },
+        )?;
+        let used = index.values().map(Loc::len).sum();
+        Ok(RedbStore {
             db,
-            used: 0,
-            count: 0,
-            durable: true,
-        };
-        let (used, count) = store.recount()?;
-        store.used = used;
-        store.count = count;
-        Ok(store)
+            segments,
+            index,
+            hot: HotCache::new(opts.hot_cache_bytes),
+            segment_threshold: opts.segment_threshold,
+            used,
+            durable: opts.durable,
+        })
     }
 
-    /// Turns fsync-on-commit off (`false`) or on. Only for benchmarks and the simulator: without
-    /// durability a crash may lose acknowledged bundles.
+    /// Turns fsync-on-commit off (`false`) or on. Without durability a power loss may lose
+    /// acknowledged bundles; a process crash does not (the OS still holds the writes).
     pub fn set_durable(&mut self, durable: bool) {
         self.durable = durable;
     }
@@ -83,33 +177,157 @@ impl RedbStore {
         self.db.compact().map_err(db_err)
     }
 
-    /// Recomputes (bytes, bundle count) from the data table: the ground truth for quota checks.
+    /// Recomputes (bytes, bundle count) from the database tables, ignoring the in-memory index:
+    /// the ground truth the accounting is checked against.
     pub fn recount(&self) -> Result<(u64, u64), StoreError> {
-        let txn = self.db.begin_read().map_err(db_err)?;
-        let data = txn.open_table(DATA).map_err(db_err)?;
-        let mut used = 0u64;
-        let mut count = 0u64;
-        for row in data.iter().map_err(db_err)? {
-            let (_, v) = row.map_err(db_err)?;
-            used += v.value().len() as u64;
-            count += 1;
-        }
-        Ok((used, count))
+        let (index, _) = load_index(&self.db)?;
+        Ok((index.values().map(Loc::len).sum(), index.len() as u64))
     }
+
+    /// Hot cache counters: (reads served from it, reads that went to the database or segment
+    /// log, bytes it holds).
+    pub fn hot_cache_stats(&self) -> (u64, u64, u64) {
+        self.hot.stats()
+    }
+
+    /// Number of payload segment files currently on disk.
+    pub fn segment_count(&self) -> usize {
+        self.segments.segment_count()
+    }
+
+    fn commit_txn(
+        &mut self,
+        batch: &Batch,
+        seg_refs: &[SegRef],
+        staged: &mut HashMap<u64, Option<Loc>>,
+    ) -> Result<(), StoreError> {
+        let mut txn = self.db.begin_write().map_err(db_err)?;
+        txn.set_durability(if self.durable {
+            redb::Durability::Immediate
+        } else {
+            redb::Durability::None
+        });
+        {
+            let mut meta = txn.open_table(META).map_err(db_err)?;
+            let mut data = txn.open_table(DATA).map_err(db_err)?;
+            let mut segref = txn.open_table(SEGREF).map_err(db_err)?;
+            let mut dedup = txn.open_table(DEDUP).map_err(db_err)?;
+            let mut state = txn.open_table(STATE).map_err(db_err)?;
+            let mut next_ref = seg_refs.iter();
+            let index = &self.index;
+            let current = |staged: &HashMap<u64, Option<Loc>>, k: u64| match staged.get(&k) {
+                Some(l) => *l,
+                None => index.get(&k).copied(),
+            };
+            for op in batch.ops() {
+                match op {
+                    Op::Put {
+                        key,
+                        meta: m,
+                        data: d,
+                    } => {
+                        meta.insert(key.0, m.encode().as_slice()).map_err(db_err)?;
+                        let old = current(staged, key.0);
+                        let new = if d.len() as u64 >= self.segment_threshold {
+                            let r = *next_ref.next().ok_or_else(|| {
+                                StoreError::Database("segment reference missing".into())
+                            })?;
+                            segref
+                                .insert(key.0, r.encode().as_slice())
+                                .map_err(db_err)?;
+                            if matches!(old, Some(Loc::Inline(_))) {
+                                data.remove(key.0).map_err(db_err)?;
+                            }
+                            Loc::Segment(r)
+                        } else {
+                            data.insert(key.0, &d[..]).map_err(db_err)?;
+                            if matches!(old, Some(Loc::Segment(_))) {
+                                segref.remove(key.0).map_err(db_err)?;
+                            }
+                            Loc::Inline(d.len() as u64)
+                        };
+                        staged.insert(key.0, Some(new));
+                    }
+                    Op::SetMeta { key, meta: m } => {
+                        if current(staged, key.0).is_some() {
+                            meta.insert(key.0, m.encode().as_slice()).map_err(db_err)?;
+                        }
+                    }
+                    Op::Delete(key) => {
+                        meta.remove(key.0).map_err(db_err)?;
+                        match current(staged, key.0) {
+                            Some(Loc::Inline(_)) => {
+                                data.remove(key.0).map_err(db_err)?;
+                            }
+                            Some(Loc::Segment(_)) => {
+                                segref.remove(key.0).map_err(db_err)?;
+                            }
+                            None => {}
+                        }
+                        staged.insert(key.0, None);
+                    }
+                    Op::PutDedup { id, expires_at_ms } => {
+                        dedup
+                            .insert(id.as_slice(), *expires_at_ms)
+                            .map_err(db_err)?;
+                    }
+                    Op::DeleteDedup(id) => {
+                        dedup.remove(id.as_slice()).map_err(db_err)?;
+                    }
+                    Op::SetCreationCursor { time_ms, sequence } => {
+                        state.insert(CURSOR_TIME, *time_ms).map_err(db_err)?;
+                        state.insert(CURSOR_SEQ, *sequence).map_err(db_err)?;
+                    }
+                }
+            }
+        }
+        txn.commit().map_err(db_err)
+    }
+}
+
+/// Reads the index (key → location) from the data and segment-reference tables, without reading
+/// segment payloads, plus the list of segment references.
+#[allow(clippy::type_complexity)]
+fn load_index(db: &Database) -> Result<(HashMap<u64, Loc>, Vec<(u64, SegRef)>), StoreError> {
+    let txn = db.begin_read().map_err(db_err)?;
+    let data = txn.open_table(DATA).map_err(db_err)?;
+    let segref = txn.open_table(SEGREF).map_err(db_err)?;
+    let n = data.len().map_err(db_err)? + segref.len().map_err(db_err)?;
+    let mut index = HashMap::with_capacity(usize::try_from(n).unwrap_or(0).min(1 << 20));
+    for row in data.iter().map_err(db_err)? {
+        let (k, v) = row.map_err(db_err)?;
+        index.insert(k.value(), Loc::Inline(v.value().len() as u64));
+    }
+    let mut refs = Vec::new();
+    for row in segref.iter().map_err(db_err)? {
+        let (k, v) = row.map_err(db_err)?;
+        let key = k.value();
+        let r = SegRef::decode(v.value()).ok_or_else(|| StoreError::CorruptData {
+            key: BundleKey(key),
+            reason: format!("payload reference of {} bytes", v.value().len()),
+        })?;
+        if index.insert(key, Loc::Segment(r)).is_some() {
+            return Err(StoreError::CorruptData {
+                key: BundleKey(key),
+                reason: "bytes both in the database and in a segment".into(),
+            });
+        }
+        refs.push((key, r));
+    }
+    Ok((index, refs))
 }
 
 impl Store for RedbStore {
     fn contents(&mut self) -> Result<StoreContents, StoreError> {
         let txn = self.db.begin_read().map_err(db_err)?;
         let meta = txn.open_table(META).map_err(db_err)?;
-        let data = txn.open_table(DATA).map_err(db_err)?;
         let mut bundles = Vec::new();
         for row in meta.iter().map_err(db_err)? {
             let (k, v) = row.map_err(db_err)?;
             let key = BundleKey(k.value());
             let m = BundleMeta::decode(v.value())
                 .map_err(|source| StoreError::CorruptMeta { key, source })?;
-            if data.get(key.0).map_err(db_err)?.is_none() {
+            if !self.index.contains_key(&key.0) {
                 return Err(StoreError::MissingData(key));
             }
             bundles.push((key, m));
@@ -134,74 +352,83 @@ impl Store for RedbStore {
         if batch.is_empty() {
             return Ok(());
         }
-        let mut txn = self.db.begin_write().map_err(db_err)?;
-        txn.set_durability(if self.durable {
-            redb::Durability::Immediate
+        // 1. Large payloads to the segment log (stable before the metadata that references them).
+        let large: Vec<&Bytes> = batch
+            .ops()
+            .iter()
+            .filter_map(|op| match op {
+                Op::Put { data, .. } if data.len() as u64 >= self.segment_threshold => Some(data),
+                _ => None,
+            })
+            .collect();
+        let (seg_refs, undo) = if large.is_empty() {
+            (Vec::new(), Undo::default())
         } else {
-            redb::Durability::None
-        });
-        let mut used = self.used;
-        let mut count = self.count;
-        {
-            let mut meta = txn.open_table(META).map_err(db_err)?;
-            let mut data = txn.open_table(DATA).map_err(db_err)?;
-            let mut dedup = txn.open_table(DEDUP).map_err(db_err)?;
-            let mut state = txn.open_table(STATE).map_err(db_err)?;
-            for op in batch.ops() {
-                match op {
-                    Op::Put {
-                        key,
-                        meta: m,
-                        data: d,
-                    } => {
-                        meta.insert(key.0, m.encode().as_slice()).map_err(db_err)?;
-                        let old = data.insert(key.0, &d[..]).map_err(db_err)?;
-                        match old {
-                            Some(o) => used -= o.value().len() as u64,
-                            None => count += 1,
-                        }
-                        used += d.len() as u64;
+            self.segments.append(&large, self.durable)?
+        };
+        // 2. The metadata transaction.
+        let mut staged: HashMap<u64, Option<Loc>> = HashMap::new();
+        if let Err(e) = self.commit_txn(batch, &seg_refs, &mut staged) {
+            self.segments.undo(undo);
+            return Err(e);
+        }
+        // 3. Committed: the index, the segments' reference counts, the hot cache.
+        for (key, loc) in staged {
+            let old = match loc {
+                Some(l) => {
+                    if let Loc::Segment(r) = &l {
+                        self.segments.add_ref(r);
                     }
-                    Op::SetMeta { key, meta: m } => {
-                        if meta.get(key.0).map_err(db_err)?.is_some() {
-                            meta.insert(key.0, m.encode().as_slice()).map_err(db_err)?;
-                        }
-                    }
-                    Op::Delete(key) => {
-                        meta.remove(key.0).map_err(db_err)?;
-                        if let Some(o) = data.remove(key.0).map_err(db_err)? {
-                            used -= o.value().len() as u64;
-                            count -= 1;
-                        }
-                    }
-                    Op::PutDedup { id, expires_at_ms } => {
-                        dedup
-                            .insert(id.as_slice(), *expires_at_ms)
-                            .map_err(db_err)?;
-                    }
-                    Op::DeleteDedup(id) => {
-                        dedup.remove(id.as_slice()).map_err(db_err)?;
-                    }
-                    Op::SetCreationCursor { time_ms, sequence } => {
-                        state.insert(CURSOR_TIME, *time_ms).map_err(db_err)?;
-                        state.insert(CURSOR_SEQ, *sequence).map_err(db_err)?;
-                    }
+                    self.used += l.len();
+                    self.index.insert(key, l)
+                }
+                None => self.index.remove(&key),
+            };
+            if let Some(o) = old {
+                self.used -= o.len();
+                if let Loc::Segment(r) = &o {
+                    self.segments.drop_ref(r);
+                }
+            }
+            self.hot.remove(key);
+        }
+        for op in batch.ops() {
+            if let Op::Put { key, data, .. } = op {
+                if self.index.contains_key(&key.0) {
+                    self.hot.insert(key.0, data);
                 }
             }
         }
-        txn.commit().map_err(db_err)?;
-        self.used = used;
-        self.count = count;
+        self.segments.reap();
         Ok(())
     }
 
     fn data(&mut self, key: BundleKey) -> Result<Option<Bytes>, StoreError> {
-        let txn = self.db.begin_read().map_err(db_err)?;
-        let data = txn.open_table(DATA).map_err(db_err)?;
-        Ok(data
-            .get(key.0)
-            .map_err(db_err)?
-            .map(|g| Bytes::copy_from_slice(g.value())))
+        if let Some(d) = self.hot.get(key.0) {
+            return Ok(Some(d));
+        }
+        match self.index.get(&key.0).copied() {
+            None => Ok(None),
+            Some(Loc::Segment(r)) => match self.segments.read(&r) {
+                Ok(b) => Ok(Some(b)),
+                Err(ReadError::Io(e)) => Err(StoreError::Io(e)),
+                Err(ReadError::OutOfBounds(reason)) => Err(StoreError::CorruptData { key, reason }),
+                Err(ReadError::Checksum { expected, actual }) => Err(StoreError::CorruptData {
+                    key,
+                    reason: format!(
+                        "payload CRC-32C {actual:#010x} does not match the recorded {expected:#010x}"
+                    ),
+                }),
+            },
+            Some(Loc::Inline(_)) => {
+                let txn = self.db.begin_read().map_err(db_err)?;
+                let data = txn.open_table(DATA).map_err(db_err)?;
+                Ok(data
+                    .get(key.0)
+                    .map_err(db_err)?
+                    .map(|g| Bytes::copy_from_slice(g.value())))
+            }
+        }
     }
 
     fn used_bytes(&self) -> u64 {
@@ -209,6 +436,6 @@ impl Store for RedbStore {
     }
 
     fn bundle_count(&self) -> u64 {
-        self.count
+        self.index.len() as u64
     }
 }

@@ -83,6 +83,24 @@ pub struct StoreSection {
     /// a process crash (SIGKILL) is still safe.
     #[serde(default = "yes")]
     pub durable: bool,
+    /// Page cache of the store database in MiB (default 32). Bounds the node's memory: redb's
+    /// own default (1 GiB) would be filled by a large transfer.
+    #[serde(default = "default_store_cache_mb")]
+    pub cache_mb: u64,
+    /// Hot cache in MiB (default 64, 0 = off): bytes of recently stored bundles kept in memory
+    /// so that forwarding or delivering them soon after does not read them back from disk.
+    #[serde(default = "default_hot_cache_mb")]
+    pub hot_cache_mb: u64,
+}
+
+/// Largest `[store] cache_mb` / `hot_cache_mb` accepted (64 GiB).
+const MAX_STORE_CACHE_MB: u64 = 65_536;
+
+fn default_store_cache_mb() -> u64 {
+    32
+}
+fn default_hot_cache_mb() -> u64 {
+    64
 }
 
 /// `[app]`.
@@ -401,6 +419,22 @@ impl NodeConfig {
         if self.store.quota_bytes == 0 {
             return Err(err(file, "store.quota_bytes", 0, "a positive byte count"));
         }
+        if !(1..=MAX_STORE_CACHE_MB).contains(&self.store.cache_mb) {
+            return Err(err(
+                file,
+                "store.cache_mb",
+                self.store.cache_mb,
+                "1 to 65536 (MiB of database page cache)",
+            ));
+        }
+        if self.store.hot_cache_mb > MAX_STORE_CACHE_MB {
+            return Err(err(
+                file,
+                "store.hot_cache_mb",
+                self.store.hot_cache_mb,
+                "0 (off) to 65536 (MiB of recently stored bundles)",
+            ));
+        }
         if self.bp.max_bundle_size < 64 {
             return Err(err(
                 file,
@@ -658,6 +692,25 @@ via = 3
             let e = parse(&text).unwrap_err().to_string();
             assert!(e.contains(needle), "{e:?} should mention {needle}");
             assert!(!e.contains('\n'), "one line: {e:?}");
+        }
+    }
+
+    #[test]
+    fn store_cache_sizes_default_and_are_validated() {
+        let v = parse(GOOD).unwrap();
+        assert_eq!((v.raw.store.cache_mb, v.raw.store.hot_cache_mb), (32, 64));
+        let set = |extra: &str| {
+            GOOD.replacen("path = \"store\"", &format!("path = \"store\"\n{extra}"), 1)
+        };
+        let v = parse(&set("cache_mb = 8\nhot_cache_mb = 0")).unwrap();
+        assert_eq!((v.raw.store.cache_mb, v.raw.store.hot_cache_mb), (8, 0));
+        for (extra, needle) in [
+            ("cache_mb = 0", "`store.cache_mb` = 0"),
+            ("cache_mb = 70000", "`store.cache_mb` = 70000"),
+            ("hot_cache_mb = 70000", "`store.hot_cache_mb` = 70000"),
+        ] {
+            let e = parse(&set(extra)).unwrap_err().to_string();
+            assert!(e.contains(needle), "{e:?} should mention {needle}");
         }
     }
 

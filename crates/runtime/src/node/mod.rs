@@ -171,13 +171,17 @@ impl Node {
             path: cfg.store_path.display().to_string(),
             msg: e.to_string(),
         })?;
-        let mut store = RedbStore::open(&cfg.store_path.join("bundles.redb")).map_err(|e| {
-            NodeError::Store {
+        let store_opts = bp::store::StoreOptions {
+            cache_bytes: usize::try_from(cfg.raw.store.cache_mb << 20).unwrap_or(usize::MAX),
+            hot_cache_bytes: cfg.raw.store.hot_cache_mb << 20,
+            durable: cfg.raw.store.durable,
+            ..bp::store::StoreOptions::default()
+        };
+        let store = RedbStore::open_with(&cfg.store_path.join("bundles.redb"), &store_opts)
+            .map_err(|e| NodeError::Store {
                 path: cfg.store_path.display().to_string(),
                 msg: e.to_string(),
-            }
-        })?;
-        store.set_durable(cfg.raw.store.durable);
+            })?;
         let mut acfg = AgentConfig::new(cfg.raw.node);
         acfg.store_quota_bytes = cfg.raw.store.quota_bytes;
         acfg.max_bundle_size = cfg.raw.bp.max_bundle_size;

@@ -1,0 +1,482 @@
+//! The payload segment log of [`super::RedbStore`]: large bundle payloads appended to segment
+//! files instead of being copied into the B-tree.
+//!
+//! redb keeps a value inside its leaf page: a 1 MB bundle is copied into a fresh page, checksummed,
+//! written, read back through the page cache and, when deleted, its page is read again just to be
+//! freed. Large payloads are instead appended to the active segment file (`NNNNNNNN.seg`, rotated
+//! at a configured size) with one positioned write each, and only a 28-byte [`SegRef`] (segment,
+//! offset, length, CRC-32C) goes into the database. Deleting the bundle deletes the reference; a
+//! sealed segment whose last referenced payload is gone is unlinked.
+//!
+//! Consistency: the database is the only source of truth. Payloads are written (and, when durable,
+//! `fdatasync`ed, and a new segment's directory entry fsynced) *before* the metadata transaction
+//! that references them commits; a segment is unlinked only *after* the commit that removed its
+//! last reference. A crash therefore leaves at worst unreferenced bytes (a tail after the last
+//! referenced payload, or a whole unreferenced segment), which [`SegmentLog::open`] removes.
+
+use std::collections::{BTreeMap, HashMap};
+use std::fs::{File, OpenOptions};
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+
+use bytes::{Bytes, BytesMut};
+
+/// Where a payload lives in the segment log: what the database stores instead of the bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct SegRef {
+    /// Segment id (file `NNNNNNNN.seg`).
+    pub seg: u64,
+    /// Byte offset in the segment.
+    pub offset: u64,
+    /// Payload length.
+    pub len: u64,
+    /// CRC-32C of the payload, checked on every read.
+    pub crc: u32,
+}
+
+/// Encoded size of a [`SegRef`].
+pub(crate) const SEG_REF_LEN: usize = 28;
+
+impl SegRef {
+    /// Fixed big-endian encoding: seg, offset, len (u64 each), crc (u32).
+    pub(crate) fn encode(&self) -> [u8; SEG_REF_LEN] {
+        let mut out = [0u8; SEG_REF_LEN];
+        out[0..8].copy_from_slice(&self.seg.to_be_bytes());
+        out[8..16].copy_from_slice(&self.offset.to_be_bytes());
+        out[16..24].copy_from_slice(&self.len.to_be_bytes());
+        out[24..28].copy_from_slice(&self.crc.to_be_bytes());
+        out
+    }
+
+    /// Decodes [`SegRef::encode`]'s output; `None` if the length is wrong.
+    pub(crate) fn decode(b: &[u8]) -> Option<SegRef> {
+        let b: &[u8; SEG_REF_LEN] = b.try_into().ok()?;
+        let u = |r: std::ops::Range<usize>| {
+            let mut a = [0u8; 8];
+            a.copy_from_slice(&b[r]);
+            u64::from_be_bytes(a)
+        };
+        let mut c = [0u8; 4];
+        c.copy_from_slice(&b[24..28]);
+        Some(SegRef {
+            seg: u(0..8),
+            offset: u(8..16),
+            len: u(16..24),
+            crc: u32::from_be_bytes(c),
+        })
+    }
+
+    fn end(&self) -> Option<u64> {
+        self.offset.checked_add(self.len)
+    }
+}
+
+/// Why a referenced payload could not be returned.
+#[derive(Debug)]
+pub(crate) enum ReadError {
+    /// The reference points outside what the segment holds (or at a missing segment).
+    OutOfBounds(String),
+    /// The bytes read do not match the recorded CRC-32C.
+    Checksum {
+        /// Recorded.
+        expected: u32,
+        /// Computed.
+        actual: u32,
+    },
+    /// The file could not be read.
+    Io(std::io::Error),
+}
+
+#[derive(Debug, Default)]
+struct SegInfo {
+    /// Committed references into the segment.
+    live: u64,
+    /// Bytes written (the readable extent).
+    len: u64,
+}
+
+#[derive(Debug)]
+struct Active {
+    id: u64,
+    file: File,
+}
+
+/// What a failed metadata commit must undo: the length each touched segment had before.
+#[derive(Debug, Default)]
+pub(crate) struct Undo {
+    truncate: Vec<(u64, u64)>,
+}
+
+/// Readers kept open at most (segments are reopened on demand beyond that).
+const MAX_READERS: usize = 32;
+
+/// The segment files of one store.
+#[derive(Debug)]
+pub(crate) struct SegmentLog {
+    dir: PathBuf,
+    max_segment: u64,
+    segs: BTreeMap<u64, SegInfo>,
+    active: Option<Active>,
+    next_id: u64,
+    readers: HashMap<u64, File>,
+}
+
+fn seg_name(id: u64) -> String {
+    format!("{id:08}.seg")
+}
+
+fn parse_seg_name(name: &str) -> Option<u64> {
+    let digits = name.strip_suffix(".seg")?;
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    digits.parse().ok()
+}
+
+fn sync_dir(dir: &Path) -> std::io::Result<()> {
+    File::open(dir)?.sync_all()
+}
+
+impl SegmentLog {
+    /// Opens the segment directory (created if missing) given every committed reference.
+    ///
+    /// Checks that each reference lies inside its segment file (an error names the bundle key
+    /// otherwise), unlinks segment files nothing references and truncates the unreferenced tail
+    /// of the others (both left by a crash between a payload write and its metadata commit, or
+    /// between a commit and an unlink). Appending always starts in a new segment.
+    pub(crate) fn open(
+        dir: &Path,
+        max_segment: u64,
+        refs: &[(u64, SegRef)],
+    ) -> Result<SegmentLog, (Option<u64>, String)> {
+        std::fs::create_dir_all(dir).map_err(|e| (None, format!("{}: {e}", dir.display())))?;
+        let mut on_disk: BTreeMap<u64, u64> = BTreeMap::new();
+        let rd = std::fs::read_dir(dir).map_err(|e| (None, format!("{}: {e}", dir.display())))?;
+        for entry in rd {
+            let entry = entry.map_err(|e| (None, format!("{}: {e}", dir.display())))?;
+            let Some(id) = entry.file_name().to_str().and_then(parse_seg_name) else {
+                continue;
+            };
+            let len = entry
+                .metadata()
+                .map_err(|e| (None, format!("{}: {e}", entry.path().display())))?
+                .len();
+            on_disk.insert(id, len);
+        }
+        let mut segs: BTreeMap<u64, SegInfo> = BTreeMap::new();
+        let mut max_end: BTreeMap<u64, u64> = BTreeMap::new();
+        for (key, r) in refs {
+            let file_len = on_disk.get(&r.seg).copied();
+            let end = r.end();
+            match (file_len, end) {
+                (Some(fl), Some(end)) if end <= fl => {
+                    let e = max_end.entry(r.seg).or_insert(0);
+                    *e = (*e).max(end);
+                    segs.entry(r.seg).or_default().live += 1;
+                }
+                _ => {
+                    return Err((
+                        Some(*key),
+                        format!(
+                            "payload reference (segment {}, offset {}, length {}) lies outside \
+                             segment file {} ({})",
+                            r.seg,
+                            r.offset,
+                            r.len,
+                            dir.join(seg_name(r.seg)).display(),
+                            file_len.map_or("missing".to_string(), |l| format!("{l} bytes")),
+                        ),
+                    ));
+                }
+            }
+        }
+        for (&id, &file_len) in &on_disk {
+            let path = dir.join(seg_name(id));
+            match max_end.get(&id) {
+                None => {
+                    std::fs::remove_file(&path)
+                        .map_err(|e| (None, format!("{}: {e}", path.display())))?;
+                }
+                Some(&end) => {
+                    if file_len > end {
+                        OpenOptions::new()
+                            .write(true)
+                            .open(&path)
+                            .and_then(|f| f.set_len(end))
+                            .map_err(|e| (None, format!("{}: {e}", path.display())))?;
+                    }
+                    if let Some(s) = segs.get_mut(&id) {
+                        s.len = end;
+                    }
+                }
+            }
+        }
+        let next_id = on_disk.keys().next_back().map_or(0, |m| m + 1);
+        Ok(SegmentLog {
+            dir: dir.to_path_buf(),
+            max_segment: max_segment.max(1),
+            segs,
+            active: None,
+            next_id,
+            readers: HashMap::new(),
+        })
+    }
+
+    /// Number of segment files (sealed and active).
+    pub(crate) fn segment_count(&self) -> usize {
+        self.segs.len()
+    }
+
+    fn create_segment(&mut self) -> std::io::Result<Active> {
+        let id = self.next_id;
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .open(self.dir.join(seg_name(id)))?;
+        self.next_id += 1;
+        self.segs.insert(id, SegInfo::default());
+        Ok(Active { id, file })
+    }
+
+    /// Appends `payloads` (one positioned write each) and, when `durable`, makes them stable
+    /// (`fdatasync` of each touched segment, plus the directory when a segment was created).
+    /// Returns their references and what to undo if the metadata commit then fails; on its own
+    /// failure nothing written stays referenced (the caller never commits the references).
+    pub(crate) fn append(
+        &mut self,
+        payloads: &[&Bytes],
+        durable: bool,
+    ) -> std::io::Result<(Vec<SegRef>, Undo)> {
+        let mut refs = Vec::with_capacity(payloads.len());
+        let mut undo = Undo::default();
+        let mut created = false;
+        let r = self.append_inner(payloads, &mut refs, &mut undo, &mut created);
+        let r = r.and_then(|()| {
+            if durable {
+                for &(id, _) in &undo.truncate {
+                    if let Some(a) = self.active.as_ref().filter(|a| a.id == id) {
+                        a.file.sync_data()?;
+                    } else {
+                        File::open(self.dir.join(seg_name(id)))?.sync_data()?;
+                    }
+                }
+                if created {
+                    sync_dir(&self.dir)?;
+                }
+            }
+            Ok(())
+        });
+        match r {
+            Ok(()) => Ok((refs, undo)),
+            Err(e) => {
+                self.undo(undo);
+                Err(e)
+            }
+        }
+    }
+
+    fn append_inner(
+        &mut self,
+        payloads: &[&Bytes],
+        refs: &mut Vec<SegRef>,
+        undo: &mut Undo,
+        created: &mut bool,
+    ) -> std::io::Result<()> {
+        for p in payloads {
+            let len = p.len() as u64;
+            let cur_len = self
+                .active
+                .as_ref()
+                .and_then(|a| self.segs.get(&a.id))
+                .map(|s| s.len);
+            let need_new = match cur_len {
+                None => true,
+                Some(l) => l > 0 && l.saturating_add(len) > self.max_segment,
+            };
+            if need_new {
+                // Seal the current segment (it stays readable) and start a new one.
+                self.active = None;
+                let a = self.create_segment()?;
+                *created = true;
+                self.active = Some(a);
+            }
+            let Some(a) = self.active.as_ref() else {
+                return Err(std::io::Error::other("no active segment"));
+            };
+            let id = a.id;
+            let offset = self.segs.get(&id).map_or(0, |s| s.len);
+            if !undo.truncate.iter().any(|(s, _)| *s == id) {
+                undo.truncate.push((id, offset));
+            }
+            a.file.write_all_at(p, offset)?;
+            if let Some(s) = self.segs.get_mut(&id) {
+                s.len = offset + len;
+            }
+            refs.push(SegRef {
+                seg: id,
+                offset,
+                len,
+                crc: crc32c::crc32c(p),
+            });
+        }
+        Ok(())
+    }
+
+    /// Undoes an [`SegmentLog::append`] whose metadata commit failed: truncates what it wrote,
+    /// starts the next append in a new segment and unlinks segments left without references.
+    pub(crate) fn undo(&mut self, undo: Undo) {
+        for (id, len) in undo.truncate {
+            if let Some(s) = self.segs.get_mut(&id) {
+                s.len = len;
+            }
+            // Best effort: an untruncated tail is unreferenced and removed at the next open.
+            let _ = OpenOptions::new()
+                .write(true)
+                .open(self.dir.join(seg_name(id)))
+                .and_then(|f| f.set_len(len));
+        }
+        self.active = None;
+        self.reap();
+    }
+
+    /// Counts a committed reference.
+    pub(crate) fn add_ref(&mut self, r: &SegRef) {
+        self.segs.entry(r.seg).or_default().live += 1;
+    }
+
+    /// Forgets a reference removed by a committed transaction.
+    pub(crate) fn drop_ref(&mut self, r: &SegRef) {
+        if let Some(s) = self.segs.get_mut(&r.seg) {
+            s.live = s.live.saturating_sub(1);
+        }
+    }
+
+    /// Unlinks every sealed segment without committed references. Call only after the commit
+    /// that removed the references (and after [`SegmentLog::add_ref`] for the ones it added).
+    pub(crate) fn reap(&mut self) {
+        let active = self.active.as_ref().map(|a| a.id);
+        let dead: Vec<u64> = self
+            .segs
+            .iter()
+            .filter(|(id, s)| s.live == 0 && Some(**id) != active)
+            .map(|(id, _)| *id)
+            .collect();
+        for id in dead {
+            self.readers.remove(&id);
+            // If the unlink fails the file is unreferenced and removed at the next open.
+            if std::fs::remove_file(self.dir.join(seg_name(id))).is_ok() {
+                self.segs.remove(&id);
+            }
+        }
+    }
+
+    /// Reads a referenced payload into a buffer of exactly its length (one positioned read) and
+    /// checks its CRC-32C. The length is checked against the segment's extent before allocating.
+    pub(crate) fn read(&mut self, r: &SegRef) -> Result<Bytes, ReadError> {
+        let extent = self.segs.get(&r.seg).map(|s| s.len);
+        let ok = matches!((extent, r.end()), (Some(x), Some(end)) if end <= x);
+        if !ok {
+            return Err(ReadError::OutOfBounds(format!(
+                "segment {} offset {} length {} beyond the segment ({})",
+                r.seg,
+                r.offset,
+                r.len,
+                extent.map_or("missing".to_string(), |x| format!("{x} bytes")),
+            )));
+        }
+        let len = usize::try_from(r.len)
+            .map_err(|_| ReadError::OutOfBounds(format!("length {} too large", r.len)))?;
+        let mut buf = BytesMut::zeroed(len);
+        let active = self.active.as_ref().filter(|a| a.id == r.seg);
+        let res = match active {
+            Some(a) => a.file.read_exact_at(&mut buf, r.offset),
+            None => {
+                if !self.readers.contains_key(&r.seg) {
+                    if self.readers.len() >= MAX_READERS {
+                        self.readers.clear();
+                    }
+                    let f = File::open(self.dir.join(seg_name(r.seg))).map_err(ReadError::Io)?;
+                    self.readers.insert(r.seg, f);
+                }
+                match self.readers.get(&r.seg) {
+                    Some(f) => f.read_exact_at(&mut buf, r.offset),
+                    None => Err(std::io::Error::other("segment reader vanished")),
+                }
+            }
+        };
+        res.map_err(ReadError::Io)?;
+        let actual = crc32c::crc32c(&buf);
+        if actual != r.crc {
+            return Err(ReadError::Checksum {
+                expected: r.crc,
+                actual,
+            });
+        }
+        Ok(buf.freeze())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn seg_ref_roundtrip_and_bad_length() {
+        let r = SegRef {
+            seg: 7,
+            offset: 1 << 40,
+            len: 5_000_000,
+            crc: 0xDEAD_BEEF,
+        };
+        assert_eq!(SegRef::decode(&r.encode()), Some(r));
+        assert_eq!(SegRef::decode(&r.encode()[..27]), None);
+        assert_eq!(SegRef::decode(&[0u8; 29]), None);
+    }
+
+    #[test]
+    fn names() {
+        assert_eq!(seg_name(3), "00000003.seg");
+        assert_eq!(parse_seg_name("00000003.seg"), Some(3));
+        assert_eq!(parse_seg_name("x.seg"), None);
+        assert_eq!(parse_seg_name(".seg"), None);
+        assert_eq!(parse_seg_name("00000003.seg.tmp"), None);
+    }
+
+    #[test]
+    fn rotation_read_back_and_reap() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut log = SegmentLog::open(dir.path(), 1000, &[]).expect("open");
+        let a = Bytes::from(vec![1u8; 600]);
+        let b = Bytes::from(vec![2u8; 600]);
+        let (refs, _) = log.append(&[&a, &b], true).expect("append");
+        assert_ne!(refs[0].seg, refs[1].seg, "second payload rotates");
+        for r in &refs {
+            log.add_ref(r);
+        }
+        assert_eq!(log.read(&refs[0]).expect("read"), a);
+        assert_eq!(log.read(&refs[1]).expect("read"), b);
+        log.drop_ref(&refs[0]);
+        log.reap();
+        assert_eq!(log.segment_count(), 1, "sealed empty segment unlinked");
+        let mut bad = refs[1];
+        bad.crc ^= 1;
+        assert!(matches!(log.read(&bad), Err(ReadError::Checksum { .. })));
+        bad = refs[1];
+        bad.len = u64::MAX;
+        assert!(matches!(log.read(&bad), Err(ReadError::OutOfBounds(_))));
+        // Reopen: the tail beyond the last reference is cut, unreferenced segments removed.
+        let c = Bytes::from(vec![3u8; 10]);
+        let (extra, _) = log.append(&[&c], false).expect("append");
+        drop(log);
+        let log = SegmentLog::open(dir.path(), 1000, &[(1, refs[1])]).expect("reopen");
+        assert_eq!(log.segment_count(), 1);
+        let f = dir.path().join(seg_name(extra[0].seg));
+        assert_eq!(std::fs::metadata(f).expect("meta").len(), 600);
+        // A reference past the end of its segment is an error naming the key.
+        let mut past = refs[1];
+        past.offset = 1;
+        let e = SegmentLog::open(dir.path(), 1000, &[(42, past)]).expect_err("past end");
+        assert_eq!(e.0, Some(42));
+    }
+}
