@@ -1,25 +1,29 @@
 //! Store backend measurement (timing harness, not criterion: each configuration is a few
 //! seconds of fsync-bound commits, and what matters is commits/s and MB/s side by side).
 //!
-//! For 100 B and 500 kB bundles, with one bundle per commit and group commit of 16, durable
-//! (fsync'ed) commits:
-//! - `redb`: the `RedbStore` as the agent uses it (metadata + bundle bytes in the database);
-//! - `redb+files`: metadata in redb, bundle bytes in one file per bundle (written and fsync'ed,
-//!   directory fsync'ed, then the metadata committed);
-//! - `fjall`: an LSM keyspace with two partitions, batch committed with `PersistMode::SyncAll`.
+//! Main table (`cargo bench -p bp --bench store_backends`): for 100 B, 100 kB, 1 MB and 5 MB
+//! bundles, one bundle per commit and group commit of 16, durable (fsync'ed) and volatile commits,
+//! each bundle read back once (8 bundles or one group after it was stored, as forwarding does) and deleted 64
+//! bundles later; hot cache off so that reads hit the backend:
+//! - `redb`: `RedbStore` with every payload in the B-tree (`segment_threshold = u64::MAX`);
+//! - `redb+seg`: `RedbStore` as the node runs it (payloads >= 64 KiB in the segment log).
 //!
-//! Run: `cargo bench -p bp --bench store_backends` (figures go to docs/store.md).
+//! With `-- --bench --all`, also the earlier candidates at 100 B and 500 kB, durable, without
+//! reads: `redb+files` (metadata in redb, one fsync'ed file per bundle) and `fjall` (an LSM
+//! keyspace with kv-separation, `PersistMode::SyncAll`).
+//!
+//! Figures go to docs/store.md.
 
 use std::fs::File;
 use std::io::Write;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use bp::store::{Batch, BundleKey, BundleMeta, Op, RedbStore, Role, Store};
+use bp::store::{Batch, BundleKey, BundleMeta, Op, RedbStore, Role, Store, StoreOptions};
 use bpv7::{BundleFlags, BundleId, CreationTimestamp, Eid};
 use bytes::Bytes;
 
-const BUDGET: Duration = Duration::from_secs(3);
+const BUDGET: Duration = Duration::from_secs(2);
 const MAX_COMMITS: u64 = 2000;
 
 fn meta(key: u64, len: u64) -> BundleMeta {
@@ -52,13 +56,34 @@ fn run(mut commit: impl FnMut(u64)) -> (u64, f64) {
     (n, start.elapsed().as_secs_f64())
 }
 
-fn bench_redb(dir: &Path, size: usize, group: u64) -> (u64, f64) {
-    let mut s = RedbStore::open(&dir.join("redb.db")).expect("open");
+/// `RedbStore` with payloads from `segment_threshold` bytes in the segment log; `read` reads
+/// each bundle back once, from an earlier commit.
+fn bench_store(
+    dir: &Path,
+    size: usize,
+    group: u64,
+    durable: bool,
+    segment_threshold: u64,
+    read: bool,
+) -> (u64, f64) {
+    let opts = StoreOptions {
+        hot_cache_bytes: 0,
+        segment_threshold,
+        durable,
+        ..StoreOptions::default()
+    };
+    let mut s = RedbStore::open_with(&dir.join("redb.db"), &opts).expect("open");
     let data = Bytes::from(vec![0xA5u8; size]);
     run(|c| {
         let mut b = Batch::new();
         for i in 0..group {
             let k = c * group + i;
+            // Read back once, from an earlier commit: 8 bundles later, or one group later.
+            let lag = group.max(8);
+            if read && k >= lag {
+                let d = s.data(BundleKey(k - lag)).expect("read").expect("present");
+                assert_eq!(d.len(), size);
+            }
             b.push(Op::Put {
                 key: BundleKey(k),
                 meta: meta(k, size as u64),
@@ -71,6 +96,10 @@ fn bench_redb(dir: &Path, size: usize, group: u64) -> (u64, f64) {
         }
         s.commit(&b).expect("commit");
     })
+}
+
+fn bench_redb(dir: &Path, size: usize, group: u64) -> (u64, f64) {
+    bench_store(dir, size, group, true, u64::MAX, false)
 }
 
 fn bench_redb_files(dir: &Path, size: usize, group: u64) -> (u64, f64) {
@@ -131,10 +160,38 @@ fn bench_fjall(dir: &Path, size: usize, group: u64) -> (u64, f64) {
     })
 }
 
+fn print_row(name: &str, size: usize, group: u64, durable: bool, (commits, secs): (u64, f64)) {
+    let cps = commits as f64 / secs;
+    let bps = cps * group as f64;
+    let mode = if durable { "durable" } else { "volatile" };
+    println!(
+        "{name:<12} {mode:<8} {size:>8}  {group:>5}  {cps:>9.1}  {bps:>9.1}  {:>7.1}",
+        bps * size as f64 / 1e6
+    );
+}
+
 fn main() {
     // `cargo bench` passes `--bench`; `cargo test --benches` passes nothing: run a tiny smoke pass.
     let smoke = !std::env::args().any(|a| a == "--bench");
-    println!("backend      bundle  group  commits/s  bundles/s     MB/s");
+    let all = std::env::args().any(|a| a == "--all");
+    println!("backend      mode       bundle  group  commits/s  bundles/s     MB/s");
+    for size in [100usize, 100_000, 1_000_000, 5_000_000] {
+        for group in [1u64, 16] {
+            for durable in [true, false] {
+                for (name, threshold) in [("redb", u64::MAX), ("redb+seg", 64 << 10)] {
+                    if smoke && (size > 100_000 || group > 1 || !durable) {
+                        continue;
+                    }
+                    let dir = tempfile::tempdir().expect("tempdir");
+                    let r = bench_store(dir.path(), size, group, durable, threshold, true);
+                    print_row(name, size, group, durable, r);
+                }
+            }
+        }
+    }
+    if !all || smoke {
+        return;
+    }
     type Bench = fn(&Path, usize, u64) -> (u64, f64);
     let backends: [(&str, Bench); 3] = [
         ("redb", bench_redb),
@@ -144,17 +201,8 @@ fn main() {
     for size in [100usize, 500_000] {
         for group in [1u64, 16] {
             for (name, f) in backends {
-                if smoke && (size > 100 || group > 1) {
-                    continue;
-                }
                 let dir = tempfile::tempdir().expect("tempdir");
-                let (commits, secs) = f(dir.path(), size, group);
-                let cps = commits as f64 / secs;
-                let bps = cps * group as f64;
-                println!(
-                    "{name:<12} {size:>6}  {group:>5}  {cps:>9.1}  {bps:>9.1}  {:>7.1}",
-                    bps * size as f64 / 1e6
-                );
+                print_row(name, size, group, true, f(dir.path(), size, group));
             }
         }
     }

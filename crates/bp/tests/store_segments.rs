@@ -88,18 +88,38 @@ fn large_payloads_round_trip_rotate_and_emptied_segments_are_unlinked() {
         let len = if k % 2 == 0 { 20_000 } else { 500 };
         assert_eq!(s.data(BundleKey(k)).expect("read"), Some(payload(k, len)));
     }
-    // Delete all but the last large bundle: every sealed segment empties and is unlinked.
+    // Delete all but the last large bundle: every sealed segment empties and is retired (two
+    // kept as spares for reuse, the others unlinked).
+    let files_before = seg_files(&db).len();
     let mut b = Batch::new();
     for k in 0..18u64 {
         b.push(Op::Delete(BundleKey(k)));
     }
     s.commit(&b).expect("commit");
     assert_eq!(s.segment_count(), 1);
-    assert_eq!(seg_files(&db).len(), 1);
+    assert_eq!(
+        seg_files(&db).len(),
+        3,
+        "1 live + 2 spares of {files_before}"
+    );
+    // A new segment reuses a spare's file instead of growing a new one.
+    let mut b = Batch::new();
+    b.push(put(100, payload(100, 45_000)));
+    s.commit(&b).expect("commit");
+    assert_eq!(s.segment_count(), 2);
+    assert_eq!(seg_files(&db).len(), 3);
+    assert_eq!(
+        s.data(BundleKey(100)).expect("read"),
+        Some(payload(100, 45_000))
+    );
+    let mut b = Batch::new();
+    b.push(Op::Delete(BundleKey(100)));
+    s.commit(&b).expect("commit");
     assert_eq!((s.used_bytes(), s.bundle_count()), (20_500, 2));
     assert_eq!(s.recount().expect("recount"), (20_500, 2));
     drop(s);
     let mut s = RedbStore::open_with(&db, &small_segments()).expect("reopen");
+    assert_eq!(seg_files(&db).len(), 1, "spares removed at open");
     assert_eq!((s.used_bytes(), s.bundle_count()), (20_500, 2));
     assert_eq!(
         s.data(BundleKey(18)).expect("read"),

@@ -110,6 +110,10 @@ pub(crate) struct Undo {
 /// Readers kept open at most (segments are reopened on demand beyond that).
 const MAX_READERS: usize = 32;
 
+/// Dead segment files kept for reuse instead of being unlinked (disk held beyond the live
+/// payloads: at most this many segments).
+const MAX_SPARES: usize = 2;
+
 /// The segment files of one store.
 #[derive(Debug)]
 pub(crate) struct SegmentLog {
@@ -119,6 +123,8 @@ pub(crate) struct SegmentLog {
     active: Option<Active>,
     next_id: u64,
     readers: HashMap<u64, File>,
+    /// Dead segments kept on disk for reuse (see [`SegmentLog::reap`]).
+    spares: Vec<u64>,
 }
 
 fn seg_name(id: u64) -> String {
@@ -219,6 +225,7 @@ impl SegmentLog {
             active: None,
             next_id,
             readers: HashMap::new(),
+            spares: Vec::new(),
         })
     }
 
@@ -229,11 +236,25 @@ impl SegmentLog {
 
     fn create_segment(&mut self) -> std::io::Result<Active> {
         let id = self.next_id;
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create_new(true)
-            .open(self.dir.join(seg_name(id)))?;
+        let path = self.dir.join(seg_name(id));
+        // Reuse a dead segment's file when there is one: overwriting blocks the file already has
+        // lets `fdatasync` skip the file-system journal commit that growing a file costs (the
+        // durable commit of a large payload is dominated by it otherwise).
+        let mut recycled = None;
+        while let Some(old) = self.spares.pop() {
+            if std::fs::rename(self.dir.join(seg_name(old)), &path).is_ok() {
+                recycled = Some(OpenOptions::new().read(true).write(true).open(&path)?);
+                break;
+            }
+        }
+        let file = match recycled {
+            Some(f) => f,
+            None => OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create_new(true)
+                .open(&path)?,
+        };
         self.next_id += 1;
         self.segs.insert(id, SegInfo::default());
         Ok(Active { id, file })
@@ -352,7 +373,8 @@ impl SegmentLog {
         }
     }
 
-    /// Unlinks every sealed segment without committed references. Call only after the commit
+    /// Retires every sealed segment without committed references: kept as a spare for reuse (up
+    /// to [`MAX_SPARES`]) or unlinked. Call only after the commit
     /// that removed the references (and after [`SegmentLog::add_ref`] for the ones it added).
     pub(crate) fn reap(&mut self) {
         let active = self.active.as_ref().map(|a| a.id);
@@ -364,6 +386,13 @@ impl SegmentLog {
             .collect();
         for id in dead {
             self.readers.remove(&id);
+            if self.spares.len() < MAX_SPARES {
+                // Kept for reuse by the next new segment (an unreferenced file: if the process
+                // stops first, the next open removes it like any other).
+                self.segs.remove(&id);
+                self.spares.push(id);
+                continue;
+            }
             // If the unlink fails the file is unreferenced and removed at the next open.
             if std::fs::remove_file(self.dir.join(seg_name(id))).is_ok() {
                 self.segs.remove(&id);
