@@ -1,13 +1,14 @@
 //! `dtnkit send`: send bundles through a running node's application socket.
 
+use std::collections::VecDeque;
 use std::path::PathBuf;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use bytes::Bytes;
 use clap::Args;
 use client::proto::{report, SendArgs};
-use client::Client;
+use client::{Client, ClientError, ErrorKind};
 
 use super::UsageError;
 
@@ -50,7 +51,23 @@ pub struct SendCmdArgs {
     /// Print nothing per bundle.
     #[arg(long)]
     quiet: bool,
+    /// Most bundles in flight: submitted to the node and not yet confirmed stored. The node
+    /// commits the bundles it has in hand together (one store transaction, one fsync), so a
+    /// window above 1 raises throughput; 1 waits for each bundle's commit before sending the next.
+    #[arg(long, default_value_t = 32, value_parser = clap::value_parser!(u64).range(1..=65_536))]
+    window: u64,
+    /// Most payload bytes in flight (at least one bundle is always allowed).
+    #[arg(long, default_value_t = 64 << 20)]
+    window_bytes: u64,
+    /// When the node refuses a bundle because its store is full, submit it again later (backing
+    /// off from 10 ms to 1 s) for up to this many seconds without any bundle being stored before
+    /// giving up. 0: a "store full" refusal ends the command with an error at once.
+    #[arg(long, default_value_t = 0.0)]
+    store_full_wait: f64,
 }
+
+/// First and largest pause before bundles refused for a full store are submitted again.
+const FULL_BACKOFF: (Duration, Duration) = (Duration::from_millis(10), Duration::from_secs(1));
 
 /// Bytes of pseudo-random filler generated per bundle; the rest of a larger payload repeats them. Generating
 /// every byte (one xorshift step each) cost about 4 ms per MB, which made `send` itself the bottleneck of
@@ -81,7 +98,9 @@ pub fn generated_payload(index: u64, size: usize) -> Vec<u8> {
     p
 }
 
-/// Sends the bundles; a refusal (e.g. store full) is an error naming the reason.
+/// Sends the bundles, keeping up to `--window` of them in flight; a refusal (e.g. store full,
+/// unless `--store-full-wait` allows retrying) is an error naming the reason, returned once the
+/// bundles already in flight are answered (those are counted and printed).
 pub fn run(a: SendCmdArgs) -> anyhow::Result<()> {
     let fixed: Option<Bytes> = match (&a.file, &a.text) {
         (Some(f), _) => Some(Bytes::from(
@@ -93,6 +112,14 @@ pub fn run(a: SendCmdArgs) -> anyhow::Result<()> {
             return Err(UsageError("one of --file, --text or --size is required".into()).into())
         }
     };
+    if !(a.store_full_wait.is_finite() && a.store_full_wait >= 0.0) {
+        return Err(UsageError(format!(
+            "--store-full-wait {}: expected a number of seconds >= 0",
+            a.store_full_wait
+        ))
+        .into());
+    }
+    let full_wait = Duration::from_secs_f64(a.store_full_wait);
     let mut c = Client::connect(&a.socket)
         .with_context(|| format!("connecting to {}", a.socket.display()))?;
     let mut flags = 0;
@@ -102,29 +129,135 @@ pub fn run(a: SendCmdArgs) -> anyhow::Result<()> {
     if a.report_deletion {
         flags |= report::DELETION;
     }
-    let t0 = Instant::now();
-    let mut bytes = 0u64;
-    for i in 0..a.count {
-        let payload = match &fixed {
+    let payload = |i: u64| -> Bytes {
+        match &fixed {
             Some(p) => p.clone(),
             None => Bytes::from(generated_payload(i, a.size.unwrap_or(1))),
-        };
-        bytes += payload.len() as u64;
-        let id = c
-            .send(SendArgs {
+        }
+    };
+    // Every bundle has the same length (generated payloads are exactly `size` bytes, min 1).
+    let payload_len = match &fixed {
+        Some(p) => p.len() as u64,
+        None => a.size.unwrap_or(1).max(1) as u64,
+    };
+    let t0 = Instant::now();
+    let window = usize::try_from(a.window).unwrap_or(usize::MAX);
+    let mut next = 0u64;
+    // Bundles refused for a full store, to submit again (by index: regenerated identically).
+    let mut retry: VecDeque<u64> = VecDeque::new();
+    // Submitted and not answered, in submission order (= answer order): (index, payload length).
+    let mut inflight: VecDeque<(u64, u64)> = VecDeque::new();
+    let mut inflight_bytes = 0u64;
+    let (mut sent, mut bytes) = (0u64, 0u64);
+    let mut failure: Option<anyhow::Error> = None;
+    // While the store is full: since when, the current pause, and when to submit again.
+    let mut full_since: Option<Instant> = None;
+    let mut backoff = FULL_BACKOFF.0;
+    let mut resume_at: Option<Instant> = None;
+    loop {
+        // Fill the window (nothing new after a failure, nothing during a store-full pause).
+        while failure.is_none()
+            && inflight.len() < window
+            && resume_at.is_none_or(|t| Instant::now() >= t)
+        {
+            let i = match retry.front() {
+                Some(&i) => i,
+                None if next < a.count => next,
+                None => break,
+            };
+            let len = payload_len;
+            if !inflight.is_empty() && inflight_bytes.saturating_add(len) > a.window_bytes {
+                break;
+            }
+            let p = payload(i);
+            let args = SendArgs {
                 source: a.src.clone(),
                 destination: a.dst.clone(),
                 lifetime_ms: a.lifetime_ms,
                 report_flags: flags,
                 priority: a.priority,
-                payload,
-            })
-            .with_context(|| format!("bundle {i} to {}", a.dst))?;
-        if !a.quiet {
-            println!("sent {id}");
+                payload: p,
+            };
+            match c.submit(args) {
+                Ok(()) => {
+                    if retry.front() == Some(&i) {
+                        retry.pop_front();
+                    } else {
+                        next += 1;
+                    }
+                    inflight.push_back((i, len));
+                    inflight_bytes += len;
+                }
+                Err(e) => {
+                    failure =
+                        Some(anyhow::Error::new(e).context(format!("bundle {i} to {}", a.dst)));
+                }
+            }
+        }
+        let Some((i, len)) = inflight.pop_front() else {
+            match resume_at {
+                // Everything refused is waiting for the pause to end.
+                Some(t) if failure.is_none() && !retry.is_empty() => {
+                    std::thread::sleep(t.saturating_duration_since(Instant::now()));
+                    continue;
+                }
+                _ => break,
+            }
+        };
+        inflight_bytes -= len;
+        match c.next_send_result() {
+            Ok(id) => {
+                sent += 1;
+                bytes += len;
+                full_since = None;
+                backoff = FULL_BACKOFF.0;
+                if !a.quiet {
+                    println!("sent {id}");
+                }
+            }
+            Err(ClientError::Refused {
+                kind: ErrorKind::StoreFull,
+                message,
+            }) if !full_wait.is_zero() && failure.is_none() => {
+                let now = Instant::now();
+                let since = *full_since.get_or_insert(now);
+                if now.duration_since(since) > full_wait {
+                    failure = Some(anyhow::anyhow!(
+                        "bundle {i} to {}: node refused: store full: {message} (still full after {:.1} s)",
+                        a.dst,
+                        full_wait.as_secs_f64()
+                    ));
+                } else {
+                    // Submitted again after a pause; the ones behind it in flight will likely
+                    // be refused too and join it in order.
+                    retry.push_back(i);
+                    if resume_at.is_none_or(|t| t <= now) {
+                        resume_at = Some(now + backoff);
+                        backoff = (backoff * 2).min(FULL_BACKOFF.1);
+                    }
+                }
+            }
+            Err(e) => {
+                let refusal = e.is_refusal();
+                let e = anyhow::Error::new(e).context(format!("bundle {i} to {}", a.dst));
+                if !refusal {
+                    // The connection is broken: nothing more will be answered.
+                    return Err(e);
+                }
+                failure.get_or_insert(e);
+            }
         }
     }
     let secs = t0.elapsed().as_secs_f64();
-    eprintln!("sent {} bundles, {bytes} bytes in {secs:.3} s", a.count);
+    if let Some(e) = failure {
+        if sent > 0 {
+            eprintln!(
+                "sent {sent} of {} bundles, {bytes} bytes in {secs:.3} s",
+                a.count
+            );
+        }
+        return Err(e);
+    }
+    eprintln!("sent {sent} bundles, {bytes} bytes in {secs:.3} s");
     Ok(())
 }

@@ -4,11 +4,16 @@
 //! Durability ordering: a block from LTP is split into bundles, committed in ONE store
 //! transaction (`accept_from_cla_batch`), and only then is `confirm_block` sent back to the LTP
 //! thread, which releases the report that lets the previous hop delete its copy. An application's
-//! `Send` is answered `SendOk` only after `Agent::send` committed. A delivery is deleted only when
+//! `Send` is answered `SendOk` only after the commit that stored it. A delivery is deleted only when
 //! the application acknowledges it.
+//!
+//! Group commit of application sends: consecutive `Send` requests taken from the input channel
+//! (from any connections, while the thread drains it) are collected into one batch and committed
+//! with ONE `Agent::send_batch` (one transaction, one fsync on a durable store); then each is
+//! answered, in order. Any other input first flushes the batch, so every connection still sees
+//! its answers in request order and a `Register`/`Status`/`Ack` observes the sends before it.
 
 use std::collections::HashMap;
-use std::io::Write;
 use std::net::{SocketAddr, UdpSocket};
 use std::os::unix::net::UnixStream;
 use std::sync::atomic::Ordering::Relaxed;
@@ -18,8 +23,8 @@ use std::time::Duration;
 
 use bp::{Agent, BundleKey, ClaOutcome, RedbStore, ReportFlags, SendError, SendRequest};
 use bpv7::{Bundle, Eid};
-use bytes::Bytes;
-use client::proto::{self, ErrorKind, Request, Response};
+use bytes::{Bytes, BytesMut};
+use client::proto::{self, ErrorKind, Request, Response, SendArgs};
 
 use super::cla::{dispatch_udp, ClaKind, FromCla, TcpDispatch, TcpRouter, ToUdp};
 use super::clock::dtn_now_ms;
@@ -59,9 +64,39 @@ const MAX_OUTSTANDING: usize = 8192;
 /// Bytes handed to the LTP thread and not yet reported.
 const MAX_OUTSTANDING_BYTES: u64 = 512 << 20;
 
+/// Most application sends committed in one transaction.
+const MAX_SEND_BATCH: usize = 256;
+/// Most payload bytes of application sends committed in one transaction.
+const MAX_SEND_BATCH_BYTES: usize = 64 << 20;
+
 struct Conn {
     stream: UnixStream,
     endpoints: Vec<Eid>,
+    /// Reused encode buffer for frame heads (payloads are written from their own buffers).
+    head: BytesMut,
+}
+
+/// Application sends read from the input channel and not committed yet, in arrival order:
+/// per entry the connection and the request to commit, or the answer already known (a request
+/// refused before reaching the agent, e.g. an unparsable endpoint), which keeps its place in
+/// the connection's answer order.
+#[derive(Default)]
+struct SendBatch {
+    items: Vec<(u64, Result<SendRequest, Response>)>,
+    bytes: usize,
+}
+
+impl SendBatch {
+    fn push(&mut self, conn: u64, req: Result<SendRequest, Response>) {
+        if let Ok(r) = &req {
+            self.bytes += r.payload.len();
+        }
+        self.items.push((conn, req));
+    }
+
+    fn is_full(&self) -> bool {
+        self.items.len() >= MAX_SEND_BATCH || self.bytes >= MAX_SEND_BATCH_BYTES
+    }
 }
 
 /// The agent thread's state.
@@ -199,8 +234,26 @@ impl AgentThread {
             };
             let mut input = Some(first);
             let mut confirm = false;
+            let mut sends = SendBatch::default();
             while let Some(msg) = input.take() {
                 let now = dtn_now_ms();
+                let msg = match msg {
+                    AgentInput::App {
+                        conn,
+                        req: Request::Send(a),
+                    } => {
+                        let req = self.send_request(conn, a, &conns).map_err(bad_request);
+                        sends.push(conn, req);
+                        if sends.is_full() {
+                            self.flush_sends(now, &mut sends, &mut conns, &mut owner);
+                        }
+                        input = self.rx.try_recv().ok();
+                        continue;
+                    }
+                    other => other,
+                };
+                // Anything else sees the sends before it committed and answered.
+                self.flush_sends(now, &mut sends, &mut conns, &mut owner);
                 match msg {
                     AgentInput::Shutdown => {
                         self.tcp.close_all();
@@ -265,6 +318,7 @@ impl AgentThread {
                             Conn {
                                 stream,
                                 endpoints: Vec::new(),
+                                head: BytesMut::with_capacity(256),
                             },
                         );
                     }
@@ -283,6 +337,7 @@ impl AgentThread {
                 }
                 input = self.rx.try_recv().ok();
             }
+            self.flush_sends(dtn_now_ms(), &mut sends, &mut conns, &mut owner);
             if confirm {
                 let _ = self.waker.send_to(&[0], self.ltp_addr);
             }
@@ -431,6 +486,89 @@ impl AgentThread {
         }
     }
 
+    /// Turns an application's Send into an agent request (default source and lifetime, flags),
+    /// or why its endpoints do not parse (answered as a bad request).
+    fn send_request(
+        &self,
+        conn: u64,
+        a: SendArgs,
+        conns: &HashMap<u64, Conn>,
+    ) -> Result<SendRequest, String> {
+        let dst: Eid = a
+            .destination
+            .parse()
+            .map_err(|e| format!("destination {:?}: {e}", a.destination))?;
+        let src: Eid = if a.source.is_empty() {
+            conns
+                .get(&conn)
+                .and_then(|c| c.endpoints.first().cloned())
+                .unwrap_or_else(|| Eid::ipn(self.node, 0))
+        } else {
+            a.source
+                .parse()
+                .map_err(|e| format!("source {:?}: {e}", a.source))?
+        };
+        let mut req = SendRequest::new(src, dst, a.payload);
+        req.lifetime_ms = if a.lifetime_ms == 0 {
+            self.default_lifetime_ms
+        } else {
+            a.lifetime_ms
+        };
+        req.priority = a.priority.min(2);
+        req.report_flags = ReportFlags {
+            reception: a.report_flags & proto::report::RECEPTION != 0,
+            forwarding: a.report_flags & proto::report::FORWARDING != 0,
+            delivery: a.report_flags & proto::report::DELIVERY != 0,
+            deletion: a.report_flags & proto::report::DELETION != 0,
+        };
+        Ok(req)
+    }
+
+    /// Commits the collected application sends in one transaction and answers each on its
+    /// connection, in arrival order (so per connection in request order).
+    fn flush_sends(
+        &mut self,
+        now: u64,
+        batch: &mut SendBatch,
+        conns: &mut HashMap<u64, Conn>,
+        owner: &mut HashMap<Eid, u64>,
+    ) {
+        if batch.items.is_empty() {
+            return;
+        }
+        let items = std::mem::take(&mut batch.items);
+        batch.bytes = 0;
+        let mut reqs = Vec::with_capacity(items.len());
+        let mut slots = Vec::with_capacity(items.len());
+        for (conn, r) in items {
+            match r {
+                Ok(req) => {
+                    reqs.push(req);
+                    slots.push((conn, None));
+                }
+                Err(answer) => slots.push((conn, Some(answer))),
+            }
+        }
+        let mut results = self.agent.send_batch(now, reqs).into_iter();
+        for (conn, known) in slots {
+            let answer = match known {
+                Some(a) => a,
+                None => match results.next() {
+                    Some(Ok(id)) => Response::SendOk { id: wire_id(&id) },
+                    Some(Err(e)) => send_error(e),
+                    None => Response::Error {
+                        kind: ErrorKind::Internal,
+                        message: "no result for this send".into(),
+                    },
+                },
+            };
+            if !write_to(conns, conn, &answer) {
+                self.drop_conn(conns, owner, conn);
+            }
+        }
+        self.update_free();
+    }
+
     fn handle_request(
         &mut self,
         now: u64,
@@ -472,53 +610,13 @@ impl AgentThread {
                 }
                 Some(Response::Ok)
             }
-            Request::Send(a) => {
-                let dst: Eid = match a.destination.parse() {
-                    Ok(e) => e,
-                    Err(e) => return Some(bad(format!("destination {:?}: {e}", a.destination))),
-                };
-                let src: Eid = if a.source.is_empty() {
-                    conns
-                        .get(&conn)
-                        .and_then(|c| c.endpoints.first().cloned())
-                        .unwrap_or_else(|| Eid::ipn(self.node, 0))
-                } else {
-                    match a.source.parse() {
-                        Ok(e) => e,
-                        Err(e) => return Some(bad(format!("source {:?}: {e}", a.source))),
-                    }
-                };
-                let mut req = SendRequest::new(src, dst, a.payload);
-                req.lifetime_ms = if a.lifetime_ms == 0 {
-                    self.default_lifetime_ms
-                } else {
-                    a.lifetime_ms
-                };
-                req.priority = a.priority.min(2);
-                req.report_flags = ReportFlags {
-                    reception: a.report_flags & proto::report::RECEPTION != 0,
-                    forwarding: a.report_flags & proto::report::FORWARDING != 0,
-                    delivery: a.report_flags & proto::report::DELIVERY != 0,
-                    deletion: a.report_flags & proto::report::DELETION != 0,
-                };
-                Some(match self.agent.send(now, req) {
+            Request::Send(a) => Some(match self.send_request(conn, a, conns) {
+                Ok(req) => match self.agent.send(now, req) {
                     Ok(id) => Response::SendOk { id: wire_id(&id) },
-                    Err(e) => {
-                        let kind = match e {
-                            SendError::StoreFull { .. } => ErrorKind::StoreFull,
-                            SendError::TooLarge { .. } => ErrorKind::TooLarge,
-                            SendError::BadSource(_) | SendError::BadDestination(_) => {
-                                ErrorKind::BadRequest
-                            }
-                            _ => ErrorKind::Internal,
-                        };
-                        Response::Error {
-                            kind,
-                            message: e.to_string(),
-                        }
-                    }
-                })
-            }
+                    Err(e) => send_error(e),
+                },
+                Err(why) => bad_request(why),
+            }),
             Request::Ack { token } => {
                 if let Err(e) = self.agent.delivered(now, BundleKey::from_token(token)) {
                     eprintln!("dtnkit node: store error on delivery ack: {e}");
@@ -545,6 +643,7 @@ impl AgentThread {
                 "bundles": s.stored_bundles,
                 "bytes": s.stored_bytes,
                 "quota_bytes": s.quota_bytes,
+                "commits": s.commits,
             },
             "queues": {
                 "per_neighbour": queues,
@@ -581,10 +680,38 @@ impl AgentThread {
     }
 }
 
+/// Writes one answer or delivery to a connection: the frame head through the connection's
+/// reused buffer, a payload straight from its `Bytes` (one vectored write, no copy). False when
+/// the connection failed (the caller drops it); true when it is already gone.
 fn write_to(conns: &mut HashMap<u64, Conn>, c: u64, msg: &Response) -> bool {
     match conns.get_mut(&c) {
-        Some(conn) => conn.stream.write_all(&msg.encode()).is_ok(),
+        Some(conn) => {
+            let tail = msg.encode_head(&mut conn.head);
+            proto::write_frame(&mut conn.stream, &conn.head, tail).is_ok()
+        }
         None => true,
+    }
+}
+
+/// The protocol error answer for a request with a bad argument.
+fn bad_request(message: String) -> Response {
+    Response::Error {
+        kind: ErrorKind::BadRequest,
+        message,
+    }
+}
+
+/// The protocol error answer for a refused send.
+fn send_error(e: SendError) -> Response {
+    let kind = match e {
+        SendError::StoreFull { .. } => ErrorKind::StoreFull,
+        SendError::TooLarge { .. } => ErrorKind::TooLarge,
+        SendError::BadSource(_) | SendError::BadDestination(_) => ErrorKind::BadRequest,
+        _ => ErrorKind::Internal,
+    };
+    Response::Error {
+        kind,
+        message: e.to_string(),
     }
 }
 
