@@ -84,7 +84,8 @@
 //!   part is complete, then assembled once (no copy at all for a one-segment block). A segment
 //!   beyond `max_red_bytes_per_session`, or red data beyond
 //!   `EngineConfig::max_total_import_bytes`, cancels that session with `SYS_CNCLD` (nothing
-//!   is allocated first). Slices keep their datagram's allocation alive: a driver that cuts
+//!   is allocated first). That budget also counts delivered blocks awaiting
+//!   `confirm_block`, and no new import session opens while it is full. Slices keep their datagram's allocation alive: a driver that cuts
 //!   datagrams out of large receive buffers retains those buffers until the block completes. New import sessions beyond
 //!   `max_import_sessions` are dropped silently (the sender's checkpoint timer retries).
 //!   Blocks beyond `max_export_sessions` queue up to `max_pending_blocks`, then `send_block`
@@ -105,7 +106,7 @@ pub mod stats;
 
 /// Re-export of the `bytes` crate used in the API (payloads are `Bytes` slices).
 pub use bytes;
-pub use config::{EngineConfig, SpanConfig};
+pub use config::{EngineConfig, SpanConfig, DEFAULT_PACING_BURST_TIME};
 pub use engine::{Engine, SendOutcome, Transmit, MIN_SEGMENT_SIZE};
 pub use error::{DecodeError, RecvError, SendError};
 pub use event::Event;

@@ -16,20 +16,42 @@ const NS_PER_S: i128 = 1_000_000_000;
 pub struct TokenBucket {
     rate_bps: u64,
     burst_bytes: u64,
+    /// Depth expressed as time at the current rate: the bucket holds at least
+    /// `rate × burst_time` worth of bits, so it scales with contact rates.
+    burst_time: Duration,
     /// Balance in bit·ns (bits × 1e9).
     balance: i128,
     last: Duration,
 }
 
 impl TokenBucket {
-    /// A bucket that starts full.
+    /// A bucket `burst_bytes` deep that starts full.
     pub fn new(rate_bps: u64, burst_bytes: u64, now: Duration) -> Self {
-        Self {
+        Self::with_burst_time(rate_bps, burst_bytes, Duration::ZERO, now)
+    }
+
+    /// A bucket that starts full, `max(burst_bytes, rate × burst_time)` deep.
+    ///
+    /// A time-based depth is what keeps a paced sender at its rate when its wake-ups are
+    /// late: a driver that oversleeps by `d` may then send `rate × d` at once, up to the
+    /// depth, instead of losing that share of the contact. A zero depth loses every
+    /// oversleep (one late wake-up per segment: 1 KiB segments at 500 Mb/s are 16 µs apart,
+    /// far below an OS scheduler's latency).
+    pub fn with_burst_time(
+        rate_bps: u64,
+        burst_bytes: u64,
+        burst_time: Duration,
+        now: Duration,
+    ) -> Self {
+        let mut b = Self {
             rate_bps,
             burst_bytes,
-            balance: i128::from(burst_bytes) * 8 * NS_PER_S,
+            burst_time,
+            balance: 0,
             last: now,
-        }
+        };
+        b.balance = b.cap();
+        b
     }
 
     /// Change the rate (contacts change it). 0 = unlimited.
@@ -46,8 +68,16 @@ impl TokenBucket {
         self.rate_bps
     }
 
+    /// Current depth in bytes (the larger of the byte and the time bound at the current
+    /// rate).
+    pub fn depth_bytes(&self) -> u64 {
+        u64::try_from(self.cap() / (8 * NS_PER_S)).unwrap_or(u64::MAX)
+    }
+
     fn cap(&self) -> i128 {
-        i128::from(self.burst_bytes) * 8 * NS_PER_S
+        let bytes = i128::from(self.burst_bytes) * 8 * NS_PER_S;
+        let time = i128::from(self.rate_bps) * self.burst_time.as_nanos() as i128;
+        bytes.max(time)
     }
 
     fn refill(&mut self, now: Duration) {
@@ -113,5 +143,36 @@ mod tests {
             b.ready_at(Duration::from_micros(1000)),
             Some(Duration::from_micros(1500))
         );
+    }
+
+    #[test]
+    fn time_depth_scales_with_rate_and_credits_late_wakeups() {
+        // 8 Mb/s, 2 ms depth = 2000 bytes; a 100-byte byte depth is the smaller bound.
+        let ms = Duration::from_millis;
+        let mut b = TokenBucket::with_burst_time(8_000_000, 100, ms(2), Duration::ZERO);
+        assert_eq!(b.depth_bytes(), 2000);
+        // Starts full: two 1000-byte segments leave at once, the third waits.
+        b.consume(1000, Duration::ZERO);
+        assert_eq!(b.ready_at(Duration::ZERO), None);
+        b.consume(1000, Duration::ZERO);
+        assert_eq!(b.ready_at(Duration::ZERO), None);
+        b.consume(1000, Duration::ZERO);
+        assert_eq!(b.ready_at(Duration::ZERO), Some(ms(1)));
+        // A driver that wakes 5 ms late is credited up to the depth (2000 bytes), no more.
+        assert_eq!(b.ready_at(ms(6)), None);
+        b.consume(1000, ms(6));
+        b.consume(1000, ms(6));
+        assert_eq!(b.ready_at(ms(6)), None);
+        b.consume(1000, ms(6));
+        assert_eq!(b.ready_at(ms(6)), Some(ms(7)));
+        // The depth follows the rate: at 80 Mb/s, 2 ms = 20 000 bytes.
+        b.set_rate(80_000_000, ms(7));
+        assert_eq!(b.depth_bytes(), 20_000);
+        // With only a byte depth of zero the late wake-up is lost: one segment per wake-up.
+        let mut z = TokenBucket::new(8_000_000, 0, Duration::ZERO);
+        z.consume(1000, Duration::ZERO);
+        assert_eq!(z.ready_at(ms(6)), None);
+        z.consume(1000, ms(6));
+        assert_eq!(z.ready_at(ms(6)), Some(ms(7)));
     }
 }

@@ -8,6 +8,7 @@ mod common;
 use std::time::Duration;
 
 use common::{arrival, block, Harness, Params, ID};
+use ltp::bytes::Bytes;
 use ltp::{CancelReason, Event, SegmentType, SessionId};
 
 const MS: Duration = Duration::from_millis(1);
@@ -157,4 +158,64 @@ fn confirmation_without_deferral_is_a_no_op() {
     assert_eq!(h.completed().len(), 1);
     assert!(!h.engines[1].confirm_block(h.now, session, true));
     assert!(!h.engines[1].confirm_block(h.now, session, false));
+}
+
+/// The import budget (`EngineConfig::max_total_import_bytes`) counts delivered blocks that
+/// await confirmation; while it is full no new import session opens (its data is dropped
+/// and counted), and the refused block arrives after the confirmation frees the budget,
+/// through the sender's checkpoint retransmission and one retransmission cycle.
+#[test]
+fn import_budget_counts_unconfirmed_blocks_and_refuses_new_sessions() {
+    let p = Params::standard();
+    let mut b_span = p.span.clone();
+    b_span.defer_final_report = true;
+    // Room for one 10 kB block, not for the first segment of a second one.
+    let mut h = Harness::with_configs(&p, p.span.clone(), b_span, |e, c| {
+        if e == 1 {
+            c.max_total_import_bytes = 10_500;
+        }
+    });
+    let (d1, d2) = (block(10_000, 11), block(10_000, 12));
+    h.send_a(d1.clone(), d1.len(), 1);
+    h.send_a(d2.clone(), d2.len(), 2);
+    // Both blocks have arrived (about 12 ms), the RTO (50 ms) has not expired.
+    h.run_until(MS * 30);
+    let (_, s1) = delivered_session(&h);
+    assert_eq!(h.engines[1].import_buffer_bytes(), 10_000);
+    assert_eq!(h.engines[1].import_sessions(), 1);
+    let refused = h.engines[1].span_stats(ID[0]).unwrap().imports_refused;
+    assert!(
+        refused >= 9,
+        "every segment of block 2 was refused, got {refused}"
+    );
+    assert_eq!(h.engines[1].span_stats(ID[0]).unwrap().imports_cancelled, 0);
+    let t = h.now;
+    assert!(h.engines[1].confirm_block(t, s1, true));
+    assert_eq!(h.engines[1].import_buffer_bytes(), 0);
+    // Confirm every later delivery 1 ms after it happens, until both exports complete.
+    let mut confirmed = vec![s1];
+    for step in 31..1000u64 {
+        h.run_until(MS * step as u32);
+        for (_, ev) in h.events_of(1, |e| matches!(e, Event::BlockReceived { .. })) {
+            if let Event::BlockReceived { session, .. } = ev {
+                if !confirmed.contains(&session) {
+                    confirmed.push(session);
+                    let now = h.now;
+                    assert!(h.engines[1].import_buffer_bytes() <= 10_500);
+                    assert!(h.engines[1].confirm_block(now, session, true));
+                }
+            }
+        }
+        if h.completed().len() == 2 {
+            break;
+        }
+    }
+    h.run();
+    let mut tokens: Vec<u64> = h.completed().into_iter().flat_map(|(_, t)| t).collect();
+    tokens.sort_unstable();
+    assert_eq!(tokens, vec![1, 2]);
+    let data: Vec<Bytes> = h.delivered().into_iter().map(|(_, d)| d).collect();
+    assert_eq!(data, vec![d1, d2]);
+    assert_eq!(h.engines[1].import_buffer_bytes(), 0);
+    assert!(h.engines[0].is_idle() && h.engines[1].is_idle());
 }

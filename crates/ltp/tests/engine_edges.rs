@@ -86,7 +86,7 @@ fn hostile_offset_cancels_without_allocating() {
 }
 
 #[test]
-fn global_import_limit_cancels_the_session_that_would_exceed_it() {
+fn global_import_limit_refuses_new_sessions_and_cancels_one_that_would_exceed_it() {
     let mut e = receiver(1 << 20, 150_000);
     e.handle_datagram(
         Duration::ZERO,
@@ -94,6 +94,7 @@ fn global_import_limit_cancels_the_session_that_would_exceed_it() {
     )
     .unwrap();
     assert_eq!(e.import_buffer_bytes(), 99_000);
+    // A new session whose first segment does not fit is refused: no state, no cancel.
     e.handle_datagram(
         Duration::ZERO,
         &data_seg(2, SegmentType::RedData, 0, 99_000),
@@ -104,11 +105,28 @@ fn global_import_limit_cancels_the_session_that_would_exceed_it() {
         99_000,
         "second session refused its buffer"
     );
+    assert_eq!(e.import_sessions(), 1);
+    assert_eq!(e.span_stats(1).unwrap().imports_refused, 1);
+    assert!(drain(&mut e).is_empty());
+    assert!(sent_types(&mut e, Duration::ZERO).is_empty());
+    // A session that fits opens; its segment that would exceed the budget cancels it.
+    e.handle_datagram(
+        Duration::ZERO,
+        &data_seg(3, SegmentType::RedData, 0, 40_000),
+    )
+    .unwrap();
+    assert_eq!(e.import_buffer_bytes(), 139_000);
+    e.handle_datagram(
+        Duration::ZERO,
+        &data_seg(3, SegmentType::RedData, 40_000, 20_000),
+    )
+    .unwrap();
+    assert_eq!(e.import_buffer_bytes(), 99_000);
     let ev = drain(&mut e);
     assert!(matches!(
         ev.as_slice(),
         [Event::ImportCancelled {
-            session: SessionId { number: 2, .. },
+            session: SessionId { number: 3, .. },
             reason: CancelReason::SystemCancelled,
             ..
         }]
@@ -252,6 +270,7 @@ fn no_transmission_while_link_down_and_rate_changes_apply() {
     let mut span = SpanConfig::new(2);
     span.max_segment_size = 1000;
     span.rate_bps = 8_000_000; // 1 byte per microsecond
+    span.pacing_burst_time = Duration::ZERO; // exact spacing from the first segment
     e.add_span(span);
     e.send_block(Duration::ZERO, 2, 1, block(5_000, 1), 0, 0)
         .unwrap();

@@ -185,9 +185,14 @@ pub struct LtpSection {
     /// Pacing rate in bit/s (default: the link direction's rate; 0 = unpaced).
     #[serde(default)]
     pub rate_bps: Option<f64>,
-    /// Token-bucket depth in bytes.
+    /// Token-bucket depth in bytes (the depth in effect is the larger of this and
+    /// `pacing_burst_ms` at the current rate).
     #[serde(default)]
     pub pacing_burst_bytes: u64,
+    /// Token-bucket depth as milliseconds at the current rate (default: the engine's,
+    /// `ltp::DEFAULT_PACING_BURST_TIME`, as on a real node).
+    #[serde(default)]
+    pub pacing_burst_ms: Option<f64>,
     /// Copies of each signal segment.
     #[serde(default = "d_one")]
     pub signal_replication: u32,
@@ -241,6 +246,7 @@ impl Default for LtpSection {
             margin_ms: d_margin(),
             rate_bps: None,
             pacing_burst_bytes: 0,
+            pacing_burst_ms: None,
             signal_replication: 1,
             max_checkpoint_retransmissions: d_retx(),
             max_report_retransmissions: d_retx(),

@@ -238,6 +238,9 @@ impl Simulation {
                 sc.max_import_sessions = lt.max_import_sessions;
                 sc.rate_bps = lt.rate_bps.map(rate).or(dir.rate_bps).unwrap_or(0);
                 sc.pacing_burst_bytes = lt.pacing_burst_bytes;
+                if let Some(b) = lt.pacing_burst_ms {
+                    sc.pacing_burst_time = millis(b);
+                }
                 sc.owlt = lt
                     .owlt_ms
                     .map(millis)

@@ -6,6 +6,8 @@
 //! bundle processing and store commit, since the final report is held until the block's bundles are committed
 //! (as on a real node). With IID losses every retransmission cycle adds one round trip plus the radiation of
 //! the retransmitted data, and every checkpoint timeout adds one RTO — counted from the run's own counters.
+//! The closed forms assume segments leave one serialization time apart from the first one, so the scenarios
+//! set the token-bucket depth to zero (`pacing_burst_ms = 0`; the engine default is 4 ms).
 
 use std::path::Path;
 
@@ -30,12 +32,12 @@ seed = 5
 
 [[node]]
 number = 1
-ltp = {{ max_segment_size = 1024, max_export_sessions = 1, rto_ms = {rto} }}
+ltp = {{ max_segment_size = 1024, max_export_sessions = 1, rto_ms = {rto}, pacing_burst_ms = 0.0 }}
 processing = {{ rx_latency_us = {lat}, per_segment_us = {seg}, per_bundle_us = {pb}, commit_us = {commit} }}
 
 [[node]]
 number = 2
-ltp = {{ max_segment_size = 1024, max_export_sessions = 1, rto_ms = {rto} }}
+ltp = {{ max_segment_size = 1024, max_export_sessions = 1, rto_ms = {rto}, pacing_burst_ms = 0.0 }}
 processing = {{ rx_latency_us = {lat}, per_segment_us = {seg}, per_bundle_us = {pb}, commit_us = {commit} }}
 
 [[link]]

@@ -109,6 +109,8 @@ impl Engine {
             return true;
         }
         imp.confirmed = true;
+        self.total_import_bytes -= imp.charged;
+        imp.charged = 0;
         if let Some((cp, cp_end)) = imp.held_checkpoint.take() {
             self.on_checkpoint(now, i, session, cp, cp_end);
         }
@@ -171,7 +173,12 @@ impl Engine {
                 s.stats.stale_segments += 1;
                 return;
             }
-            if s.import_count >= s.cfg.max_import_sessions {
+            // A new session is refused (not remembered) while the import budget could not
+            // take its first segment: the sender's checkpoint timer retries once delivered
+            // blocks are confirmed, instead of a session that would be cancelled at once.
+            if s.import_count >= s.cfg.max_import_sessions
+                || self.total_import_bytes + d.data.len() as u64 > self.cfg.max_total_import_bytes
+            {
                 s.stats.imports_refused += 1;
                 return;
             }
@@ -266,7 +273,11 @@ impl Engine {
                 let data = assemble(std::mem::take(&mut imp.pieces), red_len);
                 imp.delivered = true;
                 self.total_import_bytes -= imp.charged;
-                imp.charged = 0;
+                // A block handed to a client that must still confirm it stays charged (the
+                // client holds it until its commit), so the budget bounds reassembly buffers
+                // and unconfirmed deliveries together.
+                imp.charged = if imp.confirmed { 0 } else { red_len as u64 };
+                self.total_import_bytes += imp.charged;
                 let csid = imp.client_service_id;
                 self.events.push_back(Event::BlockReceived {
                     remote,

@@ -152,9 +152,10 @@ impl Engine {
         cfg.max_segment_size = cfg.max_segment_size.max(MIN_SEGMENT_SIZE);
         if let Some(&i) = self.span_index.get(&cfg.remote_engine_id) {
             if let Some(span) = self.spans.get_mut(i) {
-                span.bucket = crate::pacing::TokenBucket::new(
+                span.bucket = crate::pacing::TokenBucket::with_burst_time(
                     cfg.rate_bps,
                     cfg.pacing_burst_bytes,
+                    cfg.pacing_burst_time,
                     Duration::ZERO,
                 );
                 span.cfg = cfg;
@@ -288,7 +289,8 @@ impl Engine {
         self.closed_imports.len()
     }
 
-    /// Bytes currently reserved by import reassembly buffers.
+    /// Bytes currently charged against `EngineConfig::max_total_import_bytes`: red data held
+    /// by reassembly buffers plus delivered blocks still awaiting `confirm_block`.
     pub fn import_buffer_bytes(&self) -> u64 {
         self.total_import_bytes
     }

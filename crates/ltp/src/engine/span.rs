@@ -102,11 +102,15 @@ pub(crate) struct Span {
 
 impl Span {
     pub(crate) fn new(cfg: SpanConfig) -> Self {
-        let burst = cfg.pacing_burst_bytes;
-        let rate = cfg.rate_bps;
+        let bucket = TokenBucket::with_burst_time(
+            cfg.rate_bps,
+            cfg.pacing_burst_bytes,
+            cfg.pacing_burst_time,
+            Duration::ZERO,
+        );
         Self {
             cfg,
-            bucket: TokenBucket::new(rate, burst, Duration::ZERO),
+            bucket,
             link_up: true,
             down_since: Duration::ZERO,
             downtime: Duration::ZERO,

@@ -124,6 +124,10 @@ impl Params {
         span.owlt = Duration::from_millis(10);
         span.rto = Some(Duration::from_millis(50));
         span.max_export_sessions = 8;
+        // The closed forms of these tests assume segments leave one serialization time
+        // apart from the first one (the engine default depth of 4 ms would let the first
+        // 40 kB leave at once).
+        span.pacing_burst_time = Duration::ZERO;
         Self {
             delay: Duration::from_millis(10),
             rate_bps: 80_000_000,
@@ -144,9 +148,22 @@ impl Harness {
 
     /// Engines with different span settings (`span_a` is A's view of B and vice versa).
     pub fn with_spans(p: &Params, span_a: SpanConfig, span_b: SpanConfig) -> Self {
+        Self::with_configs(p, span_a, span_b, |_, _| {})
+    }
+
+    /// Like [`Harness::with_spans`], with `tune(engine index, config)` applied to each
+    /// engine's configuration first.
+    pub fn with_configs(
+        p: &Params,
+        span_a: SpanConfig,
+        span_b: SpanConfig,
+        tune: impl Fn(usize, &mut EngineConfig),
+    ) -> Self {
         let logs = [MemLog::default(), MemLog::default()];
         let mk = |me: usize, mut span: SpanConfig, log: &MemLog| {
-            let mut e = Engine::new(EngineConfig::new(ID[me]));
+            let mut ecfg = EngineConfig::new(ID[me]);
+            tune(me, &mut ecfg);
+            let mut e = Engine::new(ecfg);
             span.remote_engine_id = ID[1 - me];
             e.add_span(span);
             e.set_segment_sink(Some(Box::new(log.clone())));

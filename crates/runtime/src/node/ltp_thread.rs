@@ -1,6 +1,7 @@
 //! The LTP thread: one UDP socket and one `ltp::Engine`, driven in batches.
 //!
-//! Loop: apply commands from the agent thread → receive a batch (`recvmmsg`) → feed the engine →
+//! Loop: apply commands from the agent thread → receive a batch (`recvmmsg`, GRO on, into
+//! shared arenas so datagrams reach the engine as zero-copy slices) → feed the engine →
 //! forward its events (whole blocks and session results, never segments) → run timers → drain
 //! `poll_transmit` into one buffer and send it per peer with `sendmmsg`/GSO → sleep until the
 //! socket is readable or the engine's next timer, with `ppoll`'s nanosecond resolution. The agent
@@ -94,7 +95,11 @@ impl LtpThread {
         let addr_of: HashMap<u64, SocketAddr> =
             self.peers.values().map(|(e, a)| (*e, *a)).collect();
         let mut recv = RecvBatch::new(self.batch);
-        let mut bufs: Vec<Vec<u8>> = (0..self.batch).map(|_| vec![0u8; 65_536]).collect();
+        // GRO: a run of equal-size datagrams from one sender (a GSO batch on loopback) arrives
+        // as one buffer: one socket-queue entry and one copy per run instead of per datagram.
+        // Kernels without it deliver datagrams one by one, which the loop handles the same way.
+        let _ = crate::udp::enable_gro(&self.sock);
+        let mut arenas: Vec<RxArena> = (0..self.batch).map(|_| RxArena::new()).collect();
         let mut meta = vec![RecvMeta::default(); self.batch];
         let mut send = SendBatch::new(self.batch);
         send.set_gso(true);
@@ -115,22 +120,30 @@ impl LtpThread {
                 }
             }
             // Receive.
-            let n = match recv.recv(&self.sock, &mut bufs, &mut meta) {
+            let n = match recv.recv(&self.sock, &mut arenas, &mut meta) {
                 Ok(n) => n,
                 // An ICMP error from an earlier send (a peer that is down) surfaces here as
                 // ECONNREFUSED and similar: the peer's absence is LTP's business (timers).
                 Err(e) if transient(&e) => 0,
                 Err(e) => return Err(e),
             };
-            for (b, m) in bufs.iter().zip(&meta).take(n) {
+            for (a, m) in arenas.iter_mut().zip(&meta).take(n) {
                 if m.src == Some(self.waker_addr) || m.truncated {
                     continue;
                 }
-                let dg = Bytes::copy_from_slice(b.get(..m.len).unwrap_or(&[]));
-                self.counters.segments_received.fetch_add(1, Relaxed);
-                if self.engine.handle_datagram(now, &dg).is_err() {
-                    self.counters.malformed.fetch_add(1, Relaxed);
+                // Zero-copy: the engine keeps slices of the arena for red data.
+                let chunk = a.take(m.len);
+                let mut off = 0;
+                let mut count = 0u64;
+                for len in m.segments() {
+                    let dg = chunk.slice(off..(off + len).min(chunk.len()));
+                    off += len;
+                    count += 1;
+                    if self.engine.handle_datagram(now, &dg).is_err() {
+                        self.counters.malformed.fetch_add(1, Relaxed);
+                    }
                 }
+                self.counters.segments_received.fetch_add(count, Relaxed);
             }
             busy |= n > 0;
             self.engine.handle_timeout(now);
@@ -317,6 +330,44 @@ impl LtpThread {
             }
             ToLtp::Shutdown => {}
         }
+    }
+}
+
+/// Bytes of one receive slot: a maximal (GRO-coalesced) UDP payload.
+const RX_SLOT: usize = crate::udp::GRO_BUFFER;
+/// Size of one receive arena: datagrams are received into its free tail and split off as
+/// shared `Bytes`, so a datagram costs no allocation (one allocation per arena instead). An
+/// arena is freed when the last slice of it is dropped: an import session that keeps a
+/// slice pins at most one arena per piece, which is why arenas stay small.
+const RX_ARENA: usize = 4 * RX_SLOT;
+
+/// A receive buffer whose filled prefix is split off as zero-copy [`Bytes`].
+struct RxArena {
+    buf: bytes::BytesMut,
+}
+
+impl RxArena {
+    fn new() -> Self {
+        Self {
+            buf: bytes::BytesMut::zeroed(RX_ARENA),
+        }
+    }
+
+    /// Splits the first `len` received bytes off as shared bytes and makes sure a full
+    /// slot is free for the next receive.
+    fn take(&mut self, len: usize) -> Bytes {
+        let chunk = self.buf.split_to(len.min(self.buf.len())).freeze();
+        if self.buf.len() < RX_SLOT {
+            self.buf = bytes::BytesMut::zeroed(RX_ARENA);
+        }
+        chunk
+    }
+}
+
+impl AsMut<[u8]> for RxArena {
+    fn as_mut(&mut self) -> &mut [u8] {
+        let n = self.buf.len().min(RX_SLOT);
+        self.buf.get_mut(..n).unwrap_or(&mut [])
     }
 }
 
