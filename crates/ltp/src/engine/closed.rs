@@ -5,7 +5,7 @@
 //! report or cancel for a closed export session still deserves its acknowledgment, and the
 //! memory tells us which remote engine to send it to.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::time::Duration;
 
 use crate::segment::SessionId;
@@ -16,7 +16,7 @@ pub(crate) struct ClosedSessions {
     capacity: usize,
     horizon: Duration,
     order: VecDeque<(SessionId, Duration)>,
-    map: HashMap<SessionId, (u64, Duration)>,
+    map: super::fasthash::FoldMap<SessionId, (u64, Duration)>,
 }
 
 impl ClosedSessions {
@@ -25,7 +25,7 @@ impl ClosedSessions {
             capacity,
             horizon,
             order: VecDeque::new(),
-            map: HashMap::new(),
+            map: Default::default(),
         }
     }
 

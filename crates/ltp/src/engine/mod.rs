@@ -18,6 +18,7 @@
 mod close;
 mod closed;
 mod export;
+mod fasthash;
 mod import;
 mod input;
 mod logging;
@@ -26,7 +27,7 @@ mod send;
 mod span;
 mod timers;
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
@@ -44,6 +45,7 @@ use crate::stats::{EngineStats, SpanStats};
 
 use closed::ClosedSessions;
 use export::{Batch, Checkpoint, ExportSession, ExportState};
+use fasthash::FoldMap;
 use import::{ImportSession, ImportState, IssuedReport};
 use span::{Aggregator, PendingBlock, Signal, SignalKind, Span, TimerKey};
 
@@ -78,9 +80,9 @@ pub enum SendOutcome {
 pub struct Engine {
     cfg: EngineConfig,
     spans: Vec<Span>,
-    span_index: HashMap<u64, usize>,
-    exports: HashMap<u64, ExportSession>,
-    imports: HashMap<SessionId, ImportSession>,
+    span_index: FoldMap<u64, usize>,
+    exports: FoldMap<u64, ExportSession>,
+    imports: FoldMap<SessionId, ImportSession>,
     closed_imports: ClosedSessions,
     closed_exports: ClosedSessions,
     events: VecDeque<Event>,
@@ -127,9 +129,9 @@ impl Engine {
             ),
             cfg,
             spans: Vec::new(),
-            span_index: HashMap::new(),
-            exports: HashMap::new(),
-            imports: HashMap::new(),
+            span_index: FoldMap::default(),
+            exports: FoldMap::default(),
+            imports: FoldMap::default(),
             events: VecDeque::new(),
             sink: None,
             stats: EngineStats::default(),
