@@ -532,8 +532,13 @@ pub fn read_frame<R: std::io::Read>(r: &mut R, limit: usize) -> std::io::Result<
             DecodeError::TooLong(n, limit),
         ));
     }
-    let mut body = vec![0u8; n];
-    r.read_exact(&mut body)?;
+    // Read straight into the frame's own buffer (no zero-fill first); it becomes the `Bytes`.
+    use std::io::Read as _;
+    let mut body = Vec::with_capacity(n);
+    r.by_ref().take(n as u64).read_to_end(&mut body)?;
+    if body.len() < n {
+        return Err(std::io::ErrorKind::UnexpectedEof.into());
+    }
     Ok(Some(Bytes::from(body)))
 }
 
@@ -637,6 +642,30 @@ mod tests {
             Request::decode(&Bytes::from(b)),
             Err(DecodeError::Trailing(1))
         );
+    }
+
+    #[test]
+    fn read_frame_reads_whole_frames_and_refuses_truncated_ones() {
+        let f = Request::Send(SendArgs {
+            source: String::new(),
+            destination: "ipn:2.1".into(),
+            lifetime_ms: 1,
+            report_flags: 0,
+            priority: 0,
+            payload: Bytes::from(vec![7u8; 100_000]),
+        })
+        .encode();
+        let mut two = f.to_vec();
+        two.extend_from_slice(&Request::Status.encode());
+        let mut r = &two[..];
+        let b = read_frame(&mut r, MAX_FRAME).unwrap().unwrap();
+        assert_eq!(b, f.slice(4..));
+        let b = read_frame(&mut r, MAX_FRAME).unwrap().unwrap();
+        assert_eq!(Request::decode(&b).unwrap(), Request::Status);
+        assert!(read_frame(&mut r, MAX_FRAME).unwrap().is_none());
+        let cut = &f[..f.len() - 1];
+        let err = read_frame(&mut &cut[..], MAX_FRAME).unwrap_err();
+        assert_eq!(err.kind(), std::io::ErrorKind::UnexpectedEof);
     }
 
     #[test]
