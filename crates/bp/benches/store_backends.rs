@@ -6,13 +6,15 @@
 //! each bundle read back once (8 bundles or one group after it was stored, as forwarding does) and deleted 64
 //! bundles later; hot cache off so that reads hit the backend:
 //! - `redb`: `RedbStore` with every payload in the B-tree (`segment_threshold = u64::MAX`);
-//! - `redb+seg`: `RedbStore` as the node runs it (payloads >= 64 KiB in the segment log).
+//! - `redb+seg`: `RedbStore` with payloads >= 64 KiB in the segment log (the node default is
+//!   256 KiB, chosen from this table: 100 kB bundles stay inline).
 //!
 //! With `-- --bench --all`, also the earlier candidates at 100 B and 500 kB, durable, without
 //! reads: `redb+files` (metadata in redb, one fsync'ed file per bundle) and `fjall` (an LSM
 //! keyspace with kv-separation, `PersistMode::SyncAll`).
 //!
-//! Figures go to docs/store.md.
+//! `STORE_BENCH_SECS` (default 2) sets the time per configuration and `STORE_BENCH_SIZES` (comma
+//! list) the bundle sizes. Figures go to docs/store.md.
 
 use std::fs::File;
 use std::io::Write;
@@ -23,8 +25,17 @@ use bp::store::{Batch, BundleKey, BundleMeta, Op, RedbStore, Role, Store, StoreO
 use bpv7::{BundleFlags, BundleId, CreationTimestamp, Eid};
 use bytes::Bytes;
 
-const BUDGET: Duration = Duration::from_secs(2);
-const MAX_COMMITS: u64 = 2000;
+/// Time per configuration; `STORE_BENCH_SECS` overrides it (longer runs reach the steady state
+/// where retired segment files are reused).
+fn budget() -> Duration {
+    let secs = std::env::var("STORE_BENCH_SECS")
+        .ok()
+        .and_then(|v| v.parse::<f64>().ok())
+        .filter(|s| s.is_finite() && *s > 0.0)
+        .unwrap_or(2.0);
+    Duration::from_secs_f64(secs)
+}
+const MAX_COMMITS: u64 = 100_000;
 
 fn meta(key: u64, len: u64) -> BundleMeta {
     BundleMeta {
@@ -49,7 +60,8 @@ fn meta(key: u64, len: u64) -> BundleMeta {
 fn run(mut commit: impl FnMut(u64)) -> (u64, f64) {
     let start = Instant::now();
     let mut n = 0;
-    while n < MAX_COMMITS && start.elapsed() < BUDGET {
+    let budget = budget();
+    while n < MAX_COMMITS && start.elapsed() < budget {
         commit(n);
         n += 1;
     }
@@ -175,7 +187,12 @@ fn main() {
     let smoke = !std::env::args().any(|a| a == "--bench");
     let all = std::env::args().any(|a| a == "--all");
     println!("backend      mode       bundle  group  commits/s  bundles/s     MB/s");
-    for size in [100usize, 100_000, 1_000_000, 5_000_000] {
+    // `STORE_BENCH_SIZES=1000000,5000000` restricts the bundle sizes.
+    let sizes: Vec<usize> = std::env::var("STORE_BENCH_SIZES")
+        .ok()
+        .map(|v| v.split(',').filter_map(|x| x.trim().parse().ok()).collect())
+        .unwrap_or_else(|| vec![100, 100_000, 1_000_000, 5_000_000]);
+    for size in sizes {
         for group in [1u64, 16] {
             for durable in [true, false] {
                 for (name, threshold) in [("redb", u64::MAX), ("redb+seg", 64 << 10)] {

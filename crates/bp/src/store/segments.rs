@@ -464,6 +464,27 @@ mod tests {
     }
 
     #[test]
+    fn undo_truncates_and_next_append_starts_a_new_segment() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut log = SegmentLog::open(dir.path(), 10_000, &[]).expect("open");
+        let a = Bytes::from(vec![1u8; 100]);
+        let (ra, _) = log.append(&[&a], false).expect("append");
+        log.add_ref(&ra[0]);
+        // A second append whose metadata commit "fails": its bytes are cut off again.
+        let b = Bytes::from(vec![2u8; 300]);
+        let (rb, undo) = log.append(&[&b], false).expect("append");
+        assert_eq!(rb[0].seg, ra[0].seg);
+        log.undo(undo);
+        let path = dir.path().join(seg_name(ra[0].seg));
+        assert_eq!(std::fs::metadata(&path).expect("meta").len(), 100);
+        assert!(matches!(log.read(&rb[0]), Err(ReadError::OutOfBounds(_))));
+        assert_eq!(log.read(&ra[0]).expect("read"), a);
+        let (rc, _) = log.append(&[&b], false).expect("append");
+        assert_ne!(rc[0].seg, ra[0].seg, "appending resumes in a new segment");
+        assert_eq!(log.segment_count(), 2);
+    }
+
+    #[test]
     fn names() {
         assert_eq!(seg_name(3), "00000003.seg");
         assert_eq!(parse_seg_name("00000003.seg"), Some(3));
