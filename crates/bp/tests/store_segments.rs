@@ -316,4 +316,12 @@ fn hot_cache_serves_recent_commits_and_forgets_deleted_bundles() {
     s.commit(&b).expect("commit");
     assert_eq!(s.data(BundleKey(2)).expect("read"), None);
     assert_eq!(s.hot_cache_stats().2, 10_000);
+    // Bundles below the segment threshold stay in the database and are not cached.
+    let mut b = Batch::new();
+    b.push(put(9, payload(9, 500)));
+    s.commit(&b).expect("commit");
+    let misses = s.hot_cache_stats().1;
+    assert_eq!(s.data(BundleKey(9)).expect("read"), Some(payload(9, 500)));
+    assert_eq!(s.hot_cache_stats().1, misses + 1);
+    assert_eq!(s.hot_cache_stats().2, 10_000);
 }

@@ -43,7 +43,9 @@ pub struct StoreOptions {
     pub cache_bytes: usize,
     /// Budget of the hot cache: bytes of recently committed bundles kept (as `Bytes` clones of
     /// what was committed) so that forwarding or delivering them soon after does not read the
-    /// store. 0 disables it.
+    /// store. Only bundles that go to the segment log are cached (see `segment_threshold`): a
+    /// clone keeps the whole buffer it slices alive, and a small bundle may slice a large one.
+    /// 0 disables it.
     pub hot_cache_bytes: u64,
     /// Payloads of at least this many bytes are appended to the segment log instead of the
     /// B-tree; `u64::MAX` keeps every payload in the database.
@@ -396,7 +398,11 @@ impl Store for RedbStore {
         }
         for op in batch.ops() {
             if let Op::Put { key, data, .. } = op {
-                if self.index.contains_key(&key.0) {
+                // Only segment-log payloads: their reads are the expensive ones, and a small
+                // bundle may be a slice of a much larger receive buffer, which a cached clone
+                // would keep alive beyond the budget.
+                let large = data.len() as u64 >= self.segment_threshold;
+                if large && self.index.contains_key(&key.0) {
                     self.hot.insert(key.0, data);
                 }
             }
