@@ -60,9 +60,8 @@ pub(crate) struct LinkChange {
 }
 
 /// Bundles handed to the LTP thread and not yet reported: bounds memory between the threads.
+/// (Their bytes are bounded by `AgentThread::window_bytes`, `[ltp] window_bytes`.)
 const MAX_OUTSTANDING: usize = 8192;
-/// Bytes handed to the LTP thread and not yet reported.
-const MAX_OUTSTANDING_BYTES: u64 = 512 << 20;
 
 /// Most application sends committed in one transaction.
 const MAX_SEND_BATCH: usize = 256;
@@ -122,6 +121,9 @@ pub(crate) struct AgentThread {
     pub(crate) udp_counters: Option<Arc<UdpclCounters>>,
     /// Free store quota published to the TCPCL sessions.
     pub(crate) free_bytes: Arc<std::sync::atomic::AtomicU64>,
+    /// Bytes handed to the convergence-layer threads and not yet reported (`[ltp]
+    /// window_bytes`): bounds the blocks held in export sessions and CLA queues.
+    pub(crate) window_bytes: u64,
 }
 
 /// What happened to a bundle offered to a convergence layer.
@@ -169,7 +171,7 @@ impl AgentThread {
                 }
             }
             // Forward to LTP within the window.
-            while outstanding.len() < MAX_OUTSTANDING && outstanding_bytes < MAX_OUTSTANDING_BYTES {
+            while outstanding.len() < MAX_OUTSTANDING && outstanding_bytes < self.window_bytes {
                 let f = match held.take() {
                     Some(f) => f,
                     None => match self.agent.poll_transmit(now) {

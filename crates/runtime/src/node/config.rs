@@ -134,7 +134,30 @@ pub struct LtpSection {
     /// Pin the agent thread to this CPU.
     #[serde(default)]
     pub agent_cpu: Option<usize>,
+    /// Import budget in bytes: red data held by all LTP import sessions for reassembly plus
+    /// delivered blocks whose bundles the store has not committed yet (default
+    /// [`DEFAULT_MAX_IMPORT_BYTES`]). While it is full, new import sessions are refused (the
+    /// sender's checkpoint timer retries them); a session that would overrun it is cancelled.
+    #[serde(default)]
+    pub max_import_bytes: Option<u64>,
+    /// Forwarding window in bytes: bundles handed by the agent to the convergence-layer
+    /// threads (LTP, TCPCL, UDPCL) and not yet reported delivered or failed. Bounds the
+    /// memory of blocks in export sessions and queues (default: the sum over spans of
+    /// `max_sessions × aggregation_bytes`, clamped to [`MIN_WINDOW_BYTES`]..=
+    /// [`MAX_DEFAULT_WINDOW_BYTES`]).
+    #[serde(default)]
+    pub window_bytes: Option<u64>,
 }
+
+/// Default `[ltp] max_import_bytes`: 128 MiB, the default forwarding window of a peer with
+/// the same defaults, so two default nodes never refuse each other's sessions.
+pub const DEFAULT_MAX_IMPORT_BYTES: u64 = 128 << 20;
+/// Smallest derived `[ltp] window_bytes` (also what a node without spans uses).
+pub const MIN_WINDOW_BYTES: u64 = 64 << 20;
+/// Largest derived `[ltp] window_bytes`: 128 MiB keeps a node under the 200 MB memory
+/// target even when its spans allow more in flight; set `window_bytes` explicitly for links
+/// whose bandwidth-delay product needs more.
+pub const MAX_DEFAULT_WINDOW_BYTES: u64 = 128 << 20;
 
 impl Default for LtpSection {
     fn default() -> Self {
@@ -145,6 +168,8 @@ impl Default for LtpSection {
             socket_buffer_bytes: default_sockbuf(),
             cpu: None,
             agent_cpu: None,
+            max_import_bytes: None,
+            window_bytes: None,
         }
     }
 }
@@ -222,9 +247,23 @@ pub struct SpanSection {
     /// One-way light time in ms when no contact plan sets it.
     #[serde(default)]
     pub owlt_ms: f64,
-    /// Pacing burst (token bucket depth) in bytes (0 = the engine default).
+    /// Pacing burst (token bucket depth) in bytes (0 = the engine default). The depth in
+    /// effect is the larger of this and `burst_ms` at the current rate.
     #[serde(default)]
     pub burst_bytes: u64,
+    /// Pacing burst as milliseconds at the current rate (default: the engine's,
+    /// `ltp::DEFAULT_PACING_BURST_TIME`, 4 ms; the simulator uses the same default).
+    #[serde(default)]
+    pub burst_ms: Option<f64>,
+    /// Concurrent import sessions from this neighbour (default 64); data opening one more is
+    /// dropped and retried by the sender's checkpoint timer.
+    #[serde(default = "default_import_sessions")]
+    pub max_import_sessions: usize,
+    /// Largest red block accepted from this neighbour in bytes (default: `[bp]
+    /// max_bundle_size` + `aggregation_bytes`, the largest block a peer aggregating like us
+    /// can send); a segment beyond it cancels the session.
+    #[serde(default)]
+    pub max_block_bytes: Option<u64>,
 }
 
 /// `[[route]]`: static route.
@@ -276,6 +315,9 @@ fn default_agg_bytes() -> usize {
 fn default_agg_ms() -> f64 {
     1.0
 }
+fn default_import_sessions() -> usize {
+    64
+}
 
 /// A span after validation, with typed values.
 #[derive(Debug, Clone)]
@@ -294,6 +336,10 @@ pub struct Span {
     pub owlt: Duration,
     /// Aggregation time limit.
     pub aggregation_time: Duration,
+    /// Pacing depth as time (`burst_ms`), if set.
+    pub burst_time: Option<Duration>,
+    /// Largest red block accepted (`max_block_bytes` or its default).
+    pub max_block_bytes: u64,
 }
 
 /// The validated configuration with resolved paths.
@@ -328,6 +374,27 @@ pub struct Validated {
 }
 
 impl Validated {
+    /// The LTP import budget in effect (`[ltp] max_import_bytes` or its default).
+    pub fn ltp_max_import_bytes(&self) -> u64 {
+        self.raw
+            .ltp
+            .max_import_bytes
+            .unwrap_or(DEFAULT_MAX_IMPORT_BYTES)
+    }
+
+    /// The forwarding window in effect (`[ltp] window_bytes` or its default, derived from
+    /// the spans' `max_sessions × aggregation_bytes`).
+    pub fn window_bytes(&self) -> u64 {
+        self.raw.ltp.window_bytes.unwrap_or_else(|| {
+            let sum = self.spans.iter().fold(0u64, |acc, s| {
+                acc.saturating_add(
+                    (s.cfg.max_sessions as u64).saturating_mul(s.cfg.aggregation_bytes as u64),
+                )
+            });
+            sum.clamp(MIN_WINDOW_BYTES, MAX_DEFAULT_WINDOW_BYTES)
+        })
+    }
+
     /// True when `peer` is a configured neighbour of any convergence layer.
     pub fn is_neighbour(&self, peer: u64) -> bool {
         self.spans.iter().any(|s| s.peer == peer)
@@ -415,6 +482,19 @@ impl NodeConfig {
         }
         if self.ltp.batch == 0 || self.ltp.batch > 1024 {
             return Err(err(file, "ltp.batch", self.ltp.batch, "1 to 1024"));
+        }
+        if let Some(v) = self.ltp.max_import_bytes {
+            if v < 1 << 20 {
+                return Err(err(
+                    file,
+                    "ltp.max_import_bytes",
+                    v,
+                    "at least 1048576 bytes (1 MiB)",
+                ));
+            }
+        }
+        if self.ltp.window_bytes == Some(0) {
+            return Err(err(file, "ltp.window_bytes", 0, "a positive byte count"));
         }
         if self.store.quota_bytes == 0 {
             return Err(err(file, "store.quota_bytes", 0, "a positive byte count"));
@@ -504,6 +584,33 @@ impl NodeConfig {
                 Some(v) => Some(ms(file, &f("rto_ms"), v)?),
                 None => None,
             };
+            if s.max_import_sessions == 0 || s.max_import_sessions > 100_000 {
+                return Err(err(
+                    file,
+                    &f("max_import_sessions"),
+                    s.max_import_sessions,
+                    "1 to 100000",
+                ));
+            }
+            let max_block_bytes = match s.max_block_bytes {
+                Some(v) if v < s.max_segment_size as u64 => {
+                    return Err(err(
+                        file,
+                        &f("max_block_bytes"),
+                        v,
+                        "at least max_segment_size bytes",
+                    ))
+                }
+                Some(v) => v,
+                None => self
+                    .bp
+                    .max_bundle_size
+                    .saturating_add(s.aggregation_bytes as u64),
+            };
+            let burst_time = match s.burst_ms {
+                Some(v) => Some(ms(file, &f("burst_ms"), v)?),
+                None => None,
+            };
             spans.push(Span {
                 peer: s.peer,
                 engine_id: s.engine_id.unwrap_or(s.peer),
@@ -511,6 +618,8 @@ impl NodeConfig {
                 rto,
                 owlt: ms(file, &f("owlt_ms"), s.owlt_ms)?,
                 aggregation_time: ms(file, &f("aggregation_ms"), s.aggregation_ms)?,
+                burst_time,
+                max_block_bytes,
                 cfg: s.clone(),
             });
         }
@@ -732,6 +841,64 @@ via = 3
             let e = parse(&text).unwrap_err().to_string();
             assert!(e.contains(needle), "{e:?} should mention {needle}");
             assert!(!e.contains('\n'), "one line: {e:?}");
+        }
+    }
+
+    #[test]
+    fn ltp_memory_bounds_default_from_the_spans_and_are_validated() {
+        let v = parse(GOOD).unwrap();
+        // 16 sessions x 64 KiB = 1 MiB of blocks in flight: raised to the 64 MiB floor.
+        assert_eq!(v.window_bytes(), MIN_WINDOW_BYTES);
+        assert_eq!(v.ltp_max_import_bytes(), DEFAULT_MAX_IMPORT_BYTES);
+        assert_eq!(v.spans[0].cfg.max_import_sessions, 64);
+        assert_eq!(v.spans[0].max_block_bytes, (64 << 20) + 64 * 1024);
+        assert_eq!(v.spans[0].burst_time, None);
+        // 64 sessions x 1.5 MB = 96 MB: taken as is; 64 x 5 MB is capped at 128 MiB.
+        let mid = GOOD.replace(
+            "rto_ms = 50",
+            "max_sessions = 64\naggregation_bytes = 1500000",
+        );
+        assert_eq!(parse(&mid).unwrap().window_bytes(), 96_000_000);
+        let big = GOOD.replace(
+            "rto_ms = 50",
+            "max_sessions = 64\naggregation_bytes = 5000000",
+        );
+        assert_eq!(
+            parse(&big).unwrap().window_bytes(),
+            MAX_DEFAULT_WINDOW_BYTES
+        );
+        let set = GOOD.replace(
+            "[store]",
+            "[ltp]\nmax_import_bytes = 33554432\nwindow_bytes = 1000000\n[store]",
+        ) + "max_import_sessions = 8\nmax_block_bytes = 6000000\nburst_ms = 2.5\n";
+        let v = parse(&set).unwrap();
+        assert_eq!(v.window_bytes(), 1_000_000);
+        assert_eq!(v.ltp_max_import_bytes(), 32 << 20);
+        assert_eq!(v.spans[0].cfg.max_import_sessions, 8);
+        assert_eq!(v.spans[0].max_block_bytes, 6_000_000);
+        assert_eq!(v.spans[0].burst_time, Some(Duration::from_micros(2500)));
+        let bad = [
+            (
+                GOOD.replace("[store]", "[ltp]\nmax_import_bytes = 1000\n[store]"),
+                "ltp.max_import_bytes",
+            ),
+            (
+                GOOD.replace("[store]", "[ltp]\nwindow_bytes = 0\n[store]"),
+                "ltp.window_bytes",
+            ),
+            (
+                GOOD.to_string() + "max_import_sessions = 0\n",
+                "span[0].max_import_sessions",
+            ),
+            (
+                GOOD.to_string() + "max_block_bytes = 100\n",
+                "span[0].max_block_bytes",
+            ),
+            (GOOD.to_string() + "burst_ms = -1\n", "span[0].burst_ms"),
+        ];
+        for (text, needle) in bad {
+            let e = parse(&text).unwrap_err().to_string();
+            assert!(e.contains(needle), "{e:?} should mention {needle}");
         }
     }
 }

@@ -248,6 +248,7 @@ impl Node {
         // LTP engine.
         let mut ecfg = ltp::EngineConfig::new(cfg.engine_id);
         ecfg.seed ^= start_dtn;
+        ecfg.max_total_import_bytes = cfg.ltp_max_import_bytes();
         let mut engine = ltp::Engine::new(ecfg);
         let mut peers = std::collections::HashMap::new();
         for s in &cfg.spans {
@@ -262,6 +263,11 @@ impl Node {
             if s.cfg.burst_bytes > 0 {
                 sc.pacing_burst_bytes = s.cfg.burst_bytes;
             }
+            if let Some(t) = s.burst_time {
+                sc.pacing_burst_time = t;
+            }
+            sc.max_import_sessions = s.cfg.max_import_sessions;
+            sc.max_red_bytes_per_session = s.max_block_bytes;
             sc.session_number_bits = cfg.raw.ltp.session_number_bits;
             sc.defer_final_report = true;
             engine.add_span(sc);
@@ -446,6 +452,7 @@ impl Node {
             tcp_counters,
             udp_counters,
             free_bytes,
+            window_bytes: cfg.window_bytes(),
         };
         let agent_cpu = cfg.raw.ltp.agent_cpu;
         threads.push(
