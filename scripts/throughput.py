@@ -193,7 +193,8 @@ def run_dtnkit(args, cla, segment, bundle, durable, total_bytes):
         time.sleep(0.3)
         t0 = time.monotonic()
         subprocess.run([args.bin, "send", "--socket", f"{work}/s1/app.sock", "--dst", "ipn:2.1",
-                        "--size", str(bundle), "--count", str(count), "--quiet"],
+                        "--size", str(bundle), "--count", str(count), "--quiet",
+                        "--store-full-wait", str(args.transfer_timeout)],
                        check=True, stdout=subprocess.DEVNULL, stderr=open(f"{work}/send.log", "w"),
                        timeout=args.transfer_timeout)
         rc = recv.wait(timeout=args.transfer_timeout)

@@ -60,7 +60,7 @@ impl Default for StoreOptions {
     fn default() -> Self {
         StoreOptions {
             cache_bytes: 32 << 20,
-            hot_cache_bytes: 64 << 20,
+            hot_cache_bytes: 32 << 20,
             // Measured (docs/store.md): durable commits of 100 kB bundles are faster inline
             // (one flush instead of two), 1 MB and larger ones faster in the segment log.
             segment_threshold: 256 << 10,

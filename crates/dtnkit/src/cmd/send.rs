@@ -57,7 +57,7 @@ pub struct SendCmdArgs {
     #[arg(long, default_value_t = 32, value_parser = clap::value_parser!(u64).range(1..=65_536))]
     window: u64,
     /// Most payload bytes in flight (at least one bundle is always allowed).
-    #[arg(long, default_value_t = 64 << 20)]
+    #[arg(long, default_value_t = 32 << 20)]
     window_bytes: u64,
     /// When the node refuses a bundle because its store is full, submit it again later (backing
     /// off from 10 ms to 1 s) for up to this many seconds without any bundle being stored before

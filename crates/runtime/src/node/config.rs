@@ -100,7 +100,7 @@ fn default_store_cache_mb() -> u64 {
     32
 }
 fn default_hot_cache_mb() -> u64 {
-    64
+    32
 }
 
 /// `[app]`.
@@ -809,7 +809,7 @@ via = 3
     #[test]
     fn store_cache_sizes_default_and_are_validated() {
         let v = parse(GOOD).unwrap();
-        assert_eq!((v.raw.store.cache_mb, v.raw.store.hot_cache_mb), (32, 64));
+        assert_eq!((v.raw.store.cache_mb, v.raw.store.hot_cache_mb), (32, 32));
         let set = |extra: &str| {
             GOOD.replacen("path = \"store\"", &format!("path = \"store\"\n{extra}"), 1)
         };
