@@ -67,6 +67,10 @@ const MAX_OUTSTANDING: usize = 8192;
 const MAX_SEND_BATCH: usize = 256;
 /// Most payload bytes of application sends committed in one transaction.
 const MAX_SEND_BATCH_BYTES: usize = 64 << 20;
+/// Most LTP blocks committed in one transaction.
+const MAX_BLOCK_BATCH: usize = 64;
+/// Most bytes of LTP blocks committed in one transaction.
+const MAX_BLOCK_BATCH_BYTES: usize = 64 << 20;
 
 struct Conn {
     stream: UnixStream,
@@ -95,6 +99,24 @@ impl SendBatch {
 
     fn is_full(&self) -> bool {
         self.items.len() >= MAX_SEND_BATCH || self.bytes >= MAX_SEND_BATCH_BYTES
+    }
+}
+
+/// LTP blocks from one peer read from the input channel and not committed yet: their bundles
+/// are committed in ONE transaction (one fsync for every block that completed meanwhile, instead
+/// of one per block), then each block's session is confirmed with its own outcome.
+#[derive(Default)]
+struct BlockBatch {
+    peer: Option<u64>,
+    /// Per block: its import session and the range of its bundles in `bundles`.
+    blocks: Vec<(ltp::SessionId, std::ops::Range<usize>)>,
+    bundles: Vec<Bytes>,
+    bytes: usize,
+}
+
+impl BlockBatch {
+    fn is_full(&self) -> bool {
+        self.blocks.len() >= MAX_BLOCK_BATCH || self.bytes >= MAX_BLOCK_BATCH_BYTES
     }
 }
 
@@ -237,13 +259,35 @@ impl AgentThread {
             let mut input = Some(first);
             let mut confirm = false;
             let mut sends = SendBatch::default();
+            let mut blocks = BlockBatch::default();
             while let Some(msg) = input.take() {
                 let now = dtn_now_ms();
                 let msg = match msg {
+                    AgentInput::Ltp(FromLtp::Block {
+                        peer,
+                        session,
+                        data,
+                    }) => {
+                        self.flush_sends(now, &mut sends, &mut conns, &mut owner);
+                        if blocks.peer.is_some_and(|p| p != peer) {
+                            confirm |= self.flush_blocks(now, &mut blocks);
+                        }
+                        blocks.peer = Some(peer);
+                        let first = blocks.bundles.len();
+                        split_block(&data, &mut blocks.bundles);
+                        blocks.blocks.push((session, first..blocks.bundles.len()));
+                        blocks.bytes += data.len();
+                        if blocks.is_full() {
+                            confirm |= self.flush_blocks(now, &mut blocks);
+                        }
+                        input = self.rx.try_recv().ok();
+                        continue;
+                    }
                     AgentInput::App {
                         conn,
                         req: Request::Send(a),
                     } => {
+                        confirm |= self.flush_blocks(now, &mut blocks);
                         let req = self.send_request(conn, a, &conns).map_err(bad_request);
                         sends.push(conn, req);
                         if sends.is_full() {
@@ -254,20 +298,16 @@ impl AgentThread {
                     }
                     other => other,
                 };
-                // Anything else sees the sends before it committed and answered.
+                // Anything else sees the sends and blocks before it committed and answered.
                 self.flush_sends(now, &mut sends, &mut conns, &mut owner);
+                confirm |= self.flush_blocks(now, &mut blocks);
                 match msg {
                     AgentInput::Shutdown => {
                         self.tcp.close_all();
                         return;
                     }
-                    AgentInput::Ltp(FromLtp::Block {
-                        peer,
-                        session,
-                        data,
-                    }) => {
-                        let ok = self.accept_block(now, peer, &data);
-                        confirm |= self.send_ltp(ToLtp::Confirm { session, ok });
+                    AgentInput::Ltp(FromLtp::Block { .. }) => {
+                        // Taken by the batch above.
                     }
                     AgentInput::Ltp(FromLtp::Done { tokens, ok })
                     | AgentInput::Cla(FromCla::Done { tokens, ok }) => {
@@ -340,6 +380,7 @@ impl AgentThread {
                 input = self.rx.try_recv().ok();
             }
             self.flush_sends(dtn_now_ms(), &mut sends, &mut conns, &mut owner);
+            confirm |= self.flush_blocks(dtn_now_ms(), &mut blocks);
             if confirm {
                 let _ = self.waker.send_to(&[0], self.ltp_addr);
             }
@@ -453,28 +494,27 @@ impl AgentThread {
         self.ltp.send(cmd).is_ok()
     }
 
-    /// Splits a block into bundles and commits them in one transaction; true when the block may
-    /// be acknowledged (every bundle stored or deliberately discarded).
-    fn accept_block(&mut self, now: u64, peer: u64, data: &Bytes) -> bool {
-        let mut bundles = Vec::new();
-        let mut rest = data.clone();
-        while !rest.is_empty() {
-            match Bundle::decode_prefix(&rest) {
-                Ok((_, used)) if used > 0 && used <= rest.len() => {
-                    bundles.push(rest.slice(..used));
-                    rest = rest.slice(used..);
-                }
-                _ => {
-                    // Garbage after the last decodable bundle: it can never be accepted;
-                    // acknowledge what decoded (refusing would only make the sender loop).
-                    break;
-                }
-            }
-        }
+    /// Commits the bundles of every batched block in one transaction, then confirms each block's
+    /// import session: ok when every bundle of that block was stored or deliberately discarded
+    /// (malformed, expired...), not when the store refused one for a reason that can pass (full,
+    /// failed), so the sender keeps the block and retries. True when a confirmation was queued
+    /// for the LTP thread (it needs waking).
+    fn flush_blocks(&mut self, now: u64, batch: &mut BlockBatch) -> bool {
+        let Some(peer) = batch.peer.take() else {
+            return false;
+        };
+        let blocks = std::mem::take(&mut batch.blocks);
+        let bundles = std::mem::take(&mut batch.bundles);
+        batch.bytes = 0;
         let results = self.agent.accept_from_cla_batch(now, Some(peer), &bundles);
-        results
-            .iter()
-            .all(|r| !matches!(r, Err(e) if e.is_transient()))
+        let mut queued = false;
+        for (session, range) in blocks {
+            let ok = results
+                .get(range)
+                .is_some_and(|r| r.iter().all(|r| !matches!(r, Err(e) if e.is_transient())));
+            queued |= self.send_ltp(ToLtp::Confirm { session, ok });
+        }
+        queued
     }
 
     fn drop_conn(&mut self, conns: &mut HashMap<u64, Conn>, owner: &mut HashMap<Eid, u64>, c: u64) {
@@ -714,6 +754,22 @@ fn send_error(e: SendError) -> Response {
     Response::Error {
         kind,
         message: e.to_string(),
+    }
+}
+
+/// Splits an LTP block into its bundles (zero-copy slices), appended to `out`. Bytes after the
+/// last decodable bundle are dropped: they can never be accepted, and refusing the block would
+/// only make the sender retransmit it forever; what decoded is acknowledged.
+fn split_block(data: &Bytes, out: &mut Vec<Bytes>) {
+    let mut rest = data.clone();
+    while !rest.is_empty() {
+        match Bundle::decode_prefix(&rest) {
+            Ok((_, used)) if used > 0 && used <= rest.len() => {
+                out.push(rest.slice(..used));
+                rest = rest.slice(used..);
+            }
+            _ => break,
+        }
     }
 }
 
