@@ -130,6 +130,8 @@ pub struct SpanPlan {
     pub rate_bps: u64,
     /// Token-bucket depth (0 = engine default).
     pub burst_bytes: u64,
+    /// Token-bucket depth as time at the current rate (None = engine default, as in the simulator).
+    pub burst_ms: Option<f64>,
 }
 
 /// Derives a node's span settings: explicit `rto_ms`, else `2 × owlt + margin` with `owlt` defaulting to the mean
@@ -144,6 +146,7 @@ pub fn span_plan(node: &NodeSection, out: &DirectionConfig, back: &DirectionConf
         owlt_ms,
         rate_bps: l.rate_bps.or(out.rate_bps).unwrap_or(0.0).max(0.0) as u64,
         burst_bytes: l.pacing_burst_bytes,
+        burst_ms: l.pacing_burst_ms,
     }
 }
 
@@ -271,6 +274,9 @@ pub fn node_toml(
             "burst_bytes".into(),
             Value::Integer(span.burst_bytes.min(i64::MAX as u64) as i64),
         );
+    }
+    if let Some(ms) = span.burst_ms {
+        s.insert("burst_ms".into(), Value::Float(ms));
     }
     t.insert("span".into(), Value::Array(vec![Value::Table(s)]));
     toml::to_string(&t).unwrap_or_default()
@@ -566,7 +572,12 @@ bundle_size = 100000
         let trace = dir.join("fwd.rle");
         apply_trace_preset(&mut fwd, "A", s.sim.seed, 0, 0, &trace).unwrap();
         let ad = addrs();
-        let span = span_plan(t.node_a, &fwd, &ret);
+        let mut span = span_plan(t.node_a, &fwd, &ret);
+        assert_eq!(
+            span.burst_ms, None,
+            "the scenario leaves the engine's default depth"
+        );
+        span.burst_ms = Some(2.5);
         let node = node_toml(
             1,
             ad.node_a,
@@ -582,6 +593,7 @@ bundle_size = 100000
         assert_eq!(v.spans.len(), 1);
         assert_eq!(v.spans[0].address, ad.listen_a);
         assert_eq!(v.spans[0].rto, Some(Duration::from_millis(16)));
+        assert_eq!(v.spans[0].burst_time, Some(Duration::from_micros(2500)));
         assert!(v.segment_log.is_some() && v.bundle_log.is_some());
         let emu = emu_toml(mix(7, 0, 1) & (i64::MAX as u64), &ad, &fwd, &ret, &dir);
         let cfg = runtime::emu::EmuConfig::from_toml(&emu).unwrap();
