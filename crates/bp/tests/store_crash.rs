@@ -12,9 +12,11 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use bp::store::{Batch, BundleKey, BundleMeta, Op, RedbStore, Role, Store, StoreOptions};
-use bpv7::{BundleFlags, BundleId, CreationTimestamp, Eid};
+use bp::store::{Batch, BundleKey, Op, RedbStore, Role, Store, StoreOptions};
 use bytes::Bytes;
+
+mod store_support;
+use store_support::meta_for;
 
 const CHILD_ENV: &str = "BP_STORE_CRASH_CHILD_DB";
 const CHILD_SEG_ENV: &str = "BP_STORE_CRASH_CHILD_SEGMENTS";
@@ -34,25 +36,6 @@ fn options(segments: bool) -> StoreOptions {
 fn data_for(key: u64) -> Bytes {
     let len = 100 + (key.wrapping_mul(7919) % 20_000) as usize;
     Bytes::from(vec![key as u8; len])
-}
-
-fn meta_for(key: u64, len: u64) -> BundleMeta {
-    BundleMeta {
-        role: Role::Forward,
-        id: BundleId {
-            source: Eid::ipn(1, 1),
-            timestamp: CreationTimestamp::new(1000, key),
-            fragment: None,
-        },
-        destination: Eid::ipn(2, 1),
-        report_to: Eid::ipn(1, 0),
-        flags: BundleFlags::empty(),
-        received_at_ms: 1000,
-        expires_at_ms: u64::MAX,
-        priority: 1,
-        prev_hop: None,
-        len,
-    }
 }
 
 /// Commit `i`: put key `i`; when `i % 4 == 3` also delete key `i - 2`.

@@ -4,30 +4,11 @@
 
 use std::path::Path;
 
-use bp::store::{
-    Batch, BundleKey, BundleMeta, Op, RedbStore, Role, Store, StoreError, StoreOptions,
-};
-use bpv7::{BundleFlags, BundleId, CreationTimestamp, Eid};
+use bp::store::{Batch, BundleKey, Op, RedbStore, Store, StoreError, StoreOptions};
 use bytes::Bytes;
 
-fn meta(key: u64, len: u64) -> BundleMeta {
-    BundleMeta {
-        role: Role::Forward,
-        id: BundleId {
-            source: Eid::ipn(1, 1),
-            timestamp: CreationTimestamp::new(1000, key),
-            fragment: None,
-        },
-        destination: Eid::ipn(2, 1),
-        report_to: Eid::ipn(1, 0),
-        flags: BundleFlags::empty(),
-        received_at_ms: 1000,
-        expires_at_ms: u64::MAX,
-        priority: 1,
-        prev_hop: None,
-        len,
-    }
-}
+mod store_support;
+use store_support::meta_for;
 
 fn payload(key: u64, len: usize) -> Bytes {
     Bytes::from(
@@ -40,7 +21,7 @@ fn payload(key: u64, len: usize) -> Bytes {
 fn put(key: u64, data: Bytes) -> Op {
     Op::Put {
         key: BundleKey(key),
-        meta: meta(key, data.len() as u64),
+        meta: meta_for(key, data.len() as u64),
         data,
     }
 }
@@ -248,7 +229,7 @@ fn store_written_before_the_segment_log_opens_and_migrates_lazily() {
             txn.open_table(dedup_t).expect("t");
             txn.open_table(state_t).expect("t");
             for k in 0..3u64 {
-                m.insert(k, meta(k, 200_000).encode().as_slice())
+                m.insert(k, meta_for(k, 200_000).encode().as_slice())
                     .expect("insert");
                 dt.insert(k, &payload(k, 200_000)[..]).expect("insert");
             }
