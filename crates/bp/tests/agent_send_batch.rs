@@ -217,3 +217,17 @@ fn an_empty_batch_commits_nothing() {
     assert!(a.send_batch(T0, Vec::new()).is_empty());
     assert_eq!(a.store().commits(), before);
 }
+
+#[test]
+fn quota_free_bytes_matches_the_status_after_each_batch() {
+    let mut cfg = AgentConfig::new(1);
+    cfg.store_quota_bytes = 10_000;
+    let mut a = agent(cfg, MemoryStore::new());
+    assert_eq!(a.quota_free_bytes(), 10_000);
+    for size in [100, 2000, 20_000] {
+        let _ = a.send_batch(T0, vec![req("ipn:2.1", size)]);
+        let st = a.status();
+        assert_eq!(a.quota_free_bytes(), st.quota_bytes - st.stored_bytes);
+    }
+    assert!(a.quota_free_bytes() < 10_000 - 2100);
+}

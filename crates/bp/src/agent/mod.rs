@@ -308,6 +308,12 @@ impl<S: Store> Agent<S> {
         self.routing_dirty = true;
     }
 
+    /// Bytes the store quota still admits. Constant time, unlike [`Agent::status`] (which walks
+    /// every stored bundle), so a driver can publish it after every commit.
+    pub fn quota_free_bytes(&self) -> u64 {
+        self.cfg.store_quota_bytes.saturating_sub(self.used)
+    }
+
     /// Counters and gauges.
     pub fn status(&self) -> AgentStatus {
         let mut s = self.counters.clone();

@@ -397,9 +397,8 @@ impl AgentThread {
 
     /// Publishes the free store quota for the TCPCL sessions' admission check.
     fn update_free(&self) {
-        let st = self.agent.status();
         self.free_bytes
-            .store(st.quota_bytes.saturating_sub(st.stored_bytes), Relaxed);
+            .store(self.agent.quota_free_bytes(), Relaxed);
     }
 
     /// Offers a bundle to its neighbour's convergence layer.
