@@ -91,6 +91,16 @@ pub enum SessionError {
         /// Our hard limit.
         limit: u64,
     },
+    /// The driver reported more octets to `Session::payload_filled` than the last
+    /// `Session::payload_buf` offered (or other input came in between): a driver bug.
+    /// Which octets are segment data is no longer known, so the session ends.
+    #[error("payload_filled({filled}) exceeds the {offered} octets offered by payload_buf")]
+    PayloadOverrun {
+        /// Octets reported.
+        filled: usize,
+        /// Octets offered (0 if invalidated by other input).
+        offered: usize,
+    },
     /// Input after the session closed.
     #[error("session is closed ({0:?})")]
     Closed(SessTermReason),

@@ -69,6 +69,32 @@ impl StreamDecoder {
         self.partial.is_empty() && !matches!(self.state, State::Data { .. })
     }
 
+    /// Octets of the current segment's data still expected, while inside a segment's data
+    /// (`Some(0)`: all arrived, [`Item::SegmentEnd`] comes next); `None` between messages.
+    pub fn data_remaining(&self) -> Option<u64> {
+        match self.state {
+            State::Data { remaining } => Some(remaining),
+            _ => None,
+        }
+    }
+
+    /// Accounts for `n` octets of the current segment's data that the caller received
+    /// without passing them through [`StreamDecoder::next`] (it read them straight into
+    /// their destination): afterwards the decoder is where `next` would have left it after
+    /// handing out those octets as [`Item::SegmentData`]. Returns false, changing nothing,
+    /// if not inside a segment's data or if `n` exceeds [`StreamDecoder::data_remaining`].
+    pub fn skip_data(&mut self, n: u64) -> bool {
+        match self.state {
+            State::Data { remaining } if n <= remaining => {
+                self.state = State::Data {
+                    remaining: remaining - n,
+                };
+                true
+            }
+            _ => false,
+        }
+    }
+
     /// Decodes the next item from `input`, advancing it past the octets consumed.
     ///
     /// `Ok(None)` means everything useful in `input` was consumed (a partial header is kept

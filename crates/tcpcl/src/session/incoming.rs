@@ -18,10 +18,23 @@ use crate::msg::{
 /// skipped silently instead of being rejected as unexpected.
 const REFUSED_MEMORY: usize = 16;
 
+/// Cap on the buffer reserved up front from a peer's Transfer Length extension (already
+/// checked against the hard transfer limit): beyond it the buffer grows segment by segment,
+/// so a configured limit of gigabytes does not let one announcement reserve that much.
+const MAX_INITIAL_RESERVE: u64 = 64 << 20;
+
+/// One incoming transfer being reassembled.
+///
+/// `buf[..filled]` holds the data received so far. `buf[filled..]` is zero-filled room that
+/// [`Session::payload_buf`] handed out (or is about to) for the driver to read into; it
+/// never extends past the current segment, and is kept (not re-zeroed) when a read returns
+/// less than offered.
 #[derive(Debug)]
 struct InTransfer {
     id: u64,
     buf: BytesMut,
+    filled: usize,
+    /// Data octets of the completed segments.
     received: u64,
     declared: Option<u64>,
     over_mru_reported: bool,
@@ -59,12 +72,46 @@ pub(super) struct Incoming {
 }
 
 impl Incoming {
+    /// The transfer buffering the current segment's data, if any (none: skipped).
+    fn buffering(&mut self) -> Option<&mut InTransfer> {
+        match (&self.seg, &mut self.cur) {
+            (Some(seg), Some(cur)) if seg.sink == Sink::Buffer => Some(cur),
+            _ => None,
+        }
+    }
+
     /// Appends a piece of segment data to the reassembly buffer (or skips it).
     pub(super) fn on_data(&mut self, d: &[u8]) {
-        if let (Some(seg), Some(cur)) = (&self.seg, &mut self.cur) {
-            if seg.sink == Sink::Buffer {
-                cur.buf.extend_from_slice(d);
-            }
+        let Some(cur) = self.buffering() else {
+            return;
+        };
+        // Overwrite the zeroed room first (left by a direct read that came up short).
+        let room = cur.buf.get_mut(cur.filled..).unwrap_or_default();
+        let k = room.len().min(d.len());
+        let (head, tail) = d.split_at(k);
+        if let Some(dst) = room.get_mut(..k) {
+            dst.copy_from_slice(head);
+        }
+        cur.buf.extend_from_slice(tail);
+        cur.filled += d.len();
+    }
+
+    /// Up to `want` octets of zeroed room in the reassembly buffer right after the data
+    /// received so far, if the current segment's data is being buffered.
+    pub(super) fn room(&mut self, want: usize) -> Option<&mut [u8]> {
+        let cur = self.buffering()?;
+        let end = cur.filled.checked_add(want)?;
+        if cur.buf.len() < end {
+            // Reserved at the segment's start (bounded by the hard limits): no reallocation.
+            cur.buf.resize(end, 0);
+        }
+        cur.buf.get_mut(cur.filled..end)
+    }
+
+    /// The driver stored `n` octets of segment data in the room from [`Incoming::room`].
+    pub(super) fn filled(&mut self, n: usize) {
+        if let Some(cur) = self.buffering() {
+            cur.filled = cur.filled.saturating_add(n).min(cur.buf.len());
         }
     }
 
@@ -175,6 +222,69 @@ impl Session {
         self.inc.held_count()
     }
 
+    /// Room to read the current segment's data into directly, instead of reading into a
+    /// buffer of the driver's and passing it to [`Session::handle_input`], which copies the
+    /// data a second time into the transfer's reassembly buffer.
+    ///
+    /// Offered only while the decoder is inside the data of a segment whose transfer is
+    /// being reassembled; `None` otherwise (between messages, while a refused transfer's
+    /// data is skipped, before establishment, after the end): the driver then reads as
+    /// usual. The slice is the part of the reassembly buffer right after the data received
+    /// so far, at most `max` octets and never past the current segment, so whatever the
+    /// driver stores there is exactly the next octets of the stream. It is never empty (a
+    /// zero-length read would look like end-of-stream); `max == 0` gives `None`.
+    ///
+    /// The driver reads into it (one `read(2)`), then reports the octet count with
+    /// [`Session::payload_filled`]. The slice is initialised memory (zero-filled the first
+    /// time it is offered, reused if a read comes up short), so no `unsafe` is needed
+    /// anywhere: the zeroing touches the same cache lines the kernel writes right after,
+    /// and costs far less than copying the data out of a separate read buffer.
+    pub fn payload_buf(&mut self, max: usize) -> Option<&mut [u8]> {
+        self.offered = 0;
+        if self.phase != Phase::Established || max == 0 {
+            return None;
+        }
+        let remaining = self.decoder.data_remaining().filter(|r| *r > 0)?;
+        let want = usize::try_from(remaining).map_or(max, |r| r.min(max));
+        let room = self.inc.room(want)?;
+        self.offered = room.len();
+        Some(room)
+    }
+
+    /// Reports that the driver stored the next `n` octets of the stream at the start of the
+    /// slice from the last [`Session::payload_buf`]. The session advances exactly as
+    /// [`Session::handle_input`] would have for the same octets: statistics, timers,
+    /// acknowledgment of a completed segment, `BundleReceived` of a completed transfer.
+    ///
+    /// `n == 0` does nothing. Any other call to `handle_input` in between invalidates the
+    /// slice; reporting more than was offered is a driver bug and fails with
+    /// [`SessionError::PayloadOverrun`]. Errors are fatal, as for `handle_input`.
+    pub fn payload_filled(&mut self, now: Duration, n: usize) -> Result<(), SessionError> {
+        if self.phase == Phase::Closed {
+            return Err(SessionError::Closed(self.close_reason()));
+        }
+        self.latest = self.latest.max(now);
+        let offered = std::mem::take(&mut self.offered);
+        if n == 0 {
+            return Ok(());
+        }
+        if n > offered || !self.decoder.skip_data(n as u64) {
+            let e = SessionError::PayloadOverrun { filled: n, offered };
+            self.fail(now, &e);
+            return Err(e);
+        }
+        self.stats.bytes_received += n as u64;
+        self.last_received = now;
+        self.inc.filled(n);
+        // A completed segment ends here, as `handle_input` ends it right after its data.
+        let mut rest: &[u8] = &[];
+        let result = self.consume(now, &mut rest);
+        if let Err(e) = &result {
+            self.fail(now, e);
+        }
+        result
+    }
+
     fn refuse_incoming(&mut self, id: u64, reason: RefuseReason) {
         self.stats.transfers_refused += 1;
         self.queue(&Message::XferRefuse(XferRefuse {
@@ -242,11 +352,17 @@ impl Session {
                     return Ok(());
                 }
             }
-            // Bounded by the hard transfer limit (declared) or hard segment limit (data_len).
-            let cap = declared.unwrap_or(h.data_len);
+            // Reserved once for the whole transfer when its length is announced: the length
+            // was checked against the hard transfer limit above, and is capped further by
+            // our transfer MRU and MAX_INITIAL_RESERVE (larger transfers grow per segment).
+            // Otherwise per segment, bounded by the hard segment limit.
+            let cap = declared.map_or(h.data_len, |l| {
+                l.min(self.cfg.transfer_mru).min(MAX_INITIAL_RESERVE)
+            });
             self.inc.cur = Some(InTransfer {
                 id: h.transfer_id,
                 buf: BytesMut::with_capacity(usize::try_from(cap).unwrap_or(0)),
+                filled: 0,
                 received: 0,
                 declared,
                 over_mru_reported: false,
@@ -280,8 +396,12 @@ impl Session {
             if total > self.cfg.transfer_mru {
                 c.over_mru_reported = true;
             }
-            // Bounded: total <= hard_transfer_limit.
-            c.buf.reserve(usize::try_from(h.data_len).unwrap_or(0));
+            // Bounded: total <= hard_transfer_limit. A no-op when reserved up front.
+            let need = usize::try_from(h.data_len)
+                .unwrap_or(0)
+                .saturating_add(c.filled)
+                .saturating_sub(c.buf.len());
+            c.buf.reserve(need);
         }
         self.inc.seg = Some(CurrentSegment {
             flags: h.flags,
@@ -324,8 +444,9 @@ impl Session {
             self.queue(&Message::XferAck(ack));
         }
         if seg.flags.is_end() {
-            if let Some(done) = self.inc.cur.take() {
+            if let Some(mut done) = self.inc.cur.take() {
                 self.stats.bundles_received += 1;
+                done.buf.truncate(done.filled);
                 self.events.push_back(Event::BundleReceived {
                     transfer_id: done.id,
                     bundle: done.buf.freeze(),

@@ -4,11 +4,14 @@
 //! exchange → established (transfers both ways, keepalives) → ending (SESS_TERM sent and/or
 //! received, in-progress transfers finish) → closed.
 
+mod gather;
 mod incoming;
 mod outgoing;
 
 use std::collections::{HashSet, VecDeque};
 use std::time::Duration;
+
+use bytes::Bytes;
 
 use crate::config::{Role, SessionConfig};
 use crate::error::SessionError;
@@ -20,6 +23,7 @@ use crate::msg::{
 use crate::stats::SessionStats;
 use crate::stream::{Item, StreamDecoder};
 
+use gather::Gather;
 use incoming::Incoming;
 use outgoing::Outgoing;
 
@@ -85,6 +89,13 @@ pub struct Session {
     tls_leftover: Vec<u8>,
     out: Outgoing,
     inc: Incoming,
+    /// Staging of the vectored output.
+    gather: Gather,
+    /// Reused list for the flat `poll_transmit` (built on the vectored form).
+    flat_parts: Vec<Bytes>,
+    /// Octets of the slice last handed out by `payload_buf` that `payload_filled` may
+    /// still claim (0 once claimed or invalidated by other input).
+    offered: usize,
 }
 
 impl Session {
@@ -111,6 +122,9 @@ impl Session {
             tls_leftover: Vec::new(),
             out: Outgoing::default(),
             inc: Incoming::default(),
+            gather: Gather::default(),
+            flat_parts: Vec::new(),
+            offered: 0,
             cfg,
         };
         if s.own_init().encode(&mut Vec::new()).is_err() {
@@ -197,6 +211,8 @@ impl Session {
             return Err(SessionError::Closed(self.close_reason()));
         }
         self.latest = self.latest.max(now);
+        // Whatever `payload_buf` handed out may be overwritten by these octets.
+        self.offered = 0;
         if bytes.is_empty() {
             return Ok(());
         }
@@ -573,28 +589,56 @@ impl Session {
         }
     }
 
-    /// Appends octets to write to the socket and returns how many. Control messages come
-    /// first, then data segments of the current outgoing transfer, at most about
-    /// `max_transmit_chunk` octets of data per call (at least one segment if any is ready).
-    /// Call it until it returns 0 whenever the socket is writable.
+    /// Appends octets to write to the socket, copied into one buffer, and returns how many.
+    ///
+    /// The flat form of [`Session::poll_transmit_vectored`], built on it (so both always
+    /// produce the same octets): for drivers that copy anyway (a TLS record layer encrypts
+    /// from its own buffer) and for tests. Call it until it returns 0 whenever the socket is
+    /// writable.
     pub fn poll_transmit(&mut self, now: Duration, out: &mut Vec<u8>) -> usize {
+        let mut parts = std::mem::take(&mut self.flat_parts);
+        let n = self.poll_transmit_vectored(now, &mut parts);
+        out.reserve(n);
+        for p in parts.drain(..) {
+            out.extend_from_slice(&p);
+        }
+        self.flat_parts = parts;
+        n
+    }
+
+    /// Appends the octets to write to the socket as a list of [`Bytes`] (for `writev`), and
+    /// returns how many octets were appended (0: nothing to send).
+    ///
+    /// Control messages come first, then data segments of the current outgoing transfer, at
+    /// most about `max_transmit_chunk` octets of data per call (at least one segment if any
+    /// is ready). Segment data are zero-copy slices of the bundles given to
+    /// [`Session::send_bundle`]; control messages and segment headers are staged in a
+    /// reused buffer and handed out as small `Bytes` between them. Each segment thus costs
+    /// two entries, so the list holds at most about `2 * max_transmit_chunk / segment size
+    /// + 1` entries; the driver writes them in whatever groups its `writev` allows, in order.
+    /// Call it until it returns 0 whenever the socket is writable.
+    pub fn poll_transmit_vectored(&mut self, now: Duration, out: &mut Vec<Bytes>) -> usize {
         self.latest = self.latest.max(now);
-        let start = out.len();
-        out.append(&mut self.ctrl);
+        self.gather.small(&self.ctrl);
+        self.ctrl.clear();
         if self.phase == Phase::Established {
             let seg_size = self
                 .cfg
                 .max_segment_size
                 .min(self.neg.peer_segment_mru)
                 .max(1);
-            let sent =
-                self.out
-                    .transmit(out, seg_size, self.cfg.max_transmit_chunk, &mut self.stats);
+            let sent = self.out.transmit(
+                out,
+                &mut self.gather,
+                seg_size,
+                self.cfg.max_transmit_chunk,
+                &mut self.stats,
+            );
             if sent && self.ending.is_some() {
                 self.maybe_finish(now);
             }
         }
-        let n = out.len() - start;
+        let n = self.gather.finish(out);
         if n > 0 {
             self.last_sent = now;
             self.stats.bytes_sent += n as u64;

@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 
+use super::gather::Gather;
 use super::{Phase, Session};
 use crate::error::SendError;
 use crate::event::{Deviation, Event};
@@ -45,10 +46,13 @@ pub(super) struct Outgoing {
 }
 
 impl Outgoing {
-    /// Appends segments to `out`; true if any was appended.
+    /// Appends segments to `out` (headers staged in `gather`, data as zero-copy slices of
+    /// the bundles); true if any was appended. Stops once `budget` data octets were appended
+    /// (at least one segment goes out if any is ready).
     pub(super) fn transmit(
         &mut self,
-        out: &mut Vec<u8>,
+        out: &mut Vec<Bytes>,
+        gather: &mut Gather,
         seg_size: u64,
         budget: usize,
         stats: &mut SessionStats,
@@ -78,10 +82,10 @@ impl Outgoing {
                     data_len: n as u64,
                 };
                 // Only fails for oversized extension lists, which we never build.
-                if header.encode(out).is_err() {
+                if gather.header(&header).is_err() {
                     return any;
                 }
-                out.extend_from_slice(&t.data[t.sent..t.sent + n]);
+                gather.payload(out, t.data.slice(t.sent..t.sent + n));
                 t.sent += n;
                 spent += n;
                 any = true;
@@ -123,7 +127,8 @@ impl Session {
     ///
     /// The bundle is segmented to the smaller of the peer's segment MRU and
     /// `max_segment_size`; the first segment carries a Transfer Length extension. Segments
-    /// are zero-copy slices of `bundle` until `poll_transmit` copies them into its buffer.
+    /// are zero-copy slices of `bundle`: [`Session::poll_transmit_vectored`] hands them out
+    /// as such, [`Session::poll_transmit`] copies them into its buffer.
     pub fn send_bundle(&mut self, bundle: Bytes, token: u64) -> Result<u64, SendError> {
         match self.phase {
             Phase::Established if self.ending.is_none() => {}
