@@ -20,6 +20,13 @@
 //!    write buffer is full); pass every read to [`Session::handle_input`]; call
 //!    [`Session::handle_timeout`] at [`Session::poll_timeout`]; drain
 //!    [`Session::poll_event`] after each step.
+//!
+//!    Zero-copy variants, for plain TCP: [`Session::poll_transmit_vectored`] hands the same
+//!    octets out as a list of `Bytes` for `writev`, segment data as slices of the bundles
+//!    themselves; and while a segment's data is arriving, [`Session::payload_buf`] offers
+//!    the reassembly buffer itself to read into, with [`Session::payload_filled`] in place
+//!    of `handle_input` for those octets. Bundle data then crosses user space without a
+//!    single copy (the kernel's socket copies remain).
 //! 3. TLS: if both contact headers set CAN_TLS, [`Event::StartTls`] is emitted and the
 //!    session pauses. The driver flushes `poll_transmit` (our contact header, plaintext),
 //!    performs the TLS handshake (Active = client), feeds

@@ -5,7 +5,7 @@
 pub struct SessionStats {
     /// Octets handed to the driver by `poll_transmit`.
     pub bytes_sent: u64,
-    /// Octets passed to `handle_input`.
+    /// Octets passed to `handle_input` or reported to `payload_filled`.
     pub bytes_received: u64,
     /// XFER_SEGMENTs sent.
     pub segments_sent: u64,

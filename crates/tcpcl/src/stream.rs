@@ -5,7 +5,9 @@
 //! only ever grows to the size of the header being read (bounded by [`DecodeLimits`]).
 //! Segment data is never buffered here: it is handed out as sub-slices of the caller's input
 //! ([`Item::SegmentData`]), so the session copies each payload octet exactly once, into the
-//! transfer's reassembly buffer (or skips it, for a refused transfer).
+//! transfer's reassembly buffer (or skips it, for a refused transfer). A caller that reads
+//! segment data straight into its destination instead accounts for it with
+//! [`StreamDecoder::skip_data`].
 
 use crate::decode::{decode_contact_header, decode_header, DecodeLimits, Header, Progress};
 use crate::error::DecodeError;

@@ -614,9 +614,9 @@ impl Session {
     /// is ready). Segment data are zero-copy slices of the bundles given to
     /// [`Session::send_bundle`]; control messages and segment headers are staged in a
     /// reused buffer and handed out as small `Bytes` between them. Each segment thus costs
-    /// two entries, so the list holds at most about `2 * max_transmit_chunk / segment size
-    /// + 1` entries; the driver writes them in whatever groups its `writev` allows, in order.
-    /// Call it until it returns 0 whenever the socket is writable.
+    /// two entries, so one call appends at most about twice `max_transmit_chunk / segment
+    /// size`, plus one; the driver writes them in whatever groups its `writev` allows, in
+    /// order. Call it until it returns 0 whenever the socket is writable.
     pub fn poll_transmit_vectored(&mut self, now: Duration, out: &mut Vec<Bytes>) -> usize {
         self.latest = self.latest.max(now);
         self.gather.small(&self.ctrl);

@@ -1,0 +1,388 @@
+//! The zero-copy paths are the copying paths without the copies:
+//! - `poll_transmit_vectored` produces exactly the octets of `poll_transmit`, with segment
+//!   data as slices of the bundles themselves;
+//! - reading segment data straight into the reassembly buffer (`payload_buf` /
+//!   `payload_filled`) leaves the session exactly where `handle_input` of the same octets
+//!   would: same events, received bundles, statistics, output and errors, on valid and on
+//!   corrupted streams.
+
+use std::time::Duration;
+
+use proptest::prelude::*;
+use rand::{RngExt, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use tcpcl::bytes::Bytes;
+use tcpcl::{Event, Role, Session, SessionConfig, SessionError};
+
+const NOW: Duration = Duration::ZERO;
+
+fn bundle(len: usize, seed: u64) -> Bytes {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    Bytes::from((0..len).map(|_| rng.random::<u8>()).collect::<Vec<u8>>())
+}
+
+fn drain(s: &mut Session) -> Vec<Event> {
+    std::iter::from_fn(|| s.poll_event()).collect()
+}
+
+fn points_into(part: &Bytes, bundles: &[Bytes]) -> bool {
+    let p = part.as_ptr() as usize;
+    bundles.iter().any(|b| {
+        let s = b.as_ptr() as usize;
+        p >= s && p + part.len() <= s + b.len()
+    })
+}
+
+/// Two identical senders, one polled flat and one vectored, against one receiver whose
+/// answers both get. Every poll must yield the same octets.
+fn check_vectored_equals_flat(
+    sizes: &[usize],
+    peer_segment_mru: u64,
+    max_segment_size: u64,
+    chunk: usize,
+) {
+    let mut cfg = SessionConfig::new("ipn:1.0");
+    cfg.max_segment_size = max_segment_size;
+    cfg.max_transmit_chunk = chunk;
+    let mut flat = Session::new(Role::Active, cfg.clone(), NOW);
+    let mut vect = Session::new(Role::Active, cfg, NOW);
+    let mut rcfg = SessionConfig::new("ipn:2.0");
+    rcfg.segment_mru = peer_segment_mru;
+    rcfg.hard_segment_limit = peer_segment_mru;
+    let mut rx = Session::new(Role::Passive, rcfg, NOW);
+
+    let bundles: Vec<Bytes> = sizes
+        .iter()
+        .enumerate()
+        .map(|(i, &n)| bundle(n, i as u64))
+        .collect();
+    let mut sent = false;
+    let mut received = Vec::new();
+    for _ in 0..100_000 {
+        if !sent && flat.is_established() && vect.is_established() {
+            for (i, b) in bundles.iter().enumerate() {
+                assert_eq!(
+                    flat.send_bundle(b.clone(), i as u64),
+                    vect.send_bundle(b.clone(), i as u64)
+                );
+            }
+            sent = true;
+        }
+        let mut out = Vec::new();
+        let n = flat.poll_transmit(NOW, &mut out);
+        let mut parts = Vec::new();
+        let m = vect.poll_transmit_vectored(NOW, &mut parts);
+        assert_eq!(n, m);
+        assert_eq!(n, out.len());
+        assert!(parts.iter().all(|p| !p.is_empty()));
+        let joined: Vec<u8> = parts.iter().flat_map(|p| p.iter().copied()).collect();
+        assert_eq!(joined, out);
+        // Payload is handed out in place: every large part is a slice of a bundle.
+        for p in parts.iter().filter(|p| p.len() > 64) {
+            assert!(
+                points_into(p, &bundles),
+                "a {}-octet part was copied",
+                p.len()
+            );
+        }
+        if n > 0 {
+            rx.handle_input(NOW, &out).expect("valid stream");
+        }
+        received.extend(drain(&mut rx));
+        let mut back = Vec::new();
+        let k = rx.poll_transmit(NOW, &mut back);
+        if k > 0 {
+            let _ = flat.handle_input(NOW, &back);
+            let _ = vect.handle_input(NOW, &back);
+        }
+        assert_eq!(drain(&mut flat), drain(&mut vect));
+        if sent && n == 0 && k == 0 {
+            break;
+        }
+    }
+    assert!(sent);
+    assert_eq!(flat.stats(), vect.stats());
+    assert_eq!(flat.pending_transfers(), 0);
+    let got: Vec<Bytes> = received
+        .into_iter()
+        .filter_map(|e| match e {
+            Event::BundleReceived { bundle, .. } => Some(bundle),
+            _ => None,
+        })
+        .collect();
+    assert!(got == bundles, "received bundles differ from those sent");
+}
+
+/// What a receiver did with a stream.
+#[derive(Debug, PartialEq)]
+struct Outcome {
+    events: Vec<Event>,
+    output: Vec<u8>,
+    error: Option<SessionError>,
+    stats: tcpcl::SessionStats,
+    closed: bool,
+}
+
+fn outcome(mut s: Session, error: Option<SessionError>) -> Outcome {
+    let mut output = Vec::new();
+    while s.poll_transmit(NOW, &mut output) > 0 {}
+    Outcome {
+        events: drain(&mut s),
+        output,
+        error,
+        stats: s.stats().clone(),
+        closed: s.is_closed(),
+    }
+}
+
+/// The wire a sender produces for `sizes` against a receiver configured like `rcfg`:
+/// contact header, SESS_INIT, then every segment.
+fn sender_stream(sizes: &[usize], max_segment_size: u64, rcfg: &SessionConfig) -> Vec<u8> {
+    let mut cfg = SessionConfig::new("ipn:1.0");
+    cfg.max_segment_size = max_segment_size;
+    cfg.exceed_peer_transfer_mru = true;
+    cfg.max_queued_transfers = sizes.len().max(1);
+    let mut tx = Session::new(Role::Active, cfg, NOW);
+    let mut helper = Session::new(Role::Passive, rcfg.clone(), NOW);
+    let mut wire = Vec::new();
+    // Contact header and SESS_INIT, recorded, answered by the helper.
+    for _ in 0..100 {
+        let start = wire.len();
+        while tx.poll_transmit(NOW, &mut wire) > 0 {}
+        let _ = helper.handle_input(NOW, &wire[start..]);
+        let mut back = Vec::new();
+        while helper.poll_transmit(NOW, &mut back) > 0 {}
+        let _ = tx.handle_input(NOW, &back);
+        if tx.is_established() && helper.is_established() {
+            break;
+        }
+    }
+    assert!(tx.is_established());
+    for (i, &n) in sizes.iter().enumerate() {
+        tx.send_bundle(bundle(n, 100 + i as u64), i as u64)
+            .expect("queued");
+    }
+    while tx.poll_transmit(NOW, &mut wire) > 0 {}
+    wire
+}
+
+/// Feeds `wire` in reads of random sizes through `handle_input` only.
+fn receive_flat(rcfg: &SessionConfig, wire: &[u8], rng: &mut ChaCha8Rng) -> Outcome {
+    let mut s = Session::new(Role::Passive, rcfg.clone(), NOW);
+    let mut rest = wire;
+    while !rest.is_empty() {
+        let k = rng.random_range(1..=rest.len().min(70_000));
+        let (piece, tail) = rest.split_at(k);
+        rest = tail;
+        if let Err(e) = s.handle_input(NOW, piece) {
+            return outcome(s, Some(e));
+        }
+    }
+    outcome(s, None)
+}
+
+/// Feeds `wire` like a driver using the direct path whenever offered: reads of random sizes
+/// into the offered room (sometimes short, sometimes nothing), `handle_input` otherwise.
+fn receive_direct(rcfg: &SessionConfig, wire: &[u8], rng: &mut ChaCha8Rng) -> (Outcome, u64) {
+    let mut s = Session::new(Role::Passive, rcfg.clone(), NOW);
+    let mut rest = wire;
+    let mut direct = 0u64;
+    while !rest.is_empty() {
+        let max = rng.random_range(1..=70_000usize);
+        let short = rng.random_bool(0.3);
+        let result = match s.payload_buf(max) {
+            Some(room) => {
+                assert!(!room.is_empty() && room.len() <= max);
+                let mut k = room.len().min(rest.len());
+                if short {
+                    k = rng.random_range(0..=k);
+                }
+                let (piece, tail) = rest.split_at(k);
+                if let Some(dst) = room.get_mut(..k) {
+                    dst.copy_from_slice(piece);
+                }
+                rest = tail;
+                direct += k as u64;
+                s.payload_filled(NOW, k)
+            }
+            None => {
+                let k = rng.random_range(1..=rest.len().min(70_000));
+                let (piece, tail) = rest.split_at(k);
+                rest = tail;
+                s.handle_input(NOW, piece)
+            }
+        };
+        if let Err(e) = result {
+            return (outcome(s, Some(e)), direct);
+        }
+    }
+    (outcome(s, None), direct)
+}
+
+fn receiver_config(segment_mru: u64, transfer_mru: u64, hard_transfer: u64) -> SessionConfig {
+    let mut rcfg = SessionConfig::new("ipn:2.0");
+    rcfg.segment_mru = segment_mru;
+    rcfg.hard_segment_limit = segment_mru.saturating_mul(2);
+    rcfg.transfer_mru = transfer_mru;
+    rcfg.hard_transfer_limit = hard_transfer;
+    rcfg
+}
+
+#[test]
+fn vectored_equals_flat_for_typical_sizes() {
+    check_vectored_equals_flat(&[1_000_000, 1, 70_000], 1 << 20, 1 << 20, 4 << 20);
+    check_vectored_equals_flat(&[300_000, 5], 65_536, 1 << 20, 100_000);
+    check_vectored_equals_flat(&[10_000], 1, 1 << 20, 1);
+}
+
+#[test]
+fn direct_receive_delivers_the_bundles_into_the_buffer_it_offered() {
+    let rcfg = receiver_config(1 << 20, 64 << 20, 64 << 20);
+    let sizes = [1_000_000, 3, 200_000];
+    let wire = sender_stream(&sizes, 64 * 1024, &rcfg);
+    let mut s = Session::new(Role::Passive, rcfg, NOW);
+    let mut rest = &wire[..];
+    // Where each transfer's data went: the first offered address of each transfer.
+    let mut first_offer: Vec<usize> = Vec::new();
+    let mut got = Vec::new();
+    let mut in_transfer = false;
+    while !rest.is_empty() {
+        if let Some(room) = s.payload_buf(1 << 20) {
+            if !in_transfer {
+                first_offer.push(room.as_ptr() as usize);
+                in_transfer = true;
+            }
+            let k = room.len().min(rest.len()).min(10_000);
+            room[..k].copy_from_slice(&rest[..k]);
+            rest = &rest[k..];
+            s.payload_filled(NOW, k).expect("valid");
+        } else {
+            // Up to the next header's end at most: the header pieces are small.
+            let k = rest.len().min(7);
+            s.handle_input(NOW, &rest[..k]).expect("valid");
+            rest = &rest[k..];
+        }
+        for e in drain(&mut s) {
+            if let Event::BundleReceived { bundle, .. } = e {
+                got.push(bundle);
+                in_transfer = false;
+            }
+        }
+    }
+    let expect: Vec<Bytes> = sizes
+        .iter()
+        .enumerate()
+        .map(|(i, &n)| bundle(n, 100 + i as u64))
+        .collect();
+    assert!(got == expect, "received bundles differ from those sent");
+    // Reserved once from the Transfer Length extension: the buffer the first direct read
+    // went into is the delivered bundle's (it never moved while filling).
+    assert_eq!(first_offer.len(), got.len());
+    for (b, &at) in got.iter().zip(&first_offer) {
+        let start = b.as_ptr() as usize;
+        assert!(
+            start <= at && at < start + b.len(),
+            "reassembly buffer moved"
+        );
+    }
+}
+
+#[test]
+fn direct_receive_contract_violations_end_the_session_without_panicking() {
+    let rcfg = receiver_config(1 << 20, 64 << 20, 64 << 20);
+    let wire = sender_stream(&[50_000], 1 << 20, &rcfg);
+    let header_end = wire.len() - 50_000;
+
+    // Nothing is offered between messages, and never an empty slice.
+    let mut s = Session::new(Role::Passive, rcfg.clone(), NOW);
+    assert!(s.payload_buf(1000).is_none());
+    s.handle_input(NOW, &wire[..header_end]).expect("valid");
+    assert!(s.payload_buf(0).is_none());
+    assert_eq!(s.payload_buf(1 << 20).map(|r| r.len()), Some(50_000));
+    assert_eq!(s.payload_buf(10).map(|r| r.len()), Some(10));
+    // Claiming more than offered.
+    assert!(matches!(
+        s.payload_filled(NOW, 11),
+        Err(SessionError::PayloadOverrun {
+            filled: 11,
+            offered: 10
+        })
+    ));
+    assert!(s.is_closed());
+    assert!(s.payload_buf(10).is_none());
+    assert!(matches!(
+        s.payload_filled(NOW, 1),
+        Err(SessionError::Closed(_))
+    ));
+
+    // Other input in between invalidates the offer.
+    let mut s = Session::new(Role::Passive, rcfg, NOW);
+    s.handle_input(NOW, &wire[..header_end]).expect("valid");
+    assert!(s.payload_buf(100).is_some());
+    s.handle_input(NOW, &wire[header_end..header_end + 5])
+        .expect("valid");
+    assert!(matches!(
+        s.payload_filled(NOW, 1),
+        Err(SessionError::PayloadOverrun { offered: 0, .. })
+    ));
+    // Filling nothing is harmless.
+    let mut s2 = Session::new(
+        Role::Passive,
+        receiver_config(1 << 20, 64 << 20, 64 << 20),
+        NOW,
+    );
+    s2.handle_input(NOW, &wire[..header_end]).expect("valid");
+    assert!(s2.payload_buf(100).is_some());
+    s2.payload_filled(NOW, 0).expect("no-op");
+    assert!(!s2.is_closed());
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    #[test]
+    fn vectored_output_concatenates_to_the_flat_output(
+        sizes in prop::collection::vec(1usize..150_000, 1..5),
+        peer_segment_mru in 1u64..100_000,
+        max_segment_size in 1u64..100_000,
+        chunk in 1usize..300_000,
+    ) {
+        // Tiny segments over big bundles make enormous part lists: keep the case small.
+        let max_seg = peer_segment_mru.min(max_segment_size);
+        prop_assume!(sizes.iter().map(|&s| s as u64 / max_seg).sum::<u64>() < 20_000);
+        check_vectored_equals_flat(&sizes, peer_segment_mru, max_segment_size, chunk);
+    }
+
+    #[test]
+    fn direct_receive_matches_handle_input(
+        sizes in prop::collection::vec(1usize..120_000, 1..5),
+        max_segment_size in 1_000u64..80_000,
+        segment_mru in 1_000u64..80_000,
+        transfer_mru in 1u64..150_000,
+        hard_extra in 0u64..100_000,
+        corrupt in prop::option::weighted(0.3, any::<prop::sample::Index>()),
+        flip in 1u8..=255,
+        seed in any::<u64>(),
+    ) {
+        let rcfg = receiver_config(segment_mru, transfer_mru, transfer_mru + hard_extra);
+        let mut wire = sender_stream(&sizes, max_segment_size, &rcfg);
+        if let Some(at) = corrupt {
+            let i = at.index(wire.len());
+            wire[i] ^= flip;
+        }
+        let mut rng = ChaCha8Rng::seed_from_u64(seed);
+        let flat = receive_flat(&rcfg, &wire, &mut rng);
+        let (direct, direct_octets) = receive_direct(&rcfg, &wire, &mut rng);
+        // Compared without printing megabytes of bundle data on failure.
+        prop_assert!(flat == direct, "outcomes differ: flat {:?} / direct {:?} errors, stats {:?} / {:?}",
+            flat.error, direct.error, flat.stats, direct.stats);
+        if corrupt.is_none() {
+            // The stream is valid: the receivers established and the direct path was used.
+            let established = flat.events.iter().any(|e| matches!(e, Event::Established { .. }));
+            prop_assert!(established);
+            // Anything big enough to span several reads went (partly) the direct way.
+            let big = flat.stats.bundles_received > 0 && sizes.iter().any(|&n| n > 70_000 * 3);
+            prop_assert!(direct_octets > 0 || !big);
+        }
+    }
+}
