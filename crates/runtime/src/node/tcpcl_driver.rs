@@ -1,11 +1,18 @@
 //! One TCPCLv4 session on a real socket: a thread that drives a `tcpcl::Session` (sans-IO)
 //! with the OS clock, a non-blocking `TcpStream` and an eventfd for the agent's wake-ups.
 //!
-//! Loop: commands from the agent (bundles to send) → read the socket in large chunks (1 MiB
-//! buffer, each read handed whole to `handle_input`) → timers → events (to the agent) → refill
-//! the output buffer from `poll_transmit` (up to the session's 4 MiB chunk) only once the
-//! previous one is fully written, and write it with as few `write` calls as the kernel allows →
+//! Loop: commands from the agent (bundles to send) → read the socket in large chunks → timers →
+//! events (to the agent) → refill the output from the session (up to its 4 MiB chunk) only once
+//! the previous output is fully written, and write it with as few calls as the kernel allows →
 //! `poll(2)` on the socket and the eventfd until something happens or the next timer.
+//!
+//! Copies: on plain TCP, bundle data crosses user space without being copied. Output is taken
+//! as a list of `Bytes` (`poll_transmit_vectored`: segment data are slices of the bundles) and
+//! written with `writev`, at most [`MAX_IOV`] parts per call. While a segment's data is
+//! arriving, the session offers its reassembly buffer (`payload_buf`) and the socket is read
+//! straight into it (`payload_filled`); headers and control messages go through a 1 MiB read
+//! buffer and `handle_input`. Under TLS rustls copies anyway (it encrypts from and decrypts
+//! into its own buffers), so the session's flat forms are used there.
 //!
 //! Back-pressure: while the output buffer still holds unwritten octets the session is not
 //! asked for more; bundles the session cannot queue yet (`QueueFull`) wait here in order. The
@@ -29,7 +36,7 @@
 //! length exceeds the store's free quota is refused at its first segment ("No Resources").
 
 use std::collections::{HashMap, VecDeque};
-use std::io::{ErrorKind, Read, Write};
+use std::io::{ErrorKind, IoSlice, Read, Write};
 use std::net::TcpStream;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::atomic::Ordering::Relaxed;
@@ -37,7 +44,7 @@ use std::sync::mpsc::{sync_channel, Receiver, TryRecvError};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
+use bytes::{Buf, Bytes};
 use tcpcl::{Event, RefuseReason, Role, SendError, SessTermReason, Session, SessionConfig};
 
 use super::agent_thread::AgentInput;
@@ -48,6 +55,11 @@ use super::tcpcl_tls::Tls;
 
 /// Read buffer: one `read` takes up to this much, handed whole to the session.
 const READ_BUF: usize = 1 << 20;
+/// Largest read straight into a reassembly buffer. The session zero-fills what it offers the
+/// first time; a quarter MiB stays in the cache between that and the kernel's write into it.
+const DIRECT_READ: usize = 256 << 10;
+/// Parts per `writev` (Linux allows 1024; 64 covers 32 segments, whole chunks at 1 MB).
+const MAX_IOV: usize = 64;
 /// Reads per loop iteration before the other work gets a turn.
 const READS_PER_TURN: usize = 16;
 /// Octets read while our output is backed up, before reading pauses until it drains.
@@ -87,8 +99,13 @@ struct Driver<'a> {
     /// Bundles received in this turn with their transfer ids: handed to the agent together
     /// (one store commit), whose answers release the held final acknowledgments.
     received: Vec<(u64, Bytes)>,
+    /// Output not yet written, under TLS (plaintext for rustls): `out[out_pos..]`.
     out: Vec<u8>,
     out_pos: usize,
+    /// Output not yet written, on plain TCP: `outv[outv_pos..]`, the first possibly
+    /// advanced past a partial write.
+    outv: Vec<Bytes>,
+    outv_pos: usize,
     closing_since: Option<Instant>,
     last_stats: (u64, u64, u64),
     /// Octets read since the output buffer last drained completely.
@@ -158,8 +175,10 @@ pub(crate) fn run_session(
         done_ok: Vec::new(),
         done_failed: Vec::new(),
         received: Vec::new(),
-        out: Vec::with_capacity(8 << 20),
+        out: Vec::new(),
         out_pos: 0,
+        outv: Vec::new(),
+        outv_pos: 0,
         closing_since: None,
         last_stats: (0, 0, 0),
         backed_read: 0,
@@ -209,17 +228,33 @@ impl Driver<'_> {
             let mut eof = false;
             if self.may_read() {
                 for _ in 0..READS_PER_TURN {
-                    match self.read_some(&mut buf) {
+                    // Segment data straight into the reassembly buffer when the session offers
+                    // it (plain TCP only: TLS decrypts into its own buffer anyway).
+                    let room = if self.tls.is_none() && !self.tls_pending {
+                        self.session.payload_buf(DIRECT_READ)
+                    } else {
+                        None
+                    };
+                    let (read, direct) = match room {
+                        Some(room) => (self.stream.read(room), true),
+                        None => (self.read_some(&mut buf), false),
+                    };
+                    match read {
                         Ok(0) => {
                             eof = true;
                             break;
                         }
                         Ok(n) => {
-                            if self.out_pos < self.out.len() {
+                            if self.backed_up() {
                                 self.backed_read += n;
                             }
-                            let input = buf.get(..n).unwrap_or(&[]);
-                            if let Err(e) = self.session.handle_input(self.now(), input) {
+                            let now = self.now();
+                            let result = if direct {
+                                self.session.payload_filled(now, n)
+                            } else {
+                                self.session.handle_input(now, buf.get(..n).unwrap_or(&[]))
+                            };
+                            if let Err(e) = result {
                                 self.events();
                                 self.flush_transmit_blocking();
                                 return Err(std::io::Error::other(e.to_string()));
@@ -276,7 +311,45 @@ impl Driver<'_> {
     }
 
     fn may_read(&self) -> bool {
-        self.out_pos >= self.out.len() || self.backed_read < BACKED_UP_READ_LIMIT
+        !self.backed_up() || self.backed_read < BACKED_UP_READ_LIMIT
+    }
+
+    /// Output taken from the session is not fully written yet (so no more is taken).
+    fn backed_up(&self) -> bool {
+        self.out_pos < self.out.len() || self.outv_pos < self.outv.len()
+    }
+
+    /// Takes the session's next output once everything before it is written; returns its
+    /// length (0: nothing to send). Flat under TLS, vectored on plain TCP.
+    fn refill(&mut self) -> usize {
+        self.backed_read = 0;
+        let now = self.now();
+        if self.tls.is_some() {
+            self.out.clear();
+            self.out_pos = 0;
+            self.session.poll_transmit(now, &mut self.out)
+        } else {
+            self.outv.clear();
+            self.outv_pos = 0;
+            self.session.poll_transmit_vectored(now, &mut self.outv)
+        }
+    }
+
+    /// Drops the first `n` octets of the vectored output (written by `writev`).
+    fn advance_outv(&mut self, mut n: usize) {
+        while n > 0 {
+            let Some(part) = self.outv.get_mut(self.outv_pos) else {
+                return;
+            };
+            if n < part.len() {
+                part.advance(n);
+                return;
+            }
+            n -= part.len();
+            // Written: release the bundle's memory now rather than at the next refill.
+            *part = Bytes::new();
+            self.outv_pos += 1;
+        }
     }
 
     /// Applies the agent's commands.
@@ -565,6 +638,14 @@ impl Driver<'_> {
     /// TLS.
     fn start_tls(&mut self) -> std::io::Result<()> {
         self.flush_transmit_blocking();
+        if self.backed_up() {
+            // Plaintext output left over would otherwise never be written (TLS output is
+            // taken flat from the session from now on).
+            return Err(std::io::Error::new(
+                ErrorKind::TimedOut,
+                "our contact header could not be written before the TLS handshake",
+            ));
+        }
         let Some(settings) = self.shared.cfg.tls.as_ref() else {
             return Err(std::io::Error::other("TLS requested without [tcpcl.tls]"));
         };
@@ -625,23 +706,23 @@ impl Driver<'_> {
         Ok(())
     }
 
-    /// Writes the output buffer; refills it from the session once it is fully written.
+    /// Writes the pending output; refills it from the session once it is fully written.
     fn write_out(&mut self) -> std::io::Result<()> {
-        if let Some(tls) = self.tls.as_mut() {
+        if self.tls.is_some() {
             // Plaintext goes into rustls (bounded by its buffer limit), records to the socket.
             loop {
+                let Some(tls) = self.tls.as_mut() else {
+                    return Ok(());
+                };
                 if !tls.flush(&mut self.stream)? {
                     return Ok(());
                 }
-                if self.out_pos >= self.out.len() {
-                    self.out.clear();
-                    self.out_pos = 0;
-                    self.backed_read = 0;
-                    let now = self.start.elapsed();
-                    if self.session.poll_transmit(now, &mut self.out) == 0 {
-                        return Ok(());
-                    }
+                if self.out_pos >= self.out.len() && self.refill() == 0 {
+                    return Ok(());
                 }
+                let Some(tls) = self.tls.as_mut() else {
+                    return Ok(());
+                };
                 let n = tls.write_plain(self.out.get(self.out_pos..).unwrap_or(&[]))?;
                 if n == 0 && !tls.wants_write() {
                     return Ok(());
@@ -650,21 +731,21 @@ impl Driver<'_> {
             }
         }
         loop {
-            if self.out_pos >= self.out.len() {
-                self.out.clear();
-                self.out_pos = 0;
-                self.backed_read = 0;
-                let now = self.now();
-                if self.session.poll_transmit(now, &mut self.out) == 0 {
-                    return Ok(());
-                }
+            if self.outv_pos >= self.outv.len() && self.refill() == 0 {
+                return Ok(());
             }
-            match self
-                .stream
-                .write(self.out.get(self.out_pos..).unwrap_or(&[]))
+            let mut iov = [IoSlice::new(&[]); MAX_IOV];
+            let mut count = 0;
+            for (slot, part) in iov
+                .iter_mut()
+                .zip(self.outv.get(self.outv_pos..).unwrap_or(&[]))
             {
+                *slot = IoSlice::new(part);
+                count += 1;
+            }
+            match self.stream.write_vectored(iov.get(..count).unwrap_or(&[])) {
                 Ok(0) => return Err(ErrorKind::WriteZero.into()),
-                Ok(n) => self.out_pos += n,
+                Ok(n) => self.advance_outv(n),
                 Err(e) if e.kind() == ErrorKind::WouldBlock => return Ok(()),
                 Err(e) if e.kind() == ErrorKind::Interrupted => {}
                 Err(e) => return Err(e),
@@ -679,9 +760,9 @@ impl Driver<'_> {
             if self.write_out().is_err() {
                 return;
             }
-            if self.out_pos >= self.out.len()
+            if !self.backed_up()
                 && !self.tls.as_ref().is_some_and(|t| t.wants_write())
-                && self.session.poll_transmit(self.now(), &mut self.out) == 0
+                && self.refill() == 0
             {
                 return;
             }
@@ -699,8 +780,7 @@ impl Driver<'_> {
         if let Some((t, _)) = self.delayed.front() {
             wait = wait.min(t.saturating_duration_since(Instant::now()));
         }
-        let backed_up =
-            self.out_pos < self.out.len() || self.tls.as_ref().is_some_and(|t| t.wants_write());
+        let backed_up = self.backed_up() || self.tls.as_ref().is_some_and(|t| t.wants_write());
         let mut events = 0;
         if backed_up {
             events |= libc::POLLOUT;
