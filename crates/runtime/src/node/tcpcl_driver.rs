@@ -11,7 +11,8 @@
 //! written with `writev`, at most [`MAX_IOV`] parts per call. While a segment's data is
 //! arriving, the session offers its reassembly buffer (`payload_buf`) and the socket is read
 //! straight into it (`payload_filled`); headers and control messages go through a 1 MiB read
-//! buffer and `handle_input`. Under TLS rustls copies anyway (it encrypts from and decrypts
+//! buffer and `handle_input` (16 KiB right after a direct read, so that little of the next
+//! segment's data is read, and copied, along with its header). Under TLS rustls copies anyway (it encrypts from and decrypts
 //! into its own buffers), so the session's flat forms are used there.
 //!
 //! Back-pressure: while the output buffer still holds unwritten octets the session is not
@@ -58,6 +59,10 @@ const READ_BUF: usize = 1 << 20;
 /// Largest read straight into a reassembly buffer. The session zero-fills what it offers the
 /// first time; a quarter MiB stays in the cache between that and the kernel's write into it.
 const DIRECT_READ: usize = 256 << 10;
+/// Read size at a message boundary right after a direct read: the stream is carrying large
+/// segments, so read little more than the next header and let the direct path take the data
+/// (octets past the header that land in the read buffer are copied by `handle_input`).
+const BOUNDARY_READ: usize = 16 << 10;
 /// Parts per `writev` (Linux allows 1024; 64 covers 32 segments, whole chunks at 1 MB).
 const MAX_IOV: usize = 64;
 /// Reads per loop iteration before the other work gets a turn.
@@ -110,6 +115,8 @@ struct Driver<'a> {
     last_stats: (u64, u64, u64),
     /// Octets read since the output buffer last drained completely.
     backed_read: usize,
+    /// The last read went straight into a reassembly buffer (see [`BOUNDARY_READ`]).
+    after_direct: bool,
     /// The TLS server name of an active session's peer (we are then the TLS client).
     tls_name: Option<String>,
     /// Set by `Event::StartTls`: the handshake runs before the next read.
@@ -182,6 +189,7 @@ pub(crate) fn run_session(
         closing_since: None,
         last_stats: (0, 0, 0),
         backed_read: 0,
+        after_direct: false,
         tls_name: peer.and_then(|p| p.tls_name.clone()),
         tls_pending: false,
         tls: None,
@@ -237,8 +245,19 @@ impl Driver<'_> {
                     };
                     let (read, direct) = match room {
                         Some(room) => (self.stream.read(room), true),
-                        None => (self.read_some(&mut buf), false),
+                        None => {
+                            let len = if self.after_direct {
+                                BOUNDARY_READ
+                            } else {
+                                READ_BUF
+                            };
+                            let buf = buf.get_mut(..len).unwrap_or_default();
+                            (self.read_some(buf), false)
+                        }
                     };
+                    if read.is_ok() {
+                        self.after_direct = direct;
+                    }
                     match read {
                         Ok(0) => {
                             eof = true;
