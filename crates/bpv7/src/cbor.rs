@@ -60,6 +60,9 @@ pub(crate) struct Reader<'a> {
     pos: usize,
     /// Set when any integer or length was not in its shortest form (tolerated, see module docs).
     pub(crate) saw_non_shortest: bool,
+    /// Whether block CRCs are recomputed (see `DecodeLimits::verify_crc`); their field's
+    /// length is checked either way.
+    pub(crate) verify_crc: bool,
 }
 
 impl<'a> Reader<'a> {
@@ -69,6 +72,7 @@ impl<'a> Reader<'a> {
             buf,
             pos,
             saw_non_shortest: false,
+            verify_crc: true,
         }
     }
 

@@ -864,3 +864,54 @@ fn single_bit_flips_never_panic_and_crc_catches_them() {
         }
     }
 }
+
+/// `DecodeLimits::trusted_store` skips only the CRC comparison: a corrupted CRC decodes (the
+/// store's own check covers those bytes), while a wrong CRC length or a broken structure is still
+/// refused, so trusting the store never means trusting garbage.
+#[test]
+fn trusted_store_skips_only_the_crc_comparison() {
+    let pl = payload(b"payload");
+    let n = pl.len();
+    let bad_crc = Bytes::from(bundle(&[P::default().bytes(), flip(pl, n - 7)]));
+    assert!(matches!(
+        Bundle::decode(bad_crc.clone()),
+        Err(DecodeError::BadCrc { block: 1, .. })
+    ));
+    let trusted = Bundle::decode_with_limits(bad_crc, &DecodeLimits::trusted_store())
+        .expect("a CRC mismatch is not checked for store reads");
+    assert_eq!(trusted.payload().len(), b"payload".len());
+
+    let body = [arr(6), u(1), u(1), u(0), u(2), bstr(b"x"), bstr(&[0, 0, 0])].concat();
+    let bad_len = Bytes::from(bundle(&[P::default().bytes(), body]));
+    assert!(matches!(
+        Bundle::decode_with_limits(bad_len, &DecodeLimits::trusted_store()),
+        Err(DecodeError::BadCrcLength { block: 1, .. })
+    ));
+    let truncated = Bytes::from(bundle(&[P::default().bytes(), payload(b"x")])[..10].to_vec());
+    assert!(Bundle::decode_with_limits(truncated, &DecodeLimits::trusted_store()).is_err());
+}
+
+/// An LTP block of bundles splits at bundle boundaries without checking CRCs: the bundle with a
+/// bad CRC is still a separate slice (the agent refuses it alone), and bytes that are no bundle
+/// are counted, not split.
+#[test]
+fn split_concatenated_finds_boundaries_and_counts_the_garbage() {
+    let good = bundle(&[P::default().bytes(), payload(b"one")]);
+    let pl = payload(b"two");
+    let n = pl.len();
+    let bad_crc = bundle(&[P::default().bytes(), flip(pl, n - 7)]);
+    let garbage = vec![0x9f, 0x01, 0x02];
+    let block = Bytes::from([good.clone(), bad_crc.clone(), good.clone(), garbage].concat());
+    let mut out = Vec::new();
+    let trailing = Bundle::split_concatenated(&block, &mut out);
+    assert_eq!(trailing, 3);
+    assert_eq!(out.len(), 3);
+    assert_eq!(out[0].as_ref(), good.as_slice());
+    assert_eq!(out[1].as_ref(), bad_crc.as_slice());
+    assert!(Bundle::decode(out[1].clone()).is_err());
+    assert_eq!(out[2].as_ref(), good.as_slice());
+
+    out.clear();
+    assert_eq!(Bundle::split_concatenated(&Bytes::from(good), &mut out), 0);
+    assert_eq!(out.len(), 1);
+}

@@ -393,20 +393,10 @@ impl Node {
         data: Bytes,
     ) {
         let mut bundles = Vec::new();
-        let mut rest = data;
-        while !rest.is_empty() {
-            match Bundle::decode_prefix(&rest) {
-                Ok((_, used)) if used > 0 && used <= rest.len() => {
-                    bundles.push(rest.split_to(used))
-                }
-                _ => {
-                    // Garbage after the last decodable bundle can never be accepted: counted, and the block is
-                    // acknowledged for what decoded (refusing it would only make the sender loop), as on a real
-                    // node.
-                    self.counters.dropped += 1;
-                    break;
-                }
-            }
+        if Bundle::split_concatenated(&data, &mut bundles) > 0 {
+            // Garbage after the last decodable bundle can never be accepted: counted, and the block is
+            // acknowledged for what decoded (refusing it would only make the sender loop), as on a real node.
+            self.counters.dropped += 1;
         }
         let n = u32::try_from(bundles.len()).unwrap_or(u32::MAX);
         let p = self.processing;

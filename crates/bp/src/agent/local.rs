@@ -2,8 +2,8 @@
 //! delivery, administrative records for the node itself, the echo service and status reports.
 
 use bpv7::{
-    AdminRecord, AduKey, Bundle, BundleBuilder, BundleFlags, Eid, ReasonCode, StatusItem,
-    StatusReport,
+    AdminRecord, AduKey, Bundle, BundleBuilder, BundleFlags, DecodeLimits, Eid, ReasonCode,
+    StatusItem, StatusReport,
 };
 use bytes::Bytes;
 
@@ -102,7 +102,8 @@ impl<S: Store> Agent<S> {
             }
             let meta = e.meta.clone();
             let bundle = match self.store.data(key) {
-                Ok(Some(d)) => Bundle::decode(d).ok(),
+                // CRC-checked on arrival; the store checks its own integrity (see `prepare`).
+                Ok(Some(d)) => Bundle::decode_with_limits(d, &DecodeLimits::trusted_store()).ok(),
                 Ok(None) => None,
                 Err(_) => {
                     // Transient store failure: keep it ready and try again on the next poll.

@@ -274,7 +274,10 @@ impl AgentThread {
                         }
                         blocks.peer = Some(peer);
                         let first = blocks.bundles.len();
-                        split_block(&data, &mut blocks.bundles);
+                        // Trailing bytes that are no bundle can never be accepted; refusing
+                        // the block would only make the sender retransmit it forever, so what
+                        // split is acknowledged.
+                        Bundle::split_concatenated(&data, &mut blocks.bundles);
                         blocks.blocks.push((session, first..blocks.bundles.len()));
                         blocks.bytes += data.len();
                         if blocks.is_full() {
@@ -753,22 +756,6 @@ fn send_error(e: SendError) -> Response {
     Response::Error {
         kind,
         message: e.to_string(),
-    }
-}
-
-/// Splits an LTP block into its bundles (zero-copy slices), appended to `out`. Bytes after the
-/// last decodable bundle are dropped: they can never be accepted, and refusing the block would
-/// only make the sender retransmit it forever; what decoded is acknowledged.
-fn split_block(data: &Bytes, out: &mut Vec<Bytes>) {
-    let mut rest = data.clone();
-    while !rest.is_empty() {
-        match Bundle::decode_prefix(&rest) {
-            Ok((_, used)) if used > 0 && used <= rest.len() => {
-                out.push(rest.slice(..used));
-                rest = rest.slice(used..);
-            }
-            _ => break,
-        }
     }
 }
 
