@@ -107,7 +107,7 @@ pub mod stats;
 /// Re-export of the `bytes` crate used in the API (payloads are `Bytes` slices).
 pub use bytes;
 pub use config::{EngineConfig, SpanConfig, DEFAULT_PACING_BURST_TIME};
-pub use engine::{Engine, SendOutcome, Transmit, MIN_SEGMENT_SIZE};
+pub use engine::{Engine, SendOutcome, Transmit, VectoredTransmit, MIN_SEGMENT_SIZE};
 pub use error::{DecodeError, RecvError, SendError};
 pub use event::Event;
 pub use log::{

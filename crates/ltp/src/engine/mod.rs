@@ -3,7 +3,8 @@
 //! The engine never touches a socket or a clock. The driver feeds it datagrams
 //! ([`Engine::handle_datagram`]), timer expirations ([`Engine::handle_timeout`]) and blocks
 //! ([`Engine::send_block`], [`Engine::enqueue_item`]), and drains segments
-//! ([`Engine::poll_transmit`]), the next wake-up time ([`Engine::poll_timeout`]) and client
+//! ([`Engine::poll_transmit`], or [`Engine::poll_transmit_vectored`] without copying block
+//! data), the next wake-up time ([`Engine::poll_timeout`]) and client
 //! events ([`Engine::poll_event`]). `now` is a [`Duration`] since an arbitrary monotonic
 //! epoch chosen by the driver (real or virtual time).
 //!
@@ -64,6 +65,33 @@ pub struct Transmit {
     pub remote_engine: u64,
     /// Segment length in bytes.
     pub len: usize,
+}
+
+/// One segment produced by [`Engine::poll_transmit_vectored`]: its encoded header (the last
+/// `header_len` bytes appended to the caller's buffer) followed by `payload`, a zero-copy slice
+/// of the block (empty for signal segments). A driver sends `header ++ payload` as one datagram
+/// (two iovecs), so block data is never copied on the way to the socket.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VectoredTransmit {
+    /// Destination engine id (the driver maps it to an address).
+    pub remote_engine: u64,
+    /// Bytes of the segment written to the end of the caller's buffer: the whole segment for
+    /// a signal, everything before the block data for a data segment.
+    pub header_len: usize,
+    /// Block data that follows the header on the wire (empty for signal segments).
+    pub payload: Bytes,
+}
+
+impl VectoredTransmit {
+    /// Datagram length: header plus payload.
+    pub fn len(&self) -> usize {
+        self.header_len + self.payload.len()
+    }
+
+    /// Whether the datagram is empty (never the case for a real segment).
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
 }
 
 /// Result of [`Engine::send_block`].

@@ -1,12 +1,35 @@
 //! The transmit path: `poll_transmit`, `poll_timeout`, `poll_event` and the encoding of
-//! data and signal segments into the caller's buffer (no allocation per segment).
+//! data and signal segments into the caller's buffer (no allocation per segment). Block data
+//! leaves as zero-copy slices ([`Engine::poll_transmit_vectored`]) or copied behind the header
+//! ([`Engine::poll_transmit`]).
 
 use super::*;
 
 impl Engine {
     /// Write the next segment that may leave now into `buf` (appended) and say where it
     /// goes. Returns `None` when nothing is ready: no output, link down, or pacing.
+    ///
+    /// This is the flat form of [`Engine::poll_transmit_vectored`] (header and block data
+    /// copied into one buffer), built on it so the two cannot differ.
     pub fn poll_transmit(&mut self, now: Duration, buf: &mut Vec<u8>) -> Option<Transmit> {
+        let t = self.poll_transmit_vectored(now, buf)?;
+        buf.extend_from_slice(&t.payload);
+        Some(Transmit {
+            remote_engine: t.remote_engine,
+            len: t.len(),
+        })
+    }
+
+    /// Like [`Engine::poll_transmit`], but a data segment's block data is returned as a
+    /// zero-copy slice of the block instead of being copied after the header: only the
+    /// encoded header (or the whole signal segment) is appended to `header_buf`. The datagram
+    /// is `header_buf[header_buf.len() - header_len..] ++ payload`; pacing, statistics, logging
+    /// and timers see exactly what `poll_transmit` would.
+    pub fn poll_transmit_vectored(
+        &mut self,
+        now: Duration,
+        header_buf: &mut Vec<u8>,
+    ) -> Option<VectoredTransmit> {
         let n = self.spans.len();
         for k in 0..n {
             let i = (self.next_span_rr + k) % n;
@@ -14,21 +37,22 @@ impl Engine {
             if !s.link_up || !s.has_output() || s.bucket.ready_at(now).is_some() {
                 continue;
             }
-            let start = buf.len();
-            if self.produce(now, i, buf) {
-                let len = buf.len() - start;
+            let start = header_buf.len();
+            if let Some(payload) = self.produce(now, i, header_buf) {
+                let header_len = header_buf.len() - start;
                 let remote = match self.spans.get_mut(i) {
                     Some(s) => {
-                        s.bucket.consume(len, now);
+                        s.bucket.consume(header_len + payload.len(), now);
                         s.stats.segments_sent += 1;
                         s.cfg.remote_engine_id
                     }
                     None => 0,
                 };
                 self.next_span_rr = (i + 1) % n;
-                return Some(Transmit {
+                return Some(VectoredTransmit {
                     remote_engine: remote,
-                    len,
+                    header_len,
+                    payload,
                 });
             }
         }
@@ -62,11 +86,13 @@ impl Engine {
         self.events.pop_front()
     }
 
-    /// Encode one segment of span `i` into `buf`. Returns false if the span had nothing.
-    pub(super) fn produce(&mut self, now: Duration, i: usize, buf: &mut Vec<u8>) -> bool {
+    /// Encode one segment of span `i` into `buf` (all of a signal; the header of a data
+    /// segment) and return the block data that follows it (empty for a signal). `None` if the
+    /// span had nothing.
+    pub(super) fn produce(&mut self, now: Duration, i: usize, buf: &mut Vec<u8>) -> Option<Bytes> {
         loop {
             let Some(s) = self.spans.get_mut(i) else {
-                return false;
+                return None;
             };
             let Some(mut sig) = s.signals.pop_front() else {
                 break;
@@ -77,7 +103,7 @@ impl Engine {
                 s.signals.push_front(sig);
             }
             if self.encode_signal(now, i, &sig, last_copy, buf) {
-                return true;
+                return Some(Bytes::new());
             }
             // Signal no longer relevant (e.g. report acknowledged meanwhile): drop all copies.
             if !last_copy {
@@ -88,11 +114,11 @@ impl Engine {
         }
         loop {
             let Some(s) = self.spans.get_mut(i) else {
-                return false;
+                return None;
             };
             let mss = s.cfg.max_segment_size;
             let Some(&number) = s.data_sessions.front() else {
-                return false;
+                return None;
             };
             let Some(ex) = self.exports.get_mut(&number) else {
                 s.data_sessions.pop_front();
@@ -107,8 +133,7 @@ impl Engine {
                 ex.queued = false;
                 s.data_sessions.pop_front();
             }
-            self.emit_data(now, i, number, plan, buf);
-            return true;
+            return Some(self.emit_data(now, i, number, plan, buf));
         }
     }
 
@@ -119,10 +144,10 @@ impl Engine {
         number: u64,
         plan: export::PlannedSegment,
         buf: &mut Vec<u8>,
-    ) {
+    ) -> Bytes {
         let rto = self.rto(i);
         let (Some(s), Some(ex)) = (self.spans.get_mut(i), self.exports.get_mut(&number)) else {
-            return;
+            return Bytes::new();
         };
         let start = buf.len();
         segment::encode_plain_header(plan.ty, ex.id, buf);
@@ -135,10 +160,13 @@ impl Engine {
         );
         let lo = plan.offset as usize;
         let hi = lo + plan.len as usize;
-        if let Some(payload) = ex.block.get(lo..hi) {
-            buf.extend_from_slice(payload);
-        }
-        let dlen = (buf.len() - start) as u64;
+        // Zero-copy: a reference-counted view of the block (planned within it by construction).
+        let payload = if lo <= hi && hi <= ex.block.len() {
+            ex.block.slice(lo..hi)
+        } else {
+            Bytes::new()
+        };
+        let dlen = (buf.len() - start + payload.len()) as u64;
         s.stats.data_segments_sent += 1;
         s.stats.data_bytes_sent += plan.len;
         if plan.retransmission {
@@ -200,6 +228,7 @@ impl Engine {
             // was already acknowledged.
             self.complete_export(now, number);
         }
+        payload
     }
 
     pub(super) fn encode_signal(
