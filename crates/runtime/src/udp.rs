@@ -5,7 +5,7 @@
 //! `capacity` datagrams costs one system call and no heap allocation. Buffers stay owned by the caller.
 
 use std::io;
-use std::mem::{size_of, zeroed};
+use std::mem::{size_of, zeroed, MaybeUninit};
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6, UdpSocket};
 use std::os::fd::AsRawFd;
 use std::time::Duration;
@@ -431,12 +431,45 @@ impl RecvBatch {
         bufs: &mut [B],
         meta: &mut [RecvMeta],
     ) -> io::Result<usize> {
-        let n = bufs.len().min(meta.len()).min(self.hdrs.len());
-        if n == 0 {
-            return Ok(0);
-        }
-        for (i, buf) in bufs.iter_mut().take(n).enumerate() {
-            let buf = buf.as_mut();
+        let n = bufs.len().min(meta.len());
+        let mut bufs = bufs.iter_mut().map(|b| {
+            let b = b.as_mut();
+            (b.as_mut_ptr(), b.len())
+        });
+        // The buffers are initialised memory the kernel overwrites: nothing more to promise.
+        self.recv_raw(sock, n, &mut bufs, meta)
+    }
+
+    /// Like [`RecvBatch::recv`], into buffers that need not be initialised (typically the spare capacity of a
+    /// `BytesMut`, so a fresh receive buffer costs no memset). After a successful return, the first `meta[i].len`
+    /// bytes of `bufs[i]` (never more than its length) hold the datagram and are initialised; the rest is left as
+    /// it was.
+    pub fn recv_uninit<B: AsMut<[MaybeUninit<u8>]>>(
+        &mut self,
+        sock: &UdpSocket,
+        bufs: &mut [B],
+        meta: &mut [RecvMeta],
+    ) -> io::Result<usize> {
+        let n = bufs.len().min(meta.len());
+        let mut bufs = bufs.iter_mut().map(|b| {
+            let b = b.as_mut();
+            (b.as_mut_ptr().cast::<u8>(), b.len())
+        });
+        self.recv_raw(sock, n, &mut bufs, meta)
+    }
+
+    /// The common receive: buffer `i` is the writable region `(pointer, length)` yielded `i`-th by `bufs`, which
+    /// must stay valid and unaliased for the duration of the call.
+    fn recv_raw(
+        &mut self,
+        sock: &UdpSocket,
+        n: usize,
+        bufs: &mut dyn Iterator<Item = (*mut u8, usize)>,
+        meta: &mut [RecvMeta],
+    ) -> io::Result<usize> {
+        let n = n.min(meta.len()).min(self.hdrs.len());
+        let mut filled = 0;
+        for (i, (ptr, len)) in bufs.take(n).enumerate() {
             let (Some(iov), Some(hdr), Some(addr), Some(ctrl)) = (
                 self.iovs.get_mut(i),
                 self.hdrs.get_mut(i),
@@ -446,8 +479,8 @@ impl RecvBatch {
                 break;
             };
             *iov = libc::iovec {
-                iov_base: buf.as_mut_ptr().cast(),
-                iov_len: buf.len(),
+                iov_base: ptr.cast(),
+                iov_len: len,
             };
             hdr.msg_hdr.msg_name = (addr as *mut libc::sockaddr_storage).cast();
             hdr.msg_hdr.msg_namelen = size_of::<libc::sockaddr_storage>() as libc::socklen_t;
@@ -457,6 +490,11 @@ impl RecvBatch {
             hdr.msg_hdr.msg_controllen = size_of::<[u64; CMSG_WORDS]>() as _;
             hdr.msg_hdr.msg_flags = 0;
             hdr.msg_len = 0;
+            filled = i + 1;
+        }
+        let n = filled;
+        if n == 0 {
+            return Ok(0);
         }
         // SAFETY: `n` headers are initialized and point at live buffers/addresses borrowed for this call.
         let rc = unsafe {
@@ -477,14 +515,19 @@ impl RecvBatch {
         }
         let got = usize::try_from(rc).unwrap_or(0).min(n);
         for i in 0..got {
-            let (Some(hdr), Some(addr), Some(m)) =
-                (self.hdrs.get(i), self.addrs.get(i), meta.get_mut(i))
-            else {
+            let (Some(hdr), Some(iov), Some(addr), Some(m)) = (
+                self.hdrs.get(i),
+                self.iovs.get(i),
+                self.addrs.get(i),
+                meta.get_mut(i),
+            ) else {
                 break;
             };
             let control = control_of(&hdr.msg_hdr);
             *m = RecvMeta {
-                len: hdr.msg_len as usize,
+                // The kernel copies at most the buffer length (and flags MSG_TRUNC); the clamp makes "the first
+                // `len` bytes were written" hold whatever it reports.
+                len: (hdr.msg_len as usize).min(iov.iov_len),
                 src: from_storage(addr),
                 truncated: hdr.msg_hdr.msg_flags & libc::MSG_TRUNC != 0,
                 timestamp: control.timestamp,
@@ -499,6 +542,8 @@ impl RecvBatch {
 /// Preallocated state for `sendmmsg`.
 pub struct SendBatch {
     hdrs: Vec<libc::mmsghdr>,
+    /// [`IOVS_PER_DATAGRAM`] per header (a datagram may be a header and a payload part), and at least enough for
+    /// a maximal GSO run.
     iovs: Vec<libc::iovec>,
     /// Use UDP generic segmentation offload for runs of equal-size datagrams (switched off if the kernel refuses).
     gso: bool,
@@ -508,17 +553,58 @@ pub struct SendBatch {
 const GSO_MAX_SEGMENTS: usize = 64;
 /// Most bytes per GSO send (an IPv4 UDP payload).
 const GSO_MAX_BYTES: usize = 65_507;
+/// Parts per datagram in a vectored send: an encoded header and a zero-copy payload.
+const IOVS_PER_DATAGRAM: usize = 2;
+/// The kernel's limit on iovecs per message (`UIO_MAXIOV`); a GSO run never needs more.
+const IOV_MAX: usize = 1024;
+const _: () = assert!(GSO_MAX_SEGMENTS * IOVS_PER_DATAGRAM <= IOV_MAX);
 
 // SAFETY: as for RecvBatch.
 unsafe impl Send for SendBatch {}
 
-/// Outcome of [`SendBatch::send`].
+/// Outcome of [`SendBatch::send`] and [`SendBatch::send_vectored`].
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct SendOutcome {
     /// Datagrams handed to the kernel.
     pub sent: usize,
     /// Datagrams refused with an error (e.g. ICMP port unreachable reported as ECONNREFUSED) and skipped.
     pub failed: usize,
+}
+
+/// The datagrams of one send: `count` of them, datagram `i` being `parts(i)[0] ++ parts(i)[1]`.
+struct Datagrams<F> {
+    count: usize,
+    parts: F,
+}
+
+impl<'a, F: Fn(usize) -> [&'a [u8]; 2]> Datagrams<F> {
+    fn len_of(&self, i: usize) -> Option<usize> {
+        (i < self.count).then(|| {
+            let [a, b] = (self.parts)(i);
+            a.len() + b.len()
+        })
+    }
+
+    /// Writes the non-empty parts of datagram `i` into `iovs`; returns how many iovecs it used (0 for an empty
+    /// datagram, which the kernel sends as a zero-length datagram).
+    fn fill(&self, i: usize, iovs: &mut [libc::iovec]) -> usize {
+        let mut used = 0;
+        for part in (self.parts)(i) {
+            if part.is_empty() {
+                continue;
+            }
+            let Some(iov) = iovs.get_mut(used) else {
+                break;
+            };
+            // The kernel only reads through this pointer (send path).
+            *iov = libc::iovec {
+                iov_base: part.as_ptr() as *mut libc::c_void,
+                iov_len: part.len(),
+            };
+            used += 1;
+        }
+        used
+    }
 }
 
 impl SendBatch {
@@ -534,7 +620,7 @@ impl SendBatch {
                     iov_base: std::ptr::null_mut(),
                     iov_len: 0
                 };
-                capacity
+                capacity.max(GSO_MAX_SEGMENTS) * IOVS_PER_DATAGRAM
             ],
             gso: false,
         }
@@ -557,23 +643,56 @@ impl SendBatch {
         self.gso
     }
 
-    /// Sends `bufs` (a run of equal-size datagrams) as one GSO `sendmsg`. `Ok(None)` means the kernel does not
-    /// support GSO here (the caller falls back).
-    fn send_gso_run<B: AsRef<[u8]>>(
+    /// Sends every datagram of `bufs` to `dest`, blocking while the socket buffer is full, in as few `sendmmsg` calls
+    /// as possible. A datagram refused with an error is counted in `failed` and skipped.
+    pub fn send<B: AsRef<[u8]>>(
         &mut self,
         sock: &UdpSocket,
         bufs: &[B],
+        dest: SocketAddr,
+    ) -> io::Result<SendOutcome> {
+        let dgrams = Datagrams {
+            count: bufs.len(),
+            parts: |i: usize| [bufs.get(i).map_or(&[][..], |b| b.as_ref()), &[][..]],
+        };
+        self.send_datagrams(sock, &dgrams, dest)
+    }
+
+    /// Like [`SendBatch::send`], for datagrams given in two parts each, `(header, payload)`: each datagram goes out
+    /// as two iovecs, so a payload that lives elsewhere (a slice of a larger block) is never copied next to its
+    /// header. With GSO the kernel cuts the concatenated parts of a run at the segment size, so a run only needs
+    /// equal total lengths, however each datagram is split.
+    pub fn send_vectored<H: AsRef<[u8]>, P: AsRef<[u8]>>(
+        &mut self,
+        sock: &UdpSocket,
+        dgrams: &[(H, P)],
+        dest: SocketAddr,
+    ) -> io::Result<SendOutcome> {
+        let dgrams = Datagrams {
+            count: dgrams.len(),
+            parts: |i: usize| match dgrams.get(i) {
+                Some((h, p)) => [h.as_ref(), p.as_ref()],
+                None => [&[][..], &[][..]],
+            },
+        };
+        self.send_datagrams(sock, &dgrams, dest)
+    }
+
+    /// Sends the datagrams of `run` (all as long as the first, the last possibly shorter) as one GSO `sendmsg`.
+    /// `Ok(None)` means the kernel does not support GSO here (the caller falls back).
+    fn send_gso_run<'a, F: Fn(usize) -> [&'a [u8]; 2]>(
+        &mut self,
+        sock: &UdpSocket,
+        dgrams: &Datagrams<F>,
+        run: std::ops::Range<usize>,
         addr: &mut libc::sockaddr_storage,
         addr_len: libc::socklen_t,
-        segment: usize,
     ) -> io::Result<Option<SendOutcome>> {
-        let n = bufs.len().min(self.iovs.len());
-        for (iov, b) in self.iovs.iter_mut().zip(bufs.iter().take(n)) {
-            let b = b.as_ref();
-            *iov = libc::iovec {
-                iov_base: b.as_ptr() as *mut libc::c_void,
-                iov_len: b.len(),
-            };
+        let segment = dgrams.len_of(run.start).unwrap_or(0);
+        let n = run.len();
+        let mut used = 0;
+        for i in run {
+            used += dgrams.fill(i, self.iovs.get_mut(used..).unwrap_or(&mut []));
         }
         let mut control = [0u64; 4];
         // SAFETY: plain old data.
@@ -581,7 +700,7 @@ impl SendBatch {
         msg.msg_name = (addr as *mut libc::sockaddr_storage).cast();
         msg.msg_namelen = addr_len;
         msg.msg_iov = self.iovs.as_mut_ptr();
-        msg.msg_iovlen = n as _;
+        msg.msg_iovlen = used as _;
         msg.msg_control = control.as_mut_ptr().cast();
         // SAFETY: CMSG_SPACE is a pure size computation.
         msg.msg_controllen = unsafe { libc::CMSG_SPACE(size_of::<u16>() as u32) } as _;
@@ -600,7 +719,8 @@ impl SendBatch {
             );
         }
         loop {
-            // SAFETY: msg points at live iovecs, address and control buffer for this call.
+            // SAFETY: msg points at `used` live iovecs (filled above from slices the caller keeps borrowed for this
+            // call), the live address and the control buffer; the kernel only reads them.
             let rc = unsafe { libc::sendmsg(sock.as_raw_fd(), &msg, 0) };
             if rc >= 0 {
                 return Ok(Some(SendOutcome { sent: n, failed: 0 }));
@@ -619,28 +739,24 @@ impl SendBatch {
         }
     }
 
-    /// Sends with GSO where runs allow, returning how many leading datagrams were handled (`done`).
-    fn send_with_gso<B: AsRef<[u8]>>(
+    /// Sends with GSO where runs allow, starting at datagram `from`; returns the index of the first datagram not
+    /// handled.
+    fn send_with_gso<'a, F: Fn(usize) -> [&'a [u8]; 2]>(
         &mut self,
         sock: &UdpSocket,
-        bufs: &[B],
+        dgrams: &Datagrams<F>,
+        from: usize,
         dest: SocketAddr,
         out: &mut SendOutcome,
     ) -> io::Result<usize> {
         let (mut addr, addr_len) = to_storage(&dest);
-        let mut i = 0;
-        while i < bufs.len() {
-            let Some(first) = bufs.get(i).map(|b| b.as_ref().len()) else {
-                break;
-            };
+        let max_run = GSO_MAX_SEGMENTS.min(self.iovs.len() / IOVS_PER_DATAGRAM);
+        let mut i = from;
+        while let Some(first) = dgrams.len_of(i) {
             let mut j = i + 1;
             let mut total = first;
-            while let Some(len) = bufs.get(j).map(|b| b.as_ref().len()) {
-                if first == 0
-                    || len > first
-                    || j - i >= GSO_MAX_SEGMENTS
-                    || total + len > GSO_MAX_BYTES
-                {
+            while let Some(len) = dgrams.len_of(j) {
+                if first == 0 || len > first || j - i >= max_run || total + len > GSO_MAX_BYTES {
                     break;
                 }
                 total += len;
@@ -652,13 +768,7 @@ impl SendBatch {
             if j - i < 2 {
                 return Ok(i); // a lone datagram: leave the rest to sendmmsg
             }
-            match self.send_gso_run(
-                sock,
-                bufs.get(i..j).unwrap_or(&[]),
-                &mut addr,
-                addr_len,
-                first,
-            )? {
+            match self.send_gso_run(sock, dgrams, i..j, &mut addr, addr_len)? {
                 Some(o) => {
                     out.sent += o.sent;
                     out.failed += o.failed;
@@ -673,49 +783,43 @@ impl SendBatch {
         Ok(i)
     }
 
-    /// Sends every datagram of `bufs` to `dest`, blocking while the socket buffer is full, in as few `sendmmsg` calls
-    /// as possible. A datagram refused with an error is counted in `failed` and skipped.
-    pub fn send<B: AsRef<[u8]>>(
+    /// The common send loop: GSO runs where possible, `sendmmsg` for the rest.
+    fn send_datagrams<'a, F: Fn(usize) -> [&'a [u8]; 2]>(
         &mut self,
         sock: &UdpSocket,
-        bufs: &[B],
+        dgrams: &Datagrams<F>,
         dest: SocketAddr,
     ) -> io::Result<SendOutcome> {
         let (mut addr, addr_len) = to_storage(&dest);
         let mut out = SendOutcome::default();
         let mut start = 0;
-        while start < bufs.len() {
+        while start < dgrams.count {
             if self.gso {
-                start +=
-                    self.send_with_gso(sock, bufs.get(start..).unwrap_or(&[]), dest, &mut out)?;
-                if start >= bufs.len() {
+                start = self.send_with_gso(sock, dgrams, start, dest, &mut out)?;
+                if start >= dgrams.count {
                     break;
                 }
             }
-            let n = (bufs.len() - start).min(self.hdrs.len());
-            for i in 0..n {
-                let (Some(buf), Some(iov), Some(hdr)) = (
-                    bufs.get(start + i),
-                    self.iovs.get_mut(i),
-                    self.hdrs.get_mut(i),
-                ) else {
-                    break;
-                };
-                let buf = buf.as_ref();
-                *iov = libc::iovec {
-                    iov_base: buf.as_ptr() as *mut libc::c_void,
-                    iov_len: buf.len(),
-                };
+            let n = (dgrams.count - start).min(self.hdrs.len());
+            for (i, (hdr, iovs)) in self
+                .hdrs
+                .iter_mut()
+                .zip(self.iovs.chunks_exact_mut(IOVS_PER_DATAGRAM))
+                .take(n)
+                .enumerate()
+            {
+                let used = dgrams.fill(start + i, iovs);
                 hdr.msg_hdr.msg_name = (&mut addr as *mut libc::sockaddr_storage).cast();
                 hdr.msg_hdr.msg_namelen = addr_len;
-                hdr.msg_hdr.msg_iov = iov;
-                hdr.msg_hdr.msg_iovlen = 1;
+                hdr.msg_hdr.msg_iov = iovs.as_mut_ptr();
+                hdr.msg_hdr.msg_iovlen = used as _;
                 hdr.msg_hdr.msg_control = std::ptr::null_mut();
                 hdr.msg_hdr.msg_controllen = 0;
                 hdr.msg_hdr.msg_flags = 0;
                 hdr.msg_len = 0;
             }
-            // SAFETY: `n` headers point at live buffers and the live address for this call; the kernel only reads.
+            // SAFETY: `n` headers point at their own live iovecs (which point at slices the caller keeps borrowed
+            // for this call) and the live address; the kernel only reads them.
             let rc = unsafe {
                 libc::sendmmsg(
                     sock.as_raw_fd(),
@@ -754,5 +858,182 @@ impl SendBatch {
             start += sent;
         }
         Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Instant;
+
+    fn pair() -> (UdpSocket, UdpSocket) {
+        let any = |()| bind(SocketAddr::from(([127, 0, 0, 1], 0)), 4 << 20).map(|(s, _)| s);
+        let (Ok(tx), Ok(rx)) = (any(()), any(())) else {
+            panic!("cannot bind loopback sockets");
+        };
+        (tx, rx)
+    }
+
+    /// Datagram `i` split at `cut` into (header, payload); distinct content per datagram.
+    fn split_datagram(i: usize, len: usize, cut: usize) -> (Vec<u8>, Vec<u8>) {
+        let d: Vec<u8> = (0..len).map(|k| (k * 13 + i * 7) as u8).collect();
+        let (h, p) = d.split_at(cut.min(len));
+        (h.to_vec(), p.to_vec())
+    }
+
+    /// Receives `want` datagrams into uninitialised `BytesMut` spare capacity (bounded wait).
+    fn receive_uninit(rx: &UdpSocket, want: usize) -> Vec<Vec<u8>> {
+        let mut recv = RecvBatch::new(16);
+        let mut bufs: Vec<bytes::BytesMut> = (0..16)
+            .map(|_| bytes::BytesMut::with_capacity(GRO_BUFFER))
+            .collect();
+        let mut meta = [RecvMeta::default(); 16];
+        let mut got = Vec::new();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while got.len() < want && Instant::now() < deadline {
+            if !wait_readable(rx, Duration::from_millis(100)).unwrap_or(false) {
+                continue;
+            }
+            let mut spares: Vec<&mut [MaybeUninit<u8>]> =
+                bufs.iter_mut().map(|b| b.spare_capacity_mut()).collect();
+            let n = recv
+                .recv_uninit(rx, &mut spares, &mut meta)
+                .unwrap_or_default();
+            for (b, m) in bufs.iter_mut().zip(&meta).take(n) {
+                assert!(m.len <= b.capacity());
+                // SAFETY: recv_uninit says the kernel wrote the first `m.len` bytes of the spare
+                // capacity, which starts at offset 0 of this empty buffer.
+                unsafe { b.set_len(m.len) };
+                let mut off = 0;
+                for len in m.segments() {
+                    got.push(b[off..off + len].to_vec());
+                    off += len;
+                }
+                b.clear();
+            }
+        }
+        got
+    }
+
+    fn vectored_roundtrip(gso: bool, shapes: &[(usize, usize)]) {
+        let (tx, rx) = pair();
+        let dgrams: Vec<(Vec<u8>, Vec<u8>)> = shapes
+            .iter()
+            .enumerate()
+            .map(|(i, &(len, cut))| split_datagram(i, len, cut))
+            .collect();
+        let mut send = SendBatch::new(8);
+        send.set_gso(gso);
+        let dest = rx
+            .local_addr()
+            .unwrap_or_else(|e| panic!("local addr: {e}"));
+        let out = send
+            .send_vectored(&tx, &dgrams, dest)
+            .unwrap_or_else(|e| panic!("send: {e}"));
+        assert_eq!((out.sent, out.failed), (dgrams.len(), 0));
+        assert_eq!(send.gso(), gso, "GSO path ran (kernel >= 4.18)");
+        let got = receive_uninit(&rx, dgrams.len());
+        let want: Vec<Vec<u8>> = dgrams
+            .iter()
+            .map(|(h, p)| [&h[..], &p[..]].concat())
+            .collect();
+        assert_eq!(got, want, "gso {gso}");
+    }
+
+    /// Equal total lengths split differently between header and payload, empty parts, a
+    /// shorter tail, a size change, and more datagrams than the batch capacity (8).
+    const SHAPES: &[(usize, usize)] = &[
+        (1000, 20),
+        (1000, 3),
+        (1000, 0),
+        (1000, 1000),
+        (1000, 17),
+        (600, 25),
+        (1400, 30),
+        (1400, 31),
+        (1400, 30),
+        (1400, 30),
+        (1400, 30),
+        (1400, 30),
+        (1400, 30),
+        (1400, 30),
+        (1400, 30),
+        (1400, 30),
+        (1400, 30),
+        (1400, 30),
+        (1400, 30),
+        (77, 77),
+        (0, 0),
+        (5000, 12),
+        (9000, 40),
+    ];
+
+    #[test]
+    fn vectored_send_with_gso_delivers_header_then_payload() {
+        vectored_roundtrip(true, SHAPES);
+    }
+
+    #[test]
+    fn vectored_send_with_sendmmsg_delivers_header_then_payload() {
+        vectored_roundtrip(false, SHAPES);
+    }
+
+    /// A GSO run longer than the kernel's segment limit still needs at most 2 iovecs per
+    /// datagram and splits into several sends.
+    #[test]
+    fn vectored_gso_runs_longer_than_the_segment_limit() {
+        let shapes = vec![(200, 12); GSO_MAX_SEGMENTS * 2 + 5];
+        vectored_roundtrip(true, &shapes);
+    }
+
+    #[test]
+    fn flat_send_unchanged_by_vectored_core() {
+        let (tx, rx) = pair();
+        let dgrams: Vec<Vec<u8>> = SHAPES
+            .iter()
+            .enumerate()
+            .map(|(i, &(len, cut))| {
+                let (h, p) = split_datagram(i, len, cut);
+                [h, p].concat()
+            })
+            .collect();
+        let mut send = SendBatch::new(8);
+        send.set_gso(true);
+        let dest = rx
+            .local_addr()
+            .unwrap_or_else(|e| panic!("local addr: {e}"));
+        let out = send
+            .send(&tx, &dgrams, dest)
+            .unwrap_or_else(|e| panic!("send: {e}"));
+        assert_eq!((out.sent, out.failed), (dgrams.len(), 0));
+        assert_eq!(receive_uninit(&rx, dgrams.len()), dgrams);
+    }
+
+    /// With GRO on, a coalesced run lands in uninitialised memory and is reported within the
+    /// buffer; a buffer smaller than the datagram reports truncation and never a length past it.
+    #[test]
+    fn recv_uninit_reports_lengths_within_the_buffer() {
+        let (tx, rx) = pair();
+        let dest = rx
+            .local_addr()
+            .unwrap_or_else(|e| panic!("local addr: {e}"));
+        let big = vec![0xabu8; 3000];
+        assert!(tx.send_to(&big, dest).is_ok());
+        let mut recv = RecvBatch::new(1);
+        let mut buf = bytes::BytesMut::with_capacity(4096);
+        let mut meta = [RecvMeta::default(); 1];
+        let deadline = Instant::now() + Duration::from_secs(5);
+        let mut n = 0;
+        while n == 0 && Instant::now() < deadline {
+            let _ = wait_readable(&rx, Duration::from_millis(100));
+            let mut spare = [buf.spare_capacity_mut().get_mut(..1000).unwrap_or(&mut [])];
+            n = recv.recv_uninit(&rx, &mut spare, &mut meta).unwrap_or(0);
+        }
+        assert_eq!(n, 1);
+        assert!(meta[0].truncated);
+        assert_eq!(meta[0].len, 1000);
+        // SAFETY: the kernel wrote the first 1000 bytes of the spare capacity.
+        unsafe { buf.set_len(meta[0].len) };
+        assert!(buf.iter().all(|&b| b == 0xab));
     }
 }

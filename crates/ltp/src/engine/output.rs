@@ -91,9 +91,7 @@ impl Engine {
     /// span had nothing.
     pub(super) fn produce(&mut self, now: Duration, i: usize, buf: &mut Vec<u8>) -> Option<Bytes> {
         loop {
-            let Some(s) = self.spans.get_mut(i) else {
-                return None;
-            };
+            let s = self.spans.get_mut(i)?;
             let Some(mut sig) = s.signals.pop_front() else {
                 break;
             };
@@ -113,13 +111,9 @@ impl Engine {
             }
         }
         loop {
-            let Some(s) = self.spans.get_mut(i) else {
-                return None;
-            };
+            let s = self.spans.get_mut(i)?;
             let mss = s.cfg.max_segment_size;
-            let Some(&number) = s.data_sessions.front() else {
-                return None;
-            };
+            let &number = s.data_sessions.front()?;
             let Some(ex) = self.exports.get_mut(&number) else {
                 s.data_sessions.pop_front();
                 continue;

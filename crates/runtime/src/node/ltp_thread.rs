@@ -3,7 +3,8 @@
 //! Loop: apply commands from the agent thread → receive a batch (`recvmmsg`, GRO on, into
 //! shared arenas so datagrams reach the engine as zero-copy slices) → feed the engine →
 //! forward its events (whole blocks and session results, never segments) → run timers → drain
-//! `poll_transmit` into one buffer and send it per peer with `sendmmsg`/GSO → sleep until the
+//! `poll_transmit_vectored` (headers into one buffer, block data as zero-copy slices) and send
+//! it per peer with `sendmmsg`/GSO, two iovecs per datagram → sleep until the
 //! socket is readable or the engine's next timer, with `ppoll`'s nanosecond resolution. The agent
 //! thread wakes this thread by sending a one-byte datagram from its waker socket, so commands
 //! never wait for a timer and no lock is shared per segment.
@@ -103,8 +104,10 @@ impl LtpThread {
         let mut meta = vec![RecvMeta::default(); self.batch];
         let mut send = SendBatch::new(self.batch);
         send.set_gso(true);
-        let mut out = Vec::with_capacity(self.batch * 1500);
-        let mut pending: Vec<(u64, usize, usize)> = Vec::with_capacity(self.batch);
+        // Headers and signal segments only: block data is never copied here.
+        let mut out = Vec::with_capacity(self.batch * 64);
+        // (remote engine, header offset and length in `out`, zero-copy payload) per datagram.
+        let mut pending: Vec<(u64, usize, usize, Bytes)> = Vec::with_capacity(self.batch);
         loop {
             let now = self.start.elapsed();
             let mut busy = false;
@@ -120,7 +123,7 @@ impl LtpThread {
                 }
             }
             // Receive.
-            let n = match recv.recv(&self.sock, &mut arenas, &mut meta) {
+            let n = match recv.recv_uninit(&self.sock, &mut arenas, &mut meta) {
                 Ok(n) => n,
                 // An ICMP error from an earlier send (a peer that is down) surfaces here as
                 // ECONNREFUSED and similar: the peer's absence is LTP's business (timers).
@@ -193,15 +196,21 @@ impl LtpThread {
                     return Ok(());
                 }
             }
-            // Transmit.
+            // Transmit: segment headers are encoded into `out`, block data stays in the blocks
+            // (zero-copy slices) and both leave as two iovecs per datagram.
             loop {
                 out.clear();
                 pending.clear();
                 while pending.len() < self.batch {
-                    let Some(t) = self.engine.poll_transmit(now, &mut out) else {
+                    let Some(t) = self.engine.poll_transmit_vectored(now, &mut out) else {
                         break;
                     };
-                    pending.push((t.remote_engine, out.len() - t.len, t.len));
+                    pending.push((
+                        t.remote_engine,
+                        out.len() - t.header_len,
+                        t.header_len,
+                        t.payload,
+                    ));
                 }
                 if pending.is_empty() {
                     break;
@@ -214,17 +223,17 @@ impl LtpThread {
                 let mut i = 0;
                 while i < pending.len() {
                     let remote = pending.get(i).map_or(0, |p| p.0);
-                    // One small vector of slices per run (not per segment).
-                    let mut slices: Vec<&[u8]> = Vec::with_capacity(pending.len() - i);
-                    while let Some(&(r, off, len)) = pending.get(i) {
-                        if r != remote {
+                    // One small vector of (header, payload) slices per run (not per segment).
+                    let mut parts: Vec<(&[u8], &[u8])> = Vec::with_capacity(pending.len() - i);
+                    while let Some((r, off, len, payload)) = pending.get(i) {
+                        if *r != remote {
                             break;
                         }
-                        slices.push(out.get(off..off + len).unwrap_or(&[]));
+                        parts.push((out.get(*off..*off + *len).unwrap_or(&[]), payload));
                         i += 1;
                     }
                     if let Some(&addr) = addr_of.get(&remote) {
-                        match send.send(&self.sock, &slices, addr) {
+                        match send.send_vectored(&self.sock, &parts, addr) {
                             Ok(_) => {}
                             Err(e) if transient(&e) => {}
                             Err(e) => return Err(e),
@@ -342,6 +351,9 @@ const RX_SLOT: usize = crate::udp::GRO_BUFFER;
 const RX_ARENA: usize = 4 * RX_SLOT;
 
 /// A receive buffer whose filled prefix is split off as zero-copy [`Bytes`].
+///
+/// Between receives the buffer is empty (`len() == 0`) and datagrams land in its spare
+/// capacity, which is never zero-filled: only the bytes the kernel wrote become part of it.
 struct RxArena {
     buf: bytes::BytesMut,
 }
@@ -349,25 +361,40 @@ struct RxArena {
 impl RxArena {
     fn new() -> Self {
         Self {
-            buf: bytes::BytesMut::zeroed(RX_ARENA),
+            buf: bytes::BytesMut::with_capacity(RX_ARENA),
         }
     }
 
-    /// Splits the first `len` received bytes off as shared bytes and makes sure a full
-    /// slot is free for the next receive.
+    /// Splits the `len` bytes just received into the spare capacity off as shared bytes and
+    /// makes sure a full slot is free for the next receive.
+    ///
+    /// Must be called only with the length `RecvBatch::recv_uninit` reported for this arena
+    /// in the receive that just returned (which is at most the slot it was offered).
     fn take(&mut self, len: usize) -> Bytes {
-        let chunk = self.buf.split_to(len.min(self.buf.len())).freeze();
-        if self.buf.len() < RX_SLOT {
-            self.buf = bytes::BytesMut::zeroed(RX_ARENA);
+        let len = len.min(self.slot_len());
+        // SAFETY: the buffer is empty between receives, so its spare capacity starts at
+        // offset 0; `recv_uninit` guarantees the kernel wrote (initialised) the first `len`
+        // bytes of the slot it was given, which is the start of that spare capacity, and `len`
+        // is clamped to the slot, itself within the capacity.
+        unsafe { self.buf.set_len(len) };
+        let chunk = self.buf.split_to(len).freeze();
+        if self.buf.capacity() < RX_SLOT {
+            self.buf = bytes::BytesMut::with_capacity(RX_ARENA);
         }
         chunk
     }
+
+    /// Bytes offered to the next receive.
+    fn slot_len(&self) -> usize {
+        (self.buf.capacity() - self.buf.len()).min(RX_SLOT)
+    }
 }
 
-impl AsMut<[u8]> for RxArena {
-    fn as_mut(&mut self) -> &mut [u8] {
-        let n = self.buf.len().min(RX_SLOT);
-        self.buf.get_mut(..n).unwrap_or(&mut [])
+impl AsMut<[std::mem::MaybeUninit<u8>]> for RxArena {
+    fn as_mut(&mut self) -> &mut [std::mem::MaybeUninit<u8>] {
+        let n = self.slot_len();
+        let spare = self.buf.spare_capacity_mut();
+        spare.get_mut(..n).unwrap_or(&mut [])
     }
 }
 
