@@ -252,3 +252,38 @@ fn data_segments_are_header_plus_block_slice() {
     assert!(parts[..5].iter().all(|&(h, p)| h + p >= 990));
     assert_eq!(parts.iter().map(|p| p.1).sum::<usize>(), 5000);
 }
+
+/// A block that arrives as one segment reaches the client as a slice of that datagram (no
+/// copy); a block of several segments arrives whole and equal to what was sent.
+#[test]
+fn received_blocks_are_zero_copy_when_single_segment() {
+    for (len, mss) in [(500usize, 1000usize), (5000, 1000)] {
+        let log = MemLog::default();
+        let mut tx = engine(SENDER, RECEIVER, mss, 0, &log);
+        let mut rx = engine(RECEIVER, SENDER, mss, 0, &log);
+        let block = Bytes::from((0..len).map(|k| k as u8).collect::<Vec<u8>>());
+        assert!(tx
+            .send_block(Duration::ZERO, RECEIVER, 1, block.clone(), len, 0)
+            .is_ok());
+        let mut datagrams = Vec::new();
+        let mut buf = Vec::new();
+        while tx.poll_transmit(Duration::ZERO, &mut buf).is_some() {
+            datagrams.push(Bytes::from(std::mem::take(&mut buf)));
+        }
+        for d in &datagrams {
+            assert!(rx.handle_datagram(Duration::ZERO, d).is_ok());
+        }
+        let data = std::iter::from_fn(|| rx.poll_event())
+            .find_map(|ev| match ev {
+                Event::BlockReceived { data, .. } => Some(data),
+                _ => None,
+            })
+            .unwrap_or_default();
+        assert_eq!(data, block);
+        if datagrams.len() == 1 {
+            assert!(inside(&data, &datagrams), "single-segment block was copied");
+        } else {
+            assert!(datagrams.len() > 1 && !inside(&data, &datagrams));
+        }
+    }
+}

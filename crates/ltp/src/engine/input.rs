@@ -624,3 +624,29 @@ fn assemble(mut pieces: Vec<(u64, Bytes)>, len: usize) -> Bytes {
     out.truncate(len);
     Bytes::from(out)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::assemble;
+    use bytes::Bytes;
+
+    #[test]
+    fn one_piece_is_handed_up_without_a_copy() {
+        let datagram = Bytes::from(vec![7u8; 100]);
+        let piece = datagram.slice(10..60);
+        let out = assemble(vec![(0, piece.clone())], 50);
+        assert_eq!(out.as_ptr(), piece.as_ptr());
+        assert_eq!(out.len(), 50);
+    }
+
+    #[test]
+    fn pieces_are_joined_in_offset_order_into_one_exact_buffer() {
+        let pieces = vec![
+            (6, Bytes::from_static(b"ghij")),
+            (0, Bytes::from_static(b"abc")),
+            (3, Bytes::from_static(b"def")),
+        ];
+        let out = assemble(pieces, 10);
+        assert_eq!(&out[..], b"abcdefghij");
+    }
+}
