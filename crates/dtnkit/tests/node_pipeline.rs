@@ -270,3 +270,68 @@ fn refused_for_a_full_store_then_resubmitted_until_stored_exactly_once() {
     assert_eq!(prefixes, want);
     assert_eq!(n1.status()["bundles"]["created"], 2 + N);
 }
+
+/// Bundle `i` of `len` bytes: its index (8 bytes) then deterministic data.
+fn indexed(i: u64, len: usize) -> Bytes {
+    let mut p = i.to_be_bytes().to_vec();
+    p.extend_from_slice(&data(len - 8, i));
+    Bytes::from(p)
+}
+
+fn local_send(dst: &str, payload: Bytes) -> SendArgs {
+    SendArgs {
+        source: "ipn:1.1".into(),
+        destination: dst.into(),
+        lifetime_ms: 0,
+        report_flags: 0,
+        priority: 1,
+        payload,
+    }
+}
+
+/// An application that registered and then stops reading holds back only its own deliveries:
+/// the node keeps answering another application's sends and status requests, and once the slow
+/// reader reads it still has its connection and gets every bundle, whole and in order. (The
+/// agent thread used to write deliveries itself: it blocked on the full socket and dropped the
+/// slow reader after 10 s.)
+#[test]
+fn a_client_that_stops_reading_stalls_only_its_own_deliveries() {
+    const BIG: u64 = 24; // 24 MB for the slow reader: three times its delivery backlog
+    const BIG_LEN: usize = 1_000_000;
+    let dir = TempDir::new("slow-reader");
+    let node = NodeProc::start(&dir.0, &NodeSpec::new(1, free_port()));
+    let mut slow = Client::connect(&node.socket).unwrap();
+    slow.register("ipn:1.5").unwrap();
+    let mut fast = Client::connect(&node.socket).unwrap();
+    fast.register("ipn:1.6").unwrap();
+    let mut tx = Client::connect(&node.socket).unwrap();
+    for i in 0..BIG {
+        tx.send(local_send("ipn:1.5", indexed(i, BIG_LEN))).unwrap();
+    }
+    // The slow reader has read nothing; the node still serves everyone else.
+    for i in 0..20 {
+        tx.send(local_send("ipn:1.6", indexed(i, 100))).unwrap();
+        let r = fast
+            .recv(Some(Duration::from_secs(20)))
+            .unwrap()
+            .expect("a delivery to the reading client while another is stalled");
+        assert_eq!(r.payload, indexed(i, 100));
+        fast.ack(&r).unwrap();
+    }
+    assert!(!tx.status().unwrap().is_empty());
+    // Now it reads: everything, in order, on the same connection.
+    for i in 0..BIG {
+        let r = slow
+            .recv(Some(Duration::from_secs(20)))
+            .unwrap()
+            .unwrap_or_else(|| panic!("bundle {i} not delivered to the slow reader"));
+        assert!(
+            r.payload == indexed(i, BIG_LEN),
+            "bundle {i} out of order or damaged"
+        );
+        slow.ack(&r).unwrap();
+    }
+    // Asked on the slow reader's connection, so its acknowledgments are processed first.
+    let st: serde_json::Value = serde_json::from_str(&slow.status().unwrap()).unwrap();
+    assert_eq!(st["bundles"]["delivered"], BIG + 20);
+}

@@ -84,6 +84,8 @@ impl<S: Store> Agent<S> {
         if !self.registered.remove(endpoint) {
             return;
         }
+        // Its held bundles wait for the endpoint like the others (`register` finds them again).
+        self.held.remove(endpoint);
         for e in self.entries.values_mut() {
             if matches!(e.state, State::Ready | State::Offered) && e.meta.destination == *endpoint {
                 e.state = State::AwaitEndpoint;
@@ -91,13 +93,46 @@ impl<S: Store> Agent<S> {
         }
     }
 
-    /// The next bundle for a registered endpoint. It stays stored until [`Agent::delivered`].
+    /// Holds back deliveries to `endpoint`, because its application cannot take more now (a
+    /// slow reader): [`Agent::poll_delivery`] skips them, so bundles for other endpoints are
+    /// still offered. They stay stored and ready, in order, until
+    /// [`Agent::resume_deliveries`] (or `unregister`). Holding an unregistered or already held
+    /// endpoint does nothing.
+    pub fn hold_deliveries(&mut self, endpoint: &Eid) {
+        if self.registered.contains(endpoint) && !self.held.contains_key(endpoint) {
+            self.held.insert(endpoint.clone(), Default::default());
+        }
+    }
+
+    /// Offers `endpoint`'s held deliveries again, before any newer bundle for it and in their
+    /// original order.
+    pub fn resume_deliveries(&mut self, endpoint: &Eid) {
+        if let Some(keys) = self.held.remove(endpoint) {
+            for k in keys.into_iter().rev() {
+                self.ready.push_front(k);
+            }
+        }
+    }
+
+    /// Whether deliveries to `endpoint` are held back ([`Agent::hold_deliveries`]).
+    pub fn deliveries_held(&self, endpoint: &Eid) -> bool {
+        self.held.contains_key(endpoint)
+    }
+
+    /// The next bundle for a registered endpoint whose deliveries are not held. It stays stored
+    /// until [`Agent::delivered`].
     pub fn poll_delivery(&mut self) -> Option<Delivery> {
         while let Some(key) = self.ready.pop_front() {
             let Some(e) = self.entries.get(&key) else {
                 continue;
             };
             if e.state != State::Ready {
+                continue;
+            }
+            if let Some(keys) = self.held.get_mut(&e.meta.destination) {
+                // Set aside in order; the ready queue only ever holds older bundles for the
+                // endpoint in front of newer ones, so resuming at the front keeps the order.
+                keys.push_back(key);
                 continue;
             }
             let meta = e.meta.clone();

@@ -140,6 +140,9 @@ pub struct Agent<S: Store> {
     last_served: Option<NodeNum>,
     ready: VecDeque<BundleKey>,
     registered: BTreeSet<Eid>,
+    /// Endpoints whose application cannot take deliveries now, with their ready bundles in
+    /// order (see [`Agent::hold_deliveries`]).
+    held: BTreeMap<Eid, VecDeque<BundleKey>>,
     reassembler: Reassembler,
     fragments: BTreeMap<AduKey, Vec<BundleKey>>,
     admin: VecDeque<AdminNotice>,
@@ -198,6 +201,7 @@ impl<S: Store> Agent<S> {
             last_served: None,
             ready: VecDeque::new(),
             registered: BTreeSet::new(),
+            held: BTreeMap::new(),
             reassembler,
             fragments: BTreeMap::new(),
             admin: VecDeque::new(),

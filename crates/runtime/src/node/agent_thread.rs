@@ -15,7 +15,6 @@
 
 use std::collections::HashMap;
 use std::net::{SocketAddr, UdpSocket};
-use std::os::unix::net::UnixStream;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, TrySendError};
 use std::sync::Arc;
@@ -23,9 +22,10 @@ use std::time::Duration;
 
 use bp::{Agent, BundleKey, ClaOutcome, RedbStore, ReportFlags, SendError, SendRequest};
 use bpv7::{Bundle, Eid};
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use client::proto::{self, ErrorKind, Request, Response, SendArgs};
 
+use super::app_writer::AppWriter;
 use super::cla::{dispatch_udp, ClaKind, FromCla, TcpDispatch, TcpRouter, ToUdp};
 use super::clock::dtn_now_ms;
 use super::ltp_thread::{FromLtp, LtpCounters, ToLtp};
@@ -39,12 +39,14 @@ pub(crate) enum AgentInput {
     Ltp(FromLtp),
     /// Something from a TCPCL session or the UDPCL threads.
     Cla(FromCla),
-    /// A new application connection (the write half).
-    AppConnected { conn: u64, stream: UnixStream },
+    /// A new application connection (the handle on its writer thread).
+    AppConnected { conn: u64, writer: AppWriter },
     /// A request from a connection.
     App { conn: u64, req: Request },
     /// A connection closed.
     AppClosed { conn: u64 },
+    /// A connection's writer drained the backlog that held a delivery back.
+    AppDrained { conn: u64 },
     /// Stop.
     Shutdown,
 }
@@ -73,10 +75,11 @@ const MAX_BLOCK_BATCH: usize = 64;
 const MAX_BLOCK_BATCH_BYTES: usize = 64 << 20;
 
 struct Conn {
-    stream: UnixStream,
+    /// Writes answers and deliveries on the connection's own thread.
+    writer: AppWriter,
     endpoints: Vec<Eid>,
-    /// Reused encode buffer for frame heads (payloads are written from their own buffers).
-    head: BytesMut,
+    /// The writer's delivery backlog was full: the endpoints' deliveries are held in the agent.
+    held: bool,
 }
 
 /// Application sends read from the input channel and not committed yet, in arrival order:
@@ -226,9 +229,18 @@ impl AgentThread {
             if wake_ltp {
                 let _ = self.waker.send_to(&[0], self.ltp_addr);
             }
-            // Deliveries to connected applications.
+            // Deliveries to connected applications, queued to their writers. A connection whose
+            // backlog is full has its endpoints held in the agent (their bundles wait in the store,
+            // in order) until its writer has drained: a slow reader never blocks this thread or
+            // the deliveries to other applications.
+            for conn in conns.values_mut() {
+                self.resume_if_drained(conn);
+            }
             while let Some(d) = self.agent.poll_delivery() {
                 let Some(&c) = owner.get(&d.endpoint) else {
+                    continue;
+                };
+                let Some(conn) = conns.get_mut(&c) else {
                     continue;
                 };
                 let msg = Response::Deliver {
@@ -237,8 +249,13 @@ impl AgentThread {
                     id: wire_id(&d.id),
                     payload: d.payload,
                 };
-                if !write_to(&mut conns, c, &msg) {
+                if !conn.writer.deliver(msg) {
                     self.drop_conn(&mut conns, &mut owner, c);
+                } else if !conn.writer.has_room_for_delivery() {
+                    conn.held = true;
+                    for ep in &conn.endpoints {
+                        self.agent.hold_deliveries(ep);
+                    }
                 }
             }
             if let Err(e) = self.agent.flush() {
@@ -357,24 +374,29 @@ impl AgentThread {
                             &mut outstanding_bytes,
                         );
                     }
-                    AgentInput::AppConnected { conn, stream } => {
+                    AgentInput::AppConnected { conn, writer } => {
                         conns.insert(
                             conn,
                             Conn {
-                                stream,
+                                writer,
                                 endpoints: Vec::new(),
-                                head: BytesMut::with_capacity(256),
+                                held: false,
                             },
                         );
                     }
                     AgentInput::AppClosed { conn } => {
                         self.drop_conn(&mut conns, &mut owner, conn);
                     }
+                    AgentInput::AppDrained { conn } => {
+                        if let Some(c) = conns.get_mut(&conn) {
+                            self.resume_if_drained(c);
+                        }
+                    }
                     AgentInput::App { conn, req } => {
                         if let Some(resp) =
                             self.handle_request(now, conn, req, &mut conns, &mut owner)
                         {
-                            if !write_to(&mut conns, conn, &resp) {
+                            if !write_to(&conns, conn, resp) {
                                 self.drop_conn(&mut conns, &mut owner, conn);
                             }
                         }
@@ -519,6 +541,16 @@ impl AgentThread {
         queued
     }
 
+    /// Offers a held connection's deliveries again once its writer has room.
+    fn resume_if_drained(&mut self, conn: &mut Conn) {
+        if conn.held && conn.writer.has_room_for_delivery() {
+            conn.held = false;
+            for ep in &conn.endpoints {
+                self.agent.resume_deliveries(ep);
+            }
+        }
+    }
+
     fn drop_conn(&mut self, conns: &mut HashMap<u64, Conn>, owner: &mut HashMap<Eid, u64>, c: u64) {
         if let Some(conn) = conns.remove(&c) {
             for ep in conn.endpoints {
@@ -606,7 +638,7 @@ impl AgentThread {
                     },
                 },
             };
-            if !write_to(conns, conn, &answer) {
+            if !write_to(conns, conn, answer) {
                 self.drop_conn(conns, owner, conn);
             }
         }
@@ -648,6 +680,9 @@ impl AgentThread {
                 }
                 owner.insert(eid.clone(), conn);
                 if let Some(c) = conns.get_mut(&conn) {
+                    if c.held {
+                        self.agent.hold_deliveries(&eid);
+                    }
                     if !c.endpoints.contains(&eid) {
                         c.endpoints.push(eid);
                     }
@@ -724,17 +759,10 @@ impl AgentThread {
     }
 }
 
-/// Writes one answer or delivery to a connection: the frame head through the connection's
-/// reused buffer, a payload straight from its `Bytes` (one vectored write, no copy). False when
-/// the connection failed (the caller drops it); true when it is already gone.
-fn write_to(conns: &mut HashMap<u64, Conn>, c: u64, msg: &Response) -> bool {
-    match conns.get_mut(&c) {
-        Some(conn) => {
-            let tail = msg.encode_head(&mut conn.head);
-            proto::write_frame(&mut conn.stream, &conn.head, tail).is_ok()
-        }
-        None => true,
-    }
+/// Queues an answer on a connection's writer. False when the connection failed or stopped
+/// reading (the caller drops it); true when it is already gone.
+fn write_to(conns: &HashMap<u64, Conn>, c: u64, msg: Response) -> bool {
+    conns.get(&c).is_none_or(|conn| conn.writer.answer(msg))
 }
 
 /// The protocol error answer for a request with a bad argument.

@@ -1,8 +1,9 @@
 //! The application socket: accepts connections and turns their frames into agent-thread inputs.
 //!
 //! One reader thread per connection decodes requests (strictly, with a frame-size limit) and
-//! hands them to the agent thread over the node's input channel; only the agent thread writes
-//! responses, so no lock is needed on the stream.
+//! hands them to the agent thread over the node's input channel; one writer thread per connection
+//! (`app_writer`) writes what the agent thread queues for it, so no lock is needed on the stream
+//! and a slow client never blocks the agent thread.
 
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -12,6 +13,7 @@ use std::sync::Arc;
 use client::proto::{self, DecodeError, ErrorKind, Request, Response};
 
 use super::agent_thread::AgentInput;
+use super::app_writer::AppWriter;
 
 /// Accepts connections until `stop` is set (checked on every accept).
 pub(crate) fn accept_loop(
@@ -30,11 +32,11 @@ pub(crate) fn accept_loop(
         let Ok(reader) = stream.try_clone() else {
             continue;
         };
-        // Responses block at most this long on a client that stopped reading; then the
-        // connection is dropped.
-        let _ = stream.set_write_timeout(Some(std::time::Duration::from_secs(10)));
+        let Ok(writer) = AppWriter::spawn(id, stream, tx.clone()) else {
+            continue;
+        };
         if tx
-            .send(AgentInput::AppConnected { conn: id, stream })
+            .send(AgentInput::AppConnected { conn: id, writer })
             .is_err()
         {
             return;

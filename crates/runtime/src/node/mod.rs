@@ -27,6 +27,7 @@
 
 mod agent_thread;
 mod app;
+mod app_writer;
 mod cla;
 pub mod cla_config;
 pub mod clock;
