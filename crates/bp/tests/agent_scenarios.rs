@@ -4,8 +4,8 @@
 mod harness;
 
 use bp::{
-    Accepted, AgentConfig, ContactPlan, MemoryStore, NodeRange, ReportFlags, RxError, SendError,
-    SendRequest, Store,
+    Accepted, AgentConfig, ClaOutcome, ContactPlan, MemoryStore, NodeRange, ReportFlags, RxError,
+    SendError, SendRequest, Store,
 };
 use bpv7::{AdminRecord, Bundle, BundleBuilder, CreationTimestamp, Eid, ReasonCode};
 use bytes::Bytes;
@@ -413,6 +413,52 @@ fn forwarded_bundle_carries_previous_node_and_age() {
     assert_eq!(out.previous_node(), Some(eid("ipn:1.0")));
     assert_eq!(out.bundle_age_ms(), Some(250));
     assert_eq!(out.hop_count().map(|h| h.count), Some(1));
+}
+
+/// A bundle this node created is stored with itself as previous node, so its first hop changes
+/// nothing and the stored bytes leave as they are (the same buffer, no re-encode); a relayed
+/// bundle still gets this node as its previous node.
+#[test]
+fn own_bundles_are_forwarded_as_stored_and_relayed_ones_are_updated() {
+    let mut net = Net::memory(&[1, 2], cfg);
+    net.connect(1, 2);
+    net.agent(1)
+        .send(T0, req("ipn:1.1", "ipn:2.1", b"own"))
+        .expect("send");
+    // Offered twice (the first attempt fails): both times the very buffer the store holds.
+    let first = net.agent(1).poll_transmit(T0 + 10).expect("forward");
+    net.agent(1)
+        .cla_result(T0 + 10, first.key, ClaOutcome::Failed)
+        .expect("failed");
+    let again = net.agent(1).poll_transmit(T0 + 20).expect("forward again");
+    assert_eq!(again.key, first.key);
+    assert_eq!(
+        again.bundle.as_ptr(),
+        first.bundle.as_ptr(),
+        "forwarded from the stored bytes, without a copy"
+    );
+    let out = Bundle::decode(again.bundle).expect("decode");
+    assert_eq!(out.previous_node(), Some(eid("ipn:1.0")));
+    assert_eq!(out.payload().as_ref(), b"own");
+    net.agent(1)
+        .cla_result(T0 + 20, again.key, ClaOutcome::Sent)
+        .expect("sent");
+
+    let relayed = BundleBuilder::new(eid("ipn:5.1"), eid("ipn:2.1"))
+        .creation(CreationTimestamp::new(T0, 0))
+        .payload(&b"relayed"[..])
+        .build()
+        .expect("build");
+    let mut with_prev = relayed.clone();
+    with_prev.set_previous_node(&eid("ipn:5.0"));
+    let r = net
+        .agent(1)
+        .accept_from_cla(T0, Some(5), Bytes::from(with_prev.encode()));
+    assert!(matches!(r, Ok(Accepted::Stored { .. })));
+    let f = net.agent(1).poll_transmit(T0 + 30).expect("forward");
+    let out = Bundle::decode(f.bundle).expect("decode");
+    assert_eq!(out.previous_node(), Some(eid("ipn:1.0")));
+    assert_eq!(out.payload().as_ref(), b"relayed");
 }
 
 #[test]

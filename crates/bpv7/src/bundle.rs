@@ -447,14 +447,19 @@ impl Bundle {
     }
 
     /// Sets (or adds) the previous node block to `node`, as every forwarding node must (RFC 9171 4.4.1). Other
-    /// blocks stay byte-exact.
-    pub fn set_previous_node(&mut self, node: &Eid) {
+    /// blocks stay byte-exact, and so does this one when it already names `node`. Returns whether the bundle
+    /// changed: a node that forwards a bundle it stored with its own previous node block (one it created) can
+    /// send the stored bytes as they are.
+    pub fn set_previous_node(&mut self, node: &Eid) -> bool {
         let crc = self.extension_crc();
         if let Some(b) = self
             .blocks
             .iter_mut()
             .find(|b| b.block_type() == BLOCK_TYPE_PREVIOUS_NODE)
         {
+            if matches!(b.as_previous_node(), Some(Ok(ref current)) if current == node) {
+                return false;
+            }
             *b = CanonicalBlock::previous_node(b.number(), b.flags(), b.crc_type(), node);
         } else {
             let number = self.next_block_number();
@@ -464,6 +469,7 @@ impl Bundle {
                 CanonicalBlock::previous_node(number, BlockFlags::empty(), crc, node),
             );
         }
+        true
     }
 
     /// Increments the hop count; returns the new value (check [`HopCount::exceeded`]), or `Ok(None)` if the

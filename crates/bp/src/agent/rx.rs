@@ -147,7 +147,10 @@ impl<S: Store> Agent<S> {
         if let Some(h) = req.hop_limit.or(self.cfg.hop_limit_default) {
             b = b.hop_limit(h);
         }
-        let bundle = b.build()?;
+        let mut bundle = b.build()?;
+        // Stored with this node as its previous node, which is what it carries on its first
+        // hop: forwarding then changes nothing and sends the stored bytes without a copy.
+        bundle.set_previous_node(&self.node_eid);
         let size = bundle.encoded_len() as u64;
         if size > self.cfg.max_bundle_size {
             return Err(SendError::TooLarge {

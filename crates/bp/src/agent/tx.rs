@@ -98,14 +98,18 @@ impl<S: Store> Agent<S> {
         // The bytes were CRC-checked when they arrived (or built here) and the store checks its own
         // integrity, so the block CRCs are not recomputed on the way out.
         let trusted = DecodeLimits::trusted_store();
+        let stored = data.clone();
         let Some(mut bundle) = data.and_then(|d| Bundle::decode_with_limits(d, &trusted).ok())
         else {
             self.finish_entry(key);
             return None;
         };
-        bundle.set_previous_node(&self.node_eid);
+        let renamed = bundle.set_previous_node(&self.node_eid);
         let aged = bundle.add_bundle_age(now.saturating_sub(received_at));
         let hops = bundle.increment_hop_count();
+        // A bundle this node created (stored with itself as previous node, without hop count or
+        // age block) leaves exactly as stored: no re-encode, no copy.
+        let unchanged = !renamed && matches!(aged, Ok(None)) && matches!(hops, Ok(None));
         let over = matches!(hops, Ok(Some(h)) if h.exceeded()) || hops.is_err() || aged.is_err();
         if over {
             if let Some(entry) = self.remove_entry(key) {
@@ -133,10 +137,14 @@ impl<S: Store> Agent<S> {
         if let Some(e) = self.entries.get_mut(&key) {
             e.state = State::InFlight(neighbour);
         }
+        let bundle = match stored {
+            Some(bytes) if unchanged => bytes,
+            _ => Bytes::from(bundle.encode()),
+        };
         Some(Forward {
             neighbour,
             key,
-            bundle: Bytes::from(bundle.encode()),
+            bundle,
         })
     }
 
