@@ -249,7 +249,7 @@ impl AgentThread {
                     id: wire_id(&d.id),
                     payload: d.payload,
                 };
-                if !conn.writer.deliver(msg) {
+                if !conn.writer.push(msg) {
                     self.drop_conn(&mut conns, &mut owner, c);
                 } else if !conn.writer.has_room_for_delivery() {
                     conn.held = true;
@@ -762,7 +762,7 @@ impl AgentThread {
 /// Queues an answer on a connection's writer. False when the connection failed or stopped
 /// reading (the caller drops it); true when it is already gone.
 fn write_to(conns: &HashMap<u64, Conn>, c: u64, msg: Response) -> bool {
-    conns.get(&c).is_none_or(|conn| conn.writer.answer(msg))
+    conns.get(&c).is_none_or(|conn| conn.writer.push(msg))
 }
 
 /// The protocol error answer for a request with a bad argument.

@@ -79,12 +79,6 @@ impl AppWriter {
         Ok(AppWriter { tx, backlog })
     }
 
-    /// Queues an answer. False when the connection failed or its backlog passed
-    /// [`MAX_BACKLOG_BYTES`]: the caller drops the connection.
-    pub(crate) fn answer(&self, msg: Response) -> bool {
-        self.push(msg)
-    }
-
     /// Whether a delivery may be queued now. When not, the writer wakes the agent thread once
     /// the backlog has drained to half.
     pub(crate) fn has_room_for_delivery(&self) -> bool {
@@ -101,13 +95,10 @@ impl AppWriter {
         false
     }
 
-    /// Queues a delivery (after [`AppWriter::has_room_for_delivery`]). False when the connection
-    /// failed: the caller drops it.
-    pub(crate) fn deliver(&self, msg: Response) -> bool {
-        self.push(msg)
-    }
-
-    fn push(&self, msg: Response) -> bool {
+    /// Queues an answer or a delivery (a delivery only after
+    /// [`AppWriter::has_room_for_delivery`]; answers always). False when the connection failed or
+    /// its backlog passed [`MAX_BACKLOG_BYTES`]: the caller drops the connection.
+    pub(crate) fn push(&self, msg: Response) -> bool {
         if self.backlog.failed.load(SeqCst) {
             return false;
         }
@@ -150,7 +141,8 @@ fn write_loop(
             let _ = stream.shutdown(std::net::Shutdown::Both);
             break;
         }
-        let left = backlog.bytes.fetch_sub(backlog_cost(&msg), SeqCst) - backlog_cost(&msg);
+        let cost = backlog_cost(&msg);
+        let left = backlog.bytes.fetch_sub(cost, SeqCst) - cost;
         if left < DELIVERY_BACKLOG_BYTES / 2 && backlog.wake_wanted.swap(false, SeqCst) {
             let _ = wake.send(AgentInput::AppDrained { conn });
         }
@@ -189,7 +181,7 @@ mod tests {
         let start = std::time::Instant::now();
         let mut queued = 0usize;
         while w.has_room_for_delivery() {
-            assert!(w.deliver(delivery(1 << 20)));
+            assert!(w.push(delivery(1 << 20)));
             queued += 1;
             assert!(queued < 64, "the delivery budget never filled");
         }
@@ -197,7 +189,7 @@ mod tests {
             start.elapsed() < Duration::from_secs(5),
             "queueing blocked on the unread socket"
         );
-        assert!(w.answer(Response::Ok), "answers are queued past the budget");
+        assert!(w.push(Response::Ok), "answers are queued past the budget");
         assert!(wake_rx.try_recv().is_err(), "woken before anything drained");
 
         let mut got = 0usize;
@@ -228,7 +220,7 @@ mod tests {
         let w = AppWriter::spawn(1, node_side, wake_tx).expect("writer");
         let deadline = std::time::Instant::now() + Duration::from_secs(10);
         loop {
-            if !w.answer(Response::Ok) {
+            if !w.push(Response::Ok) {
                 break;
             }
             assert!(
