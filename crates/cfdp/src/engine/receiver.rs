@@ -1,0 +1,1002 @@
+//! The receiving side of a transaction (CCSDS 727.0 §4.6 "receiving entity" procedures).
+//!
+//! File data is written at its offset into a partial file (`partial_dir/SOURCE-SEQ.part`)
+//! and recorded in a range set, so out-of-order and duplicate segments are handled exactly
+//! and hostile offsets never write beyond the declared (or the configured maximum) size. The
+//! checksum runs over data as it arrives in order; what arrived out of order is read back
+//! once at the end. Only a verified file is renamed to its destination name, so a partial
+//! file is never reported complete.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use crate::checksum::Checksum;
+use crate::filestore::{check_name, FilestoreError};
+use crate::pdu::{
+    Ack, ConditionCode, Direction, DirectiveCode, Eof, FaultHandler, FileData, FileStatus,
+    FilestoreAction, FilestoreRequest, FilestoreResponse, Finished, KeepAlive, Metadata, Nak, Pdu,
+    PduBody, PduHeader, Tlv, TransactionId, TransactionStatus, TransmissionMode,
+};
+use crate::rangeset::RangeSet;
+
+use super::persist::ReceiverSnapshot;
+use super::timers::Timers;
+use super::{Entity, Event, Hook, NakMode, RemoteConfig, Role, TransactionSummary};
+
+/// Where a receiving transaction stands.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum RecvState {
+    /// Data, Metadata and EOF still expected.
+    Receiving,
+    /// Finished sent (class 2: awaiting its ACK).
+    Finishing {
+        condition: ConditionCode,
+        delivery_complete: bool,
+        file_status: FileStatus,
+        responses: Vec<FilestoreResponse>,
+        file: Option<String>,
+    },
+}
+
+/// State of one receiving transaction.
+#[derive(Debug)]
+pub(crate) struct RecvTx {
+    pub id: TransactionId,
+    pub mode: TransmissionMode,
+    /// Header for PDUs toward the sender (widths mirror the sender's).
+    pub header: PduHeader,
+    pub rc: RemoteConfig,
+    pub metadata: Option<Metadata>,
+    pub partial: String,
+    pub partial_created: bool,
+    pub received: RangeSet,
+    pub checksum: Option<Checksum>,
+    pub eof: Option<Eof>,
+    pub state: RecvState,
+    pub nak_count: u32,
+    pub ack_count: u32,
+    pub check_count: u32,
+    pub suspended: bool,
+    pub overrides: HashMap<ConditionCode, FaultHandler>,
+    pub timers: Timers,
+    pub started: Duration,
+    pub file_data_pdus: u64,
+    pub duplicate_pdus: u64,
+    pub naks_sent: u64,
+    /// Immediate mode asked for the Metadata once already.
+    pub metadata_nak_sent: bool,
+}
+
+impl RecvTx {
+    fn new(now: Duration, pdu_header: &PduHeader, rc: RemoteConfig, partial_dir: &str) -> Self {
+        let id = pdu_header.transaction();
+        let mut header = *pdu_header;
+        header.direction = Direction::TowardSender;
+        let mut timers = Timers::default();
+        timers.inactivity = Some(now + rc.inactivity_timer);
+        if pdu_header.mode == TransmissionMode::Acknowledged {
+            timers.keep_alive = rc.keep_alive_interval.map(|i| now + i);
+        }
+        Self {
+            id,
+            mode: pdu_header.mode,
+            header,
+            metadata: None,
+            partial: format!("{partial_dir}/{}-{}.part", id.source, id.seq),
+            partial_created: false,
+            received: RangeSet::new(),
+            checksum: None,
+            eof: None,
+            state: RecvState::Receiving,
+            nak_count: 0,
+            ack_count: 0,
+            check_count: 0,
+            suspended: false,
+            overrides: HashMap::new(),
+            timers,
+            started: now,
+            file_data_pdus: 0,
+            duplicate_pdus: 0,
+            naks_sent: 0,
+            metadata_nak_sent: false,
+            rc,
+        }
+    }
+
+    /// File size from EOF, else Metadata.
+    fn known_size(&self) -> Option<u64> {
+        self.eof.as_ref().map(|e| e.file_size).or_else(|| {
+            self.metadata
+                .as_ref()
+                .map(|m| m.file_size)
+                .filter(|&s| s > 0)
+        })
+    }
+
+    fn dest_name(&self) -> Option<String> {
+        self.metadata
+            .as_ref()
+            .map(|m| String::from_utf8_lossy(&m.dest_file).into_owned())
+    }
+
+    pub(crate) fn summary(&self, now: Duration) -> TransactionSummary {
+        TransactionSummary {
+            peer: self.id.source,
+            file_size: self.known_size().unwrap_or(0),
+            bytes: self.received.covered(),
+            bytes_retransmitted: 0,
+            file_data_pdus: self.file_data_pdus,
+            duplicate_file_data_pdus: self.duplicate_pdus,
+            naks: self.naks_sent,
+            progress: self.received.prefix(),
+            started: self.started,
+            ended: now,
+        }
+    }
+
+    pub(crate) fn snapshot(&self) -> Option<super::Snapshot> {
+        if self.mode != TransmissionMode::Acknowledged {
+            return None;
+        }
+        Some(super::Snapshot::Receiver(Box::new(ReceiverSnapshot {
+            id: self.id,
+            header: self.header,
+            metadata: self.metadata.clone(),
+            partial: self.partial.clone(),
+            partial_created: self.partial_created,
+            received: self.received.ranges().to_vec(),
+            eof: self.eof.clone(),
+            finishing: match &self.state {
+                RecvState::Receiving => None,
+                RecvState::Finishing {
+                    condition,
+                    delivery_complete,
+                    file_status,
+                    file,
+                    ..
+                } => Some((*condition, *delivery_complete, *file_status, file.clone())),
+            },
+            suspended: self.suspended,
+        })))
+    }
+
+    pub(crate) fn restore(now: Duration, s: ReceiverSnapshot, rc: RemoteConfig) -> Self {
+        let mut header = s.header;
+        header.direction = Direction::TowardSender;
+        let mut tx = RecvTx::new(now, &header, rc, "");
+        tx.header = header;
+        tx.partial = s.partial;
+        tx.partial_created = s.partial_created;
+        tx.received = RangeSet::from_ranges(s.received.into_iter());
+        tx.checksum = s
+            .metadata
+            .as_ref()
+            .and_then(|m| Checksum::new(m.checksum_type));
+        tx.overrides = override_map(s.metadata.as_ref());
+        tx.metadata = s.metadata;
+        tx.eof = s.eof;
+        tx.suspended = s.suspended;
+        if let Some((condition, delivery_complete, file_status, file)) = s.finishing {
+            tx.state = RecvState::Finishing {
+                condition,
+                delivery_complete,
+                file_status,
+                responses: Vec::new(),
+                file,
+            };
+        }
+        if tx.suspended {
+            tx.timers.freeze(now);
+        }
+        tx
+    }
+}
+
+fn override_map(md: Option<&Metadata>) -> HashMap<ConditionCode, FaultHandler> {
+    md.map(|m| {
+        m.options
+            .iter()
+            .filter_map(|t| match t {
+                Tlv::FaultHandlerOverride { condition, handler } => Some((*condition, *handler)),
+                _ => None,
+            })
+            .collect()
+    })
+    .unwrap_or_default()
+}
+
+impl Entity {
+    /// A PDU toward the receiver (Metadata, File Data, EOF, Prompt, ACK of Finished).
+    pub(super) fn receiver_input(&mut self, now: Duration, pdu: Pdu) {
+        let id = pdu.header.transaction();
+        if !self.receivers.contains_key(&id) {
+            if let Some(closed) = self.closed.get(&(Role::Receiver, id)).copied() {
+                self.stats.stray_pdus += 1;
+                // A retransmitted EOF of a transaction we closed: ACK it again.
+                if let PduBody::Eof(eof) = &pdu.body {
+                    if closed.mode == TransmissionMode::Acknowledged {
+                        let ack =
+                            ack_eof(&closed.header, eof.condition, TransactionStatus::Terminated);
+                        self.queue(id.source, ack, Hook::None);
+                    }
+                }
+                return;
+            }
+            let starts = matches!(
+                pdu.body,
+                PduBody::Metadata(_) | PduBody::FileData(_) | PduBody::Eof(_)
+            );
+            if !starts {
+                self.stats.stray_pdus += 1;
+                return;
+            }
+            if self.senders.len() + self.receivers.len() >= self.cfg.max_transactions {
+                self.stats.refused_transactions += 1;
+                return;
+            }
+            let rc = self.remote(id.source).cfg.clone();
+            let mut tx = RecvTx::new(now, &pdu.header, rc, &self.cfg.partial_dir);
+            if !self.link_up(id.source) {
+                tx.timers.freeze(now);
+            }
+            self.receivers.insert(id, tx);
+            self.events.push_back(Event::TransactionStarted {
+                id,
+                role: Role::Receiver,
+            });
+        }
+        let tx = self.receivers.get_mut(&id).expect("present");
+        tx.timers.inactivity = Some(now + tx.rc.inactivity_timer);
+        match pdu.body {
+            PduBody::Metadata(md) => self.on_metadata(now, id, md),
+            PduBody::FileData(fd) => self.on_file_data(now, id, fd),
+            PduBody::Eof(eof) => self.on_eof(now, id, eof),
+            PduBody::Prompt(p) => {
+                if p.keep_alive {
+                    self.queue_keep_alive(id);
+                } else {
+                    self.issue_full_nak(now, id, true);
+                }
+            }
+            PduBody::Ack(ack) if ack.directive == DirectiveCode::Finished => {
+                if matches!(tx.state, RecvState::Finishing { .. }) {
+                    self.end_receiver(now, id);
+                }
+            }
+            _ => self.stats.stray_pdus += 1,
+        }
+    }
+
+    fn on_metadata(&mut self, now: Duration, id: TransactionId, md: Metadata) {
+        let max = self.cfg.max_file_size;
+        let tx = self.receivers.get_mut(&id).expect("present");
+        if tx.metadata.is_some() {
+            return; // duplicate (CFDP-repeat, or a NAK-requested copy crossed the first)
+        }
+        let name_ok = md.dest_file.is_empty() || check_name(&md.dest_file).is_ok();
+        let size = md.file_size;
+        let messages = md
+            .options
+            .iter()
+            .filter_map(|t| match t {
+                Tlv::MessageToUser(m) => Some(m.clone()),
+                _ => None,
+            })
+            .collect();
+        self.events.push_back(Event::MetadataReceived {
+            id,
+            source_file: String::from_utf8_lossy(&md.source_file).into_owned(),
+            dest_file: String::from_utf8_lossy(&md.dest_file).into_owned(),
+            file_size: md.file_size,
+            messages,
+        });
+        tx.overrides = override_map(Some(&md));
+        tx.checksum = Checksum::new(md.checksum_type);
+        tx.metadata = Some(md);
+        self.dirty.insert((Role::Receiver, id));
+        if !name_ok {
+            self.fault(now, Role::Receiver, id, ConditionCode::FilestoreRejection);
+            return;
+        }
+        let tx = self.receivers.get_mut(&id).expect("present");
+        if size > max || (size > 0 && tx.received.upper_bound() > size) {
+            self.fault(now, Role::Receiver, id, ConditionCode::FileSizeError);
+            return;
+        }
+        self.check_complete(now, id);
+    }
+
+    fn on_file_data(&mut self, now: Duration, id: TransactionId, fd: FileData) {
+        let max = self.cfg.max_file_size;
+        let tx = self.receivers.get_mut(&id).expect("present");
+        tx.file_data_pdus += 1;
+        self.stats.file_data_bytes_received += fd.data.len() as u64;
+        if tx.state != RecvState::Receiving || fd.data.is_empty() {
+            return;
+        }
+        let end = fd.offset.saturating_add(fd.data.len() as u64);
+        let limit = tx.known_size().unwrap_or(max).min(max);
+        if end > limit || fd.offset.checked_add(fd.data.len() as u64).is_none() {
+            self.fault(now, Role::Receiver, id, ConditionCode::FileSizeError);
+            return;
+        }
+        let upper_before = tx.received.upper_bound();
+        let new = tx.received.insert_new(fd.offset..end);
+        if new.is_empty() {
+            tx.duplicate_pdus += 1;
+            return;
+        }
+        if !tx.partial_created {
+            if let Err(e) = self.fs.create(&tx.partial) {
+                let c = filestore_condition(&e);
+                self.fault(now, Role::Receiver, id, c);
+                return;
+            }
+            tx.partial_created = true;
+        }
+        for piece in &new {
+            let from = (piece.start - fd.offset) as usize;
+            let to = (piece.end - fd.offset) as usize;
+            let data = &fd.data[from..to];
+            if let Err(e) = self.fs.write_at(&tx.partial, piece.start, data) {
+                // Not written: forget it so it is asked for again if the fault is ignored.
+                tx.received.remove(piece.start..piece.end);
+                let c = filestore_condition(&e);
+                self.fault(now, Role::Receiver, id, c);
+                return;
+            }
+            if let Some(c) = tx.checksum.as_mut() {
+                if c.offset() == piece.start {
+                    c.update(data);
+                }
+            }
+        }
+        tx.nak_count = 0; // progress
+        self.dirty.insert((Role::Receiver, id));
+        // Immediate NAK of a new gap (and of a missing Metadata, once).
+        if tx.mode == TransmissionMode::Acknowledged && tx.rc.nak_mode == NakMode::Immediate {
+            let mut segments = Vec::new();
+            if tx.metadata.is_none() && !tx.metadata_nak_sent {
+                tx.metadata_nak_sent = true;
+                segments.push((0, 0));
+            }
+            if fd.offset > upper_before {
+                segments.push((upper_before, fd.offset));
+            }
+            if !segments.is_empty() {
+                let nak = Pdu {
+                    header: tx.header,
+                    body: PduBody::Nak(Nak {
+                        start_of_scope: upper_before.min(segments[0].0),
+                        end_of_scope: fd.offset.max(upper_before),
+                        segments,
+                    }),
+                };
+                self.queue(id.source, nak, Hook::NakSent(id));
+            }
+        }
+        self.check_complete(now, id);
+    }
+
+    fn on_eof(&mut self, now: Duration, id: TransactionId, eof: Eof) {
+        let tx = self.receivers.get_mut(&id).expect("present");
+        if tx.mode == TransmissionMode::Acknowledged {
+            let status = if tx.state == RecvState::Receiving {
+                TransactionStatus::Active
+            } else {
+                TransactionStatus::Terminated
+            };
+            let ack = ack_eof(&tx.header, eof.condition, status);
+            self.queue(id.source, ack, Hook::None);
+        }
+        let tx = self.receivers.get_mut(&id).expect("present");
+        if eof.condition != ConditionCode::NoError {
+            // The sender cancelled: notice of cancellation, nothing more to send.
+            let c = eof.condition;
+            tx.state = RecvState::Finishing {
+                condition: c,
+                delivery_complete: false,
+                file_status: FileStatus::DiscardedDeliberately,
+                responses: Vec::new(),
+                file: None,
+            };
+            self.end_receiver(now, id);
+            return;
+        }
+        if tx.eof.is_some() || tx.state != RecvState::Receiving {
+            return; // retransmitted EOF: ACKed above
+        }
+        let first_eof = tx.eof.is_none();
+        tx.eof = Some(eof.clone());
+        if first_eof {
+            self.events.push_back(Event::EofReceived { id });
+        }
+        self.dirty.insert((Role::Receiver, id));
+        let tx = self.receivers.get_mut(&id).expect("present");
+        if tx.received.upper_bound() > eof.file_size
+            || eof.file_size > self.cfg.max_file_size
+            || tx
+                .metadata
+                .as_ref()
+                .is_some_and(|m| m.file_size > 0 && m.file_size != eof.file_size)
+        {
+            self.fault(now, Role::Receiver, id, ConditionCode::FileSizeError);
+            return;
+        }
+        if self.check_complete(now, id) {
+            return;
+        }
+        let tx = self.receivers.get_mut(&id).expect("present");
+        match tx.mode {
+            TransmissionMode::Acknowledged => {
+                let async_down =
+                    tx.rc.nak_mode == NakMode::Asynchronous && !self.link_up(id.source);
+                if !async_down {
+                    self.issue_full_nak(now, id, true);
+                }
+            }
+            TransmissionMode::Unacknowledged => {
+                tx.timers.check = Some(now + tx.rc.check_timer);
+            }
+        }
+    }
+
+    /// Queue NAKs for everything missing (split to fit `max_pdu_size`). `forced`: also
+    /// when nothing is missing (answer to a Prompt: an empty NAK reports progress).
+    pub(super) fn issue_full_nak(&mut self, _now: Duration, id: TransactionId, forced: bool) {
+        let Some(tx) = self.receivers.get_mut(&id) else {
+            return;
+        };
+        if tx.mode != TransmissionMode::Acknowledged || tx.state != RecvState::Receiving {
+            return;
+        }
+        let end = tx.known_size().unwrap_or_else(|| tx.received.upper_bound());
+        let end = if tx.eof.is_some() {
+            end
+        } else {
+            tx.received
+                .upper_bound()
+                .min(end.max(tx.received.upper_bound()))
+        };
+        let mut segments: Vec<(u64, u64)> = Vec::new();
+        if tx.metadata.is_none() {
+            segments.push((0, 0));
+        }
+        segments.extend(
+            tx.received
+                .missing_within(0..end)
+                .into_iter()
+                .map(|r| (r.start, r.end)),
+        );
+        if segments.is_empty() && !forced {
+            return;
+        }
+        let fss = if tx.header.large_file { 8 } else { 4 };
+        let overhead = tx.header_len_estimate() + 1 + 2 * fss + 2;
+        let per_pdu = (tx.rc.max_pdu_size.saturating_sub(overhead) / (2 * fss)).max(1);
+        let mut pdus = Vec::new();
+        let mut scope_start = 0u64;
+        let chunks: Vec<&[(u64, u64)]> = if segments.is_empty() {
+            vec![&[][..]]
+        } else {
+            segments.chunks(per_pdu).collect()
+        };
+        let n = chunks.len();
+        for (i, chunk) in chunks.into_iter().enumerate() {
+            let scope_end = if i + 1 == n {
+                end
+            } else {
+                chunk.last().map_or(end, |s| s.1)
+            };
+            pdus.push(Pdu {
+                header: tx.header,
+                body: PduBody::Nak(Nak {
+                    start_of_scope: scope_start,
+                    end_of_scope: scope_end,
+                    segments: chunk.to_vec(),
+                }),
+            });
+            scope_start = scope_end;
+        }
+        // A fresh full NAK supersedes queued ones of this transaction.
+        self.signals.retain(|o| {
+            !(o.pdu.header.transaction() == id
+                && matches!(o.pdu.body, PduBody::Nak(_))
+                && o.pdu.header.direction == Direction::TowardSender)
+        });
+        for p in pdus {
+            self.queue(id.source, p, Hook::NakSent(id));
+        }
+    }
+
+    fn queue_keep_alive(&mut self, id: TransactionId) {
+        let Some(tx) = self.receivers.get(&id) else {
+            return;
+        };
+        let pdu = Pdu {
+            header: tx.header,
+            body: PduBody::KeepAlive(KeepAlive {
+                progress: tx.received.prefix(),
+            }),
+        };
+        self.queue(id.source, pdu, Hook::None);
+    }
+
+    /// If Metadata, EOF and every byte are in, verify and deliver. Returns true if the
+    /// transaction moved on to Finished (or a fault).
+    fn check_complete(&mut self, now: Duration, id: TransactionId) -> bool {
+        let Some(tx) = self.receivers.get_mut(&id) else {
+            return true;
+        };
+        if tx.state != RecvState::Receiving {
+            return true;
+        }
+        let (Some(md), Some(eof)) = (tx.metadata.clone(), tx.eof.clone()) else {
+            return false;
+        };
+        if !tx.received.covers_prefix(eof.file_size) {
+            return false;
+        }
+        tx.timers.nak = None;
+        tx.timers.check = None;
+        // Checksum.
+        let Some(mut cks) = tx.checksum.take() else {
+            self.fault(
+                now,
+                Role::Receiver,
+                id,
+                ConditionCode::UnsupportedChecksumType,
+            );
+            // Ignored: deliver without verification.
+            return self.deliver_if_still_receiving(now, id, md);
+        };
+        if !tx.partial_created {
+            if let Err(e) = self.fs.create(&tx.partial) {
+                let c = filestore_condition(&e);
+                self.fault(now, Role::Receiver, id, c);
+                return true;
+            }
+            tx.partial_created = true;
+        }
+        if let Err(e) = super::checksum_tail(self.fs.as_mut(), &tx.partial, &mut cks, eof.file_size)
+        {
+            let c = filestore_condition(&e);
+            self.fault(now, Role::Receiver, id, c);
+            return true;
+        }
+        let value = cks.value();
+        if let Some(tx) = self.receivers.get_mut(&id) {
+            tx.checksum = Some(cks);
+        }
+        if value != eof.checksum {
+            self.fault(now, Role::Receiver, id, ConditionCode::FileChecksumFailure);
+            return self.deliver_if_still_receiving(now, id, md);
+        }
+        self.deliver(now, id, md);
+        true
+    }
+
+    fn deliver_if_still_receiving(
+        &mut self,
+        now: Duration,
+        id: TransactionId,
+        md: Metadata,
+    ) -> bool {
+        match self.receivers.get(&id) {
+            Some(tx) if tx.state == RecvState::Receiving && !tx.suspended => {
+                self.deliver(now, id, md);
+                true
+            }
+            _ => true,
+        }
+    }
+
+    /// Move the verified file to its name, run the filestore requests, send Finished.
+    fn deliver(&mut self, now: Duration, id: TransactionId, md: Metadata) {
+        let tx = self.receivers.get_mut(&id).expect("present");
+        let mut file = None;
+        let mut status = FileStatus::Retained;
+        let mut condition = ConditionCode::NoError;
+        if !md.dest_file.is_empty() {
+            let dest = tx.dest_name().unwrap_or_default();
+            let moved = if tx.partial_created {
+                self.fs
+                    .sync(&tx.partial)
+                    .and_then(|_| self.fs.rename(&tx.partial, &dest))
+            } else {
+                self.fs.create(&dest)
+            };
+            match moved {
+                Ok(()) => {
+                    tx.partial_created = false;
+                    file = Some(dest);
+                }
+                Err(e) => {
+                    condition = filestore_condition(&e);
+                    status = FileStatus::DiscardedFilestoreRejection;
+                }
+            }
+        } else {
+            status = FileStatus::Unreported;
+        }
+        let responses = if condition == ConditionCode::NoError {
+            md.options
+                .iter()
+                .filter_map(|t| match t {
+                    Tlv::FilestoreRequest(r) => Some(self.filestore_request(r)),
+                    _ => None,
+                })
+                .collect()
+        } else {
+            Vec::new()
+        };
+        if condition != ConditionCode::NoError {
+            let handler = self.handler_for(Role::Receiver, id, condition);
+            self.stats.faults += 1;
+            self.events.push_back(Event::Fault {
+                id,
+                condition,
+                handler,
+            });
+        }
+        self.finish(
+            now,
+            id,
+            condition,
+            condition == ConditionCode::NoError,
+            status,
+            responses,
+            file,
+        );
+    }
+
+    fn filestore_request(&mut self, r: &FilestoreRequest) -> FilestoreResponse {
+        let first = check_name(&r.first).map(str::to_owned);
+        let second = r
+            .second
+            .as_deref()
+            .map(|s| check_name(s).map(str::to_owned));
+        let result: Result<(), FilestoreError> = (|| {
+            let a = first.clone()?;
+            let b = || -> Result<String, FilestoreError> {
+                second.clone().unwrap_or_else(|| {
+                    Err(FilestoreError::InvalidName {
+                        name: String::new(),
+                        why: "second file name missing",
+                    })
+                })
+            };
+            match r.action {
+                FilestoreAction::CreateFile => self.fs.create(&a),
+                FilestoreAction::DeleteFile => self.fs.remove_file(&a),
+                FilestoreAction::RenameFile => {
+                    let b = b()?;
+                    if self.fs.exists(&b) {
+                        return Err(FilestoreError::AlreadyExists(b));
+                    }
+                    self.fs.rename(&a, &b)
+                }
+                FilestoreAction::AppendFile => self.fs.append(&a, &b()?),
+                FilestoreAction::ReplaceFile => {
+                    let b = b()?;
+                    let mut data = Vec::new();
+                    let n = self.fs.size(&b)?;
+                    data.resize(n as usize, 0);
+                    self.fs.read_at(&b, 0, &mut data)?;
+                    self.fs.create(&a)?;
+                    self.fs.write_at(&a, 0, &data)
+                }
+                FilestoreAction::CreateDirectory => self.fs.create_dir(&a),
+                FilestoreAction::RemoveDirectory => self.fs.remove_dir(&a),
+                FilestoreAction::DenyFile => match self.fs.remove_file(&a) {
+                    Err(FilestoreError::NotFound(_)) => Ok(()),
+                    other => other,
+                },
+                FilestoreAction::DenyDirectory => match self.fs.remove_dir(&a) {
+                    Err(FilestoreError::NotFound(_)) => Ok(()),
+                    other => other,
+                },
+            }
+        })();
+        let (status, message) = match &result {
+            Ok(()) => (0, Vec::new()),
+            Err(e) => (filestore_status(r.action, e), e.to_string().into_bytes()),
+        };
+        FilestoreResponse {
+            action: r.action,
+            status,
+            first: r.first.clone(),
+            second: r.second.clone(),
+            message: message.into_iter().take(255).collect(),
+        }
+    }
+
+    /// Enter the Finishing state: send Finished when the class asks for it, else end now.
+    #[allow(clippy::too_many_arguments)]
+    fn finish(
+        &mut self,
+        now: Duration,
+        id: TransactionId,
+        condition: ConditionCode,
+        delivery_complete: bool,
+        file_status: FileStatus,
+        responses: Vec<FilestoreResponse>,
+        file: Option<String>,
+    ) {
+        let tx = self.receivers.get_mut(&id).expect("present");
+        let send_finished = tx.mode == TransmissionMode::Acknowledged
+            || tx.metadata.as_ref().is_some_and(|m| m.closure_requested);
+        tx.state = RecvState::Finishing {
+            condition,
+            delivery_complete,
+            file_status,
+            responses: responses.clone(),
+            file,
+        };
+        tx.timers.nak = None;
+        tx.timers.check = None;
+        tx.timers.keep_alive = None;
+        tx.ack_count = 0;
+        self.signals.retain(|o| {
+            !(o.pdu.header.transaction() == id
+                && o.pdu.header.direction == Direction::TowardSender
+                && matches!(o.pdu.body, PduBody::Nak(_) | PduBody::KeepAlive(_)))
+        });
+        self.dirty.insert((Role::Receiver, id));
+        if send_finished {
+            let pdu = Pdu {
+                header: tx.header,
+                body: PduBody::Finished(Finished {
+                    condition,
+                    delivery_complete,
+                    file_status,
+                    filestore_responses: responses,
+                    fault_location: (condition != ConditionCode::NoError)
+                        .then_some(self.cfg.local_id),
+                }),
+            };
+            self.queue(id.source, pdu, Hook::FinishedSent(id));
+        } else {
+            self.end_receiver(now, id);
+        }
+    }
+
+    pub(super) fn finished_sent(&mut self, now: Duration, id: TransactionId) {
+        let Some(tx) = self.receivers.get_mut(&id) else {
+            return;
+        };
+        match tx.mode {
+            TransmissionMode::Acknowledged => tx.timers.ack = Some(now + tx.rc.ack_timer),
+            TransmissionMode::Unacknowledged => self.end_receiver(now, id),
+        }
+    }
+
+    /// Notice of cancellation from the receiving side.
+    pub(super) fn cancel_receiver(
+        &mut self,
+        now: Duration,
+        id: TransactionId,
+        condition: ConditionCode,
+    ) {
+        let Some(tx) = self.receivers.get_mut(&id) else {
+            return;
+        };
+        if tx.state != RecvState::Receiving {
+            // Already finishing: a fault now (e.g. ACK limit on Finished) abandons.
+            self.abandon_tx(now, Role::Receiver, id, condition);
+            return;
+        }
+        tx.suspended = false;
+        tx.timers.thaw(now);
+        let keep = self.cfg.keep_incomplete && tx.mode == TransmissionMode::Unacknowledged;
+        let (status, file) = if keep && tx.partial_created {
+            (FileStatus::Retained, Some(tx.partial.clone()))
+        } else {
+            if tx.partial_created {
+                self.fs.close(&tx.partial);
+                let _ = self.fs.remove_file(&tx.partial);
+                tx.partial_created = false;
+            }
+            (FileStatus::DiscardedDeliberately, None)
+        };
+        let complete = tx
+            .eof
+            .as_ref()
+            .is_some_and(|e| tx.received.covers_prefix(e.file_size));
+        self.finish(now, id, condition, complete, status, Vec::new(), file);
+    }
+
+    pub(super) fn receiver_timeout(&mut self, now: Duration, id: TransactionId) {
+        let Some(tx) = self.receivers.get_mut(&id) else {
+            return;
+        };
+        let frozen = tx.timers.is_frozen();
+        if Timers::expired(&mut tx.timers.ack, frozen, now) {
+            tx.ack_count += 1;
+            if tx.ack_count > tx.rc.ack_limit {
+                self.fault(
+                    now,
+                    Role::Receiver,
+                    id,
+                    ConditionCode::PositiveAckLimitReached,
+                );
+                return;
+            }
+            if let RecvState::Finishing {
+                condition,
+                delivery_complete,
+                file_status,
+                responses,
+                ..
+            } = &tx.state
+            {
+                let pdu = Pdu {
+                    header: tx.header,
+                    body: PduBody::Finished(Finished {
+                        condition: *condition,
+                        delivery_complete: *delivery_complete,
+                        file_status: *file_status,
+                        filestore_responses: responses.clone(),
+                        fault_location: (*condition != ConditionCode::NoError)
+                            .then_some(self.cfg.local_id),
+                    }),
+                };
+                self.queue(id.source, pdu, Hook::FinishedSent(id));
+            }
+        }
+        let Some(tx) = self.receivers.get_mut(&id) else {
+            return;
+        };
+        if Timers::expired(&mut tx.timers.nak, frozen, now) {
+            let missing = tx.metadata.is_none()
+                || tx.eof.as_ref().map_or(
+                    !tx.received
+                        .missing_within(0..tx.received.upper_bound())
+                        .is_empty(),
+                    |e| !tx.received.covers_prefix(e.file_size),
+                );
+            if missing && tx.state == RecvState::Receiving {
+                tx.nak_count += 1;
+                if tx.nak_count > tx.rc.nak_limit {
+                    self.fault(now, Role::Receiver, id, ConditionCode::NakLimitReached);
+                    return;
+                }
+                // Before EOF, only the immediate and asynchronous modes re-request.
+                let before_eof_ok =
+                    matches!(tx.rc.nak_mode, NakMode::Immediate | NakMode::Asynchronous);
+                if tx.eof.is_some() || before_eof_ok {
+                    self.issue_full_nak(now, id, false);
+                }
+            }
+        }
+        let Some(tx) = self.receivers.get_mut(&id) else {
+            return;
+        };
+        if Timers::expired(&mut tx.timers.keep_alive, frozen, now) {
+            if let Some(i) = tx.rc.keep_alive_interval {
+                tx.timers.keep_alive = Some(now + i);
+            }
+            if tx.state == RecvState::Receiving {
+                self.queue_keep_alive(id);
+            }
+        }
+        let Some(tx) = self.receivers.get_mut(&id) else {
+            return;
+        };
+        if Timers::expired(&mut tx.timers.check, frozen, now) && tx.state == RecvState::Receiving {
+            tx.check_count += 1;
+            if tx.check_count >= tx.rc.check_limit {
+                self.fault(now, Role::Receiver, id, ConditionCode::CheckLimitReached);
+                return;
+            }
+            tx.timers.check = Some(now + tx.rc.check_timer);
+        }
+        let Some(tx) = self.receivers.get_mut(&id) else {
+            return;
+        };
+        if Timers::expired(&mut tx.timers.inactivity, frozen, now) {
+            self.fault(now, Role::Receiver, id, ConditionCode::InactivityDetected);
+        }
+    }
+
+    /// After a restore: NAK what is missing, or resend Finished.
+    pub(super) fn after_restore_receiver(&mut self, now: Duration, id: TransactionId) {
+        let Some(tx) = self.receivers.get_mut(&id) else {
+            return;
+        };
+        match tx.state {
+            RecvState::Receiving => {
+                if !self.check_complete(now, id) {
+                    self.issue_full_nak(now, id, false);
+                }
+            }
+            RecvState::Finishing { .. } => {
+                tx.timers.ack = Some(now);
+            }
+        }
+    }
+
+    pub(super) fn end_receiver(&mut self, now: Duration, id: TransactionId) {
+        let Some(tx) = self.receivers.remove(&id) else {
+            return;
+        };
+        self.fs.close(&tx.partial);
+        let summary = tx.summary(now);
+        let (condition, delivery_complete, file_status, responses, file) = match tx.state {
+            RecvState::Finishing {
+                condition,
+                delivery_complete,
+                file_status,
+                responses,
+                file,
+            } => (condition, delivery_complete, file_status, responses, file),
+            RecvState::Receiving => (
+                ConditionCode::NoError,
+                false,
+                FileStatus::Unreported,
+                Vec::new(),
+                None,
+            ),
+        };
+        if condition == ConditionCode::NoError && delivery_complete {
+            self.stats.transactions_completed += 1;
+        } else {
+            self.stats.transactions_failed += 1;
+        }
+        self.remember_closed(now, Role::Receiver, id, condition, tx.mode, tx.header);
+        self.events.push_back(Event::Finished {
+            id,
+            role: Role::Receiver,
+            condition,
+            delivery_complete,
+            file_status,
+            file,
+            filestore_responses: responses,
+            summary,
+        });
+    }
+}
+
+impl RecvTx {
+    fn header_len_estimate(&self) -> usize {
+        4 + 2 * self.header.entity_id_len as usize + self.header.seq_len as usize
+    }
+}
+
+fn ack_eof(header: &PduHeader, condition: ConditionCode, status: TransactionStatus) -> Pdu {
+    let mut h = *header;
+    h.direction = Direction::TowardSender;
+    Pdu {
+        header: h,
+        body: PduBody::Ack(Ack {
+            directive: DirectiveCode::Eof,
+            subtype: 0,
+            condition,
+            status,
+        }),
+    }
+}
+
+/// The condition a filestore failure raises.
+fn filestore_condition(_e: &FilestoreError) -> ConditionCode {
+    ConditionCode::FilestoreRejection
+}
+
+/// Filestore response status (Table 5-18) for a failed action.
+fn filestore_status(action: FilestoreAction, e: &FilestoreError) -> u8 {
+    use FilestoreAction as A;
+    match (action, e) {
+        (A::CreateFile, _) => 1, // create not allowed
+        (A::DeleteFile, FilestoreError::NotFound(_)) => 1,
+        (A::DeleteFile, _) => 2,
+        (A::RenameFile, FilestoreError::NotFound(_)) => 1,
+        (A::RenameFile, FilestoreError::AlreadyExists(_)) => 2,
+        (A::RenameFile, _) => 3,
+        (A::AppendFile | A::ReplaceFile, FilestoreError::NotFound(_)) => 1,
+        (A::AppendFile | A::ReplaceFile, _) => 3,
+        (A::CreateDirectory, _) => 1,
+        (A::RemoveDirectory, FilestoreError::NotFound(_)) => 1,
+        (A::RemoveDirectory, _) => 2,
+        (A::DenyFile | A::DenyDirectory, _) => 2,
+    }
+}
