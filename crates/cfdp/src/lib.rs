@@ -17,6 +17,6 @@ pub mod rangeset;
 
 pub use engine::{
     Entity, EntityConfig, EntityStats, Event, NakMode, PduError, PutError, PutRequest,
-    RemoteConfig, Role, Snapshot, TransactionSummary, Transmit,
+    RemoteConfig, Role, Snapshot, TransactionSummary, Transmit, NAK_HINT_PREFIX,
 };
 pub use filestore::{Filestore, FilestoreError, MemFilestore, NativeFilestore};

@@ -23,6 +23,9 @@ enum Command {
     /// Generate erasure traces and print their statistics.
     #[command(subcommand)]
     Trace(cmd::trace::TraceCommand),
+    /// CCSDS File Delivery Protocol: send files (`put`) and receive them (`serve`), over UDP or BP.
+    #[command(subcommand)]
+    Cfdp(cmd::cfdp::CfdpCommand),
     /// Real-time link emulator: a UDP relay applying forward/return channel models.
     Emu(cmd::emu::EmuArgs),
     /// Deterministic simulation of a scenario in virtual time.
@@ -53,6 +56,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Bundle(c) => cmd::bundle::run(c),
         Command::Trace(c) => cmd::trace::run(c),
+        Command::Cfdp(c) => cmd::cfdp::run(c),
         Command::Emu(a) => cmd::emu::run(a),
         Command::Sim(a) => cmd::sim::run(a),
         Command::Node(a) => cmd::node::run(a),

@@ -9,6 +9,7 @@
 
 #![warn(missing_docs)]
 
+pub mod cfdp;
 pub mod emu;
 pub mod node;
 pub mod udp;

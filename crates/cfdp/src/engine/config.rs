@@ -134,7 +134,16 @@ pub struct EntityConfig {
     pub closed_memory: Duration,
     /// Directory (inside the filestore) for partial files of transfers in progress.
     pub partial_dir: String,
+    /// Apply a sender's NAK-mode hint (a Metadata message to user `dtnkit:nak=MODE`, see
+    /// [`NAK_HINT_PREFIX`]) to that transaction instead of the configured mode.
+    pub honour_nak_hint: bool,
 }
+
+/// Prefix of the message to user by which a dtnkit sender asks the receiver for a NAK mode
+/// (`dtnkit:nak=immediate|deferred|prompted|async`). CCSDS 727.0 makes the NAK mode a local
+/// setting of the receiving entity; this dtnkit extension lets `dtnkit cfdp put --nak` choose
+/// it per transfer. Other entities hand the message to their user as any other.
+pub const NAK_HINT_PREFIX: &[u8] = b"dtnkit:nak=";
 
 impl EntityConfig {
     /// Defaults for entity `local_id`.
@@ -150,6 +159,7 @@ impl EntityConfig {
             keep_incomplete: false,
             closed_memory: Duration::from_secs(120),
             partial_dir: ".cfdp-partial".into(),
+            honour_nak_hint: true,
         }
     }
 

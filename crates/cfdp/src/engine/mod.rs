@@ -23,7 +23,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use thiserror::Error;
 
-pub use config::{EntityConfig, NakMode, RemoteConfig};
+pub use config::{EntityConfig, NakMode, RemoteConfig, NAK_HINT_PREFIX};
 pub use event::{Event, Role, TransactionSummary};
 pub use persist::{PersistError, Snapshot};
 
@@ -495,6 +495,19 @@ impl Entity {
         true
     }
 
+    /// Figures of a transaction in progress (no event; for progress displays).
+    pub fn summary(
+        &self,
+        now: Duration,
+        role: Role,
+        id: TransactionId,
+    ) -> Option<TransactionSummary> {
+        match role {
+            Role::Sender => self.senders.get(&id).map(|t| t.summary(now)),
+            Role::Receiver => self.receivers.get(&id).map(|t| t.summary(now)),
+        }
+    }
+
     /// Send a Prompt (NAK if `keep_alive` is false, else Keep Alive) for a class-2 sending
     /// transaction.
     pub fn prompt(&mut self, id: TransactionId, keep_alive: bool) -> bool {
@@ -901,7 +914,12 @@ impl Entity {
             Snapshot::Receiver(r) => {
                 let id = r.id;
                 let rc = self.remote(r.id.source).cfg.clone();
-                let tx = RecvTx::restore(now, *r, rc);
+                let mut tx = RecvTx::restore(now, *r, rc);
+                if self.cfg.honour_nak_hint {
+                    if let Some(mode) = tx.metadata.as_ref().and_then(receiver::nak_hint) {
+                        tx.rc.nak_mode = mode;
+                    }
+                }
                 self.receivers.insert(id, tx);
                 if !self.link_up(id.source) {
                     if let Some(t) = self.receivers.get_mut(&id) {

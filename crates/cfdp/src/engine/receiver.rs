@@ -192,6 +192,17 @@ impl RecvTx {
     }
 }
 
+/// The NAK mode a dtnkit sender asked for (see [`super::NAK_HINT_PREFIX`]).
+pub(super) fn nak_hint(md: &Metadata) -> Option<NakMode> {
+    md.options.iter().find_map(|t| match t {
+        Tlv::MessageToUser(m) => m
+            .strip_prefix(super::NAK_HINT_PREFIX)
+            .and_then(|v| std::str::from_utf8(v).ok())
+            .and_then(|v| v.parse().ok()),
+        _ => None,
+    })
+}
+
 fn override_map(md: Option<&Metadata>) -> HashMap<ConditionCode, FaultHandler> {
     md.map(|m| {
         m.options
@@ -291,6 +302,11 @@ impl Entity {
             messages,
         });
         tx.overrides = override_map(Some(&md));
+        if self.cfg.honour_nak_hint {
+            if let Some(mode) = nak_hint(&md) {
+                tx.rc.nak_mode = mode;
+            }
+        }
         tx.checksum = Checksum::new(md.checksum_type);
         tx.metadata = Some(md);
         self.dirty.insert((Role::Receiver, id));
