@@ -4,7 +4,8 @@
 # datagram size, BP over TCPCLv4 for 100 kB / 1 MB / 5 MB bundles against iperf3 TCP, node CPU time per GB and peak
 # RSS. Every point is repeated (default 3) and reported as min / median / max plus the ratio of the medians, with
 # durable stores (ceiling: min(network, disk/2), the disk rate measured in the same run) and without fsync, and a
-# 5 GB transfer checks each node's peak memory.
+# 5 GB transfer checks each node's peak memory. CFDP rows (--only cfdp, or after the others): a class-2 CFDP put over
+# BP (one PDU per bundle, per checksum) next to plain BP with bundles of the same size (docs/cfdp.md).
 #
 # Usage: scripts/bench.sh [--out DIR] [--reps N] [--bytes B] [--only ltp|tcpcl] [--store both|durable|volatile] ...
 #        (all options: python3 scripts/throughput.py --help)

@@ -213,6 +213,74 @@ def run_dtnkit(args, cla, segment, bundle, durable, total_bytes):
             shutil.rmtree(work, ignore_errors=True)
 
 
+def run_cfdp(args, cla, segment, file_segment, checksum, durable, total_bytes):
+    """One CFDP class-2 put of total_bytes between two nodes (one PDU per bundle); returns goodput Mbit/s."""
+    work = tempfile.mkdtemp(prefix="dtnkit-bench-cfdp-", dir=args.workdir)
+    pair = None
+    try:
+        pair = NodePair(args, work, cla, segment, file_segment + 64, durable)
+        src = Path(work, "src.bin")
+        with open(src, "wb") as f:
+            block = os.urandom(1 << 20)
+            left = total_bytes
+            while left > 0:
+                f.write(block[:min(left, len(block))])
+                left -= len(block)
+        timeout = args.transfer_timeout
+        serve = subprocess.Popen([args.bin, "cfdp", "serve", "--root", f"{work}/rx", "--id", "2",
+                                  "--node", f"{work}/s2/app.sock", "--count", "1", "--json"],
+                                 stdout=open(f"{work}/serve.log", "w"), stderr=subprocess.STDOUT)
+        time.sleep(0.3)
+        t0 = time.monotonic()
+        subprocess.run([args.bin, "cfdp", "put", str(src), "2:dst.bin", "--id", "1", "--node", f"{work}/s1/app.sock",
+                        "--segment-size", str(file_segment), "--checksum", checksum, "--quiet", "--json",
+                        "--timeout-s", str(timeout)],
+                       check=True, stdout=open(f"{work}/put.log", "w"), stderr=subprocess.STDOUT, timeout=timeout + 10)
+        elapsed = time.monotonic() - t0
+        serve.wait(timeout=30)
+        if Path(work, "rx", "dst.bin").stat().st_size != total_bytes:
+            raise RuntimeError("cfdp: received file has the wrong size")
+        return total_bytes * 8 / elapsed / 1e6
+    finally:
+        if pair:
+            pair.stop()
+        if not args.keep:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+def cfdp_family(args, out):
+    """CFDP class 2 over BP next to plain BP with bundles of the same size (PDU = bundle), per checksum."""
+    rows = []
+    f = open(out / "cfdp.csv", "w", newline="")
+    w = csv.writer(f)
+    w.writerow(["cla", "segment_bytes", "file_segment", "checksum", "rep", "bp_mbps", "cfdp_mbps"])
+    clas = [(c, 8192 if c == "ltp" else 0) for c in args.cfdp_clas.split(",")]
+    for cla, seg in clas:
+        for checksum in args.cfdp_checksums.split(","):
+            bps, cps = [], []
+            for r in range(1, args.reps + 1):
+                bundle = args.cfdp_segment + 16  # File Data PDU header + offset, the bundle's payload
+                b, _, _, _ = run_dtnkit(args, cla, seg, bundle, args.cfdp_durable, args.cfdp_bytes)
+                c = run_cfdp(args, cla, seg, args.cfdp_segment, checksum, args.cfdp_durable, args.cfdp_bytes)
+                bps.append(b), cps.append(c)
+                w.writerow([cla, seg, args.cfdp_segment, checksum, r, f"{b:.1f}", f"{c:.1f}"])
+                f.flush()
+                print(f"[cfdp] {cla} {checksum} rep {r}: BP {b:.0f} Mbit/s, CFDP {c:.0f} Mbit/s ({c / b:.2f})",
+                      flush=True)
+            rows.append((cla, seg, checksum, min(bps), statistics.median(bps), max(bps), min(cps),
+                         statistics.median(cps), max(cps)))
+    f.close()
+    md = [f"CFDP class 2 over BP: {args.cfdp_bytes / 1e6:.0f} MB files, {args.cfdp_segment}-byte file segments "
+          f"(one PDU per bundle), {'durable' if args.cfdp_durable else 'volatile'} stores, {args.reps} reps; "
+          "plain BP sends bundles of the same size.", "",
+          "| CLA | checksum | BP Mbit/s (min/med/max) | CFDP Mbit/s (min/med/max) | CFDP / BP |", "|---|---|---|---|---|"]
+    for cla, seg, ck, b0, b1, b2, c0, c1, c2 in rows:
+        md.append(f"| {cla}{' ' + str(seg) if seg else ''} | {ck} | {b0:.0f} / {b1:.0f} / {b2:.0f} | "
+                  f"{c0:.0f} / {c1:.0f} / {c2:.0f} | **{c1 / b1:.2f}** |")
+    (out / "cfdp.md").write_text("\n".join(md) + "\n")
+    print("\n".join(md))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--bin", required=True, help="release dtnkit binary")
@@ -223,7 +291,12 @@ def main():
     ap.add_argument("--segment-sizes", default="1024,1400,8192,65000")
     ap.add_argument("--ltp-bundle-sizes", default="500000,5000000")
     ap.add_argument("--tcpcl-bundle-sizes", default="100000,1000000,5000000")
-    ap.add_argument("--only", choices=["ltp", "tcpcl"], help="run one family of points")
+    ap.add_argument("--only", choices=["ltp", "tcpcl", "cfdp"], help="run one family of points")
+    ap.add_argument("--cfdp-bytes", type=int, default=500_000_000, help="file size of the CFDP rows")
+    ap.add_argument("--cfdp-segment", type=int, default=60_000, help="CFDP file data bytes per PDU (and bundle)")
+    ap.add_argument("--cfdp-checksums", default="crc32c,crc32,modular,null,proximity1")
+    ap.add_argument("--cfdp-clas", default="tcpcl,ltp", help="convergence layers of the CFDP rows")
+    ap.add_argument("--cfdp-durable", action="store_true", help="CFDP rows with durable stores (default volatile)")
     ap.add_argument("--store", choices=["both", "durable", "volatile"], default="both",
                     help="store modes to measure (default both)")
     ap.add_argument("--no-fsync", dest="store", action="store_const", const="volatile",
@@ -248,6 +321,9 @@ def main():
 
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
+    if args.only == "cfdp":
+        cfdp_family(args, out)
+        return
     runs_f = open(out / "throughput.csv", "w", newline="")
     runs = csv.writer(runs_f)
     runs.writerow(["cla", "segment_bytes", "bundle_bytes", "store", "rep", "network_ceiling_mbps",
@@ -324,6 +400,8 @@ def main():
             md.append(f"| {cla} | {seg or '-'} | {d:.0f} | {m1:.0f} | {m2:.0f} |")
     (out / "summary.md").write_text("\n".join(md) + "\n")
     print("\n".join(md))
+    if args.only is None:
+        cfdp_family(args, out)
     print(f"\nresults: {out}/throughput.csv, {out}/summary.csv, {out}/summary.md")
 
 

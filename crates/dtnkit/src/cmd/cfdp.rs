@@ -342,7 +342,8 @@ fn put(a: PutArgs) -> anyhow::Result<()> {
         cfg.default_remote.prompt_nak_every_bytes = Some(a.prompt_bytes.max(1));
     }
     let fs = NativeFilestore::new(&dir).with_context(|| format!("directory {}", dir.display()))?;
-    let entity = Entity::new(cfg, Box::new(fs));
+    let mut entity = Entity::new(cfg, Box::new(fs));
+    entity.set_next_sequence(fresh_sequence());
     let link = open_link(&a.entity, Some("0.0.0.0:0".parse().expect("valid")))?;
     let state = a.entity.state.as_ref().map(StateDir::open).transpose()?;
     let (mut driver, problems) = Driver::new(entity, link, state)?;
@@ -463,11 +464,23 @@ fn put(a: PutArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// A transaction sequence number no earlier run of this entity used: milliseconds since the
+/// Unix epoch. Without it, every `put` would start at 1 and a PDU of an earlier transfer still
+/// stored in a node (or in flight) would be taken for one of the new transaction. With
+/// `--state`, the stored counter is used when it is larger.
+fn fresh_sequence() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(1, |d| d.as_millis() as u64)
+        .max(1)
+}
+
 fn serve(a: ServeArgs) -> anyhow::Result<()> {
     let mut cfg = entity_config(&a.entity);
     cfg.keep_incomplete = a.keep_incomplete;
     let fs = NativeFilestore::new(&a.root).with_context(|| format!("root {}", a.root.display()))?;
-    let entity = Entity::new(cfg, Box::new(fs));
+    let mut entity = Entity::new(cfg, Box::new(fs));
+    entity.set_next_sequence(fresh_sequence());
     let link = open_link(&a.entity, None)?;
     let state = a.entity.state.as_ref().map(StateDir::open).transpose()?;
     let (mut driver, problems) = Driver::new(entity, link, state)?;

@@ -233,7 +233,12 @@ impl PduLink for BpLink {
         }
     }
 
+    /// Waits (blocking) for the node to store bundles while `window` are outstanding; the
+    /// answers that arrived meanwhile (read while receiving) count at once.
     fn congested(&mut self) -> io::Result<bool> {
-        Ok(self.client.pending_sends() >= self.window)
+        if self.client.pending_sends() >= self.window {
+            self.settle(self.window - 1)?;
+        }
+        Ok(false)
     }
 }
