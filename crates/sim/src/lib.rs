@@ -23,18 +23,25 @@
 //! Logs ([`log`]): one LTP segment CSV and one bundle event CSV per node, written by the same writers real nodes
 //! use (`ltp::CsvSegmentLog`, the agent's `bp::CsvBundleLog`), with timestamps from the virtual clock only.
 //!
+//! CFDP (`[[cfdp]]`, module [`cfdp_app`]): the real `cfdp::Entity` of every node that takes part, with synthetic
+//! source files, its PDUs either straight over the scenario's link (one datagram per PDU, through the same
+//! channel models as LTP) or one per bundle through the bundle layer; per-transfer results in
+//! [`Summary::cfdp`].
+//!
 //! Bundle layer (`[sim] bundle_layer`): by default every node hosts the real `bp` agent with a `MemoryStore`
 //! (DTN time = `epoch_dtn_ms` + elapsed virtual ms; static routes, then direct neighbours; links brought up and
 //! down with the contact windows); `"static"` selects a minimal static-route layer for LTP-only studies.
 
 #![warn(missing_docs)]
 
+pub mod cfdp_app;
 pub mod log;
 pub mod node;
 pub mod queue;
 pub mod scenario;
 mod world;
 
+pub use cfdp_app::{AvailabilityWatch, CfdpTransferResult};
 pub use node::{BundleCounters, Node, SessionRecord};
 pub use scenario::{Scenario, ScenarioError};
 pub use world::{Simulation, Summary};

@@ -15,8 +15,18 @@ use bpv7::{Bundle, BundleBuilder, BundleId, CreationTimestamp, Eid};
 use bytes::{Bytes, BytesMut};
 use ltp::{Event, SendError, SessionId};
 
+use crate::cfdp_app::{CfdpApp, TransferBook};
 use crate::log::{SharedBundleLog, SharedSegmentState};
 use crate::scenario::Colour;
+
+/// Which protocol a datagram on a link carries (a real node would use two UDP ports).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Proto {
+    /// An LTP segment.
+    Ltp,
+    /// A CFDP PDU (`[[cfdp]]` with `transport = "link"`).
+    Cfdp,
+}
 
 /// LTP client service id carrying bundles.
 pub const BUNDLE_CLIENT_SERVICE: u64 = 1;
@@ -118,11 +128,12 @@ pub(crate) enum Deferred {
 pub(crate) struct Ctx<'a> {
     pub(crate) now: Duration,
     pub(crate) epoch_dtn_ms: u64,
-    pub(crate) outbox: &'a mut Vec<(u64, Bytes)>,
+    pub(crate) outbox: &'a mut Vec<(u64, Bytes, Proto)>,
     pub(crate) deferred: &'a mut Vec<(Duration, Deferred)>,
     pub(crate) pool: &'a mut BytesMut,
     pub(crate) tx_buf: &'a mut Vec<u8>,
     pub(crate) sessions: &'a mut Vec<SessionRecord>,
+    pub(crate) cfdp: &'a mut TransferBook,
 }
 
 impl Ctx<'_> {
@@ -204,6 +215,8 @@ pub struct Node {
     pub(crate) agent: Option<Box<bp::Agent<bp::MemoryStore>>>,
     /// Ids of locally created bundles to be sent green (ACKs), looked up when the agent forwards them.
     pub(crate) green_ids: std::collections::HashSet<bpv7::BundleId>,
+    /// The CFDP entity when the node takes part in a `[[cfdp]]` transfer.
+    pub(crate) cfdp: Option<CfdpApp>,
 }
 
 impl Node {
@@ -257,7 +270,7 @@ impl Node {
     }
 
     /// Creates a bundle from a local application and routes it.
-    fn originate(
+    pub(crate) fn originate(
         &mut self,
         ctx: &mut Ctx<'_>,
         src_service: u64,
@@ -368,10 +381,21 @@ impl Node {
         }
     }
 
-    /// A datagram reached the LTP engine.
-    pub(crate) fn on_datagram(&mut self, now: Duration, data: &Bytes) {
-        // Malformed datagrams are counted by the engine; nothing else to do.
-        let _ = self.engine.handle_datagram(now, data);
+    /// A datagram reached its protocol engine (LTP, or the CFDP entity).
+    pub(crate) fn on_datagram(
+        &mut self,
+        now: Duration,
+        data: &Bytes,
+        proto: Proto,
+        book: &mut TransferBook,
+    ) {
+        match proto {
+            // Malformed datagrams are counted by the engine; nothing else to do.
+            Proto::Ltp => {
+                let _ = self.engine.handle_datagram(now, data);
+            }
+            Proto::Cfdp => self.cfdp_input(now, book, data),
+        }
     }
 
     /// A complete block arrived (`session`: the red import session awaiting confirmation, `None` for green).
@@ -522,7 +546,14 @@ impl Node {
         payload: Bytes,
         meta: Option<&Meta>,
     ) {
-        let delivered = if let Some(app) = self.servers.iter_mut().find(|s| s.service == svc) {
+        let delivered = if self
+            .cfdp
+            .as_ref()
+            .is_some_and(|c| c.services.contains(&svc))
+        {
+            self.cfdp_input(ctx.now, ctx.cfdp, &payload);
+            true
+        } else if let Some(app) = self.servers.iter_mut().find(|s| s.service == svc) {
             let reply = app
                 .server
                 .on_bundle(ctx.now, &payload)
@@ -721,6 +752,9 @@ impl Node {
             if self.agent.is_some() {
                 progress |= self.drive_agent(ctx);
             }
+            if self.cfdp.is_some() {
+                progress |= self.drive_cfdp(ctx);
+            }
             if !self.waiting.is_empty() {
                 self.flush_waiting(ctx);
             }
@@ -731,7 +765,7 @@ impl Node {
                 }
                 ctx.pool.extend_from_slice(ctx.tx_buf);
                 ctx.outbox
-                    .push((t.remote_engine, ctx.pool.split().freeze()));
+                    .push((t.remote_engine, ctx.pool.split().freeze(), Proto::Ltp));
                 ctx.tx_buf.clear();
                 progress = true;
             }
@@ -792,8 +826,11 @@ impl Node {
     }
 
     /// Earliest time this node needs to run again on its own.
-    pub(crate) fn next_wake(&self) -> Option<Duration> {
+    pub(crate) fn next_wake(&mut self) -> Option<Duration> {
         let mut t = self.engine.poll_timeout();
+        if let Some(c) = self.cfdp.as_mut().and_then(CfdpApp::next_wake) {
+            t = Some(t.map_or(c, |x| x.min(c)));
+        }
         if let Some(a) = self.agent.as_ref().and_then(|a| a.poll_timeout()) {
             let at = Duration::from_millis(a.saturating_sub(self.epoch_dtn_ms));
             t = Some(t.map_or(at, |x| x.min(at)));
@@ -817,6 +854,7 @@ impl Node {
             && self.waiting.is_empty()
             && self.in_flight.is_empty()
             && self.clients.iter().all(|c| c.client.is_finished(now))
+            && self.cfdp.as_ref().is_none_or(CfdpApp::is_quiet)
     }
 
     /// The node number.

@@ -77,6 +77,9 @@ pub struct Scenario {
     /// Traffic flows.
     #[serde(default, rename = "traffic")]
     pub traffic: Vec<TrafficSection>,
+    /// CFDP file transfers (`[[cfdp]]`), run by real `cfdp::Entity` instances (entity id = node number).
+    #[serde(default, rename = "cfdp")]
+    pub cfdp: Vec<CfdpSection>,
     /// Log outputs.
     #[serde(default)]
     pub log: LogSection,
@@ -422,6 +425,244 @@ fn d_green() -> Colour {
     Colour::Green
 }
 
+/// How a `[[cfdp]]` transfer's PDUs travel between the two entities.
+#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq, PartialOrd, Ord)]
+#[serde(rename_all = "snake_case")]
+pub enum CfdpTransport {
+    /// Straight over the scenario's `[[link]]` between the two nodes, one PDU per datagram (the channel models
+    /// apply to each PDU by its length, as to LTP datagrams).
+    #[default]
+    Link,
+    /// One PDU per bundle through the nodes' bundle layers (and so LTP), endpoint `ipn:NODE.service`.
+    Bp,
+}
+
+impl CfdpTransport {
+    /// The name used in scenario files and summaries.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CfdpTransport::Link => "link",
+            CfdpTransport::Bp => "bp",
+        }
+    }
+}
+
+/// Default CFDP service number of the `bp` transport (`ipn:N.64`, as `dtnkit cfdp --node`).
+pub const DEFAULT_CFDP_SERVICE: u64 = 64;
+
+/// Largest `segment_size` (file data bytes per PDU): the PDU data field length is 16 bits.
+pub const MAX_CFDP_SEGMENT: usize = 65_000;
+
+/// Largest `file_size` (the entities' `max_file_size`, 1 TiB).
+pub const MAX_CFDP_FILE: u64 = 1 << 40;
+
+/// `[[cfdp]]`: one file transfer from the CFDP entity of node `from` to the entity of node `to` (entity id = node
+/// number). The source file is synthetic (`cfdp::MemFilestore::insert_synthetic`: content generated from the
+/// scenario seed, no memory), named `cfdp-INDEX.bin` at both ends.
+///
+/// Put settings (`file_size`, `class`, `checksum`, `repeat`, `closure`, `start_s`) belong to this transfer.
+/// Entity settings (segment size, NAK mode, timers, limits, rates, CRC, link signals) are the sending entity's
+/// settings toward the receiver and the receiving entity's toward the sender: every transfer between the same
+/// two nodes shares them, so values given by several transfers must agree (unset ones take the value given by
+/// another transfer, else the default). `transport` and `service` are shared by the pair in both directions.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CfdpSection {
+    /// Sending node (its entity id).
+    pub from: u64,
+    /// Receiving node.
+    pub to: u64,
+    /// `"link"` (default) or `"bp"`.
+    #[serde(default)]
+    pub transport: CfdpTransport,
+    /// `bp` transport: service number of both entities' endpoints (default [`DEFAULT_CFDP_SERVICE`]).
+    #[serde(default)]
+    pub service: Option<u64>,
+    /// `bp` transport: LTP colour of the bundles (default red).
+    #[serde(default)]
+    pub colour: Option<Colour>,
+    /// `bp` transport: bundle lifetime in seconds (default 3600).
+    #[serde(default)]
+    pub lifetime_s: Option<f64>,
+    /// File size in bytes.
+    pub file_size: u64,
+    /// File data bytes per File Data PDU (default 1024).
+    #[serde(default)]
+    pub segment_size: Option<usize>,
+    /// 1 (unacknowledged) or 2 (acknowledged, default).
+    #[serde(default = "d_class")]
+    pub class: u8,
+    /// Receiver's NAK mode: `"immediate"` (default), `"deferred"`, `"prompted"`, `"async"`.
+    #[serde(default)]
+    pub nak_mode: Option<String>,
+    /// `"crc32c"` (default), `"crc32"`, `"proximity1"`, `"modular"`, `"null"`.
+    #[serde(default = "d_checksum")]
+    pub checksum: String,
+    /// CFDP-repeat (class 1): every PDU sent this many times back to back (default 1).
+    #[serde(default = "d_repeat")]
+    pub repeat: u32,
+    /// Class 1: ask the receiver for a Finished PDU.
+    #[serde(default)]
+    pub closure: bool,
+    /// Put time, seconds of simulated time.
+    #[serde(default)]
+    pub start_s: f64,
+    /// Positive ACK timer (EOF at the sender, Finished at the receiver), ms (default 2000).
+    #[serde(default)]
+    pub ack_timer_ms: Option<f64>,
+    /// Positive ACK timer expirations before the fault (default 10).
+    #[serde(default)]
+    pub ack_limit: Option<u32>,
+    /// NAK timer, ms (default 2000).
+    #[serde(default)]
+    pub nak_timer_ms: Option<f64>,
+    /// NAK timer expirations without progress before the fault (default 15).
+    #[serde(default)]
+    pub nak_limit: Option<u32>,
+    /// Inactivity timer, seconds (default 60).
+    #[serde(default)]
+    pub inactivity_s: Option<f64>,
+    /// Class 1 receiver: check timer, ms (default 2000).
+    #[serde(default)]
+    pub check_timer_ms: Option<f64>,
+    /// Class 1 receiver: check timer expirations before the fault (default 3).
+    #[serde(default)]
+    pub check_limit: Option<u32>,
+    /// Class 2 receiver: Keep Alive interval, ms (default: none).
+    #[serde(default)]
+    pub keep_alive_ms: Option<f64>,
+    /// Class 2 sender: a Prompt (NAK) after every this many first-pass bytes (prompted NAK mode).
+    #[serde(default)]
+    pub prompt_every_bytes: Option<u64>,
+    /// Sender pacing toward the receiver, bit/s (default: the rate of the link direction toward the receiver,
+    /// or toward the first hop with `bp`; 0 = unpaced).
+    #[serde(default)]
+    pub rate_bps: Option<f64>,
+    /// Receiver pacing toward the sender (NAKs, ACKs, Finished), bit/s (default: the return direction's rate).
+    #[serde(default)]
+    pub return_rate_bps: Option<f64>,
+    /// Token-bucket depth of the pacing, bytes (default: 2 ms at the rate, at least one PDU).
+    #[serde(default)]
+    pub pacing_burst_bytes: Option<usize>,
+    /// Protect every PDU with the CRC-16.
+    #[serde(default)]
+    pub crc: Option<bool>,
+    /// Tell the receiving entity (`Entity::set_link`) when the link direction toward the sender becomes
+    /// available or unavailable (its availability schedule or Markov model): NAKs and other PDUs then wait for
+    /// the return link and the receiver's timers freeze while it is down. Default: true in the async NAK mode.
+    #[serde(default)]
+    pub async_link_signal: Option<bool>,
+}
+
+fn d_class() -> u8 {
+    2
+}
+fn d_checksum() -> String {
+    "crc32c".into()
+}
+fn d_repeat() -> u32 {
+    1
+}
+
+/// The checksum types a `[[cfdp]]` transfer may name.
+pub fn cfdp_checksum(name: &str) -> Option<cfdp::pdu::ChecksumType> {
+    use cfdp::pdu::ChecksumType as C;
+    Some(match name {
+        "modular" => C::Modular,
+        "proximity1" => C::Proximity1,
+        "crc32c" => C::Crc32c,
+        "crc32" => C::Crc32,
+        "null" => C::Null,
+        _ => return None,
+    })
+}
+
+impl CfdpSection {
+    /// The receiver's NAK mode (validated).
+    pub fn nak(&self) -> cfdp::NakMode {
+        self.nak_mode
+            .as_deref()
+            .and_then(|m| m.parse().ok())
+            .unwrap_or(cfdp::NakMode::Immediate)
+    }
+
+    /// Whether the receiving entity is told about the return direction's availability.
+    pub fn link_signal(&self) -> bool {
+        self.async_link_signal
+            .unwrap_or(self.nak() == cfdp::NakMode::Asynchronous)
+    }
+
+    /// The `bp` service number.
+    pub fn service_number(&self) -> u64 {
+        self.service.unwrap_or(DEFAULT_CFDP_SERVICE)
+    }
+
+    /// File data bytes per PDU.
+    pub fn segment(&self) -> usize {
+        self.segment_size.unwrap_or(1024)
+    }
+
+    /// Entity settings this transfer gives explicitly, as (entity node, remote node, key, value, field):
+    /// the sender's toward the receiver and the receiver's toward the sender.
+    fn entity_settings(&self) -> Vec<(u64, u64, &'static str, String, &'static str)> {
+        let (s, r) = ((self.from, self.to), (self.to, self.from));
+        let mut v = Vec::new();
+        let mut put = |who: (u64, u64), key: &'static str, val: Option<String>, field| {
+            if let Some(val) = val {
+                v.push((who.0, who.1, key, val, field));
+            }
+        };
+        let f = |x: Option<f64>| x.map(|x| x.to_string());
+        let u = |x: Option<u32>| x.map(|x| x.to_string());
+        put(
+            s,
+            "segment",
+            self.segment_size.map(|x| x.to_string()),
+            "segment_size",
+        );
+        put(s, "rate", f(self.rate_bps), "rate_bps");
+        put(r, "rate", f(self.return_rate_bps), "return_rate_bps");
+        put(r, "nak_mode", self.nak_mode.clone(), "nak_mode");
+        put(r, "nak_timer", f(self.nak_timer_ms), "nak_timer_ms");
+        put(r, "nak_limit", u(self.nak_limit), "nak_limit");
+        put(r, "check_timer", f(self.check_timer_ms), "check_timer_ms");
+        put(r, "check_limit", u(self.check_limit), "check_limit");
+        put(r, "keep_alive", f(self.keep_alive_ms), "keep_alive_ms");
+        put(
+            s,
+            "prompt",
+            self.prompt_every_bytes.map(|x| x.to_string()),
+            "prompt_every_bytes",
+        );
+        put(
+            r,
+            "link_signal",
+            self.async_link_signal.map(|x| x.to_string()),
+            "async_link_signal",
+        );
+        for who in [s, r] {
+            put(
+                who,
+                "burst",
+                self.pacing_burst_bytes.map(|x| x.to_string()),
+                "pacing_burst_bytes",
+            );
+            put(who, "ack_timer", f(self.ack_timer_ms), "ack_timer_ms");
+            put(who, "ack_limit", u(self.ack_limit), "ack_limit");
+            put(who, "inactivity", f(self.inactivity_s), "inactivity_s");
+            put(who, "crc", self.crc.map(|x| x.to_string()), "crc");
+            put(
+                who,
+                "colour",
+                self.colour.map(|x| format!("{x:?}")),
+                "colour",
+            );
+            put(who, "lifetime", f(self.lifetime_s), "lifetime_s");
+        }
+        v
+    }
+}
+
 /// `[log]`: per-node output files, as path patterns relative to the scenario file in which `{node}` stands for
 /// the node number (absent = not written). Each node writes its own files, exactly as a real node does.
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -756,6 +997,245 @@ impl Scenario {
                     t.client_service,
                     "endpoints not used by another [[traffic]]",
                 ));
+            }
+        }
+        self.validate_cfdp()
+    }
+
+    /// Checks the `[[cfdp]]` transfers.
+    fn validate_cfdp(&self) -> Result<(), ScenarioError> {
+        let known = |n: u64| self.nodes.iter().any(|x| x.number == n);
+        for (i, c) in self.cfdp.iter().enumerate() {
+            let f = |name: &str| format!("cfdp[{i}].{name}");
+            if !known(c.from) {
+                return Err(invalid(f("from"), c.from, "the number of a [[node]]"));
+            }
+            if !known(c.to) || c.to == c.from {
+                return Err(invalid(f("to"), c.to, "the number of another [[node]]"));
+            }
+            let adjacent = self.adjacent(c.from, c.to);
+            if c.transport == CfdpTransport::Link && !adjacent {
+                return Err(invalid(
+                    f("transport"),
+                    "\"link\"",
+                    &format!(
+                        "nodes {} and {} joined by a [[link]] (or transport = \"bp\" to go through the bundle layer)",
+                        c.from, c.to
+                    ),
+                ));
+            }
+            if c.transport == CfdpTransport::Link {
+                for (name, set) in [
+                    ("service", c.service.is_some()),
+                    ("colour", c.colour.is_some()),
+                    ("lifetime_s", c.lifetime_s.is_some()),
+                ] {
+                    if set {
+                        return Err(invalid(
+                            f(name),
+                            "set",
+                            "no value with transport = \"link\" (a bundle-layer setting of transport = \"bp\")",
+                        ));
+                    }
+                }
+            }
+            if let Some(svc) = c.service {
+                if svc == 0 {
+                    return Err(invalid(f("service"), 0, "a service number > 0"));
+                }
+            }
+            if c.transport == CfdpTransport::Bp {
+                let svc = c.service_number();
+                for node in [c.from, c.to] {
+                    if let Some(k) = self.traffic.iter().position(|t| {
+                        (t.from == node && t.client_service == svc)
+                            || (t.to == node && t.server_service == svc)
+                    }) {
+                        return Err(invalid(
+                            f("service"),
+                            svc,
+                            &format!("a service not used by traffic[{k}] on node {node}"),
+                        ));
+                    }
+                }
+            }
+            if let Some(l) = c.lifetime_s {
+                if !(l.is_finite() && l > 0.0) {
+                    return Err(invalid(
+                        f("lifetime_s"),
+                        l,
+                        "a positive lifetime in seconds",
+                    ));
+                }
+            }
+            if !(1..=MAX_CFDP_FILE).contains(&c.file_size) {
+                return Err(invalid(
+                    f("file_size"),
+                    c.file_size,
+                    "a file size in bytes in [1, 2^40]",
+                ));
+            }
+            if let Some(s) = c.segment_size {
+                if !(1..=MAX_CFDP_SEGMENT).contains(&s) {
+                    return Err(invalid(
+                        f("segment_size"),
+                        s,
+                        "file data bytes per PDU in [1, 65000] (the PDU length field is 16 bits)",
+                    ));
+                }
+            }
+            if !(c.class == 1 || c.class == 2) {
+                return Err(invalid(
+                    f("class"),
+                    c.class,
+                    "1 (unacknowledged) or 2 (acknowledged)",
+                ));
+            }
+            if let Some(m) = &c.nak_mode {
+                if !["immediate", "deferred", "prompted", "async"].contains(&m.as_str()) {
+                    return Err(invalid(
+                        f("nak_mode"),
+                        format!("{m:?}"),
+                        "\"immediate\", \"deferred\", \"prompted\" or \"async\"",
+                    ));
+                }
+            }
+            if cfdp_checksum(&c.checksum).is_none() {
+                return Err(invalid(
+                    f("checksum"),
+                    format!("{:?}", c.checksum),
+                    "\"crc32c\", \"crc32\", \"proximity1\", \"modular\" or \"null\"",
+                ));
+            }
+            if c.repeat == 0 || (c.repeat > 1 && c.class != 1) {
+                return Err(invalid(
+                    f("repeat"),
+                    c.repeat,
+                    "1, or more copies of each PDU with class = 1 (CFDP-repeat)",
+                ));
+            }
+            if c.repeat > 1000 {
+                return Err(invalid(f("repeat"), c.repeat, "at most 1000 copies"));
+            }
+            if c.closure && c.class != 1 {
+                return Err(invalid(
+                    f("closure"),
+                    true,
+                    "closure only with class = 1 (class 2 always ends with Finished)",
+                ));
+            }
+            if !(c.start_s.is_finite() && c.start_s >= 0.0) {
+                return Err(invalid(
+                    f("start_s"),
+                    c.start_s,
+                    "a start time in seconds >= 0",
+                ));
+            }
+            for (name, v) in [
+                ("ack_timer_ms", c.ack_timer_ms),
+                ("nak_timer_ms", c.nak_timer_ms),
+                ("check_timer_ms", c.check_timer_ms),
+                ("keep_alive_ms", c.keep_alive_ms),
+                ("inactivity_s", c.inactivity_s.map(|s| s * 1e3)),
+            ] {
+                if let Some(v) = v {
+                    if !(v.is_finite() && v > 0.0 && v <= 1e12) {
+                        let shown = if name == "inactivity_s" { v / 1e3 } else { v };
+                        return Err(invalid(
+                            f(name),
+                            shown,
+                            "a positive duration (at most 1e9 s)",
+                        ));
+                    }
+                }
+            }
+            for (name, v) in [
+                ("ack_limit", c.ack_limit),
+                ("nak_limit", c.nak_limit),
+                ("check_limit", c.check_limit),
+            ] {
+                if v == Some(0) {
+                    return Err(invalid(f(name), 0, "at least 1 expiration"));
+                }
+            }
+            if c.prompt_every_bytes == Some(0) {
+                return Err(invalid(f("prompt_every_bytes"), 0, "at least 1 byte"));
+            }
+            for (name, v) in [
+                ("rate_bps", c.rate_bps),
+                ("return_rate_bps", c.return_rate_bps),
+            ] {
+                if let Some(r) = v {
+                    if !(r.is_finite() && (0.0..=1e15).contains(&r)) {
+                        return Err(invalid(f(name), r, "bit/s in [0, 1e15] (0 = unpaced)"));
+                    }
+                }
+            }
+            if c.pacing_burst_bytes == Some(0) {
+                return Err(invalid(
+                    f("pacing_burst_bytes"),
+                    0,
+                    "a token-bucket depth of at least 1 byte",
+                ));
+            }
+            if c.async_link_signal == Some(true) && !adjacent {
+                return Err(invalid(
+                    f("async_link_signal"),
+                    true,
+                    &format!(
+                        "nodes {} and {} joined by a [[link]] (the signal follows the availability of its direction {} -> {})",
+                        c.from, c.to, c.to, c.from
+                    ),
+                ));
+            }
+            // The pair's transport and service, in both directions.
+            for (k, o) in self.cfdp.iter().enumerate().take(i) {
+                if (o.from, o.to) != (c.from, c.to) && (o.from, o.to) != (c.to, c.from) {
+                    continue;
+                }
+                if o.transport != c.transport {
+                    return Err(invalid(
+                        f("transport"),
+                        format!("{:?}", c.transport.as_str()),
+                        &format!(
+                            "{:?} as in cfdp[{k}] (the transfers between two entities share one transport)",
+                            o.transport.as_str()
+                        ),
+                    ));
+                }
+                if o.transport == CfdpTransport::Bp && o.service_number() != c.service_number() {
+                    return Err(invalid(
+                        f("service"),
+                        c.service_number(),
+                        &format!(
+                            "{} as in cfdp[{k}] (the transfers between two entities share one endpoint)",
+                            o.service_number()
+                        ),
+                    ));
+                }
+            }
+        }
+        // Entity settings given by several transfers must agree.
+        let mut seen: Vec<(u64, u64, &'static str, String, usize)> = Vec::new();
+        for (i, c) in self.cfdp.iter().enumerate() {
+            for (node, remote, key, value, field) in c.entity_settings() {
+                if let Some((.., v, k)) = seen
+                    .iter()
+                    .find(|(n, r, kk, ..)| (*n, *r, *kk) == (node, remote, key))
+                {
+                    if *v != value {
+                        return Err(invalid(
+                            format!("cfdp[{i}].{field}"),
+                            &value,
+                            &format!(
+                                "{v} as given by cfdp[{k}]: entity {node}'s settings toward entity {remote} are \
+                                 shared by every transfer between them"
+                            ),
+                        ));
+                    }
+                } else {
+                    seen.push((node, remote, key, value, i));
+                }
             }
         }
         Ok(())

@@ -9,17 +9,28 @@ use channel::Fate;
 use ltp::{CsvSegmentLog, EngineConfig, SpanConfig};
 use serde::Serialize;
 
+use crate::cfdp_app::{put_request, CfdpSetup, CfdpTransferResult, Route, TransferBook};
 use crate::log::{NodeSink, SegmentState, SharedBundleLog};
-use crate::node::{ClientApp, Ctx, Deferred, Node, Processing, ServerApp, SessionRecord};
+use crate::node::{ClientApp, Ctx, Deferred, Node, Processing, Proto, ServerApp, SessionRecord};
 use crate::queue::EventQueue;
 use crate::scenario::{invalid, millis, secs, BundleLayer, LogSection, Scenario, ScenarioError};
 
 /// Scheduled work.
 enum Ev {
     /// A datagram reaches `node`'s receive queue (channel delivery time + the node's receive latency).
-    Arrive { node: usize, data: Bytes },
-    /// The node's CPU finished a datagram: hand it to LTP.
-    Process { node: usize, data: Bytes },
+    Arrive {
+        node: usize,
+        data: Bytes,
+        proto: Proto,
+    },
+    /// The node's CPU finished a datagram: hand it to LTP (or the CFDP entity).
+    Process {
+        node: usize,
+        data: Bytes,
+        proto: Proto,
+    },
+    /// Transfer `transfer` of `[[cfdp]]` is put at its sending node.
+    CfdpPut { node: usize, transfer: usize },
     /// Received bundles finished processing (static layer), or a received block's commit ended (agent).
     Deferred { node: usize, work: Deferred },
     /// The node asked to run (timer, pacing, application).
@@ -81,6 +92,8 @@ pub struct Summary {
     pub log_write_errors: u64,
     /// Events processed.
     pub events: u64,
+    /// The `[[cfdp]]` transfers, in scenario order.
+    pub cfdp: Vec<CfdpTransferResult>,
 }
 
 /// A running simulation.
@@ -94,12 +107,14 @@ pub struct Simulation {
     stop_when_idle: bool,
     finished: bool,
     events: u64,
-    outbox: Vec<(u64, Bytes)>,
+    outbox: Vec<(u64, Bytes, Proto)>,
     deferred: Vec<(Duration, Deferred)>,
     pool: BytesMut,
     tx_buf: Vec<u8>,
     sessions: Vec<SessionRecord>,
     log_write_errors: u64,
+    cfdp: TransferBook,
+    cfdp_requests: Vec<crate::scenario::CfdpSection>,
 }
 
 /// Creates node `node`'s log file from the pattern in `field`.
@@ -216,8 +231,19 @@ impl Simulation {
                 link: channel::Link::new(f, r, mix(seed, i as u64, 1)),
             });
         }
+        let link_seed = |i: usize| mix(seed, i as u64, 1);
+        let file_seed = |k: usize| mix(seed, k as u64, 5);
+        let setup = CfdpSetup {
+            scn,
+            models: &models,
+            contacts: &contacts,
+            link_seed: &link_seed,
+            file_seed: &file_seed,
+        };
+        let mut book = setup.book();
         let mut nodes = Vec::with_capacity(scn.nodes.len());
         for ns in &scn.nodes {
+            let cfdp = setup.app(ns.number, &mut book);
             let mut ec = EngineConfig::new(ns.number);
             ec.seed = mix(seed, ns.number, 2);
             let mut engine = ltp::Engine::new(ec);
@@ -314,6 +340,9 @@ impl Simulation {
                             );
                         }
                     }
+                    for svc in cfdp.iter().flat_map(|c| c.services.iter()) {
+                        let _ = a.register(bpv7::Eid::ipn(ns.number, *svc));
+                    }
                     for t in &scn.traffic {
                         if t.from == ns.number {
                             let _ = a.register(bpv7::Eid::ipn(ns.number, t.client_service));
@@ -356,6 +385,7 @@ impl Simulation {
                 segments,
                 bundle_log,
                 counters: Default::default(),
+                cfdp,
             });
         }
         for t in &scn.traffic {
@@ -422,6 +452,15 @@ impl Simulation {
                 },
             );
         }
+        for (k, c) in scn.cfdp.iter().enumerate() {
+            queue.push(
+                secs(c.start_s),
+                Ev::CfdpPut {
+                    node: index(c.from),
+                    transfer: k,
+                },
+            );
+        }
         for k in 0..nodes.len() {
             queue.push(Duration::ZERO, Ev::Wake { node: k });
         }
@@ -441,6 +480,8 @@ impl Simulation {
             tx_buf: Vec::with_capacity(64 * 1024),
             sessions: Vec::new(),
             log_write_errors: 0,
+            cfdp: book,
+            cfdp_requests: scn.cfdp.clone(),
         })
     }
 
@@ -519,7 +560,8 @@ impl Simulation {
             self.now = t;
             self.events += 1;
             self.dispatch(ev);
-            if self.stop_when_idle && self.events.is_multiple_of(1024) && self.quiet() {
+            let check = self.events.is_multiple_of(1024) || std::mem::take(&mut self.cfdp.ended);
+            if self.stop_when_idle && check && self.quiet() {
                 self.finish();
             }
         }
@@ -549,25 +591,39 @@ impl Simulation {
     fn dispatch(&mut self, ev: Ev) {
         let now = self.now;
         let node = match ev {
-            Ev::Arrive { node, data } => {
+            Ev::Arrive { node, data, proto } => {
                 let Some(n) = self.nodes.get_mut(node) else {
                     return;
                 };
                 match n.book_segment(now) {
-                    Some(done) if done == now => n.on_datagram(now, &data),
+                    Some(done) if done == now => n.on_datagram(now, &data, proto, &mut self.cfdp),
                     Some(done) => {
-                        self.queue.push(done, Ev::Process { node, data });
+                        self.queue.push(done, Ev::Process { node, data, proto });
                         return;
                     }
                     None => return,
                 }
                 node
             }
-            Ev::Process { node, data } => {
+            Ev::Process { node, data, proto } => {
                 let Some(n) = self.nodes.get_mut(node) else {
                     return;
                 };
-                n.on_datagram(now, &data);
+                n.on_datagram(now, &data, proto, &mut self.cfdp);
+                node
+            }
+            Ev::CfdpPut { node, transfer } => {
+                let Some(n) = self.nodes.get_mut(node) else {
+                    return;
+                };
+                let Some(c) = self.cfdp_requests.get(transfer) else {
+                    return;
+                };
+                if let Some(app) = n.cfdp.as_mut() {
+                    app.pending_puts = app.pending_puts.saturating_sub(1);
+                    let r = app.entity.put(now, put_request(c, transfer));
+                    self.cfdp.put(transfer, now, r);
+                }
                 node
             }
             Ev::Wake { node } => {
@@ -590,6 +646,11 @@ impl Simulation {
                     return;
                 };
                 let dtn = self.epoch_dtn_ms + now.as_millis() as u64;
+                if let Some(app) = n.cfdp.as_mut() {
+                    if app.routes.get(&remote) == Some(&Route::Link) {
+                        app.set_condition(now, remote, Some(up), None);
+                    }
+                }
                 if up {
                     if let Some(r) = rate {
                         n.engine.set_span_rate(now, remote, r);
@@ -619,6 +680,7 @@ impl Simulation {
                     pool: &mut self.pool,
                     tx_buf: &mut self.tx_buf,
                     sessions: &mut self.sessions,
+                    cfdp: &mut self.cfdp,
                 };
                 n.on_deferred(&mut ctx, work);
                 node
@@ -640,6 +702,7 @@ impl Simulation {
             pool: &mut self.pool,
             tx_buf: &mut self.tx_buf,
             sessions: &mut self.sessions,
+            cfdp: &mut self.cfdp,
         };
         n.drive(&mut ctx);
         let number = n.number;
@@ -653,7 +716,7 @@ impl Simulation {
         for (at, work) in self.deferred.drain(..) {
             self.queue.push(at, Ev::Deferred { node, work });
         }
-        for (remote, data) in self.outbox.drain(..) {
+        for (remote, data, proto) in self.outbox.drain(..) {
             let Some(l) = self
                 .links
                 .iter_mut()
@@ -672,7 +735,14 @@ impl Simulation {
                     .nodes
                     .get(to)
                     .map_or(Duration::ZERO, |n| n.processing.rx_latency);
-                self.queue.push(at + latency, Ev::Arrive { node: to, data });
+                self.queue.push(
+                    at + latency,
+                    Ev::Arrive {
+                        node: to,
+                        data,
+                        proto,
+                    },
+                );
             }
         }
     }
@@ -722,6 +792,32 @@ impl Simulation {
         if !red.is_empty() {
             s.mean_session_s = red.iter().sum::<f64>() / red.len() as f64;
         }
+        s.cfdp = self.cfdp.results();
         s
+    }
+
+    /// Results of the `[[cfdp]]` transfers so far, in scenario order (also in [`Summary::cfdp`]).
+    pub fn cfdp_results(&self) -> Vec<CfdpTransferResult> {
+        self.cfdp.results()
+    }
+
+    /// When the receiver of `[[cfdp]]` transfer `k` sent its NAK PDUs (virtual time since the start).
+    pub fn cfdp_nak_times(&self, k: usize) -> &[Duration] {
+        self.cfdp.nak_times(k)
+    }
+
+    /// Link availability changes signalled to the receiver of transfer `k` (`async_link_signal`): (virtual time,
+    /// up). A return direction that is down at the start gives `(0, false)` first.
+    pub fn cfdp_link_signals(&self, k: usize) -> &[(Duration, bool)] {
+        self.cfdp.signals(k)
+    }
+
+    /// Counters of the CFDP entity of node `node` (None if it takes part in no transfer).
+    pub fn cfdp_entity_stats(&self, node: u64) -> Option<&cfdp::EntityStats> {
+        self.nodes
+            .iter()
+            .find(|n| n.number == node)
+            .and_then(|n| n.cfdp.as_ref())
+            .map(|c| c.entity.stats())
     }
 }
