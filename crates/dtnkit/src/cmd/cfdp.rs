@@ -101,6 +101,10 @@ pub struct EntityArgs {
     /// BP service number of CFDP entities.
     #[arg(long, default_value_t = 64)]
     service: u64,
+    /// Over BP: the endpoint of an entity whose id is not its node number, `ID=EID`
+    /// (repeatable; default `ipn:ID.SERVICE`).
+    #[arg(long = "entity-endpoint", value_parser = parse_entity_endpoint)]
+    entity_endpoints: Vec<(u64, String)>,
     /// Bundles in flight before waiting for the node to store them (over BP).
     #[arg(long, default_value_t = 64)]
     bp_window: usize,
@@ -144,6 +148,18 @@ pub struct EntityArgs {
     /// Print JSON (one object per line) instead of text.
     #[arg(long)]
     json: bool,
+}
+
+fn parse_entity_endpoint(s: &str) -> Result<(u64, String), String> {
+    let (id, eid) = s
+        .split_once('=')
+        .ok_or_else(|| format!("entity endpoint {s:?}: expected ID=EID, e.g. 7=ipn:12.64"))?;
+    let id = id
+        .parse()
+        .map_err(|_| format!("entity endpoint {s:?}: entity id {id:?} is not a number"))?;
+    eid.parse::<bpv7::Eid>()
+        .map_err(|e| format!("entity endpoint {s:?}: {eid:?} is not an endpoint id: {e}"))?;
+    Ok((id, eid.to_owned()))
 }
 
 fn parse_peer(s: &str) -> Result<(u64, SocketAddr), String> {
@@ -276,7 +292,8 @@ impl PduLink for AnyLink {
 fn open_link(a: &EntityArgs, default_udp: Option<SocketAddr>) -> anyhow::Result<AnyLink> {
     let peers: HashMap<u64, SocketAddr> = a.peers.iter().copied().collect();
     if let Some(socket) = &a.node {
-        let link = BpLink::connect(socket, a.id, a.service, HashMap::new(), a.bp_window, 0)
+        let endpoints = a.entity_endpoints.iter().cloned().collect();
+        let link = BpLink::connect(socket, a.id, a.service, endpoints, a.bp_window, 0)
             .with_context(|| format!("connecting to the node at {}", socket.display()))?;
         return Ok(AnyLink::Bp(link));
     }
