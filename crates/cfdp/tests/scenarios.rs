@@ -319,7 +319,7 @@ fn inactivity_detected_at_both_ends() {
         n.faults(B)[0],
         (ms(1010), C::InactivityDetected, FaultHandler::Cancel)
     );
-    // A hears nothing at all: its inactivity timer (from the put at 0) fires at 1000 ms.
+    // A hears nothing at all: its inactivity timer (from its EOF at 0) fires at 1000 ms.
     assert_eq!(
         n.faults(A)[0],
         (ms(1000), C::InactivityDetected, FaultHandler::Cancel)
@@ -782,4 +782,27 @@ fn malformed_and_misrouted_pdus_are_counted() {
     ));
     assert!(n.b.is_idle());
     let _ = Role::Sender;
+}
+
+#[test]
+fn a_long_transfer_to_a_quiet_receiver_is_not_inactivity() {
+    // 200 kB at 800 kb/s: 2 s of data, twice the 1 s inactivity timer, and the receiver
+    // sends nothing until the end (no loss, no Keep Alive).
+    let data = pattern(200_000, 25);
+    let ca = config(A, B, |r| {
+        r.rate_bps = 800_000;
+        r.pacing_burst_bytes = 0;
+    });
+    let mut n = Net::new(ca, config(B, A, |_| {}), &[("f", data.clone())]);
+    n.a.put(n.now, put(B, "f")).unwrap();
+    n.run(ms(10_000));
+    assert!(
+        n.faults(A).is_empty() && n.faults(B).is_empty(),
+        "{:?}",
+        n.faults(A)
+    );
+    let eof = n.sent_times(A, "EOF")[0];
+    assert!(eof > ms(2000), "{eof:?}");
+    assert_eq!(n.finished(A).unwrap().0, eof + ms(20));
+    assert_eq!(n.file_b("f").unwrap(), data);
 }

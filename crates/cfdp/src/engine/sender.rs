@@ -137,8 +137,9 @@ impl SendTx {
         } else {
             1
         };
-        let mut timers = Timers::default();
-        timers.inactivity = Some(now + rc.inactivity_timer);
+        // The inactivity timer runs once EOF has left: before, this side is the one sending,
+        // and a long transfer to a quiet receiver (no NAK, no Keep Alive) is not inactivity.
+        let timers = Timers::default();
         Ok(Self {
             id,
             dest: req.dest,
@@ -252,7 +253,9 @@ impl SendTx {
                 .map_err(|e| PersistError::Filestore(e.to_string()))?;
         }
         let mut timers = Timers::default();
-        timers.inactivity = Some(now + rc.inactivity_timer);
+        if s.eof_sent {
+            timers.inactivity = Some(now + rc.inactivity_timer);
+        }
         if s.eof_sent && !s.eof_acked {
             // Resend EOF at once: the ACK may have been lost while we were down.
             timers.ack = Some(now);
@@ -425,6 +428,9 @@ impl Entity {
             self.events.push_back(Event::EofSent { id });
         }
         let tx = self.senders.get_mut(&id).expect("present");
+        if first {
+            tx.timers.inactivity = Some(now + tx.rc.inactivity_timer);
+        }
         match tx.mode {
             TransmissionMode::Acknowledged => {
                 if !tx.eof_acked {
@@ -460,7 +466,9 @@ impl Entity {
             return;
         }
         let tx = self.senders.get_mut(&id).expect("present");
-        tx.timers.inactivity = Some(now + tx.rc.inactivity_timer);
+        if tx.eof_sent {
+            tx.timers.inactivity = Some(now + tx.rc.inactivity_timer);
+        }
         match pdu.body {
             PduBody::Ack(ack) if ack.directive == DirectiveCode::Eof => {
                 tx.eof_acked = true;
