@@ -1037,3 +1037,54 @@ pub(crate) fn put_request(c: &CfdpSection, k: usize) -> PutRequest {
     req.repeat = c.repeat;
     req
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use channel::{MarkovAvailability, Schedule};
+
+    /// The watch's changes are exactly those of the availability process inside a link direction built with the
+    /// same seed and direction: sampled every millisecond, the two agree.
+    fn agrees(model: Availability, period: Option<Duration>, direction: u64) -> usize {
+        let horizon = Duration::from_secs(20);
+        let mut watch = AvailabilityWatch::new(model.clone(), period, 42, direction, horizon);
+        let mut truth = AvailabilityProcess::new(model, 42, direction);
+        let mut changes = 0;
+        let mut t = Duration::ZERO;
+        while t < horizon {
+            while watch.next_change().is_some_and(|c| c <= t) {
+                watch.advance();
+                changes += 1;
+            }
+            assert_eq!(watch.is_up(), truth.is_up(t), "at {t:?}");
+            t += Duration::from_micros(500);
+        }
+        changes
+    }
+
+    #[test]
+    fn watch_follows_the_markov_chain_of_the_link() {
+        let m = MarkovAvailability::seed004(0.1, Duration::from_millis(20), false);
+        assert!(agrees(Availability::Markov(m.clone()), None, 1) > 50);
+        assert!(agrees(Availability::Markov(m), None, 0) > 50);
+        // A state that cannot be left ends the search at once.
+        let stuck = MarkovAvailability::seed004(0.0, Duration::from_millis(1), false);
+        let w = AvailabilityWatch::new(Availability::Markov(stuck), None, 1, 1, Duration::MAX);
+        assert_eq!((w.is_up(), w.next_change()), (false, None));
+    }
+
+    #[test]
+    fn watch_follows_schedules_with_and_without_period() {
+        let ms = Duration::from_millis;
+        let windows = vec![(ms(100), ms(300)), (ms(300), ms(450)), (ms(900), ms(1000))];
+        let s = Schedule::new(windows.clone(), None).expect("valid");
+        assert_eq!(agrees(Availability::Schedule(s), None, 1), 4);
+        let s = Schedule::new(windows, Some(ms(1000))).expect("valid");
+        // Adjacent windows make one up period: four changes per round, the last (down at 20 s) at the horizon.
+        assert_eq!(
+            agrees(Availability::Schedule(s), Some(ms(1000)), 1),
+            20 * 4 - 1
+        );
+        assert_eq!(agrees(Availability::Always, None, 1), 0);
+    }
+}
