@@ -212,7 +212,6 @@ fn check_fault_location(
 }
 
 fn validate_fault_location(
-    h: &PduHeader,
     pdu: &'static str,
     condition: ConditionCode,
     fault_location: Option<u64>,
@@ -224,10 +223,7 @@ fn validate_fault_location(
             present: fault_location.is_some(),
         });
     }
-    match fault_location {
-        Some(id) => check_fits("fault location", id, h.entity_id_len),
-        None => Ok(()),
-    }
+    Ok(())
 }
 
 impl PduBody {
@@ -248,7 +244,7 @@ impl PduBody {
     /// Octets of the encoded data field without the CRC, with the widths of `h`.
     fn encoded_len(&self, h: &PduHeader) -> usize {
         let fss = h.fss_len();
-        let fault = |f: Option<u64>| f.map_or(0, |_| entity_id_tlv_len(h.entity_id_len));
+        let fault = |f: Option<u64>| f.map_or(0, |id| entity_id_tlv_len(id, h.entity_id_len));
         match self {
             PduBody::FileData(fd) => {
                 fd.segment_metadata
@@ -303,13 +299,13 @@ impl PduBody {
             }
             PduBody::Eof(e) => {
                 check_fss(h, "EOF file size", e.file_size)?;
-                validate_fault_location(h, "EOF", e.condition, e.fault_location)
+                validate_fault_location("EOF", e.condition, e.fault_location)
             }
             PduBody::Finished(f) => {
                 f.filestore_responses
                     .iter()
                     .try_for_each(validate_response)?;
-                validate_fault_location(h, "Finished", f.condition, f.fault_location)
+                validate_fault_location("Finished", f.condition, f.fault_location)
             }
             PduBody::Ack(a) => {
                 if !matches!(a.directive, DirectiveCode::Eof | DirectiveCode::Finished) {
@@ -611,7 +607,7 @@ fn decode_directive(h: &PduHeader, body: &[u8]) -> Result<PduBody, DecodeError> 
             let end_of_scope = r.fss(large, "NAK end of scope")?;
             let fss = h.fss_len();
             let rest = r.rest();
-            if rest.len() % (2 * fss) != 0 {
+            if !rest.len().is_multiple_of(2 * fss) {
                 return Err(DecodeError::NakSegmentsMisaligned {
                     len: rest.len(),
                     pair_size: 2 * fss,

@@ -1,7 +1,7 @@
 //! LV (§5.1.8) and TLV (§5.1.9, §5.4) encodings.
 
 use super::codec::{put_uint, Reader};
-use super::header::check_fits;
+use super::header::min_octets;
 use super::{
     ConditionCode, DecodeError, EncodeError, FaultHandler, FilestoreAction, FilestoreRequest,
     FilestoreResponse, Tlv,
@@ -79,7 +79,7 @@ impl Tlv {
     }
 
     /// Octets of the encoded TLV (type, length and value); an Entity ID TLV's value is
-    /// `entity_id_len` octets wide.
+    /// `entity_id_len` octets wide, or as many as the id needs if it is wider.
     pub fn encoded_len(&self, entity_id_len: u8) -> usize {
         2 + self.value_len(entity_id_len)
     }
@@ -92,7 +92,7 @@ impl Tlv {
             Tlv::FilestoreResponse(r) => response_value_len(r),
             Tlv::MessageToUser(v) | Tlv::FlowLabel(v) | Tlv::Unknown { value: v, .. } => v.len(),
             Tlv::FaultHandlerOverride { .. } => 1,
-            Tlv::EntityId(_) => usize::from(entity_id_len),
+            Tlv::EntityId(id) => usize::from(entity_id_width(*id, entity_id_len)),
         }
     }
 }
@@ -223,13 +223,13 @@ pub(super) fn validate_tlv(tlv: &Tlv, entity_id_len: u8) -> Result<(), EncodeErr
             check_names("filestore request", r.action, &r.first, &r.second)?
         }
         Tlv::FilestoreResponse(r) => return validate_response(r),
-        Tlv::EntityId(id) => check_fits("entity id TLV", *id, entity_id_len)?,
         Tlv::Unknown { tlv_type, .. } if tlv_type::is_known(*tlv_type) => {
             return Err(EncodeError::KnownTlvTypeAsUnknown {
                 tlv_type: *tlv_type,
             })
         }
         Tlv::MessageToUser(_)
+        | Tlv::EntityId(_)
         | Tlv::FlowLabel(_)
         | Tlv::FaultHandlerOverride { .. }
         | Tlv::Unknown { .. } => {}
@@ -264,7 +264,7 @@ pub(super) fn write_tlv(out: &mut Vec<u8>, tlv: &Tlv, entity_id_len: u8) {
         Tlv::FaultHandlerOverride { condition, handler } => {
             out.push((condition.code() << 4) | handler.code())
         }
-        Tlv::EntityId(id) => put_uint(out, *id, entity_id_len),
+        Tlv::EntityId(id) => put_uint(out, *id, entity_id_width(*id, entity_id_len)),
     }
 }
 
@@ -335,14 +335,23 @@ fn write_response_value(out: &mut Vec<u8>, r: &FilestoreResponse) {
     put_lv(out, &r.message);
 }
 
-/// Octets of an Entity ID TLV whose value is `entity_id_len` octets.
-pub(super) fn entity_id_tlv_len(entity_id_len: u8) -> usize {
-    2 + usize::from(entity_id_len)
+/// Octets of the value of an Entity ID TLV (a fault location or a Metadata option) in a PDU
+/// whose header has `entity_id_len`-octet ids: that width, like the header's ids, unless `id`
+/// needs more. The decoder accepts any width 1..=8 (the TLV's length says which), so every
+/// decoded id encodes again, if need be wider than the header's.
+pub(crate) fn entity_id_width(id: u64, entity_id_len: u8) -> u8 {
+    entity_id_len.max(min_octets(id))
 }
 
-/// Appends an Entity ID TLV; `id` was checked to fit `entity_id_len` octets.
+/// Octets of an Entity ID TLV carrying `id`.
+pub(super) fn entity_id_tlv_len(id: u64, entity_id_len: u8) -> usize {
+    2 + usize::from(entity_id_width(id, entity_id_len))
+}
+
+/// Appends an Entity ID TLV carrying `id`.
 pub(super) fn write_entity_id_tlv(out: &mut Vec<u8>, id: u64, entity_id_len: u8) {
+    let width = entity_id_width(id, entity_id_len);
     out.push(tlv_type::ENTITY_ID);
-    out.push(entity_id_len);
-    put_uint(out, id, entity_id_len);
+    out.push(width);
+    put_uint(out, id, width);
 }
