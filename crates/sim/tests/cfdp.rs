@@ -459,3 +459,30 @@ fn scenario_errors_name_the_field() {
     assert!(err(&clash)
         .contains("cfdp[0].service = 2001: expected a service not used by traffic[0] on node 2"));
 }
+
+/// Four concurrent async transfers on one pair of entities: two runs with the same seed must be identical.
+/// `cfdp::Entity` handles expired timers (`handle_timeout`) and link-up NAKs (`set_link`) in `HashMap` order,
+/// which differs between runs when several transactions are due at the same instant; sorting those ids by
+/// transaction id in the entity makes this pass (checked on a patched copy of the crate).
+#[test]
+#[ignore = "needs cfdp::Entity to handle simultaneous timers and link-up NAKs in transaction order"]
+fn concurrent_transactions_are_deterministic() {
+    let mut text = two_nodes(
+        300.0,
+        3,
+        "{ rate_bps = 10e6, delay_ms = 5.0, loss = { model = \"iid\", per = 0.02 } }",
+        "{ rate_bps = 10e6, delay_ms = 5.0, availability = { model = \"markov\", p = 0.1, step_ms = 20.0, initial = \"down\" } }",
+        "file_size = 1_000_000\nnak_mode = \"async\"\nack_limit = 100\nnak_limit = 100",
+    );
+    for _ in 0..3 {
+        text.push_str("[[cfdp]]\nfrom = 1\nto = 2\nfile_size = 1_000_000\n");
+    }
+    let once = || {
+        let (sim, r) = run(&text);
+        format!("{r:?} {:?}", sim.link_counters())
+    };
+    let first = once();
+    for _ in 0..5 {
+        assert_eq!(once(), first);
+    }
+}
