@@ -3,6 +3,9 @@
 //! - [`pdu`]: the wire codec for every PDU and TLV, strict decoding with typed errors.
 //! - [`checksum`]: the SANA checksum algorithms (modular, Proximity-1 CRC-32, CRC-32C, CRC-32,
 //!   null) at memory speed.
+//! - [`error`]: the codec's typed errors, [`error::DecodeError`] (why a received PDU was
+//!   refused, naming field and value) and [`error::EncodeError`] (a value the wire format cannot
+//!   carry).
 
 #![warn(missing_docs)]
 
