@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# The whole test suite, from a fresh machine: installs what the tests need (Debian packages, cargo tools), then runs
-# the format check, clippy with -D warnings, the doc tests and every other test. The last lines are cargo-nextest's
-# own summary, so a run that executed no test shows.
+# The whole test suite, from a fresh machine: installs what the tests need (Debian packages, cargo tools, the interop
+# peers dtn7 and cfdp-py, cached in ${DTNKIT_CACHE:-~/.cache/dtnkit}), then runs the format check, clippy with
+# -D warnings, the doc tests and every other test. The last lines are cargo-nextest's own summary, so a run that
+# executed no test shows.
 #
 # Environment: CARGO_TARGET_DIR (default: ./target) is shared by every step so nothing is built twice;
 # CARGO_INCREMENTAL (default: 0) may be set to 1 for repeated local runs; PROPTEST_RNG_SEED (default: fixed) picks
@@ -25,9 +26,10 @@ if [ "${free_kb:-0}" -lt $((3 * 1024 * 1024)) ]; then
   echo "warning: only $((free_kb / 1024)) MB free under $CARGO_TARGET_DIR; a clean build of the suite needs about 3 GB" >&2
 fi
 
-# --- Debian packages: tshark (LTP/BPv7/TCPCL dissectors used as an oracle) -----------------------------------------
+# --- Debian packages: tshark (LTP/BPv7/TCPCL/CFDP dissectors used as an oracle), python3-venv (cfdp-py's venv) -----
 missing=()
 command -v tshark >/dev/null 2>&1 || missing+=(tshark)
+python3 -c 'import ensurepip' >/dev/null 2>&1 || missing+=(python3-venv)
 if [ ${#missing[@]} -gt 0 ]; then
   step "installing Debian packages: ${missing[*]}"
   echo "wireshark-common wireshark-common/install-setuid boolean false" | as_root debconf-set-selections
@@ -51,6 +53,21 @@ if [ ! -x "$DTN7_DIR/bin/dtnd" ]; then
   cargo install --locked dtn7 --root "$DTN7_DIR"
 fi
 export DTNKIT_DTND="$DTN7_DIR/bin/dtnd"
+
+# --- cfdp-py: the independent CFDP entity of the CFDP interop tests (crates/dtnkit/tests/cfdp_interop.rs) -----------
+# A venv in the same cache, with every package pinned (cfdp-py's own requirements included, so pip resolves nothing);
+# rebuilt only when the pins change or the venv no longer runs. The tests find it through DTNKIT_CFDP_PY.
+CFDP_VENV="${DTNKIT_CACHE:-$HOME/.cache/dtnkit}/cfdp-venv"
+CFDP_PINS="cfdp-py==0.7.0 spacepackets==0.32.0 cbor2==6.3.0 fastcrc==0.3.6 deprecation==2.1.0 packaging==26.3"
+if [ "$(cat "$CFDP_VENV/pins.txt" 2>/dev/null)" != "$CFDP_PINS" ] || ! "$CFDP_VENV/bin/python" -c 'import cfdppy' 2>/dev/null; then
+  step "installing cfdp-py into $CFDP_VENV"
+  rm -rf "$CFDP_VENV"
+  python3 -m venv "$CFDP_VENV"
+  # shellcheck disable=SC2086 # the pins are words
+  "$CFDP_VENV/bin/pip" install -q --disable-pip-version-check --no-input $CFDP_PINS
+  echo "$CFDP_PINS" >"$CFDP_VENV/pins.txt"
+fi
+export DTNKIT_CFDP_PY="$CFDP_VENV/bin/python"
 
 # --- Checks ----------------------------------------------------------------------------------------------------------
 step "cargo fmt --check"
