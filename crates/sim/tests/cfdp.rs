@@ -465,7 +465,6 @@ fn scenario_errors_name_the_field() {
 /// which differs between runs when several transactions are due at the same instant; sorting those ids by
 /// transaction id in the entity makes this pass (checked on a patched copy of the crate).
 #[test]
-#[ignore = "needs cfdp::Entity to handle simultaneous timers and link-up NAKs in transaction order"]
 fn concurrent_transactions_are_deterministic() {
     let mut text = two_nodes(
         300.0,

@@ -364,6 +364,7 @@ impl Entity {
                 tx.timers.freeze(now);
             }
         }
+        trigger.sort_unstable();
         for id in trigger {
             self.issue_full_nak(now, id, false);
         }
@@ -617,21 +618,25 @@ impl Entity {
 
     /// Handle every timer that has expired at `now`.
     pub fn handle_timeout(&mut self, now: Duration) {
-        let sender_ids: Vec<TransactionId> = self
+        // Sorted: the order transactions are served in must not depend on hashing, or two
+        // simulations with one seed would differ when several deadlines fall together.
+        let mut sender_ids: Vec<TransactionId> = self
             .senders
             .iter()
             .filter(|(_, t)| t.timers.next().is_some_and(|d| d <= now))
             .map(|(id, _)| *id)
             .collect();
+        sender_ids.sort_unstable();
         for id in sender_ids {
             self.sender_timeout(now, id);
         }
-        let receiver_ids: Vec<TransactionId> = self
+        let mut receiver_ids: Vec<TransactionId> = self
             .receivers
             .iter()
             .filter(|(_, t)| t.timers.next().is_some_and(|d| d <= now))
             .map(|(id, _)| *id)
             .collect();
+        receiver_ids.sort_unstable();
         for id in receiver_ids {
             self.receiver_timeout(now, id);
         }

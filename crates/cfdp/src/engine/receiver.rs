@@ -167,7 +167,7 @@ impl RecvTx {
         tx.header = header;
         tx.partial = s.partial;
         tx.partial_created = s.partial_created;
-        tx.received = RangeSet::from_ranges(s.received.into_iter());
+        tx.received = RangeSet::from_ranges(s.received);
         tx.checksum = s
             .metadata
             .as_ref()

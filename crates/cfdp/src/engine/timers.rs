@@ -52,16 +52,17 @@ impl Timers {
     pub fn thaw(&mut self, now: Duration) {
         if let Some(since) = self.frozen_since.take() {
             let by = now.saturating_sub(since);
-            for t in [
+            for d in [
                 &mut self.ack,
                 &mut self.nak,
                 &mut self.inactivity,
                 &mut self.keep_alive,
                 &mut self.check,
-            ] {
-                if let Some(d) = t {
-                    *d += by;
-                }
+            ]
+            .into_iter()
+            .flatten()
+            {
+                *d += by;
             }
         }
     }

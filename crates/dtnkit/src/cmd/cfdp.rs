@@ -262,46 +262,20 @@ fn entity_config(a: &EntityArgs) -> EntityConfig {
     cfg
 }
 
-/// A link chosen by the options.
-enum AnyLink {
-    Udp(UdpLink),
-    Bp(BpLink),
-}
-
-impl PduLink for AnyLink {
-    fn send(&mut self, dest: u64, pdu: &[u8]) -> std::io::Result<bool> {
-        match self {
-            AnyLink::Udp(l) => l.send(dest, pdu),
-            AnyLink::Bp(l) => l.send(dest, pdu),
-        }
-    }
-    fn recv(&mut self, timeout: Duration, out: &mut Vec<bytes::Bytes>) -> std::io::Result<()> {
-        match self {
-            AnyLink::Udp(l) => l.recv(timeout, out),
-            AnyLink::Bp(l) => l.recv(timeout, out),
-        }
-    }
-    fn congested(&mut self) -> std::io::Result<bool> {
-        match self {
-            AnyLink::Udp(l) => l.congested(),
-            AnyLink::Bp(l) => l.congested(),
-        }
-    }
-}
-
-fn open_link(a: &EntityArgs, default_udp: Option<SocketAddr>) -> anyhow::Result<AnyLink> {
+/// The link chosen by the options.
+fn open_link(a: &EntityArgs, default_udp: Option<SocketAddr>) -> anyhow::Result<Box<dyn PduLink>> {
     let peers: HashMap<u64, SocketAddr> = a.peers.iter().copied().collect();
     if let Some(socket) = &a.node {
         let endpoints = a.entity_endpoints.iter().cloned().collect();
         let link = BpLink::connect(socket, a.id, a.service, endpoints, a.bp_window, 0)
             .with_context(|| format!("connecting to the node at {}", socket.display()))?;
-        return Ok(AnyLink::Bp(link));
+        return Ok(Box::new(link));
     }
     let bind = a.udp.or(default_udp).ok_or_else(|| {
         UsageError("choose a transport: --udp HOST:PORT (bind address) or --node SOCKET".into())
     })?;
     let link = UdpLink::bind(bind, peers).with_context(|| format!("binding UDP {bind}"))?;
-    Ok(AnyLink::Udp(link))
+    Ok(Box::new(link))
 }
 
 fn parse_destination(s: &str, file: &Path) -> anyhow::Result<(u64, String)> {

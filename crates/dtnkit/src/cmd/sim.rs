@@ -100,6 +100,31 @@ pub fn run(a: SimArgs) -> anyhow::Result<()> {
             sum.virtual_s,
             wall_s
         );
+        for c in &sum.cfdp {
+            let secs = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.3} s"));
+            println!(
+                "cfdp #{} {}→{} over {} (class {}, {} bytes): {}, sender {}, receiver {}, transfer {}, delivery {}, \
+                 normalized throughput {}, file data PDUs {} sent ({} resent, {} repeats), {} NAKs{}",
+                c.index,
+                c.from,
+                c.to,
+                c.transport,
+                c.class,
+                c.file_size,
+                if c.completed { "completed" } else { "NOT completed" },
+                c.condition,
+                c.receiver_condition,
+                secs(c.transfer_s),
+                secs(c.delivery_s),
+                c.normalized_throughput.map_or("-".to_string(), |v| format!("{v:.3}")),
+                c.file_data_pdus_sent,
+                c.file_data_pdus_retransmitted,
+                c.file_data_pdus_repeated,
+                c.naks,
+                c.received_ratio
+                    .map_or(String::new(), |r| format!(", received ratio {r:.4}")),
+            );
+        }
     }
     Ok(())
 }

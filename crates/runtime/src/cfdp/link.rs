@@ -23,6 +23,18 @@ pub trait PduLink {
     }
 }
 
+impl<T: PduLink + ?Sized> PduLink for Box<T> {
+    fn send(&mut self, dest: EntityId, pdu: &[u8]) -> io::Result<bool> {
+        (**self).send(dest, pdu)
+    }
+    fn recv(&mut self, timeout: Duration, out: &mut Vec<Bytes>) -> io::Result<()> {
+        (**self).recv(timeout, out)
+    }
+    fn congested(&mut self) -> io::Result<bool> {
+        (**self).congested()
+    }
+}
+
 /// The entity on the other side of a PDU (its source for a PDU toward the receiver, its
 /// destination otherwise).
 fn remote_of(pdu: &[u8]) -> Option<EntityId> {
