@@ -977,19 +977,25 @@ pub(crate) fn make_header(
     mode: TransmissionMode,
     large_file: bool,
 ) -> PduHeader {
-    let width = |v: u64| ((64 - v.leading_zeros()).div_ceil(8)).max(1) as u8;
+    // Widths are kept to 1, 2, 4 or 8 octets: CCSDS allows any from 1 to 8, but deployed
+    // entities (cfdp-py, spacepackets) only decode power-of-two widths.
+    let pow2 = |w: u8| match w {
+        0 | 1 => 1,
+        2 => 2,
+        3 | 4 => 4,
+        _ => 8,
+    };
+    let width = |v: u64| pow2(((64 - v.leading_zeros()).div_ceil(8)) as u8);
     PduHeader {
         direction: Direction::TowardReceiver,
         mode,
         crc: rc.crc,
         large_file,
         segmentation_control: false,
-        entity_id_len: rc
-            .entity_id_len
-            .clamp(1, 8)
+        entity_id_len: pow2(rc.entity_id_len)
             .max(width(id.source))
             .max(width(dest)),
-        seq_len: rc.seq_len.clamp(1, 8).max(width(id.seq)),
+        seq_len: pow2(rc.seq_len).max(width(id.seq)),
         source: id.source,
         seq: id.seq,
         dest,

@@ -45,12 +45,14 @@ fn remote_of(pdu: &[u8]) -> Option<EntityId> {
     })
 }
 
-/// CFDP over UDP: one PDU per datagram. Peers are configured by entity id; a PDU from an
-/// unknown entity teaches its address (answers go back where requests came from).
+/// CFDP over UDP: one PDU per datagram. Peers are configured by entity id; for any other
+/// entity, the source address of its latest PDU is where answers go.
 #[derive(Debug)]
 pub struct UdpLink {
     socket: UdpSocket,
     peers: HashMap<EntityId, SocketAddr>,
+    /// Entities whose address was configured (never replaced by a learned one).
+    configured: std::collections::HashSet<EntityId>,
     buf: Vec<u8>,
 }
 
@@ -63,6 +65,7 @@ impl UdpLink {
         let (socket, _) = crate::udp::bind(local, UDP_BUFFER)?;
         Ok(Self {
             socket,
+            configured: peers.keys().copied().collect(),
             peers,
             buf: vec![0u8; 65_536],
         })
@@ -110,8 +113,12 @@ impl PduLink for UdpLink {
             match r {
                 Ok((n, from)) => {
                     let pdu = Bytes::copy_from_slice(&self.buf[..n]);
+                    // A learned address follows the entity (a restarted sender binds a new
+                    // port); a configured one stays.
                     if let Some(remote) = remote_of(&pdu) {
-                        self.peers.entry(remote).or_insert(from);
+                        if !self.configured.contains(&remote) {
+                            self.peers.insert(remote, from);
+                        }
                     }
                     out.push(pdu);
                     first = false;
