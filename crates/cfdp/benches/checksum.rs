@@ -1,8 +1,8 @@
 //! File checksum throughput (seed 002 compares ION's CFDP checksums: modular, CRC-32, CRC-32C,
 //! Proximity-1, null) over 1 MiB (cache-resident) and 64 MiB (memory-bound) buffers, with the
 //! plain byte-at-a-time CRC-32 as the unoptimised baseline; and the codec cost of a File Data
-//! PDU carrying 1024 octets (seed 000's segment size). Criterion's throughput line gives
-//! bytes per second (GiB/s as criterion prints it).
+//! PDU carrying 1024 octets (seed 000's segment size), without and with the PDU CRC-16.
+//! Criterion's throughput line gives bytes per second (GiB/s as criterion prints it).
 
 use std::hint::black_box;
 
@@ -44,30 +44,36 @@ fn checksums(c: &mut Criterion) {
 }
 
 fn codec(c: &mut Criterion) {
-    let mut header = PduHeader::new(23, 0x1234_5678, 42, TransmissionMode::Acknowledged);
-    header.crc = true;
-    let pdu = Pdu {
-        header,
-        body: PduBody::FileData(FileData {
-            segment_metadata: None,
-            offset: 1 << 20,
-            data: Bytes::from((0..1024).map(|i| i as u8).collect::<Vec<u8>>()),
-        }),
-    };
-    let wire = Bytes::from(pdu.to_vec().expect("encodes"));
-    let mut g = c.benchmark_group("file_data_pdu_1024B_crc");
-    g.throughput(Throughput::Bytes(wire.len() as u64));
-    g.bench_function("decode", |b| {
-        b.iter(|| black_box(Pdu::decode(black_box(&wire)).expect("decodes")))
-    });
-    let mut out = Vec::with_capacity(2048);
-    g.bench_function("encode", |b| {
-        b.iter(|| {
-            out.clear();
-            black_box(pdu.encode(black_box(&mut out)).expect("encodes"))
-        })
-    });
-    g.finish();
+    for crc in [false, true] {
+        let mut header = PduHeader::new(23, 0x1234_5678, 42, TransmissionMode::Acknowledged);
+        header.crc = crc;
+        let pdu = Pdu {
+            header,
+            body: PduBody::FileData(FileData {
+                segment_metadata: None,
+                offset: 1 << 20,
+                data: Bytes::from((0..1024).map(|i| i as u8).collect::<Vec<u8>>()),
+            }),
+        };
+        let wire = Bytes::from(pdu.to_vec().expect("encodes"));
+        let mut g = c.benchmark_group(if crc {
+            "file_data_pdu_1024B_crc"
+        } else {
+            "file_data_pdu_1024B_no_crc"
+        });
+        g.throughput(Throughput::Bytes(wire.len() as u64));
+        g.bench_function("decode", |b| {
+            b.iter(|| black_box(Pdu::decode(black_box(&wire)).expect("decodes")))
+        });
+        let mut out = Vec::with_capacity(2048);
+        g.bench_function("encode", |b| {
+            b.iter(|| {
+                out.clear();
+                black_box(pdu.encode(black_box(&mut out)).expect("encodes"))
+            })
+        });
+        g.finish();
+    }
 }
 
 criterion_group!(benches, checksums, codec);
