@@ -193,6 +193,21 @@ pub struct DirectionConfig {
     /// Availability.
     #[serde(default)]
     pub availability: AvailabilityConfig,
+    /// Headers added below the sender: `{ bytes = 40 }` per packet, or `{ bytes = 40, per_bytes = 1460 }` per
+    /// 1460 bytes of packet (proportional).
+    #[serde(default)]
+    pub overhead: Option<OverheadConfig>,
+}
+
+/// Header overhead of a direction as written in the file.
+#[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct OverheadConfig {
+    /// Header bytes per packet (or per `per_bytes`).
+    pub bytes: u64,
+    /// Carry the packet in pieces of this many bytes, each with `bytes` of headers (counted in proportion).
+    #[serde(default)]
+    pub per_bytes: Option<u64>,
 }
 
 /// A whole link as written in a file: seed plus both directions.
@@ -353,7 +368,24 @@ impl DirectionConfig {
                 "a queue capacity in bytes > 0",
             ));
         }
+        let overhead = match self.overhead {
+            None => crate::link::Overhead::default(),
+            Some(o) => {
+                if o.per_bytes == Some(0) {
+                    return Err(invalid(
+                        &format!("{field}.overhead.per_bytes"),
+                        0,
+                        "a piece size in bytes > 0",
+                    ));
+                }
+                crate::link::Overhead {
+                    bytes: o.bytes,
+                    per_bytes: o.per_bytes,
+                }
+            }
+        };
         Ok(DirectionModel {
+            overhead,
             rate_bps,
             queue_bytes,
             delay: millis(&format!("{field}.delay_ms"), self.delay_ms)?,

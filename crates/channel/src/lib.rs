@@ -32,7 +32,7 @@ pub mod trace;
 pub use availability::{Availability, MarkovAvailability, Schedule};
 pub use config::{ConfigError, DirectionConfig, LinkConfig};
 pub use link::{
-    Direction, DirectionCounters, DirectionModel, Fate, Link, LinkDirection, LossCause,
+    Direction, DirectionCounters, DirectionModel, Fate, Link, LinkDirection, LossCause, Overhead,
 };
 pub use loss::{GilbertElliott, LossModel};
 pub use stats::TraceStats;

@@ -2,6 +2,9 @@
 //!
 //! [`LinkDirection::transit`] decides a packet's [`Fate`] when it is offered, in this order:
 //!
+//! 0. **overhead** — with an [`Overhead`], the packet occupies the link as `len` plus the headers of the layers
+//!    below the one that hands it over (the *wire length*); serialization and the loss process see the wire length,
+//!    counters and the receiver see `len`.
 //! 1. **queue** — a virtual transmitter serializes at `rate_bps`; the bytes still waiting (including the packet being
 //!    serialized) plus the new packet must fit in `queue_bytes`, else the packet is tail-dropped
 //!    ([`LossCause::QueueFull`], counted apart from channel losses). An empty queue always accepts.
@@ -63,6 +66,28 @@ pub enum Direction {
     Return = 1,
 }
 
+/// Header bytes the layers below the sender add to every packet on this direction (e.g. a space packet header, or
+/// seed 004's 20-byte CFDP + 20-byte space packet headers per 1460 bytes of data).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Overhead {
+    /// Header bytes: per packet, or per `per_bytes` of packet when that is set.
+    pub bytes: u64,
+    /// `None`: `bytes` once per packet. `Some(n)`: the packet is carried in pieces of `n` bytes, each with `bytes`
+    /// of headers, counted in proportion (`ceil(len × bytes / n)`), as seed 004's equation (1) does.
+    pub per_bytes: Option<u64>,
+}
+
+impl Overhead {
+    /// Bytes a packet of `len` bytes occupies on the link.
+    pub fn wire_len(&self, len: usize) -> usize {
+        let extra = match self.per_bytes {
+            None => self.bytes,
+            Some(n) => (len as u64).saturating_mul(self.bytes).div_ceil(n.max(1)),
+        };
+        len.saturating_add(usize::try_from(extra).unwrap_or(usize::MAX))
+    }
+}
+
 /// The validated settings of one direction.
 #[derive(Clone, Debug, Default)]
 pub struct DirectionModel {
@@ -80,6 +105,8 @@ pub struct DirectionModel {
     pub loss: LossModel,
     /// Availability.
     pub availability: Availability,
+    /// Headers added below the sender (default none).
+    pub overhead: Overhead,
 }
 
 /// Per-direction counters kept by the model itself.
@@ -99,6 +126,8 @@ pub struct DirectionCounters {
     pub lost_unavailable: u64,
     /// Tail-dropped at the queue.
     pub queue_full: u64,
+    /// Bytes offered, with the [`Overhead`] (equal to `offered_bytes` without one).
+    pub wire_bytes: u64,
 }
 
 /// A running direction (model + state). See the module documentation for the decision order.
@@ -111,6 +140,7 @@ pub struct LinkDirection {
     allow_reorder: bool,
     loss: LossProcess,
     availability: AvailabilityProcess,
+    overhead: Overhead,
     jitter_rng: ChaCha8Rng,
     /// End of the current serialization (virtual transmitter busy until then).
     busy_until: Duration,
@@ -144,6 +174,7 @@ impl LinkDirection {
             allow_reorder: model.allow_reorder,
             loss: LossProcess::new(model.loss, seed, d),
             availability: AvailabilityProcess::new(model.availability, seed, d),
+            overhead: model.overhead,
             jitter_rng: stream(seed, d, Component::Jitter),
             busy_until: Duration::ZERO,
             last_delivery: Duration::ZERO,
@@ -155,7 +186,9 @@ impl LinkDirection {
     pub fn transit(&mut self, now: Duration, len: usize) -> Fate {
         self.counters.offered += 1;
         self.counters.offered_bytes += len as u64;
-        let fate = self.decide(now, len);
+        let wire = self.overhead.wire_len(len);
+        self.counters.wire_bytes += wire as u64;
+        let fate = self.decide(now, wire);
         match fate {
             Fate::Deliver { .. } => {
                 self.counters.delivered += 1;
@@ -208,6 +241,11 @@ impl LinkDirection {
     /// Counters so far.
     pub fn counters(&self) -> &DirectionCounters {
         &self.counters
+    }
+
+    /// Bytes a packet of `len` bytes occupies on this direction (its [`Overhead`] included).
+    pub fn wire_len(&self, len: usize) -> usize {
+        self.overhead.wire_len(len)
     }
 
     /// The configured propagation delay.

@@ -198,6 +198,7 @@ fn busy_model() -> DirectionModel {
             step: MS,
             initial_up: true,
         }),
+        overhead: channel::Overhead::default(),
     }
 }
 
@@ -265,4 +266,56 @@ fn directions_and_models_have_independent_streams() {
         .map(|(t, l)| (link.forward.transit(t, l), link.ret.transit(t, l)))
         .unzip();
     assert_ne!(f, r);
+}
+
+#[test]
+fn overhead_lengthens_serialization_and_ber_exposure() {
+    // Seed 004's accounting: 40 header bytes per 1460 bytes of data at 102.4 Mb/s make 306.6 MB take 24.61 s.
+    let o = channel::Overhead {
+        bytes: 40,
+        per_bytes: Some(1460),
+    };
+    assert_eq!(o.wire_len(1460), 1500);
+    assert_eq!(o.wire_len(7300), 7500);
+    assert_eq!(o.wire_len(1), 2);
+    let fixed = channel::Overhead {
+        bytes: 20,
+        per_bytes: None,
+    };
+    assert_eq!(fixed.wire_len(100), 120);
+    let model = DirectionModel {
+        rate_bps: Some(102_400_000),
+        queue_bytes: u64::MAX,
+        overhead: o,
+        ..Default::default()
+    };
+    let mut d = LinkDirection::new(model, 1, Direction::Forward);
+    let mut last = Duration::ZERO;
+    for _ in 0..(306_600_000 / 7300) {
+        let Fate::Deliver { at } = d.transit(Duration::ZERO, 7300) else {
+            panic!("lossless direction lost a packet");
+        };
+        last = at;
+    }
+    assert!((last.as_secs_f64() - 24.609).abs() < 0.001, "{last:?}");
+    let c = d.counters();
+    assert_eq!(c.offered_bytes, 306_600_000);
+    assert_eq!(c.delivered_bytes, 306_600_000);
+    assert_eq!(c.wire_bytes, 306_600_000 / 1460 * 1500);
+    // The loss process sees the wire length: at BER 1e-6 a 7300-byte packet with 200 header bytes is lost with
+    // 1 - (1 - 1e-6)^(8 * 7500) = 5.82 %.
+    let lossy = DirectionModel {
+        loss: LossModel::Ber { ber: 1e-6 },
+        overhead: o,
+        ..Default::default()
+    };
+    let mut d = LinkDirection::new(lossy, 7, Direction::Forward);
+    let n = 200_000;
+    let lost = (0..n)
+        .filter(|_| matches!(d.transit(Duration::ZERO, 7300), Fate::Lost(_)))
+        .count();
+    let p = lost as f64 / n as f64;
+    let expect = channel::loss::ber_packet_loss(1e-6, 7500);
+    let sigma = (expect * (1.0 - expect) / n as f64).sqrt();
+    assert!((p - expect).abs() < 4.0 * sigma, "{p} vs {expect}");
 }
