@@ -94,6 +94,7 @@
 #![warn(missing_docs)]
 
 pub mod config;
+pub mod deviation;
 mod engine;
 pub mod error;
 pub mod event;
@@ -108,6 +109,7 @@ pub mod stats;
 pub use bytes;
 pub use config::{EngineConfig, SpanConfig, DEFAULT_PACING_BURST_TIME};
 pub use engine::{Engine, SendOutcome, Transmit, VectoredTransmit, MIN_SEGMENT_SIZE};
+pub use deviation::{Deviation, DeviationCounts};
 pub use error::{DecodeError, RecvError, SendError};
 pub use event::Event;
 pub use log::{

@@ -5,10 +5,12 @@
 //! trailer extension counts (one nibble each), the header extensions, the type-specific
 //! content, then the trailer extensions. Decoding is strict (every byte of the datagram must be
 //! accounted for, undefined types and reserved reason codes are rejected) and never panics;
-//! data payloads are zero-copy slices of the received datagram.
+//! data payloads are zero-copy slices of the received datagram. [`Segment::decode_tolerant`]
+//! additionally accepts the exact deviations listed in [`crate::deviation`] and names them.
 
 use bytes::Bytes;
 
+use crate::deviation::Deviation;
 use crate::error::DecodeError;
 use crate::sdnv;
 
@@ -372,6 +374,19 @@ impl ReportSegment {
         }
         Ok(())
     }
+
+    /// Bytes of padding ION leaves after this report's claims: it sizes every claim offset
+    /// SDNV from the start of the block (`lower_bound + offset`) and writes it relative to the
+    /// lower bound (`offset`). Zero when the lower bound is 0.
+    pub fn ion_claim_padding(&self) -> usize {
+        self.claims
+            .iter()
+            .map(|c| {
+                let absolute = self.lower_bound.saturating_add(c.offset);
+                sdnv::encoded_len(absolute).saturating_sub(sdnv::encoded_len(c.offset))
+            })
+            .sum()
+    }
 }
 
 impl Segment {
@@ -430,6 +445,33 @@ impl Segment {
         let mut v = Vec::new();
         self.encode(&mut v)?;
         Ok(v)
+    }
+
+    /// Decode one datagram as [`Segment::decode`] does, but accept the peer deviations of
+    /// [`crate::deviation`] and say which one was seen. Today that is only ION's report padding
+    /// ([`Deviation::ReportTrailingBytes`]): a report segment, no trailer extension announced,
+    /// followed by exactly [`ReportSegment::ion_claim_padding`] bytes (at least one). Every other
+    /// datagram gets the strict decoder's answer, error included, so the tolerance cannot hide
+    /// a different fault.
+    pub fn decode_tolerant(datagram: &Bytes) -> Result<(Segment, Option<Deviation>), DecodeError> {
+        let extra = match Segment::decode(datagram) {
+            Ok(seg) => return Ok((seg, None)),
+            Err(DecodeError::TrailingBytes(extra)) => extra,
+            Err(e) => return Err(e),
+        };
+        let refused = DecodeError::TrailingBytes(extra);
+        // The strict decoder consumed everything but the last `extra` bytes, so the segment
+        // without them decodes, and its report claims end exactly where the padding starts.
+        let end = datagram.len().checked_sub(extra).ok_or(refused)?;
+        let seg = Segment::decode(&datagram.slice(..end)).map_err(|_| refused)?;
+        match &seg.content {
+            Content::Report(rs)
+                if seg.trailer_extensions.is_empty() && rs.ion_claim_padding() == extra =>
+            {
+                Ok((seg, Some(Deviation::ReportTrailingBytes)))
+            }
+            _ => Err(refused),
+        }
     }
 
     /// Decode one datagram. Data payloads and extension values are zero-copy slices of

@@ -1,5 +1,7 @@
 //! Counters for monitoring and for the experiment tools (per span and engine-wide).
 
+use crate::deviation::DeviationCounts;
+
 /// Per-span counters. All counts are cumulative since the span was added.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct SpanStats {
@@ -37,6 +39,9 @@ pub struct SpanStats {
     pub imports_refused: u64,
     /// Segments for recently closed or unknown sessions, dropped.
     pub stale_segments: u64,
+    /// Tolerated peer deviations in segments of this span's sessions (see
+    /// [`crate::deviation`]).
+    pub deviations: DeviationCounts,
 }
 
 /// Engine-wide counters.
@@ -46,4 +51,7 @@ pub struct EngineStats {
     pub malformed: u64,
     /// Segments from or for an engine without a span.
     pub unknown_engine: u64,
+    /// Tolerated peer deviations in every decoded datagram, including those whose session
+    /// turned out unknown (the per-span counts only include those of known spans).
+    pub deviations: DeviationCounts,
 }

@@ -7,13 +7,19 @@ impl Engine {
     /// Process one received datagram. Malformed datagrams and segments from unknown
     /// engines are counted and returned as errors; the engine state is unaffected.
     pub fn handle_datagram(&mut self, now: Duration, datagram: &Bytes) -> Result<(), RecvError> {
-        let seg = match Segment::decode(datagram) {
-            Ok(seg) => seg,
+        // Tolerant: a peer deviation we know (ION's report padding) is accepted, named and
+        // counted instead of being dropped as malformed (which would leave the peer's report,
+        // and our session, without an answer).
+        let (seg, deviation) = match Segment::decode_tolerant(datagram) {
+            Ok(x) => x,
             Err(e) => {
                 self.stats.malformed += 1;
                 return Err(e.into());
             }
         };
+        if let Some(d) = deviation {
+            self.stats.deviations.add(d);
+        }
         let local = self.cfg.local_engine_id;
         let ty = seg.segment_type;
         let to_sender = matches!(
@@ -49,6 +55,9 @@ impl Engine {
         }
         if let Some(s) = self.spans.get_mut(i) {
             s.stats.segments_received += 1;
+            if let Some(d) = deviation {
+                s.stats.deviations.add(d);
+            }
         }
         if self.sink.is_some() {
             self.log_rx(now, remote, &seg, datagram.len());

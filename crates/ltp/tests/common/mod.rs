@@ -89,6 +89,7 @@ impl Link {
 }
 
 type Script = Box<dyn FnMut(&Sent) -> Action>;
+type Rewrite = Box<dyn FnMut(&Sent) -> Option<Bytes>>;
 
 /// The two-engine world.
 pub struct Harness {
@@ -98,6 +99,8 @@ pub struct Harness {
     in_flight: BinaryHeap<Reverse<(Duration, u64, usize, Bytes)>>,
     seq: u64,
     pub script: Script,
+    /// Replaces the bytes delivered for a datagram (the engine's output is recorded as sent).
+    pub rewrite: Option<Rewrite>,
     pub sent: Vec<Sent>,
     pub events: Vec<(Duration, usize, Event)>,
     pub logs: [MemLog; 2],
@@ -182,6 +185,7 @@ impl Harness {
             in_flight: BinaryHeap::new(),
             seq: 0,
             script: Box::new(|_| Action::Deliver),
+            rewrite: None,
             sent: Vec::new(),
             events: Vec::new(),
             logs,
@@ -193,6 +197,11 @@ impl Harness {
 
     pub fn set_script(&mut self, f: impl FnMut(&Sent) -> Action + 'static) {
         self.script = Box::new(f);
+    }
+
+    /// Deliver `f(sent)` instead of the datagram the engine emitted, when it returns `Some`.
+    pub fn set_rewrite(&mut self, f: impl FnMut(&Sent) -> Option<Bytes> + 'static) {
+        self.rewrite = Some(Box::new(f));
     }
 
     fn in_outage(&self, t: Duration) -> bool {
@@ -234,6 +243,10 @@ impl Harness {
                     action = Action::Drop;
                 }
                 sent.action = action;
+                let bytes = match self.rewrite.as_mut().and_then(|f| f(&sent)) {
+                    Some(b) => b,
+                    None => bytes,
+                };
                 self.sent.push(sent);
                 let link = &mut self.links[from];
                 let start = self.now.max(link.busy_until);
