@@ -806,3 +806,26 @@ fn a_long_transfer_to_a_quiet_receiver_is_not_inactivity() {
     assert_eq!(n.finished(A).unwrap().0, eof + ms(20));
     assert_eq!(n.file_b("f").unwrap(), data);
 }
+
+#[test]
+fn a_dtnkit_nak_hint_overrides_the_receivers_mode() {
+    let data = pattern(10_000, 26);
+    let ca = config(A, B, |r| {
+        r.rate_bps = 8_000_000;
+        r.pacing_burst_bytes = 0;
+    });
+    // B is configured for immediate NAKs; the sender asks for deferred ones.
+    let mut n = Net::new(
+        ca,
+        config(B, A, |r| r.nak_mode = NakMode::Immediate),
+        &[("f", data.clone())],
+    );
+    n.drop = drop_first_fd_at(3000);
+    let mut p = put(B, "f");
+    p.messages.push(b"dtnkit:nak=deferred".to_vec());
+    n.a.put(n.now, p).unwrap();
+    n.run(ms(10_000));
+    let eof = n.sent_times(A, "EOF")[0];
+    assert_eq!(n.sent_times(B, "NAK"), vec![eof + ms(10)], "{}", n.dump());
+    assert_eq!(n.file_b("f").unwrap(), data);
+}

@@ -120,9 +120,6 @@ pub struct EntityArgs {
     /// Protect every PDU with the CRC-16.
     #[arg(long)]
     crc: bool,
-    /// NAK policy when receiving (a dtnkit sender's `--nak` overrides it per transfer).
-    #[arg(long, value_enum, default_value = "immediate")]
-    nak: NakArg,
     /// Positive ACK timer (ms).
     #[arg(long, default_value_t = 2000)]
     ack_timer_ms: u64,
@@ -196,10 +193,11 @@ pub struct PutArgs {
     /// Class 1: ask the receiver for a Finished PDU.
     #[arg(long)]
     closure: bool,
-    /// Ask the receiver (a dtnkit entity) for this NAK mode for this transfer; `prompted`
-    /// also makes this side prompt every `--prompt-bytes`.
-    #[arg(long = "nak-mode", value_enum)]
-    nak_mode: Option<NakArg>,
+    /// Ask the receiver (a dtnkit entity) for this NAK mode for this transfer (CCSDS makes it
+    /// the receiver's setting; see docs/cfdp.md); `prompted` also makes this side prompt every
+    /// `--prompt-bytes`.
+    #[arg(long, value_enum)]
+    nak: Option<NakArg>,
     /// Prompted mode: bytes of file data between two Prompt (NAK) PDUs.
     #[arg(long, default_value_t = 1 << 20)]
     prompt_bytes: u64,
@@ -222,6 +220,9 @@ pub struct ServeArgs {
     root: PathBuf,
     #[command(flatten)]
     entity: EntityArgs,
+    /// NAK policy when receiving (a dtnkit sender's `put --nak` overrides it per transfer).
+    #[arg(long, value_enum, default_value = "immediate")]
+    nak: NakArg,
     /// Exit after this many transactions have ended.
     #[arg(long)]
     count: Option<u64>,
@@ -238,10 +239,10 @@ pub fn run(cmd: CfdpCommand) -> anyhow::Result<()> {
     }
 }
 
-fn entity_config(a: &EntityArgs) -> EntityConfig {
+fn entity_config(a: &EntityArgs, nak: NakMode) -> EntityConfig {
     let mut cfg = EntityConfig::new(a.id);
     let mut r = RemoteConfig::new(0);
-    r.nak_mode = a.nak.into();
+    r.nak_mode = nak;
     r.ack_timer = Duration::from_millis(a.ack_timer_ms);
     r.nak_timer = Duration::from_millis(a.nak_timer_ms);
     r.ack_limit = a.ack_limit;
@@ -328,8 +329,9 @@ fn put(a: PutArgs) -> anyhow::Result<()> {
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .ok_or_else(|| UsageError(format!("source file {}: no file name", a.file.display())))?;
-    let mut cfg = entity_config(&a.entity);
-    if let Some(NakArg::Prompted) = a.nak_mode {
+    // A sender receives only answers, so its own NAK policy does not matter.
+    let mut cfg = entity_config(&a.entity, NakMode::Immediate);
+    if let Some(NakArg::Prompted) = a.nak {
         cfg.default_remote.prompt_nak_every_bytes = Some(a.prompt_bytes.max(1));
     }
     let fs = NativeFilestore::new(&dir).with_context(|| format!("directory {}", dir.display()))?;
@@ -352,7 +354,7 @@ fn put(a: PutArgs) -> anyhow::Result<()> {
     req.checksum = Some(a.checksum.into());
     req.repeat = a.repeat;
     req.messages = a.messages.iter().map(|m| m.clone().into_bytes()).collect();
-    if let Some(n) = a.nak_mode {
+    if let Some(n) = a.nak {
         let mut hint = cfdp::NAK_HINT_PREFIX.to_vec();
         hint.extend_from_slice(nak_name(n).as_bytes());
         req.messages.push(hint);
@@ -467,7 +469,7 @@ fn fresh_sequence() -> u64 {
 }
 
 fn serve(a: ServeArgs) -> anyhow::Result<()> {
-    let mut cfg = entity_config(&a.entity);
+    let mut cfg = entity_config(&a.entity, a.nak.into());
     cfg.keep_incomplete = a.keep_incomplete;
     let fs = NativeFilestore::new(&a.root).with_context(|| format!("root {}", a.root.display()))?;
     let mut entity = Entity::new(cfg, Box::new(fs));
