@@ -43,6 +43,13 @@ pub(crate) struct Checkpoint {
     pub(crate) deadline: Option<Duration>,
 }
 
+impl Checkpoint {
+    /// End of the checkpoint segment: its reports cover `[0 or a lower bound, end)`.
+    pub(crate) fn end(&self) -> u64 {
+        self.offset + self.len
+    }
+}
+
 /// Lifecycle of an export session.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum ExportState {
@@ -153,6 +160,36 @@ impl ExportSession {
             && self.red_complete()
             && self.batches.is_empty()
             && self.cp_resend.is_empty()
+    }
+
+    /// Whether a planned batch still holds red data (it will end with a checkpoint).
+    pub(crate) fn has_red_batch(&self) -> bool {
+        let red_len = self.red_len;
+        self.batches
+            .iter()
+            .any(|b| b.ranges.iter().any(|r| r.start < red_len))
+    }
+
+    /// Retire checkpoints whose data, `[0, end)`, is entirely claimed: no report for them can
+    /// teach anything more. The last one is kept, though, when nothing else (another
+    /// checkpoint, a planned batch) would keep a timer running for the red data still
+    /// unclaimed: its expiry is what resends it, draws a new report, and, at the checkpoint
+    /// retransmission limit, cancels the session instead of letting it sit forever.
+    pub(crate) fn retire_answered_checkpoints(&mut self) {
+        let acked = &self.acked;
+        let done = |c: &Checkpoint| acked.contains_range(0..c.end());
+        let live = self.checkpoints.iter().any(|c| !done(c));
+        if live || self.has_red_batch() || self.red_complete() {
+            self.checkpoints.retain(|c| !done(c));
+            return;
+        }
+        // Keep the one that reaches furthest: a resend of it draws the widest report.
+        let keep = self
+            .checkpoints
+            .iter()
+            .max_by_key(|c| c.end())
+            .map(|c| c.serial);
+        self.checkpoints.retain(|c| Some(c.serial) == keep);
     }
 
     /// Drop planned red retransmissions (the red part is fully acknowledged).

@@ -520,9 +520,6 @@ impl Engine {
             ex.handled_reports.remove(0);
         }
         ex.handled_reports.push(rs.report_serial);
-        if rs.checkpoint_serial != 0 {
-            ex.checkpoints.retain(|c| c.serial != rs.checkpoint_serial);
-        }
         let red_len = ex.red_len;
         for c in &rs.claims {
             let s = rs.lower_bound.saturating_add(c.offset).min(red_len);
@@ -542,6 +539,14 @@ impl Engine {
         let lower = rs.lower_bound.min(upper);
         ex.acked.for_each_gap(lower..upper, |r| ranges.push_back(r));
         if ranges.is_empty() {
+            // Nothing to resend in this report's scope, yet red data is unclaimed: it lies in
+            // another report segment that was lost, refused as malformed, or never sent.
+            // RFC 5326 stops the answered checkpoint's timer on any report; then such a
+            // session had no timer left and sat forever. Here the checkpoint keeps its timer
+            // unless all its data is claimed (see `retire_answered_checkpoints`): its expiry
+            // resends it and draws a new report, and its retransmission limit cancels the
+            // session (RLEXC) so the client re-forwards the data.
+            ex.retire_answered_checkpoints();
             return;
         }
         ex.cycles += 1;
@@ -549,11 +554,20 @@ impl Engine {
             self.cancel_export_with(now, id.number, CancelReason::RetransmissionCyclesExceeded);
             return;
         }
+        let Some(ex) = self.exports.get_mut(&id.number) else {
+            return;
+        };
+        // The retransmission batch ends with its own checkpoint, which takes over the timer
+        // of the one this report answers.
+        if rs.checkpoint_serial != 0 {
+            ex.checkpoints.retain(|c| c.serial != rs.checkpoint_serial);
+        }
         ex.batches.push_back(Batch {
             ranges,
             report_serial: rs.report_serial,
             retransmission: true,
         });
+        ex.retire_answered_checkpoints();
         if let Some(s) = self.spans.get_mut(i) {
             s.stats.retransmission_cycles += 1;
         }
