@@ -20,9 +20,27 @@
 //!
 //! Widths on the wire: cfdp-py writes entity ids and sequence numbers with the widths its user
 //! configures (the peers here default to 2 octets each; its `UnsignedByteField` allows only 1, 2, 4
-//! or 8 octets) and answers with the widths of the PDUs it received; dtnkit writes 2-octet ids and
-//! 4-octet sequence numbers by default and decodes any width. One test runs every width cfdp-py
-//! can produce through dtnkit.
+//! or 8 octets, sequence counters 1, 2 or 4) and answers with the widths of the PDUs it received;
+//! dtnkit answers in the transaction's widths, decodes any width, and writes its own transactions
+//! with 2-octet ids and sequence numbers of at least 4 octets, widened to the smallest width that
+//! holds the value (its clock-based numbers take 6 octets, which cfdp-py cannot decode: see
+//! `put_toward_py`).
+//!
+//! What cfdp-py does, measured here (2 cores, loopback, idle machine): its sender reaches about
+//! 330-380 Mb/s with 60 kB segments (its pace is set to 400 Mb/s) and 35-75 Mb/s with 1 kB ones;
+//! its receiver keeps up with 150-250 Mb/s at 60 kB and about 10 Mb/s at 1 kB (it opens and closes
+//! the file for every segment). Its modular checksum is a Python loop: about 3.3 s for 50 MB. A
+//! 50 MB transfer takes 1.5-1.8 s from cfdp-py (5.0 s with the modular checksum) and 3.7-4.5 s
+//! toward it; the whole file runs in about 60 s idle and 145 s with both cores saturated. On the wire no
+//! cfdp-py PDU was malformed for dtnkit or for tshark (no warning or error). Its deviations from
+//! CCSDS 727.0 seen here, none of which dtnkit has to work around except the first: (1) only 1, 2,
+//! 4 or 8-octet entity ids and sequence numbers decode; (2) its class-2 receiver verifies the file
+//! checksum only after a NAK round: with nothing lost it reports a complete delivery without
+//! computing it (a Proximity-1 checksum, which it does not implement, passes), so it checks
+//! dtnkit's checksums in class 1 and in the lossy transfer only; (3) an unsupported checksum
+//! type in class 1 raises an exception out of its state machine instead of declaring the
+//! Unsupported Checksum Type fault; (4) its receiver has no inactivity timer and serves one
+//! transaction at a time, taking any PDU for the one in progress whatever its transaction id.
 
 mod node_support;
 
@@ -550,7 +568,7 @@ fn cfdp_py_sender_to_dtnkit_serve_class2() {
 
 /// cfdp-py writes the entity id and sequence number widths its user configures: every width it
 /// can produce (ids of 1, 2, 4 and 8 octets, sequence numbers of 1, 2 and 4) reaches dtnkit, which
-/// answers in the same widths (cfdp-py checks them back).
+/// answers (ACK, Finished) in the transaction's widths.
 #[test]
 fn cfdp_py_widths_decode_in_dtnkit() {
     let test = "cfdp-py-widths";
@@ -589,6 +607,11 @@ fn cfdp_py_widths_decode_in_dtnkit() {
         let summary = json_line(&out, Some("summary")).unwrap();
         assert_eq!(summary["id_width"], *id_w, "{summary}");
         assert_eq!(summary["seq_width"], *seq_w, "{summary}");
+        assert_eq!(
+            summary["answer_widths"],
+            serde_json::json!([[id_w, seq_w]]),
+            "dtnkit's answers must use the transaction's widths: {summary}"
+        );
         let fin = rx.next_event("finished", Duration::from_secs(30));
         assert_eq!(fin["condition"], "NoError", "{fin}");
         assert_eq!(fin["transaction"], format!("1-{}", 10 + i), "{fin}");

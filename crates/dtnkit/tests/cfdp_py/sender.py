@@ -172,6 +172,8 @@ def main() -> int:
     }
     high_water = 0
     id_width = seq_width = None
+    # Widths of the receiver's answers (CCSDS 727.0: the transaction's, whatever the entity's own).
+    answer_widths = set()
 
     def pump_input(wait: float) -> None:
         for pdu, raw, _addr in common.recv_pdus(sock, wait):
@@ -181,6 +183,7 @@ def main() -> int:
                 if stats["malformed"] <= 20:
                     common.emit({"event": "malformed", "bytes": raw[:64].hex(), "len": len(raw)})
                 continue
+            answer_widths.add((pdu.source_entity_id.byte_len, pdu.transaction_seq_num.byte_len))
             if get_packet_destination(pdu) != PacketDestination.SOURCE_HANDLER:
                 stats["ignored"] += 1
                 continue
@@ -274,6 +277,7 @@ def main() -> int:
             "file_status": fp.file_status.name if fp else None,
             "id_width": id_width,
             "seq_width": seq_width,
+            "answer_widths": sorted(answer_widths),
             "faults": faults.faults,
             "cfdp_py": version("cfdp-py"),
             **stats,
