@@ -44,6 +44,36 @@ impl EngineConfig {
     }
 }
 
+/// Settings of adaptive pacing ([`SpanConfig::adaptive_rate`], [`crate::pacing::RateController`]).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct AdaptiveRate {
+    /// Rate of the first round when the span has no rate of its own (with one, the span starts
+    /// at it). Then doubled per clean round until the first overrun.
+    pub initial_bps: u64,
+    /// The rate never drops below this (at least 1 bit/s).
+    pub min_bps: u64,
+    /// A round whose reports leave more than this fraction of the red bytes it sent unclaimed
+    /// counts as an overrun. Random channel loss well below it is not mistaken for one.
+    pub overrun_loss: f64,
+    /// Red bytes, in segments of the span's `max_segment_size`, a round must have sent
+    /// before it decides anything, so a loss or two in a small retransmission does not move
+    /// the rate.
+    pub min_round_segments: u64,
+}
+
+impl Default for AdaptiveRate {
+    /// 100 Mb/s to start, 1 Mb/s floor, 5 % loss means overrun, rounds of at least 64
+    /// segments.
+    fn default() -> Self {
+        Self {
+            initial_bps: 100_000_000,
+            min_bps: 1_000_000,
+            overrun_loss: 0.05,
+            min_round_segments: 64,
+        }
+    }
+}
+
 /// Per-remote-engine ("span") settings, as in ION's `a span` but with millisecond-or-finer
 /// timers. All of them except the engine id can be changed at run time through the engine.
 #[derive(Debug, Clone)]
@@ -61,8 +91,14 @@ pub struct SpanConfig {
     /// Maximum concurrent import sessions from this engine. Data for a new session beyond
     /// the limit is dropped (not remembered); the sender's checkpoint timer retries it.
     pub max_import_sessions: usize,
-    /// Transmission rate in bits per second used for pacing (0 = unlimited).
+    /// Transmission rate in bits per second used for pacing (0 = unlimited). With
+    /// [`SpanConfig::adaptive_rate`] it is the ceiling of the adaptive rate instead (0 = none).
     pub rate_bps: u64,
+    /// Adaptive pacing: `Some` makes the span pace at a rate learnt from report feedback
+    /// (halved after a round whose reports show an overrun, raised after clean rounds; see
+    /// [`crate::pacing::RateController`]), at most `rate_bps` when that is set. `None` (the
+    /// default, standard LTP) paces at exactly `rate_bps`.
+    pub adaptive_rate: Option<AdaptiveRate>,
     /// Token bucket depth in bytes: how far the engine may burst ahead of the rate. The
     /// depth in effect is the larger of this and `pacing_burst_time` at the current rate.
     pub pacing_burst_bytes: u64,
@@ -132,6 +168,7 @@ impl SpanConfig {
             max_pending_blocks: 1024,
             max_import_sessions: 64,
             rate_bps: 0,
+            adaptive_rate: None,
             pacing_burst_bytes: 0,
             pacing_burst_time: DEFAULT_PACING_BURST_TIME,
             owlt: Duration::ZERO,

@@ -76,6 +76,17 @@
 //!   with a retransmission batch or a timed-out checkpoint jumps to the front; spans are
 //!   served round-robin. All of it is paced by the span's token
 //!   bucket.
+//! - **Adaptive pacing** (`SpanConfig::adaptive_rate`, off by default): the span's rate is
+//!   learnt from reports instead of fixed — halved after a round of bursts whose reports
+//!   leave more than 5 % of their red bytes unclaimed (an overrun receiver), doubled (until the
+//!   first overrun) or raised by an eighth of the last good rate after clean rounds, never
+//!   above a configured `rate_bps` ([`pacing::RateController`]).
+//! - **Tolerated peer deviations**: the engine decodes with [`Segment::decode_tolerant`],
+//!   which accepts ION's report padding and nothing else beyond RFC 5326, counting each
+//!   occurrence by name ([`deviation`]); everything the engine sends is strict RFC 5326.
+//! - **No silent stall**: while red data of an export session is unclaimed, a checkpoint
+//!   timer runs (a report that claims its whole scope without completing the block keeps
+//!   the checkpoint armed), so the session progresses or ends by a limit with a reason.
 //! - **Segmentation**: a segment never exceeds the span's `max_segment_size`; red segments keep
 //!   6 bytes free for checkpoint fields so any of them can be resent as a checkpoint unsplit.
 //! - **Timers** start when a segment leaves `poll_transmit` and run on a per-span clock that
@@ -107,9 +118,9 @@ pub mod stats;
 
 /// Re-export of the `bytes` crate used in the API (payloads are `Bytes` slices).
 pub use bytes;
-pub use config::{EngineConfig, SpanConfig, DEFAULT_PACING_BURST_TIME};
-pub use engine::{Engine, SendOutcome, Transmit, VectoredTransmit, MIN_SEGMENT_SIZE};
+pub use config::{AdaptiveRate, EngineConfig, SpanConfig, DEFAULT_PACING_BURST_TIME};
 pub use deviation::{Deviation, DeviationCounts};
+pub use engine::{Engine, SendOutcome, Transmit, VectoredTransmit, MIN_SEGMENT_SIZE};
 pub use error::{DecodeError, RecvError, SendError};
 pub use event::Event;
 pub use log::{

@@ -1,6 +1,9 @@
 //! Token-bucket pacing, inside the engine so the simulator and the real-time runtime release
 //! segments at identical instants.
 //!
+//! [`TokenBucket`] paces at a given rate; [`RateController`] chooses that rate from report
+//! feedback when a span has adaptive pacing on.
+//!
 //! The bucket is a "virtual clock": a segment may leave whenever the balance is not negative,
 //! and its size is then debited (the balance may go negative). At a constant rate this spaces
 //! segments by exactly their serialization time, which is what a link of that rate would do,
@@ -8,6 +11,8 @@
 //! is exact integers.
 
 use std::time::Duration;
+
+use crate::config::AdaptiveRate;
 
 const NS_PER_S: i128 = 1_000_000_000;
 
@@ -123,6 +128,147 @@ impl TokenBucket {
     }
 }
 
+/// Adaptive pacing of one span: picks the token bucket's rate from what the receiver's
+/// reports say about the data sent at the current rate.
+///
+/// Why: a span without a configured rate used to send as fast as the host could, and a slower
+/// receiver (ION keeps a 212 KB socket buffer and handles about 85 Mb/s of 1 KiB segments)
+/// dropped most of each block, every retransmission cycle again. LTP has no congestion
+/// control; its reports are the only feedback, so the rate is learnt from them, one *round*
+/// at a time:
+///
+/// - a round is the red data of bursts (a block's first transmission or a retransmission
+///   batch, closed by a checkpoint) that *started* after the last rate change, so every byte
+///   in it was sent at the current rate; its outcome is the share of those bytes the reports
+///   answering their checkpoints leave unclaimed. Rounds accumulate over sessions until they
+///   hold `min_round_segments` segments;
+/// - **overrun** (unclaimed share above `overrun_loss`): the rate is halved (not below
+///   `min_bps`). An overrunning sender loses a share that grows with its excess over the
+///   receiver, whereas random channel loss stays at the channel's rate: the threshold tells
+///   them apart as long as the channel loses clearly less than it;
+/// - **clean** round in which pacing actually held data back: the rate doubles while no
+///   overrun was seen yet (a quick start from `initial_bps`), then grows by an eighth of the
+///   rate before the last halving per round (back to it in four rounds, then probing
+///   further). A round in which pacing never held anything back says nothing about a higher
+///   rate (the host or the application was the limit), so the rate stays;
+/// - the rate never exceeds the span's configured rate (the *ceiling*, e.g. a contact's rate)
+///   when there is one, and a span with a ceiling starts at it.
+///
+/// Everything is integer arithmetic on the times and sizes the engine already has, so a
+/// simulated run is reproducible and a real run behaves the same.
+#[derive(Debug, Clone)]
+pub struct RateController {
+    cfg: AdaptiveRate,
+    /// Configured rate (0 = none).
+    ceiling: u64,
+    rate: u64,
+    slow_start: bool,
+    /// Additive increase per clean round after the first overrun.
+    step: u64,
+    /// Time of the last rate change: bursts started before it were paced at an older rate.
+    epoch: Duration,
+    /// Red bytes of the current round and how many of them the reports left unclaimed.
+    round_sent: u64,
+    round_lost: u64,
+    /// Whether pacing held data back during the current round.
+    limited: bool,
+}
+
+impl RateController {
+    /// A controller for a span whose configured rate is `ceiling` (0 = none).
+    pub fn new(cfg: AdaptiveRate, ceiling: u64) -> Self {
+        let min = cfg.min_bps.max(1);
+        let rate = if ceiling > 0 {
+            ceiling
+        } else {
+            cfg.initial_bps.max(min)
+        };
+        Self {
+            cfg,
+            ceiling,
+            rate,
+            slow_start: ceiling == 0,
+            step: (rate / 8).max(min),
+            epoch: Duration::ZERO,
+            round_sent: 0,
+            round_lost: 0,
+            limited: false,
+        }
+    }
+
+    /// The rate to pace at now (never 0).
+    pub fn rate(&self) -> u64 {
+        self.rate
+    }
+
+    /// The configured ceiling (0 = none).
+    pub fn ceiling(&self) -> u64 {
+        self.ceiling
+    }
+
+    /// The span's configured rate changed (a contact began, or the operator changed it): it
+    /// becomes the ceiling, and the current rate is lowered to it if above.
+    pub fn set_ceiling(&mut self, ceiling: u64) {
+        self.ceiling = ceiling;
+        if ceiling > 0 && self.rate > ceiling {
+            self.rate = ceiling;
+        }
+    }
+
+    /// Pacing held a segment back (data waited for the bucket): the current rate, not the
+    /// host or the application, limited this round.
+    pub fn pacing_limited(&mut self) {
+        self.limited = true;
+    }
+
+    /// One burst's outcome: `sent` red bytes that a burst started at `burst_start` carried
+    /// (outstanding before its reports) and `lost` of them still unclaimed after its reports.
+    /// `min_round_bytes` is the size a round must reach before it decides. Returns the new
+    /// rate when it changed.
+    pub fn on_burst(
+        &mut self,
+        now: Duration,
+        burst_start: Duration,
+        sent: u64,
+        lost: u64,
+        min_round_bytes: u64,
+    ) -> Option<u64> {
+        if burst_start < self.epoch || sent == 0 {
+            return None;
+        }
+        self.round_sent = self.round_sent.saturating_add(sent);
+        self.round_lost = self.round_lost.saturating_add(lost.min(sent));
+        if self.round_sent < min_round_bytes.max(1) {
+            return None;
+        }
+        let min = self.cfg.min_bps.max(1);
+        let old = self.rate;
+        let overrun = self.round_lost as f64 > self.round_sent as f64 * self.cfg.overrun_loss;
+        if overrun {
+            self.rate = (old / 2).max(min);
+            self.step = (old / 8).max(min);
+            self.slow_start = false;
+        } else if self.limited {
+            self.rate = if self.slow_start {
+                old.saturating_mul(2)
+            } else {
+                old.saturating_add(self.step)
+            };
+        }
+        if self.ceiling > 0 {
+            self.rate = self.rate.min(self.ceiling);
+        }
+        self.round_sent = 0;
+        self.round_lost = 0;
+        self.limited = false;
+        if self.rate == old {
+            return None;
+        }
+        self.epoch = now;
+        Some(self.rate)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -174,5 +320,65 @@ mod tests {
         assert_eq!(z.ready_at(ms(6)), None);
         z.consume(1000, ms(6));
         assert_eq!(z.ready_at(ms(6)), Some(ms(7)));
+    }
+
+    #[test]
+    fn rate_controller_starts_fast_halves_on_overrun_then_probes_additively() {
+        let ms = Duration::from_millis;
+        let cfg = AdaptiveRate {
+            initial_bps: 100,
+            min_bps: 10,
+            overrun_loss: 0.05,
+            min_round_segments: 1,
+        };
+        let mut c = RateController::new(cfg, 0);
+        assert_eq!(c.rate(), 100);
+        // Clean but not pacing-limited: nothing learnt.
+        assert_eq!(c.on_burst(ms(1), ms(0), 1000, 0, 1000), None);
+        // Rounds accumulate until they are large enough.
+        c.pacing_limited();
+        assert_eq!(c.on_burst(ms(2), ms(0), 600, 0, 1000), None);
+        assert_eq!(c.on_burst(ms(3), ms(0), 400, 0, 1000), Some(200));
+        // A burst started before the change belongs to the old rate: ignored.
+        c.pacing_limited();
+        assert_eq!(c.on_burst(ms(4), ms(2), 5000, 5000, 1000), None);
+        assert_eq!(c.on_burst(ms(5), ms(3), 1000, 0, 1000), Some(400));
+        // Overrun (more than 5 % unclaimed): halve, leave the quick start.
+        assert_eq!(c.on_burst(ms(6), ms(5), 1000, 51, 1000), Some(200));
+        // 5 % exactly is not an overrun; clean rounds now add an eighth of 400.
+        c.pacing_limited();
+        assert_eq!(c.on_burst(ms(7), ms(6), 1000, 50, 1000), Some(250));
+        c.pacing_limited();
+        assert_eq!(c.on_burst(ms(8), ms(7), 1000, 0, 1000), Some(300));
+        // Never below the floor.
+        for t in 9..20 {
+            c.on_burst(ms(t), ms(t - 1), 1000, 1000, 1000);
+        }
+        assert_eq!(c.rate(), 10);
+    }
+
+    #[test]
+    fn rate_controller_respects_the_ceiling() {
+        let ms = Duration::from_millis;
+        let mut c = RateController::new(AdaptiveRate::default(), 50_000_000);
+        assert_eq!(c.rate(), 50_000_000, "starts at the configured rate");
+        c.pacing_limited();
+        assert_eq!(
+            c.on_burst(ms(1), ms(0), 1 << 20, 0, 1),
+            None,
+            "already at the ceiling"
+        );
+        assert_eq!(
+            c.on_burst(ms(2), ms(0), 1 << 20, 1 << 19, 1),
+            Some(25_000_000)
+        );
+        c.set_ceiling(10_000_000);
+        assert_eq!(c.rate(), 10_000_000);
+        c.set_ceiling(0);
+        assert_eq!(
+            c.rate(),
+            10_000_000,
+            "lifting the ceiling does not jump the rate"
+        );
     }
 }

@@ -106,6 +106,13 @@ impl RangeSet {
         }
     }
 
+    /// Number of bytes of `within` that are NOT in the set.
+    pub fn missing_len(&self, within: Range<u64>) -> u64 {
+        let mut n = 0;
+        self.for_each_gap(within, |g| n += g.end - g.start);
+        n
+    }
+
     /// Largest end offset in the set (0 when empty).
     pub fn max_end(&self) -> u64 {
         self.ranges.last().map_or(0, |r| r.end)
@@ -146,5 +153,8 @@ mod tests {
         g.clear();
         s.for_each_gap(10..20, |r| g.push(r));
         assert!(g.is_empty());
+        assert_eq!(s.missing_len(0..50), 30);
+        assert_eq!(s.missing_len(15..35), 10);
+        assert_eq!(s.missing_len(12..18), 0);
     }
 }

@@ -42,6 +42,10 @@ pub struct SpanStats {
     /// Tolerated peer deviations in segments of this span's sessions (see
     /// [`crate::deviation`]).
     pub deviations: DeviationCounts,
+    /// Adaptive pacing: rounds that lowered the rate (overrun seen in a report).
+    pub rate_decreases: u64,
+    /// Adaptive pacing: rounds that raised the rate (clean reports while pacing held data back).
+    pub rate_increases: u64,
 }
 
 /// Engine-wide counters.

@@ -91,7 +91,10 @@ fn captured_ion_report_is_refused_strictly_and_decoded_tolerantly() {
     assert_eq!(rs.ion_claim_padding(), 8);
     // Encoding stays strict: the same report re-encoded is the capture without the padding.
     assert_eq!(seg.to_vec().unwrap(), dg[..54].to_vec());
-    assert_eq!(Segment::decode_tolerant(&dg.slice(..54)).unwrap(), (seg, None));
+    assert_eq!(
+        Segment::decode_tolerant(&dg.slice(..54)).unwrap(),
+        (seg, None)
+    );
 }
 
 #[test]
@@ -166,10 +169,7 @@ fn engine_counts_the_captured_deviation_not_a_malformed_datagram() {
     let r = e.handle_datagram(std::time::Duration::ZERO, &captured());
     assert_eq!(r, Err(RecvError::UnknownSpan(2)));
     assert_eq!(e.stats().malformed, 0);
-    assert_eq!(
-        e.stats().deviations.get(Deviation::ReportTrailingBytes),
-        1
-    );
+    assert_eq!(e.stats().deviations.get(Deviation::ReportTrailingBytes), 1);
     // The strict form of the same engine input (padding cut to 7 bytes) is malformed.
     let mut v = captured().to_vec();
     v.pop();
@@ -227,8 +227,14 @@ fn ion_shaped_reports_drive_an_export_session_to_completion() {
     assert_eq!(*padded.borrow(), first.len() as u64);
     let a = &h.engines[0];
     let st = a.span_stats(ID[1]).unwrap();
-    assert_eq!(st.deviations.get(Deviation::ReportTrailingBytes), *padded.borrow());
-    assert_eq!(a.stats().deviations.get(Deviation::ReportTrailingBytes), *padded.borrow());
+    assert_eq!(
+        st.deviations.get(Deviation::ReportTrailingBytes),
+        *padded.borrow()
+    );
+    assert_eq!(
+        a.stats().deviations.get(Deviation::ReportTrailingBytes),
+        *padded.borrow()
+    );
     assert_eq!(a.stats().malformed, 0);
     assert_eq!(st.reports_received, rs.len() as u64);
     // Delivered intact, completed when the last report (lower bound 0, not padded) arrived,

@@ -64,7 +64,11 @@ fn assert_ends_by_rlexc(h: &Harness, p: &Params, token: u64) {
     };
     assert_eq!(
         (*reason, *by_receiver, tokens.clone()),
-        (CancelReason::RetransmissionLimitExceeded, false, vec![token])
+        (
+            CancelReason::RetransmissionLimitExceeded,
+            false,
+            vec![token]
+        )
     );
     let cs = h.sent_of(0, SegmentType::CancelFromSender);
     assert_eq!(cs.len(), 1);
@@ -197,11 +201,13 @@ fn split_report_whose_gap_segment_is_lost_once_still_completes() {
         if s.from == 0 && s.index == 5 {
             return Action::Drop;
         }
-        if s.from == 1 && s.seg.segment_type == SegmentType::Report && !dropped {
-            if report_of(s).lower_bound > 0 {
-                dropped = true;
-                return Action::Drop;
-            }
+        if s.from == 1
+            && s.seg.segment_type == SegmentType::Report
+            && !dropped
+            && report_of(s).lower_bound > 0
+        {
+            dropped = true;
+            return Action::Drop;
         }
         Action::Deliver
     });

@@ -41,6 +41,8 @@ pub(crate) struct Checkpoint {
     pub(crate) retransmissions: u32,
     /// Span-clock deadline of the armed timer.
     pub(crate) deadline: Option<Duration>,
+    /// When the burst this checkpoint closes began (adaptive pacing).
+    pub(crate) burst_start: Duration,
 }
 
 impl Checkpoint {
@@ -48,6 +50,17 @@ impl Checkpoint {
     pub(crate) fn end(&self) -> u64 {
         self.offset + self.len
     }
+}
+
+/// The reports answering one checkpoint, followed across their report segments so that a
+/// report split in several segments gives adaptive pacing one outcome for the whole burst.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Feedback {
+    pub(crate) serial: u64,
+    pub(crate) burst_start: Duration,
+    pub(crate) end: u64,
+    /// Red bytes in `[0, end)` unclaimed before the first report segment.
+    pub(crate) outstanding: u64,
 }
 
 /// Lifecycle of an export session.
@@ -84,6 +97,10 @@ pub(crate) struct ExportSession {
     pub(crate) cycles: u32,
     /// Whether the session number is in the span's `data_sessions` queue.
     pub(crate) queued: bool,
+    /// Start of the burst in progress (first red segment sent since the last checkpoint).
+    pub(crate) burst_start: Option<Duration>,
+    /// Adaptive pacing: the report being followed (spans with adaptive pacing only).
+    pub(crate) feedback: Option<Feedback>,
 }
 
 /// The next data segment chosen by [`ExportSession::next_segment`].
@@ -140,6 +157,8 @@ impl ExportSession {
             handled_reports: Vec::new(),
             cycles: 0,
             queued: false,
+            burst_start: None,
+            feedback: None,
         }
     }
 

@@ -520,11 +520,17 @@ impl Engine {
             ex.handled_reports.remove(0);
         }
         ex.handled_reports.push(rs.report_serial);
+        if let Some(span) = self.spans.get(i) {
+            adaptive::before_claims(span, ex, &rs);
+        }
         let red_len = ex.red_len;
         for c in &rs.claims {
             let s = rs.lower_bound.saturating_add(c.offset).min(red_len);
             let e = s.saturating_add(c.length).min(red_len);
             ex.acked.insert(s..e);
+        }
+        if let Some(span) = self.spans.get_mut(i) {
+            adaptive::after_claims(now, span, ex, &rs);
         }
         if ex.red_complete() {
             ex.checkpoints.clear();

@@ -16,6 +16,7 @@
 //! bucket, so `poll_transmit` returns `None` while the rate does not allow the next segment
 //! and `poll_timeout` tells when it will.
 
+mod adaptive;
 mod close;
 mod closed;
 mod export;
@@ -177,17 +178,13 @@ impl Engine {
 
     /// Add (or replace the configuration of) the span to `cfg.remote_engine_id`.
     /// A `max_segment_size` below [`MIN_SEGMENT_SIZE`] is raised to it.
-    /// Replacing keeps sessions, queues and counters; only the settings change.
+    /// Replacing keeps sessions, queues and counters; only the settings change (pacing starts
+    /// afresh, adaptive pacing from its initial rate).
     pub fn add_span(&mut self, mut cfg: SpanConfig) {
         cfg.max_segment_size = cfg.max_segment_size.max(MIN_SEGMENT_SIZE);
         if let Some(&i) = self.span_index.get(&cfg.remote_engine_id) {
             if let Some(span) = self.spans.get_mut(i) {
-                span.bucket = crate::pacing::TokenBucket::with_burst_time(
-                    cfg.rate_bps,
-                    cfg.pacing_burst_bytes,
-                    cfg.pacing_burst_time,
-                    Duration::ZERO,
-                );
+                (span.bucket, span.rate_ctl) = Span::pacing(&cfg);
                 span.cfg = cfg;
             }
             return;
@@ -208,13 +205,31 @@ impl Engine {
         self.sink.take()
     }
 
-    /// Change a span's transmission rate (0 = unlimited), e.g. at a contact boundary.
+    /// Change a span's transmission rate (0 = unlimited), e.g. at a contact boundary. With
+    /// adaptive pacing this is the ceiling of the adaptive rate (0 = none) and the span paces
+    /// at the adaptive rate, lowered to the new ceiling if above it.
     pub fn set_span_rate(&mut self, now: Duration, remote: u64, rate_bps: u64) -> bool {
         self.span_mut(remote).is_some_and(|s| {
             s.cfg.rate_bps = rate_bps;
-            s.bucket.set_rate(rate_bps, now);
+            let rate = match s.rate_ctl.as_mut() {
+                Some(c) => {
+                    c.set_ceiling(rate_bps);
+                    c.rate()
+                }
+                None => rate_bps,
+            };
+            s.bucket.set_rate(rate, now);
             true
         })
+    }
+
+    /// The rate the span to `remote` paces at now in bit/s (0 = unlimited): its configured
+    /// rate, or with adaptive pacing the rate learnt so far.
+    pub fn span_pacing_rate(&self, remote: u64) -> Option<u64> {
+        self.span_index
+            .get(&remote)
+            .and_then(|&i| self.spans.get(i))
+            .map(|s| s.bucket.rate())
     }
 
     /// Change a span's one-way light time (affects timers armed from now on).

@@ -33,8 +33,18 @@ impl Engine {
         let n = self.spans.len();
         for k in 0..n {
             let i = (self.next_span_rr + k) % n;
-            let Some(s) = self.spans.get(i) else { continue };
-            if !s.link_up || !s.has_output() || s.bucket.ready_at(now).is_some() {
+            let Some(s) = self.spans.get_mut(i) else {
+                continue;
+            };
+            if !s.link_up || !s.has_output() {
+                continue;
+            }
+            if s.bucket.ready_at(now).is_some() {
+                // Data waits for the rate: what adaptive pacing needs to know before it may
+                // raise the rate.
+                if let Some(c) = s.rate_ctl.as_mut() {
+                    c.pacing_limited();
+                }
                 continue;
             }
             let start = header_buf.len();
@@ -166,6 +176,11 @@ impl Engine {
         if plan.retransmission {
             s.stats.data_segments_retransmitted += 1;
         }
+        // The burst a checkpoint closes started with the first red segment after the previous
+        // checkpoint (adaptive pacing only trusts bursts paced entirely at the current rate).
+        if plan.offset < ex.red_len && !plan.checkpoint_resend && ex.burst_start.is_none() {
+            ex.burst_start = Some(now);
+        }
         if let Some(cp) = plan.checkpoint {
             let key = TimerKey::Checkpoint {
                 number,
@@ -189,6 +204,7 @@ impl Engine {
                     ty: plan.ty,
                     retransmissions: 0,
                     deadline: Some(deadline),
+                    burst_start: ex.burst_start.take().unwrap_or(now),
                 });
             }
         }

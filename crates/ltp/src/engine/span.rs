@@ -12,7 +12,7 @@ use std::time::Duration;
 use bytes::BytesMut;
 
 use crate::config::SpanConfig;
-use crate::pacing::TokenBucket;
+use crate::pacing::{RateController, TokenBucket};
 use crate::segment::{CancelReason, SessionId};
 use crate::stats::SpanStats;
 
@@ -86,6 +86,8 @@ impl Aggregator {
 pub(crate) struct Span {
     pub(crate) cfg: SpanConfig,
     pub(crate) bucket: TokenBucket,
+    /// Adaptive pacing state (`cfg.adaptive_rate`); it sets the bucket's rate.
+    pub(crate) rate_ctl: Option<RateController>,
     pub(crate) link_up: bool,
     down_since: Duration,
     downtime: Duration,
@@ -102,15 +104,11 @@ pub(crate) struct Span {
 
 impl Span {
     pub(crate) fn new(cfg: SpanConfig) -> Self {
-        let bucket = TokenBucket::with_burst_time(
-            cfg.rate_bps,
-            cfg.pacing_burst_bytes,
-            cfg.pacing_burst_time,
-            Duration::ZERO,
-        );
+        let (bucket, rate_ctl) = Self::pacing(&cfg);
         Self {
             cfg,
             bucket,
+            rate_ctl,
             link_up: true,
             down_since: Duration::ZERO,
             downtime: Duration::ZERO,
@@ -123,6 +121,21 @@ impl Span {
             aggregators: Vec::new(),
             stats: SpanStats::default(),
         }
+    }
+
+    /// A fresh token bucket (and rate controller, with adaptive pacing) for `cfg`.
+    pub(crate) fn pacing(cfg: &SpanConfig) -> (TokenBucket, Option<RateController>) {
+        let ctl = cfg
+            .adaptive_rate
+            .map(|a| RateController::new(a, cfg.rate_bps));
+        let rate = ctl.as_ref().map_or(cfg.rate_bps, RateController::rate);
+        let bucket = TokenBucket::with_burst_time(
+            rate,
+            cfg.pacing_burst_bytes,
+            cfg.pacing_burst_time,
+            Duration::ZERO,
+        );
+        (bucket, ctl)
     }
 
     /// Current span-clock time (frozen while the link is down).

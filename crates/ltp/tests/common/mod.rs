@@ -90,17 +90,60 @@ impl Link {
 
 type Script = Box<dyn FnMut(&Sent) -> Action>;
 type Rewrite = Box<dyn FnMut(&Sent) -> Option<Bytes>>;
+/// A datagram on its way: (arrival time, sequence, destination engine, already through the
+/// destination's receive queue, bytes).
+type InFlight = (Duration, u64, usize, bool, Bytes);
+
+/// A receiver slower than its link: datagrams wait in a bounded queue (like a socket receive
+/// buffer) and reach the engine one by one at `rate_bps`; a datagram that does not fit in the
+/// queue on arrival is dropped (counted in `dropped`).
+#[derive(Debug, Clone, Default)]
+pub struct RxQueue {
+    pub rate_bps: u64,
+    pub capacity_bytes: u64,
+    pub busy_until: Duration,
+    pub dropped: u64,
+    pub queued: u64,
+}
+
+impl RxQueue {
+    pub fn new(rate_bps: u64, capacity_bytes: u64) -> Self {
+        Self {
+            rate_bps,
+            capacity_bytes,
+            ..Self::default()
+        }
+    }
+
+    /// Admit a datagram of `len` bytes arriving at `t`: the time its processing ends, or
+    /// `None` when the queue is full.
+    fn admit(&mut self, t: Duration, len: usize) -> Option<Duration> {
+        let backlog_ns = self.busy_until.saturating_sub(t).as_nanos() as u64;
+        let backlog_bytes = backlog_ns.saturating_mul(self.rate_bps) / 8_000_000_000;
+        if backlog_bytes + len as u64 > self.capacity_bytes {
+            self.dropped += 1;
+            return None;
+        }
+        let service =
+            Duration::from_nanos((len as u64 * 8 * 1_000_000_000).div_ceil(self.rate_bps));
+        self.busy_until = self.busy_until.max(t) + service;
+        self.queued += 1;
+        Some(self.busy_until)
+    }
+}
 
 /// The two-engine world.
 pub struct Harness {
     pub now: Duration,
     pub engines: [Engine; 2],
     links: [Link; 2],
-    in_flight: BinaryHeap<Reverse<(Duration, u64, usize, Bytes)>>,
+    in_flight: BinaryHeap<Reverse<InFlight>>,
     seq: u64,
     pub script: Script,
     /// Replaces the bytes delivered for a datagram (the engine's output is recorded as sent).
     pub rewrite: Option<Rewrite>,
+    /// Slow receivers: engine `i` takes its datagrams through `rx_queues[i]` when set.
+    pub rx_queues: [Option<RxQueue>; 2],
     pub sent: Vec<Sent>,
     pub events: Vec<(Duration, usize, Event)>,
     pub logs: [MemLog; 2],
@@ -186,6 +229,7 @@ impl Harness {
             seq: 0,
             script: Box::new(|_| Action::Deliver),
             rewrite: None,
+            rx_queues: [None, None],
             sent: Vec::new(),
             events: Vec::new(),
             logs,
@@ -256,7 +300,7 @@ impl Harness {
                 let to = 1 - from;
                 let mut push = |at: Duration, b: Bytes, seq: &mut u64| {
                     *seq += 1;
-                    self.in_flight.push(Reverse((at, *seq, to, b)));
+                    self.in_flight.push(Reverse((at, *seq, to, false, b)));
                 };
                 match action {
                     Action::Deliver => push(arrival, bytes, &mut self.seq),
@@ -326,9 +370,19 @@ impl Harness {
                 if *at > self.now {
                     break;
                 }
-                let Some(Reverse((_, _, to, bytes))) = self.in_flight.pop() else {
+                let Some(Reverse((_, _, to, queued, bytes))) = self.in_flight.pop() else {
                     break;
                 };
+                if !queued {
+                    if let Some(q) = self.rx_queues[to].as_mut() {
+                        if let Some(done) = q.admit(self.now, bytes.len()) {
+                            self.seq += 1;
+                            self.in_flight
+                                .push(Reverse((done, self.seq, to, true, bytes)));
+                        }
+                        continue;
+                    }
+                }
                 let _ = self.engines[to].handle_datagram(self.now, &bytes);
             }
             for e in &mut self.engines {

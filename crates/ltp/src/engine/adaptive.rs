@@ -1,0 +1,79 @@
+//! Adaptive pacing glue: turns the reports of an export session into burst outcomes for the
+//! span's [`crate::pacing::RateController`] (spans with `adaptive_rate` only; a no-op
+//! otherwise).
+//!
+//! A burst is the red data closed by one checkpoint. Its outcome is taken over `[0, end of the
+//! checkpoint)`: the red bytes unclaimed there before the first report segment answering the
+//! checkpoint (what the burst carried) and after the segment whose upper bound reaches the
+//! checkpoint's end (what is still missing). Following the answer across all its segments
+//! matters: a receiver that was overrun has many gaps, so its report is split (ION and dtnkit
+//! put at most 20 claims in a segment) and the first segment alone would mostly show the
+//! data that its socket buffer absorbed.
+
+use std::time::Duration;
+
+use super::export::{ExportSession, Feedback};
+use super::span::Span;
+use crate::segment::ReportSegment;
+
+/// Before the claims of `rs` are applied: start following the checkpoint it answers.
+pub(super) fn before_claims(span: &Span, ex: &mut ExportSession, rs: &ReportSegment) {
+    if span.rate_ctl.is_none() || rs.checkpoint_serial == 0 {
+        return;
+    }
+    if ex
+        .feedback
+        .is_some_and(|f| f.serial == rs.checkpoint_serial)
+    {
+        return;
+    }
+    let Some(cp) = ex
+        .checkpoints
+        .iter()
+        .find(|c| c.serial == rs.checkpoint_serial)
+    else {
+        return;
+    };
+    let end = cp.end().min(ex.red_len);
+    let outstanding = ex.acked.missing_len(0..end);
+    ex.feedback = (outstanding > 0).then_some(Feedback {
+        serial: cp.serial,
+        burst_start: cp.burst_start,
+        end,
+        outstanding,
+    });
+}
+
+/// After the claims of `rs` are applied: when it is the answer's last segment, hand the
+/// burst's outcome to the controller and apply a new rate.
+pub(super) fn after_claims(
+    now: Duration,
+    span: &mut Span,
+    ex: &mut ExportSession,
+    rs: &ReportSegment,
+) {
+    let Some(fb) = ex.feedback else {
+        return;
+    };
+    if fb.serial != rs.checkpoint_serial || (rs.upper_bound < fb.end && !ex.red_complete()) {
+        return;
+    }
+    ex.feedback = None;
+    let lost = ex.acked.missing_len(0..fb.end);
+    let min_round_bytes = span.cfg.adaptive_rate.map_or(0, |a| {
+        a.min_round_segments
+            .saturating_mul(span.cfg.max_segment_size as u64)
+    });
+    let Some(ctl) = span.rate_ctl.as_mut() else {
+        return;
+    };
+    let old = ctl.rate();
+    if let Some(rate) = ctl.on_burst(now, fb.burst_start, fb.outstanding, lost, min_round_bytes) {
+        span.bucket.set_rate(rate, now);
+        if rate < old {
+            span.stats.rate_decreases += 1;
+        } else {
+            span.stats.rate_increases += 1;
+        }
+    }
+}
