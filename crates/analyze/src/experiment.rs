@@ -121,6 +121,12 @@ pub struct PlotSpec {
     /// File stem (default: derived from x and y).
     #[serde(default)]
     pub file: Option<String>,
+    /// X axis label (default: the x axis' name).
+    #[serde(default)]
+    pub x_label: Option<String>,
+    /// Line plots: logarithmic x axis (the points' x values must be positive).
+    #[serde(default)]
+    pub x_log: bool,
 }
 
 #[derive(Debug, Clone, Deserialize)]

@@ -68,7 +68,7 @@ pub struct BenchOutcome {
 }
 
 /// Metrics, in the column order of the CSV outputs, with their meaning (also listed in docs/bench.md).
-pub const METRICS: [(&str, &str); 22] = [
+pub const METRICS: [(&str, &str); 32] = [
     (
         "goodput_mbps",
         "application goodput (DTNperf: acknowledged payload / first send..last ACK), Mb/s",
@@ -127,7 +127,116 @@ pub const METRICS: [(&str, &str); 22] = [
     ("virtual_s", "simulated (or emulated) time, s"),
     ("wall_s", "wall-clock time of the run, s"),
     ("rows", "segment-log rows analyzed"),
+    (
+        "cfdp_completed",
+        "[[cfdp]]: fraction of the run's transfers delivered complete (class 2: sender finished without fault)",
+    ),
+    (
+        "cfdp_transfer_s",
+        "[[cfdp]]: mean transfer time (put -> sender's Finished; class 1: -> last PDU received), completed class-2 transfers and every class-1 transfer, s",
+    ),
+    (
+        "cfdp_delivery_s",
+        "[[cfdp]]: mean put -> file delivered at the receiver, s",
+    ),
+    (
+        "cfdp_nthr",
+        "[[cfdp]]: mean normalized throughput file x 8 / (transfer_s x link rate) (seed 004's N_thr), same transfers as cfdp_transfer_s",
+    ),
+    (
+        "cfdp_nthr0",
+        "[[cfdp]]: cfdp_nthr with a failed class-2 transfer counted as 0",
+    ),
+    (
+        "cfdp_s_ratio",
+        "[[cfdp]]: class 1, unique File Data PDUs received / PDUs of the file (seed 004's S_ratio)",
+    ),
+    (
+        "cfdp_weighted_nthr",
+        "[[cfdp]]: class 1, N_thr x S_ratio (seed 004's N_thr of CFDP-repeat, eq. 3)",
+    ),
+    (
+        "cfdp_retransmitted",
+        "[[cfdp]]: File Data PDUs sent again after a NAK, per transfer",
+    ),
+    ("cfdp_naks", "[[cfdp]]: NAK PDUs sent by the receiver, per transfer"),
+    (
+        "cfdp_pdus_sent",
+        "[[cfdp]]: File Data PDUs sent (all passes), per transfer",
+    ),
 ];
+
+/// The `cfdp_*` metrics of a run: means over its `[[cfdp]]` transfers (nothing when it has none).
+pub fn cfdp_metrics(m: &mut Metrics, transfers: &[sim::CfdpTransferResult]) {
+    if transfers.is_empty() {
+        return;
+    }
+    fn mean(v: impl Iterator<Item = f64>) -> f64 {
+        let (s, n) = v.fold((0.0, 0usize), |(s, n), x| (s + x, n + 1));
+        if n == 0 {
+            f64::NAN
+        } else {
+            s / n as f64
+        }
+    }
+    // A class-2 transfer that did not complete has no meaningful transfer time or throughput.
+    let valid = |t: &&sim::CfdpTransferResult| t.class == 1 || t.completed;
+    let n = transfers.len() as f64;
+    let completed = transfers.iter().filter(|t| t.completed).count() as f64;
+    for (k, v) in [
+        ("cfdp_completed", completed / n),
+        (
+            "cfdp_transfer_s",
+            mean(transfers.iter().filter(valid).filter_map(|t| t.transfer_s)),
+        ),
+        (
+            "cfdp_delivery_s",
+            mean(transfers.iter().filter_map(|t| t.delivery_s)),
+        ),
+        (
+            "cfdp_nthr",
+            mean(
+                transfers
+                    .iter()
+                    .filter(valid)
+                    .filter_map(|t| t.normalized_throughput),
+            ),
+        ),
+        (
+            "cfdp_nthr0",
+            mean(transfers.iter().map(|t| {
+                if valid(&t) {
+                    t.normalized_throughput.unwrap_or(0.0)
+                } else {
+                    0.0
+                }
+            })),
+        ),
+        (
+            "cfdp_s_ratio",
+            mean(transfers.iter().filter_map(|t| t.received_ratio)),
+        ),
+        (
+            "cfdp_weighted_nthr",
+            mean(transfers.iter().filter_map(|t| t.weighted_throughput)),
+        ),
+        (
+            "cfdp_retransmitted",
+            mean(
+                transfers
+                    .iter()
+                    .map(|t| t.file_data_pdus_retransmitted as f64),
+            ),
+        ),
+        ("cfdp_naks", mean(transfers.iter().map(|t| t.naks as f64))),
+        (
+            "cfdp_pdus_sent",
+            mean(transfers.iter().map(|t| t.file_data_pdus_sent as f64)),
+        ),
+    ] {
+        m.insert(k.to_string(), v);
+    }
+}
 
 fn usage(e: impl std::fmt::Display) -> anyhow::Error {
     UsageError(e.to_string()).into()
@@ -441,6 +550,7 @@ fn run_sim(
     );
     m.insert("bundles_acked".into(), summary.bundles_acked as f64);
     m.insert("virtual_s".into(), summary.virtual_s);
+    cfdp_metrics(&mut m, &summary.cfdp);
     m.insert("wall_s".into(), wall.elapsed().as_secs_f64());
     Ok(m)
 }
@@ -634,7 +744,7 @@ fn report(
         }
         r.push('\n');
     }
-    let cols = [
+    let ltp_cols = [
         "goodput_mbps",
         "efficiency_pct",
         "tx_session_ms",
@@ -644,6 +754,24 @@ fn report(
         "retx_cycles",
         "lossy_sessions_pct",
     ];
+    let cfdp_cols = [
+        "cfdp_completed",
+        "cfdp_transfer_s",
+        "cfdp_nthr",
+        "cfdp_s_ratio",
+        "cfdp_weighted_nthr",
+        "cfdp_retransmitted",
+        "cfdp_naks",
+    ];
+    // Scenarios with CFDP transfers get the CFDP columns.
+    let cols: &[&str] = if runs
+        .iter()
+        .any(|r| r.metrics.contains_key("cfdp_completed"))
+    {
+        &cfdp_cols
+    } else {
+        &ltp_cols
+    };
     let _ = writeln!(r, "Means with 95 % Student-t confidence half-widths:\n");
     let _ = writeln!(
         r,
@@ -698,6 +826,8 @@ struct ChartData {
     x_label: String,
     y_label: String,
     kind: String,
+    /// Line plot with log10 x positions (labels show 10^x).
+    x_log: bool,
     /// (x position, x label)
     xs: Vec<(f64, String)>,
     series: Vec<String>,
@@ -758,7 +888,10 @@ fn draw_plot(
             .points
             .iter()
             .enumerate()
-            .map(|(i, p)| (p.x.unwrap_or(i as f64), p.label.clone()))
+            .map(|(i, p)| {
+                let x = p.x.unwrap_or(i as f64);
+                (if spec.x_log { x.log10() } else { x }, p.label.clone())
+            })
             .collect();
         let series: Vec<String> = match si {
             Some(s) => exp.axes[s].points.iter().map(|p| p.label.clone()).collect(),
@@ -786,7 +919,8 @@ fn draw_plot(
         }
         let data = ChartData {
             title,
-            x_label: spec.x.clone(),
+            x_label: spec.x_label.clone().unwrap_or_else(|| spec.x.clone()),
+            x_log: spec.x_log && spec.kind == "line",
             y_label: spec.y_label.clone().unwrap_or_else(|| spec.y.join(", ")),
             kind: spec.kind.clone(),
             xs,
@@ -876,6 +1010,7 @@ where
         (lo - w, hi + w)
     };
     let xs = d.xs.clone();
+    let x_log = d.x_log;
     let mut c = ChartBuilder::on(&root)
         .caption(&d.title, ("sans-serif", 24))
         .margin(16)
@@ -893,6 +1028,13 @@ where
                 return xs.get(i as usize).map(|x| x.1.clone()).unwrap_or_default();
             }
             String::new()
+        } else if x_log {
+            let x = 10f64.powf(*v);
+            if x >= 100.0 {
+                format!("{x:.0}")
+            } else {
+                format!("{x:.3}")
+            }
         } else {
             format!("{v}")
         }
