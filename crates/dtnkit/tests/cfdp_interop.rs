@@ -22,9 +22,8 @@
 //! configures (the peers here default to 2 octets each; its `UnsignedByteField` allows only 1, 2, 4
 //! or 8 octets, sequence counters 1, 2 or 4) and answers with the widths of the PDUs it received;
 //! dtnkit answers in the transaction's widths, decodes any width, and writes its own transactions
-//! with 2-octet ids and sequence numbers of at least 4 octets, widened to the smallest width that
-//! holds the value (its clock-based numbers take 6 octets, which cfdp-py cannot decode: see
-//! `put_toward_py`).
+//! with 2-octet ids and sequence numbers of at least 4 octets, widened to 1, 2, 4 or 8 octets as
+//! the value needs (its clock-based sequence numbers take 8).
 //!
 //! What cfdp-py does, measured here (2 cores, loopback, idle machine): its sender reaches about
 //! 330-380 Mb/s with 60 kB segments (its pace is set to 400 Mb/s) and 35-75 Mb/s with 1 kB ones;
@@ -33,8 +32,8 @@
 //! 50 MB transfer takes 1.5-1.8 s from cfdp-py (5.0 s with the modular checksum) and 3.7-4.5 s
 //! toward it; the whole file runs in about 60 s idle and 145 s with both cores saturated. On the wire no
 //! cfdp-py PDU was malformed for dtnkit or for tshark (no warning or error). Its deviations from
-//! CCSDS 727.0 seen here, none of which dtnkit has to work around except the first: (1) only 1, 2,
-//! 4 or 8-octet entity ids and sequence numbers decode; (2) its class-2 receiver verifies the file
+//! CCSDS 727.0 seen here, none of which dtnkit has to work around except the first (it does since
+//! 827f893): (1) only 1, 2, 4 or 8-octet entity ids and sequence numbers decode; (2) its class-2 receiver verifies the file
 //! checksum only after a NAK round: with nothing lost it reports a complete delivery without
 //! computing it (a Proximity-1 checksum, which it does not implement, passes), so it checks
 //! dtnkit's checksums in class 1 and in the lossy transfer only; (3) an unsupported checksum
@@ -314,7 +313,7 @@ fn segment_for(size: usize) -> usize {
 /// (`rcvbuf`, what the kernel granted it: 128 MiB where SO_RCVBUFFORCE is allowed); otherwise
 /// the pace stays below what it keeps up with, since a class-1 transfer has no second chance.
 fn rate_toward_py(size: usize, rcvbuf: u64) -> &'static str {
-    if rcvbuf < 3 * size as u64 {
+    if rcvbuf < 2 * size as u64 {
         "60e6"
     } else if size > 10_000_000 {
         "300e6"
@@ -387,26 +386,13 @@ fn secs(t: Instant) -> f64 {
     t.elapsed().as_secs_f64()
 }
 
-/// First sequence number of the 8-octet range (2^56): the smallest one dtnkit writes in 8 octets.
-const SEQ_8_OCTETS: u64 = 1 << 56;
-
-/// `dtnkit cfdp put SRC 2:NAME --id 1 --peer 2=127.0.0.1:PORT` toward a cfdp-py entity.
-///
-/// dtnkit numbers transactions from the clock (ms since the epoch, 41 bits), which it writes in
-/// the smallest width that holds it: 6 octets. cfdp-py only decodes 1, 2, 4 or 8-octet fields and
-/// drops every such PDU (`dtnkit_put_with_its_own_sequence_numbers_reaches_cfdp_py`, ignored
-/// until that is fixed). Workaround: a state directory whose `next-seq` lies in the 8-octet
-/// range, which `put` uses because it is larger than the clock's.
-fn put_toward_py(dir: &Path, tag: &str, src: &Path, name: &str, port: u16) -> Command {
-    static N: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-    let state = dir.join(format!("{tag}-state"));
-    std::fs::create_dir_all(&state).unwrap();
-    let seq = SEQ_8_OCTETS + N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    std::fs::write(state.join("next-seq"), seq.to_string()).unwrap();
+/// `dtnkit cfdp put SRC 2:NAME --id 1 --peer 2=127.0.0.1:PORT` toward a cfdp-py entity, with
+/// dtnkit's own (clock-based) sequence number: see
+/// `dtnkit_put_with_its_own_sequence_numbers_reaches_cfdp_py`.
+fn put_toward_py(src: &Path, name: &str, port: u16) -> Command {
     let mut put = Command::new(BIN);
     put.args(["cfdp", "put", s(src), &format!("2:{name}")])
-        .args(["--id", "1", "--peer", &format!("2=127.0.0.1:{port}")])
-        .args(["--state", s(&state)]);
+        .args(["--id", "1", "--peer", &format!("2=127.0.0.1:{port}")]);
     put
 }
 
@@ -422,7 +408,7 @@ fn dtnkit_to_cfdp_py(test: &str, cases: &[Case]) {
         let name = format!("f{i}-{}-{}.bin", c.checksum, c.size);
         let (src, sha) = source_file(&dir.0, &name, c.size, 100 + i as u64);
         let t = Instant::now();
-        let mut put = put_toward_py(&dir.0, &format!("put{i}"), &src, &name, port);
+        let mut put = put_toward_py(&src, &name, port);
         put.args(["--class", &c.class.to_string(), "--checksum", c.checksum])
             .args(["--segment-size", &segment_for(c.size).to_string()])
             .args(["--rate", rate_toward_py(c.size, rcvbuf)])
@@ -480,9 +466,8 @@ fn cfdp_py_to_dtnkit(test: &str, cases: &[Case], seq0: u64) {
     let port = free_port();
     let mut rx = dtnkit_serve(&dir.0, "serve", 2, port, cases.len(), &[]);
     let root = dir.0.join("serve-root");
-    // Every sender run binds the same port: dtnkit keeps the first address it learned for an
-    // entity (see `serve_answers_a_restarted_sender_at_its_new_port`).
-    let sender_port = free_port();
+    // Every sender run is a new process on a new port; dtnkit answers the latest one (see
+    // `serve_answers_a_restarted_sender_at_its_new_port`).
     let t0 = Instant::now();
     for (i, c) in cases.iter().enumerate() {
         let name = format!("f{i}-{}-{}.bin", c.checksum, c.size);
@@ -493,7 +478,6 @@ fn cfdp_py_to_dtnkit(test: &str, cases: &[Case], seq0: u64) {
             .arg(&src)
             .args(["--to", &format!("127.0.0.1:{port}"), "--dest-id", "2"])
             .args(["--id", "1", "--seq", &(seq0 + i as u64).to_string()])
-            .args(["--bind", &format!("127.0.0.1:{sender_port}")])
             .args(["--class", &c.class.to_string(), "--checksum", c.checksum])
             .args(["--segment-size", &segment_for(c.size).to_string()])
             // dtnkit keeps up with far more; class 1 is paced lower all the same, as it has no
@@ -578,7 +562,6 @@ fn cfdp_py_widths_decode_in_dtnkit() {
     let widths = [(1, 1), (2, 2), (4, 4), (8, 4), (1, 4), (8, 1)];
     let mut rx = dtnkit_serve(&dir.0, "serve", 2, port, widths.len(), &[]);
     let root = dir.0.join("serve-root");
-    let sender_port = free_port();
     for (i, (id_w, seq_w)) in widths.iter().enumerate() {
         let name = format!("w{id_w}-{seq_w}.bin");
         let (src, sha) = source_file(&dir.0, &name, 10_000, 300 + i as u64);
@@ -589,7 +572,6 @@ fn cfdp_py_widths_decode_in_dtnkit() {
             .args(["--id", "1", "--seq", &(10 + i).to_string()])
             .args(["--id-width", &id_w.to_string()])
             .args(["--seq-width", &seq_w.to_string()])
-            .args(["--bind", &format!("127.0.0.1:{sender_port}")])
             .args([
                 "--class",
                 "2",
@@ -698,7 +680,7 @@ fn class2_dtnkit_to_cfdp_py_through_emu_with_loss() {
     let emu = Emu::start(&dir.0, port, 1);
     let (src, sha) = source_file(&dir.0, "lossy.bin", LOSSY_SIZE, 401);
     let t = Instant::now();
-    let mut put = put_toward_py(&dir.0, "put", &src, "lossy.bin", emu.listen_a);
+    let mut put = put_toward_py(&src, "lossy.bin", emu.listen_a);
     put.args(["--class", "2", "--checksum", "crc32c"])
         .args(["--segment-size", LOSSY_SEGMENT, "--rate", "40e6"])
         .args([
@@ -1042,14 +1024,13 @@ fn tshark_decodes_a_lossy_dtnkit_class2_transfer_cleanly() {
     );
 }
 
-/// Bug (crates/cfdp/src/engine/mod.rs, `make_header`, with crates/dtnkit/src/cmd/cfdp.rs,
-/// `fresh_sequence`): `dtnkit cfdp put` numbers transactions from the clock (ms since the epoch,
-/// about 2^40.7) and the header takes the smallest width that holds the number, 6 octets. CCSDS
-/// 727.0 allows 1 to 8 octets, but cfdp-py (like the Rust `spacepackets` crate) decodes only 1, 2, 4
-/// or 8-octet fields, so it drops every PDU of the transfer: nothing arrives, and the class-2 put
-/// ends with PositiveAckLimitReached. Widening to the next of 1, 2, 4, 8 octets would interoperate.
+/// Regression (found by this file, fixed in 827f893): `dtnkit cfdp put` numbers transactions
+/// from the clock (ms since the epoch, about 2^40.7), and the header used to take the smallest
+/// width that holds the number, 6 octets. CCSDS 727.0 allows 1 to 8 octets, but cfdp-py (like the
+/// Rust `spacepackets` crate) decodes only 1, 2, 4 or 8-octet fields and dropped every PDU: nothing
+/// arrived, and the class-2 put ended with PositiveAckLimitReached. dtnkit now widens to 1, 2, 4
+/// or 8 octets. The matrix tests use the same defaults; this one fails fast.
 #[test]
-#[ignore = "bug: dtnkit writes its clock-based transaction sequence numbers in 6 octets, which cfdp-py cannot decode"]
 fn dtnkit_put_with_its_own_sequence_numbers_reaches_cfdp_py() {
     let test = "cfdp-seq-width";
     let Some(py) = cfdp_py(test) else { return };
@@ -1075,15 +1056,14 @@ fn dtnkit_put_with_its_own_sequence_numbers_reaches_cfdp_py() {
     assert_eq!(file_sha(&dir.0.join("rx-root/small.bin")), sha);
 }
 
-/// Bug (crates/runtime/src/cfdp/link.rs, `UdpLink::recv`: `self.peers.entry(remote).or_insert(from)`):
-/// the address `serve` learns for an entity that is not configured with `--peer` is the first one
-/// it ever saw and is never updated. `dtnkit cfdp put` binds an ephemeral port on every run, so
-/// the second put from the same entity id to a running `serve` gets no answer (its ACK and
-/// Finished go to the first put's closed port) and fails after its positive ACK limit. Answers
-/// should go to the address the transaction's PDUs come from (or at least the latest one).
-/// Not a cfdp-py matter: two dtnkit puts show it.
+/// Regression (found by this file, fixed in 827f893): `serve` used to answer an entity not
+/// configured with `--peer` at the first address it ever learned for it
+/// (`UdpLink::recv`: `peers.entry(remote).or_insert(from)`). `dtnkit cfdp put` binds an
+/// ephemeral port on every run, so the second put from the same entity id to a running `serve`
+/// got no answer (its ACK and Finished went to the first put's closed port) and failed after its
+/// positive ACK limit. Two dtnkit puts show it; the cfdp-py matrix (a new sender process per
+/// transfer) depends on it too.
 #[test]
-#[ignore = "bug: dtnkit cfdp serve answers an entity at the first address it learned for it, never the one its new transfer comes from"]
 fn serve_answers_a_restarted_sender_at_its_new_port() {
     let dir = TempDir::new("cfdp-new-port");
     let port = free_port();
