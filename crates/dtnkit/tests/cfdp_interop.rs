@@ -863,18 +863,28 @@ fn class2_dtnkit_to_dtnkit_through_emu_with_loss() {
     );
 }
 
-/// tshark capturing loopback (`-f FILTER`) from before the transfer;
-/// stopped with SIGINT (so the file is complete) or killed on drop.
+/// tshark capturing loopback (`-f FILTER`) from before the transfer, in a process group of its
+/// own with the dumpcap it starts: stopped with SIGINT (so the file is complete) or killed on
+/// drop, the group each time (killing tshark alone would leave dumpcap capturing).
 struct Capture(Option<Child>);
+
+/// `kill -SIGNAL -- -PGID`.
+fn signal_group(pgid: u32, signal: &str) {
+    let _ = Command::new("kill")
+        .args([signal, "--", &format!("-{pgid}")])
+        .status();
+}
 
 impl Capture {
     fn start(pcap: &Path, filter: &str, log: &Path) -> Capture {
+        use std::os::unix::process::CommandExt;
         let child = Command::new("tshark")
             .args(["-i", "lo", "-B", "256", "-w"])
             .arg(pcap)
             .args(["-f", filter])
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(log).unwrap())
+            .process_group(0)
             .spawn()
             .expect("tshark is not installed: run scripts/test.sh (it installs the Debian package) or install tshark");
         let c = Capture(Some(child));
@@ -897,13 +907,11 @@ impl Capture {
 
     fn stop(mut self) {
         let Some(mut c) = self.0.take() else { return };
-        let _ = Command::new("kill")
-            .args(["-INT", &c.id().to_string()])
-            .status();
+        signal_group(c.id(), "-INT");
         let deadline = Instant::now() + Duration::from_secs(20);
         while c.try_wait().unwrap().is_none() {
             if Instant::now() > deadline {
-                let _ = c.kill();
+                signal_group(c.id(), "-KILL");
                 break;
             }
             std::thread::sleep(Duration::from_millis(50));
@@ -915,6 +923,7 @@ impl Capture {
 impl Drop for Capture {
     fn drop(&mut self) {
         if let Some(mut c) = self.0.take() {
+            signal_group(c.id(), "-KILL");
             let _ = c.kill();
             let _ = c.wait();
         }
