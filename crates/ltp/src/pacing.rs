@@ -128,6 +128,19 @@ impl TokenBucket {
     }
 }
 
+/// What one burst of red data told: see [`RateController::on_burst`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Burst {
+    /// When its first segment left.
+    pub start: Duration,
+    /// When its last segment (the checkpoint) left.
+    pub end: Duration,
+    /// Red bytes it carried (unclaimed before the reports answering its checkpoint).
+    pub sent: u64,
+    /// Of those, the bytes still unclaimed after those reports.
+    pub lost: u64,
+}
+
 /// Adaptive pacing of one span: picks the token bucket's rate from what the receiver's
 /// reports say about the data sent at the current rate.
 ///
@@ -149,8 +162,10 @@ impl TokenBucket {
 /// - **clean** round in which pacing actually held data back: the rate doubles while no
 ///   overrun was seen yet (a quick start from `initial_bps`), then grows by an eighth of the
 ///   rate before the last halving per round (back to it in four rounds, then probing
-///   further). A round in which pacing never held anything back says nothing about a higher
-///   rate (the host or the application was the limit), so the rate stays;
+///   further). The rate never grows beyond twice what the round's bursts achieved (their
+///   bytes over their durations): a host or an application slower than the rate would
+///   otherwise let it grow without bound while nothing is learnt, and an overrun appearing
+///   later would take many halvings to matter;
 /// - the rate never exceeds the span's configured rate (the *ceiling*, e.g. a contact's rate)
 ///   when there is one, and a span with a ceiling starts at it.
 ///
@@ -170,6 +185,9 @@ pub struct RateController {
     /// Red bytes of the current round and how many of them the reports left unclaimed.
     round_sent: u64,
     round_lost: u64,
+    /// Bytes and total duration of the round's bursts that took time (achieved rate).
+    round_burst_bytes: u64,
+    round_burst_ns: u128,
     /// Whether pacing held data back during the current round.
     limited: bool,
 }
@@ -192,6 +210,8 @@ impl RateController {
             epoch: Duration::ZERO,
             round_sent: 0,
             round_lost: 0,
+            round_burst_bytes: 0,
+            round_burst_ns: 0,
             limited: false,
         }
     }
@@ -221,23 +241,20 @@ impl RateController {
         self.limited = true;
     }
 
-    /// One burst's outcome: `sent` red bytes that a burst started at `burst_start` carried
-    /// (outstanding before its reports) and `lost` of them still unclaimed after its reports.
-    /// `min_round_bytes` is the size a round must reach before it decides. Returns the new
-    /// rate when it changed.
-    pub fn on_burst(
-        &mut self,
-        now: Duration,
-        burst_start: Duration,
-        sent: u64,
-        lost: u64,
-        min_round_bytes: u64,
-    ) -> Option<u64> {
-        if burst_start < self.epoch || sent == 0 {
+    /// One burst's outcome, reported when the last report segment answering its checkpoint
+    /// arrived at `now`. `min_round_bytes` is the size a round must reach before it decides.
+    /// Returns the new rate when it changed.
+    pub fn on_burst(&mut self, now: Duration, burst: Burst, min_round_bytes: u64) -> Option<u64> {
+        if burst.start < self.epoch || burst.sent == 0 {
             return None;
         }
-        self.round_sent = self.round_sent.saturating_add(sent);
-        self.round_lost = self.round_lost.saturating_add(lost.min(sent));
+        self.round_sent = self.round_sent.saturating_add(burst.sent);
+        self.round_lost = self.round_lost.saturating_add(burst.lost.min(burst.sent));
+        let took = burst.end.saturating_sub(burst.start).as_nanos();
+        if took > 0 {
+            self.round_burst_bytes = self.round_burst_bytes.saturating_add(burst.sent);
+            self.round_burst_ns += took;
+        }
         if self.round_sent < min_round_bytes.max(1) {
             return None;
         }
@@ -249,17 +266,26 @@ impl RateController {
             self.step = (old / 8).max(min);
             self.slow_start = false;
         } else if self.limited {
-            self.rate = if self.slow_start {
+            let mut next = if self.slow_start {
                 old.saturating_mul(2)
             } else {
                 old.saturating_add(self.step)
             };
+            if self.round_burst_ns > 0 {
+                let achieved =
+                    u128::from(self.round_burst_bytes) * 8 * 1_000_000_000 / self.round_burst_ns;
+                let cap = u64::try_from(achieved.saturating_mul(2)).unwrap_or(u64::MAX);
+                next = next.min(cap.max(old));
+            }
+            self.rate = next;
         }
         if self.ceiling > 0 {
             self.rate = self.rate.min(self.ceiling);
         }
         self.round_sent = 0;
         self.round_lost = 0;
+        self.round_burst_bytes = 0;
+        self.round_burst_ns = 0;
         self.limited = false;
         if self.rate == old {
             return None;
@@ -322,6 +348,16 @@ mod tests {
         assert_eq!(z.ready_at(ms(6)), Some(ms(7)));
     }
 
+    /// A burst that took no time (no achieved-rate information).
+    fn b(start: Duration, sent: u64, lost: u64) -> Burst {
+        Burst {
+            start,
+            end: start,
+            sent,
+            lost,
+        }
+    }
+
     #[test]
     fn rate_controller_starts_fast_halves_on_overrun_then_probes_additively() {
         let ms = Duration::from_millis;
@@ -334,25 +370,25 @@ mod tests {
         let mut c = RateController::new(cfg, 0);
         assert_eq!(c.rate(), 100);
         // Clean but not pacing-limited: nothing learnt.
-        assert_eq!(c.on_burst(ms(1), ms(0), 1000, 0, 1000), None);
+        assert_eq!(c.on_burst(ms(1), b(ms(0), 1000, 0), 1000), None);
         // Rounds accumulate until they are large enough.
         c.pacing_limited();
-        assert_eq!(c.on_burst(ms(2), ms(0), 600, 0, 1000), None);
-        assert_eq!(c.on_burst(ms(3), ms(0), 400, 0, 1000), Some(200));
+        assert_eq!(c.on_burst(ms(2), b(ms(0), 600, 0), 1000), None);
+        assert_eq!(c.on_burst(ms(3), b(ms(0), 400, 0), 1000), Some(200));
         // A burst started before the change belongs to the old rate: ignored.
         c.pacing_limited();
-        assert_eq!(c.on_burst(ms(4), ms(2), 5000, 5000, 1000), None);
-        assert_eq!(c.on_burst(ms(5), ms(3), 1000, 0, 1000), Some(400));
+        assert_eq!(c.on_burst(ms(4), b(ms(2), 5000, 5000), 1000), None);
+        assert_eq!(c.on_burst(ms(5), b(ms(3), 1000, 0), 1000), Some(400));
         // Overrun (more than 5 % unclaimed): halve, leave the quick start.
-        assert_eq!(c.on_burst(ms(6), ms(5), 1000, 51, 1000), Some(200));
+        assert_eq!(c.on_burst(ms(6), b(ms(5), 1000, 51), 1000), Some(200));
         // 5 % exactly is not an overrun; clean rounds now add an eighth of 400.
         c.pacing_limited();
-        assert_eq!(c.on_burst(ms(7), ms(6), 1000, 50, 1000), Some(250));
+        assert_eq!(c.on_burst(ms(7), b(ms(6), 1000, 50), 1000), Some(250));
         c.pacing_limited();
-        assert_eq!(c.on_burst(ms(8), ms(7), 1000, 0, 1000), Some(300));
+        assert_eq!(c.on_burst(ms(8), b(ms(7), 1000, 0), 1000), Some(300));
         // Never below the floor.
         for t in 9..20 {
-            c.on_burst(ms(t), ms(t - 1), 1000, 1000, 1000);
+            c.on_burst(ms(t), b(ms(t - 1), 1000, 1000), 1000);
         }
         assert_eq!(c.rate(), 10);
     }
@@ -364,12 +400,12 @@ mod tests {
         assert_eq!(c.rate(), 50_000_000, "starts at the configured rate");
         c.pacing_limited();
         assert_eq!(
-            c.on_burst(ms(1), ms(0), 1 << 20, 0, 1),
+            c.on_burst(ms(1), b(ms(0), 1 << 20, 0), 1),
             None,
             "already at the ceiling"
         );
         assert_eq!(
-            c.on_burst(ms(2), ms(0), 1 << 20, 1 << 19, 1),
+            c.on_burst(ms(2), b(ms(0), 1 << 20, 1 << 19), 1),
             Some(25_000_000)
         );
         c.set_ceiling(10_000_000);
@@ -380,5 +416,37 @@ mod tests {
             10_000_000,
             "lifting the ceiling does not jump the rate"
         );
+    }
+
+    #[test]
+    fn rate_controller_grows_at_most_to_twice_the_achieved_rate() {
+        let ms = Duration::from_millis;
+        let cfg = AdaptiveRate {
+            initial_bps: 1_000_000_000,
+            min_bps: 1,
+            overrun_loss: 0.05,
+            min_round_segments: 1,
+        };
+        let mut c = RateController::new(cfg, 0);
+        // The host sent 1 MB in 20 ms (400 Mb/s) although 1 Gb/s was allowed: the rate may
+        // not double beyond 800 Mb/s... and it stays where it is, as 800 < 1000.
+        c.pacing_limited();
+        let slow = Burst {
+            start: ms(0),
+            end: ms(20),
+            sent: 1_000_000,
+            lost: 0,
+        };
+        assert_eq!(c.on_burst(ms(30), slow, 1), None);
+        assert_eq!(c.rate(), 1_000_000_000);
+        // At 800 Mb/s achieved (1 MB in 10 ms), the cap is 1.6 Gb/s.
+        c.pacing_limited();
+        let fast = Burst {
+            start: ms(40),
+            end: ms(50),
+            sent: 1_000_000,
+            lost: 0,
+        };
+        assert_eq!(c.on_burst(ms(60), fast, 1), Some(1_600_000_000));
     }
 }

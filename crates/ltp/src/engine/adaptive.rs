@@ -14,6 +14,7 @@ use std::time::Duration;
 
 use super::export::{ExportSession, Feedback};
 use super::span::Span;
+use crate::pacing::Burst;
 use crate::segment::ReportSegment;
 
 /// Before the claims of `rs` are applied: start following the checkpoint it answers.
@@ -39,6 +40,7 @@ pub(super) fn before_claims(span: &Span, ex: &mut ExportSession, rs: &ReportSegm
     ex.feedback = (outstanding > 0).then_some(Feedback {
         serial: cp.serial,
         burst_start: cp.burst_start,
+        burst_end: cp.burst_end,
         end,
         outstanding,
     });
@@ -68,7 +70,13 @@ pub(super) fn after_claims(
         return;
     };
     let old = ctl.rate();
-    if let Some(rate) = ctl.on_burst(now, fb.burst_start, fb.outstanding, lost, min_round_bytes) {
+    let burst = Burst {
+        start: fb.burst_start,
+        end: fb.burst_end,
+        sent: fb.outstanding,
+        lost,
+    };
+    if let Some(rate) = ctl.on_burst(now, burst, min_round_bytes) {
         span.bucket.set_rate(rate, now);
         if rate < old {
             span.stats.rate_decreases += 1;

@@ -41,8 +41,10 @@ pub(crate) struct Checkpoint {
     pub(crate) retransmissions: u32,
     /// Span-clock deadline of the armed timer.
     pub(crate) deadline: Option<Duration>,
-    /// When the burst this checkpoint closes began (adaptive pacing).
+    /// When the burst this checkpoint closes began and when the checkpoint first left
+    /// (adaptive pacing).
     pub(crate) burst_start: Duration,
+    pub(crate) burst_end: Duration,
 }
 
 impl Checkpoint {
@@ -58,6 +60,7 @@ impl Checkpoint {
 pub(crate) struct Feedback {
     pub(crate) serial: u64,
     pub(crate) burst_start: Duration,
+    pub(crate) burst_end: Duration,
     pub(crate) end: u64,
     /// Red bytes in `[0, end)` unclaimed before the first report segment.
     pub(crate) outstanding: u64,

@@ -205,6 +205,7 @@ impl Engine {
                     retransmissions: 0,
                     deadline: Some(deadline),
                     burst_start: ex.burst_start.take().unwrap_or(now),
+                    burst_end: now,
                 });
             }
         }
