@@ -271,9 +271,9 @@ impl RateController {
             } else {
                 old.saturating_add(self.step)
             };
-            if self.round_burst_ns > 0 {
-                let achieved =
-                    u128::from(self.round_burst_bytes) * 8 * 1_000_000_000 / self.round_burst_ns;
+            let achieved = (u128::from(self.round_burst_bytes) * 8 * 1_000_000_000)
+                .checked_div(self.round_burst_ns);
+            if let Some(achieved) = achieved {
                 let cap = u64::try_from(achieved.saturating_mul(2)).unwrap_or(u64::MAX);
                 next = next.min(cap.max(old));
             }
