@@ -133,7 +133,7 @@ pub const METRICS: [(&str, &str); 32] = [
     ),
     (
         "cfdp_transfer_s",
-        "[[cfdp]]: mean transfer time (put -> sender's Finished; class 1: -> last PDU received), completed class-2 transfers and every class-1 transfer, s",
+        "[[cfdp]]: mean transfer time (put -> sender's Finished; class 1: -> last PDU received, at least -> EOF sent), completed class-2 transfers and every class-1 transfer, s",
     ),
     (
         "cfdp_delivery_s",
@@ -181,13 +181,23 @@ pub fn cfdp_metrics(m: &mut Metrics, transfers: &[sim::CfdpTransferResult]) {
     }
     // A class-2 transfer that did not complete has no meaningful transfer time or throughput.
     let valid = |t: &&sim::CfdpTransferResult| t.class == 1 || t.completed;
+    // Class 1: the simulator's transfer time ends at the last PDU received, which comes early when the last
+    // PDUs (EOF included) were all lost; the transaction lasts at least until the sender's EOF left.
+    let time = |t: &sim::CfdpTransferResult| match (t.class, t.transfer_s, t.sender_finished_s) {
+        (1, Some(a), Some(b)) => Some(a.max(b)),
+        (_, a, _) => a,
+    };
+    let nthr = |t: &sim::CfdpTransferResult| match (time(t), t.link_rate_bps) {
+        (Some(s), Some(r)) if s > 0.0 && r > 0.0 => Some(t.file_size as f64 * 8.0 / (s * r)),
+        _ => None,
+    };
     let n = transfers.len() as f64;
     let completed = transfers.iter().filter(|t| t.completed).count() as f64;
     for (k, v) in [
         ("cfdp_completed", completed / n),
         (
             "cfdp_transfer_s",
-            mean(transfers.iter().filter(valid).filter_map(|t| t.transfer_s)),
+            mean(transfers.iter().filter(valid).filter_map(time)),
         ),
         (
             "cfdp_delivery_s",
@@ -195,18 +205,13 @@ pub fn cfdp_metrics(m: &mut Metrics, transfers: &[sim::CfdpTransferResult]) {
         ),
         (
             "cfdp_nthr",
-            mean(
-                transfers
-                    .iter()
-                    .filter(valid)
-                    .filter_map(|t| t.normalized_throughput),
-            ),
+            mean(transfers.iter().filter(valid).filter_map(nthr)),
         ),
         (
             "cfdp_nthr0",
             mean(transfers.iter().map(|t| {
                 if valid(&t) {
-                    t.normalized_throughput.unwrap_or(0.0)
+                    nthr(t).unwrap_or(0.0)
                 } else {
                     0.0
                 }
@@ -218,7 +223,11 @@ pub fn cfdp_metrics(m: &mut Metrics, transfers: &[sim::CfdpTransferResult]) {
         ),
         (
             "cfdp_weighted_nthr",
-            mean(transfers.iter().filter_map(|t| t.weighted_throughput)),
+            mean(
+                transfers
+                    .iter()
+                    .filter_map(|t| nthr(t).zip(t.received_ratio).map(|(n, r)| n * r)),
+            ),
         ),
         (
             "cfdp_retransmitted",
