@@ -744,16 +744,7 @@ impl AgentThread {
             },
             "tcpcl": self.tcp_counters.as_ref().map(|c| c.json()),
             "udpcl": self.udp_counters.as_ref().map(|c| c.json()),
-            "ltp": {
-                "export_sessions": c.export_sessions.load(Relaxed),
-                "import_sessions": c.import_sessions.load(Relaxed),
-                "segments_sent": c.segments_sent.load(Relaxed),
-                "segments_received": c.segments_received.load(Relaxed),
-                "blocks_received": c.blocks_received.load(Relaxed),
-                "exports_completed": c.exports_completed.load(Relaxed),
-                "exports_cancelled": c.exports_cancelled.load(Relaxed),
-                "malformed_datagrams": c.malformed.load(Relaxed),
-            },
+            "ltp": c.json(),
         })
         .to_string()
     }

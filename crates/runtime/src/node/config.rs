@@ -246,6 +246,12 @@ pub struct SpanSection {
     /// Transmission rate in bit/s when no contact plan sets it (0 = unlimited).
     #[serde(default)]
     pub rate_bps: u64,
+    /// Adaptive pacing (`ltp::SpanConfig::adaptive_rate`): pace at a rate learnt from the
+    /// peer's reports, never above `rate_bps` or the contact's rate when set. Default: on
+    /// when the span has no rate at all (`rate_bps = 0` and no contact plan governs it), off
+    /// otherwise, so configured rates stay exact.
+    #[serde(default)]
+    pub adaptive_rate: Option<bool>,
     /// One-way light time in ms when no contact plan sets it.
     #[serde(default)]
     pub owlt_ms: f64,
@@ -342,6 +348,44 @@ pub struct Span {
     pub burst_time: Option<Duration>,
     /// Largest red block accepted (`max_block_bytes` or its default).
     pub max_block_bytes: u64,
+}
+
+impl Span {
+    /// Whether the span paces adaptively: `adaptive_rate` when set, else exactly when it has
+    /// no rate (`rate_bps = 0` and `planned` is false: no contact plan sets its rate).
+    pub fn adaptive(&self, planned: bool) -> bool {
+        self.cfg
+            .adaptive_rate
+            .unwrap_or(self.cfg.rate_bps == 0 && !planned)
+    }
+
+    /// The start-up warning for a span that has neither a rate nor adaptive pacing, if it
+    /// has neither. `planned_rates` are the rates (bit/s) of the contacts the plan has for it
+    /// (empty when no plan governs it); a contact without a rate counts as none.
+    pub fn pacing_warning(&self, planned_rates: &[u64]) -> Option<String> {
+        let planned = !planned_rates.is_empty();
+        if self.adaptive(planned) {
+            return None;
+        }
+        let unpaced = if planned {
+            planned_rates.contains(&0)
+        } else {
+            self.cfg.rate_bps == 0
+        };
+        unpaced.then(|| {
+            format!(
+                "span to node {} has no rate ({}) and adaptive_rate = false: LTP sends as fast \
+                 as this host can and overruns a slower receiver (an ION node handles ~85 Mb/s \
+                 of 1 KiB segments); set rate_bps or leave adaptive_rate on",
+                self.peer,
+                if planned {
+                    "a contact of the plan has rate 0"
+                } else {
+                    "rate_bps = 0, no contact plan"
+                }
+            )
+        })
+    }
 }
 
 /// The validated configuration with resolved paths.
@@ -844,6 +888,57 @@ via = 3
             assert!(e.contains(needle), "{e:?} should mention {needle}");
             assert!(!e.contains('\n'), "one line: {e:?}");
         }
+    }
+
+    #[test]
+    fn adaptive_pacing_defaults_on_without_a_rate_and_warns_when_a_span_has_neither() {
+        let v = parse(GOOD).unwrap();
+        let s = &v.spans[0];
+        assert!(s.adaptive(false), "no rate, no plan: adaptive");
+        assert!(!s.adaptive(true), "a contact plan sets the rate");
+        assert_eq!(s.pacing_warning(&[]), None);
+        assert_eq!(s.pacing_warning(&[8_000_000]), None);
+        let rated = parse(
+            &(GOOD.to_string()
+                + "rate_bps = 100000000
+"),
+        )
+        .unwrap();
+        assert!(
+            !rated.spans[0].adaptive(false),
+            "a configured rate stays exact"
+        );
+        assert_eq!(rated.spans[0].pacing_warning(&[]), None);
+        let forced = parse(
+            &(GOOD.to_string()
+                + "rate_bps = 100000000
+adaptive_rate = true
+"),
+        )
+        .unwrap();
+        assert!(forced.spans[0].adaptive(false) && forced.spans[0].adaptive(true));
+        let off = parse(
+            &(GOOD.to_string()
+                + "adaptive_rate = false
+"),
+        )
+        .unwrap();
+        let w = off.spans[0].pacing_warning(&[]).unwrap();
+        assert!(
+            w.contains("span to node 2") && w.contains("rate_bps = 0"),
+            "{w}"
+        );
+        assert!(off.spans[0]
+            .pacing_warning(&[0, 5])
+            .unwrap()
+            .contains("rate 0"));
+        assert_eq!(off.spans[0].pacing_warning(&[5]), None);
+        assert!(parse(
+            &(GOOD.to_string()
+                + "adaptive_rate = 1
+")
+        )
+        .is_err());
     }
 
     #[test]

@@ -69,6 +69,44 @@ pub(crate) struct LtpCounters {
     pub(crate) exports_completed: std::sync::atomic::AtomicU64,
     pub(crate) exports_cancelled: std::sync::atomic::AtomicU64,
     pub(crate) malformed: std::sync::atomic::AtomicU64,
+    /// Tolerated peer deviations (`ltp::Deviation::ALL` order): segments accepted that strict
+    /// RFC 5326 would refuse, e.g. ION's padded reports.
+    pub(crate) deviations: [std::sync::atomic::AtomicU64; ltp::Deviation::ALL.len()],
+    /// Pacing rate in effect per adaptive span (peer node → bit/s).
+    pub(crate) adaptive_rates: std::sync::Mutex<std::collections::BTreeMap<u64, u64>>,
+}
+
+impl LtpCounters {
+    /// The counters as the status reply's `ltp` object.
+    pub(crate) fn json(&self) -> serde_json::Value {
+        use std::sync::atomic::Ordering::Relaxed;
+        let deviations: serde_json::Map<String, serde_json::Value> = ltp::Deviation::ALL
+            .iter()
+            .zip(&self.deviations)
+            .map(|(d, n)| (d.name().to_string(), n.load(Relaxed).into()))
+            .collect();
+        let rates: serde_json::Map<String, serde_json::Value> = self
+            .adaptive_rates
+            .lock()
+            .map(|m| {
+                m.iter()
+                    .map(|(peer, bps)| (peer.to_string(), (*bps).into()))
+                    .collect()
+            })
+            .unwrap_or_default();
+        serde_json::json!({
+            "export_sessions": self.export_sessions.load(Relaxed),
+            "import_sessions": self.import_sessions.load(Relaxed),
+            "segments_sent": self.segments_sent.load(Relaxed),
+            "segments_received": self.segments_received.load(Relaxed),
+            "blocks_received": self.blocks_received.load(Relaxed),
+            "exports_completed": self.exports_completed.load(Relaxed),
+            "exports_cancelled": self.exports_cancelled.load(Relaxed),
+            "malformed_datagrams": self.malformed.load(Relaxed),
+            "deviations": deviations,
+            "adaptive_rate_bps": rates,
+        })
+    }
 }
 
 /// Everything the LTP thread owns.
@@ -108,6 +146,17 @@ impl LtpThread {
         let mut out = Vec::with_capacity(self.batch * 64);
         // (remote engine, header offset and length in `out`, zero-copy payload) per datagram.
         let mut pending: Vec<(u64, usize, usize, Bytes)> = Vec::with_capacity(self.batch);
+        // Adaptive spans: (peer, engine id, rate last published).
+        let mut rates: Vec<(u64, u64, u64)> = self
+            .peers
+            .iter()
+            .filter(|(_, (e, _))| {
+                self.engine
+                    .span_config(*e)
+                    .is_some_and(|c| c.adaptive_rate.is_some())
+            })
+            .map(|(p, (e, _))| (*p, *e, 0))
+            .collect();
         loop {
             let now = self.start.elapsed();
             let mut busy = false;
@@ -247,6 +296,8 @@ impl LtpThread {
             self.counters
                 .import_sessions
                 .store(self.engine.import_sessions() as u64, Relaxed);
+            self.publish_deviations();
+            self.publish_adaptive_rates(&mut rates);
             if busy {
                 continue;
             }
@@ -261,6 +312,40 @@ impl LtpThread {
                 Ok(_) => {}
                 Err(e) if transient(&e) => {}
                 Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// Copies the engine's deviation counts into the status counters; the first occurrence of
+    /// each kind is also logged, as TCPCL does for its peers' deviations.
+    fn publish_deviations(&self) {
+        use std::sync::atomic::Ordering::Relaxed;
+        let now = self.engine.stats().deviations;
+        for (d, counter) in ltp::Deviation::ALL.iter().zip(&self.counters.deviations) {
+            let n = now.get(*d);
+            let before = counter.swap(n, Relaxed);
+            if before == 0 && n > 0 {
+                eprintln!(
+                    "dtnkit node: LTP peer deviates from RFC 5326 (tolerated, counted in status \
+                     ltp.deviations.{}): {}",
+                    d.name(),
+                    d.description()
+                );
+            }
+        }
+    }
+
+    /// Publishes the pacing rate of adaptive spans when it changed.
+    fn publish_adaptive_rates(&self, rates: &mut [(u64, u64, u64)]) {
+        for (peer, engine, last) in rates.iter_mut() {
+            let Some(rate) = self.engine.span_pacing_rate(*engine) else {
+                continue;
+            };
+            if rate != *last {
+                *last = rate;
+                if let Ok(mut m) = self.counters.adaptive_rates.lock() {
+                    m.insert(*peer, rate);
+                }
             }
         }
     }

@@ -253,7 +253,21 @@ impl Node {
         let mut engine = ltp::Engine::new(ecfg);
         let mut peers = std::collections::HashMap::new();
         for s in &cfg.spans {
+            // A span with neither a rate nor adaptive pacing overruns a slower receiver.
+            let planned_rates: Vec<u64> = links
+                .iter()
+                .filter(|c| c.peer == s.peer && c.up)
+                .map(|c| c.rate_bps)
+                .collect();
+            if let Some(w) = s.pacing_warning(&planned_rates) {
+                eprintln!("dtnkit node: warning: {w}");
+            }
+        }
+        for s in &cfg.spans {
             let mut sc = ltp::SpanConfig::new(s.engine_id);
+            if s.adaptive(planned.contains(&s.peer)) {
+                sc.adaptive_rate = Some(ltp::AdaptiveRate::default());
+            }
             sc.max_segment_size = s.cfg.max_segment_size;
             sc.max_export_sessions = s.cfg.max_sessions;
             sc.aggregation_size_limit = s.cfg.aggregation_bytes;
