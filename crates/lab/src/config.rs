@@ -269,6 +269,9 @@ pub fn node_toml(
         Value::Integer(span.rate_bps.min(i64::MAX as u64) as i64),
     );
     s.insert("owlt_ms".into(), Value::Float(span.owlt_ms));
+    // The simulator's engines never adapt their rate; the real nodes of a lab run must not
+    // either, or an emulated run of a scenario would not take the simulated run's decisions.
+    s.insert("adaptive_rate".into(), Value::Boolean(false));
     if span.burst_bytes > 0 {
         s.insert(
             "burst_bytes".into(),

@@ -12,9 +12,10 @@ use client::{Client, ClientError, SendArgs};
 
 /// A PDU transport.
 pub trait PduLink {
-    /// Send one PDU to entity `dest`. `Ok(false)`: no route to that entity (the PDU is
-    /// dropped and counted by the caller; CFDP class 2 recovers it).
-    fn send(&mut self, dest: EntityId, pdu: &[u8]) -> io::Result<bool>;
+    /// Send one PDU to entity `dest` (handed over whole, so a link that queues it, like the
+    /// bundle link, needs no copy). `Ok(false)`: no route to that entity (the PDU is dropped
+    /// and counted by the caller; CFDP class 2 recovers it).
+    fn send(&mut self, dest: EntityId, pdu: Bytes) -> io::Result<bool>;
     /// Wait up to `timeout` for PDUs and append them to `out` (possibly none).
     fn recv(&mut self, timeout: Duration, out: &mut Vec<Bytes>) -> io::Result<()>;
     /// Whether sending should pause (back-pressure from below, e.g. bundles not yet stored).
@@ -24,7 +25,7 @@ pub trait PduLink {
 }
 
 impl<T: PduLink + ?Sized> PduLink for Box<T> {
-    fn send(&mut self, dest: EntityId, pdu: &[u8]) -> io::Result<bool> {
+    fn send(&mut self, dest: EntityId, pdu: Bytes) -> io::Result<bool> {
         (**self).send(dest, pdu)
     }
     fn recv(&mut self, timeout: Duration, out: &mut Vec<Bytes>) -> io::Result<()> {
@@ -78,12 +79,12 @@ impl UdpLink {
 }
 
 impl PduLink for UdpLink {
-    fn send(&mut self, dest: EntityId, pdu: &[u8]) -> io::Result<bool> {
+    fn send(&mut self, dest: EntityId, pdu: Bytes) -> io::Result<bool> {
         let Some(addr) = self.peers.get(&dest) else {
             return Ok(false);
         };
         loop {
-            match self.socket.send_to(pdu, addr) {
+            match self.socket.send_to(&pdu, addr) {
                 Ok(_) => return Ok(true),
                 // A full socket buffer: wait for room rather than drop.
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
@@ -205,7 +206,7 @@ fn node_of(endpoint: &str) -> Option<EntityId> {
 }
 
 impl PduLink for BpLink {
-    fn send(&mut self, dest: EntityId, pdu: &[u8]) -> io::Result<bool> {
+    fn send(&mut self, dest: EntityId, pdu: Bytes) -> io::Result<bool> {
         let destination = self
             .endpoints
             .get(&dest)
@@ -219,7 +220,7 @@ impl PduLink for BpLink {
                 lifetime_ms: self.lifetime_ms,
                 report_flags: 0,
                 priority: 1,
-                payload: Bytes::copy_from_slice(pdu),
+                payload: pdu,
             })
             .map_err(|e| io::Error::other(e.to_string()))?;
         Ok(true)

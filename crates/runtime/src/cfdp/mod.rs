@@ -45,6 +45,9 @@ pub struct Driver<L: PduLink> {
     stats: DriverStats,
 }
 
+/// Capacity of a fresh PDU buffer: the largest File Data PDU (65,000 data bytes) plus headers.
+const PDU_CAPACITY: usize = 65_600;
+
 /// PDUs sent per loop turn before input is looked at again.
 const TX_BATCH: usize = 512;
 
@@ -81,7 +84,7 @@ impl<L: PduLink> Driver<L> {
                 persist_interval: Duration::from_millis(200),
                 last_persist: epoch,
                 rx: Vec::new(),
-                buf: Vec::with_capacity(70_000),
+                buf: Vec::with_capacity(PDU_CAPACITY),
                 stats: DriverStats::default(),
             },
             problems,
@@ -122,13 +125,20 @@ impl<L: PduLink> Driver<L> {
                 more = true;
                 break;
             }
-            self.buf.clear();
+            // Each PDU is written into a buffer of its own that becomes the `Bytes` handed
+            // to the link: no copy on the way to a bundle or a datagram.
+            let mut buf = std::mem::take(&mut self.buf);
+            if buf.capacity() == 0 {
+                buf.reserve(PDU_CAPACITY);
+            }
+            buf.clear();
             let now = self.now();
-            let Some(t) = self.entity.poll_transmit(now, &mut self.buf) else {
+            let Some(t) = self.entity.poll_transmit(now, &mut buf) else {
+                self.buf = buf;
                 break;
             };
-            let start = self.buf.len() - t.len;
-            if !self.link.send(t.dest, &self.buf[start..])? {
+            debug_assert_eq!(t.len, buf.len());
+            if !self.link.send(t.dest, Bytes::from(buf))? {
                 self.stats.no_route += 1;
             }
             sent += 1;
