@@ -71,6 +71,17 @@ impl Drop for Serve {
     }
 }
 
+/// Checks that `put` exited successfully and returns the receiver's "finished" line.
+fn put_succeeded(out: &std::process::Output, serve: &Serve) -> String {
+    assert!(
+        out.status.success(),
+        "put failed: {}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serve.wait_for("\"finished\"", Duration::from_secs(30))
+}
+
 fn s(v: &[&str]) -> Vec<String> {
     v.iter().map(|x| x.to_string()).collect()
 }
@@ -126,13 +137,7 @@ fn class2_over_bp_and_ltp_between_two_nodes() {
         Duration::from_secs(600),
     );
     let secs = started.elapsed().as_secs_f64();
-    assert!(
-        out.status.success(),
-        "put failed: {}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let fin = serve.wait_for("\"finished\"", Duration::from_secs(30));
+    let fin = put_succeeded(&out, &serve);
     assert!(
         fin.contains("\"NoError\"") && fin.contains("\"delivery_complete\":true"),
         "{fin}"
@@ -199,13 +204,7 @@ fn receiving_entity_killed_three_times_still_gets_the_file() {
         restored.push(serve.ready.clone());
     }
     let out = put.wait(Duration::from_secs(120));
-    assert!(
-        out.status.success(),
-        "put failed: {}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let fin = serve.wait_for("\"finished\"", Duration::from_secs(30));
+    let fin = put_succeeded(&out, &serve);
     assert!(fin.contains("\"NoError\""), "{fin}");
     let got = std::fs::read(root.join("killed.bin")).unwrap();
     assert_eq!(got.len(), size);
