@@ -6,6 +6,7 @@ pub mod bundle;
 pub mod cfdp;
 pub mod demo;
 pub mod emu;
+pub mod import_ion;
 pub mod node;
 pub mod perf;
 pub mod ping;

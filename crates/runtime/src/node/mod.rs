@@ -32,6 +32,7 @@ mod cla;
 pub mod cla_config;
 pub mod clock;
 pub mod config;
+pub mod ion_import;
 mod ltp_thread;
 mod plan_cla;
 mod tcpcl_driver;
