@@ -1,24 +1,32 @@
 //! Token-bucket pacing per remote entity: a PDU may leave when the bucket is not in debt;
 //! its size is then charged, so the long-run rate is exact whatever the PDU sizes.
+//!
+//! The balance is kept in bit·nanoseconds, so a refill never rounds: with whole bits, every
+//! refill dropped the fraction of a bit it earned, and a driver that refills at every poll
+//! lost a share of the rate that grew with how often it polled.
 
 use std::time::Duration;
 
-/// A token bucket counted in bits.
+const NS_PER_S: i128 = 1_000_000_000;
+
+/// A token bucket counted in bit·ns (bits × 1e9).
 #[derive(Debug, Clone)]
 pub(crate) struct Pacer {
     rate_bps: u64,
-    burst_bits: i128,
+    /// Depth in bit·ns.
+    burst: i128,
+    /// Balance in bit·ns.
     tokens: i128,
     last: Duration,
 }
 
 impl Pacer {
     pub(crate) fn new(rate_bps: u64, burst_bytes: usize) -> Self {
-        let burst_bits = burst_bytes as i128 * 8;
+        let burst = burst_bytes as i128 * 8 * NS_PER_S;
         Self {
             rate_bps,
-            burst_bits,
-            tokens: burst_bits,
+            burst,
+            tokens: burst,
             last: Duration::ZERO,
         }
     }
@@ -35,8 +43,7 @@ impl Pacer {
     fn refill(&mut self, now: Duration) {
         if now > self.last {
             let dt = (now - self.last).as_nanos() as i128;
-            self.tokens =
-                (self.tokens + dt * self.rate_bps as i128 / 1_000_000_000).min(self.burst_bits);
+            self.tokens = (self.tokens + dt * self.rate_bps as i128).min(self.burst);
             self.last = now;
         }
     }
@@ -50,9 +57,8 @@ impl Pacer {
         if self.tokens >= 0 {
             return None;
         }
-        let debt = -self.tokens * 1_000_000_000;
         let rate = self.rate_bps as i128;
-        let ns = (debt + rate - 1) / rate;
+        let ns = (-self.tokens + rate - 1) / rate;
         Some(now + Duration::from_nanos(ns as u64))
     }
 
@@ -61,7 +67,7 @@ impl Pacer {
             return;
         }
         self.refill(now);
-        self.tokens -= bytes as i128 * 8;
+        self.tokens -= bytes as i128 * 8 * NS_PER_S;
     }
 }
 
@@ -85,5 +91,27 @@ mod tests {
         }
         // One second plus the initial burst.
         assert!((1_000_000..=1_000_000 + 66_000).contains(&sent), "{sent}");
+    }
+
+    /// A driver that polls every microsecond gets the exact rate: no refill rounds anything away.
+    #[test]
+    fn frequent_polls_lose_nothing() {
+        let rate = 99_669_333u64;
+        let pdu = 7318usize;
+        let mut p = Pacer::new(rate, pdu);
+        let mut sent = 0u64;
+        for us in 0..1_000_000u64 {
+            let now = Duration::from_micros(us);
+            if p.ready_at(now).is_none() {
+                p.charge(now, pdu);
+                sent += 1;
+            }
+        }
+        // One second at the rate plus the initial bucket, in whole PDUs (the last may be in debt).
+        let expected = (rate + pdu as u64 * 8) / (pdu as u64 * 8);
+        assert!(
+            sent == expected || sent == expected + 1,
+            "{sent} vs {expected}"
+        );
     }
 }
