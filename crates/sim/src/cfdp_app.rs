@@ -254,6 +254,10 @@ pub(crate) struct TransferSpec {
     pub(crate) link_rate_bps: Option<f64>,
     /// Class 1 with closure: the sender waits for Finished.
     pub(crate) closure: bool,
+    /// CFDP store-and-forward: the transfer whose delivered file this one sends on.
+    pub(crate) relay_of: Option<usize>,
+    /// Earliest put time.
+    pub(crate) start: Duration,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -294,6 +298,9 @@ pub(crate) struct TransferBook {
     by_id: BTreeMap<TransactionId, usize>,
     /// A transfer ended since the flag was last cleared (the run checks whether everything is quiet).
     pub(crate) ended: bool,
+    /// Puts of relaying transfers whose file has just been delivered at their sender: (put time, transfer).
+    /// The world schedules them.
+    pub(crate) relay_puts: Vec<(Duration, usize)>,
 }
 
 fn condition_name(c: Option<ConditionCode>) -> String {
@@ -464,6 +471,10 @@ impl TransferBook {
 
     /// Checks whether transfer `k`'s file has been delivered in `fs` (the receiver's filestore); if so, compares
     /// it with the source byte for byte, then deletes it to free the memory. Returns true once delivered.
+    ///
+    /// A transfer that relays `k` (`relay_of`) takes the delivered file over as its source once it is verified
+    /// (so a chain holds its file in memory at each relay until the run ends), and its put is queued in
+    /// `relay_puts`. A file that arrived corrupted is not relayed.
     pub(crate) fn check_delivery(
         &mut self,
         now: Duration,
@@ -481,9 +492,48 @@ impl TransferBook {
         }
         t.delivered_at = Some(now);
         t.content_ok = verify(fs, &t.spec.name, t.spec.file_size, t.spec.seed);
-        let _ = fs.remove_file(&t.spec.name);
+        let (name, ok) = (t.spec.name.clone(), t.content_ok);
         self.ended = true;
+        // The relays send on the very bytes delivered here (true store-and-forward): the first takes the file
+        // over under its own name, the others get copies.
+        let relays: Vec<usize> = (0..self.transfers.len())
+            .filter(|&j| {
+                ok && self
+                    .transfers
+                    .get(j)
+                    .is_some_and(|r| r.spec.relay_of == Some(k))
+            })
+            .collect();
+        let mut kept: Option<String> = None;
+        for j in relays {
+            let Some(r) = self.transfers.get(j) else {
+                continue;
+            };
+            let placed = match &kept {
+                None => fs.rename(&name, &r.spec.name),
+                Some(first) => fs
+                    .create(&r.spec.name)
+                    .and_then(|()| fs.append(&r.spec.name, first)),
+            };
+            if placed.is_ok() {
+                kept.get_or_insert_with(|| r.spec.name.clone());
+                self.relay_puts.push((now.max(r.spec.start), j));
+            }
+        }
+        if kept.is_none() {
+            let _ = fs.remove_file(&name);
+        }
         true
+    }
+
+    /// Put time of the first transfer of `k`'s relay chain (`k` itself when it relays nothing).
+    fn chain_start(&self, k: usize) -> Option<Duration> {
+        let mut k = k;
+        // relay_of always names an earlier transfer (validated), so the walk ends.
+        while let Some(j) = self.transfers.get(k).and_then(|t| t.spec.relay_of) {
+            k = j;
+        }
+        self.transfers.get(k).and_then(|t| t.put_at)
     }
 
     /// NAK send times of transfer `k`.
@@ -501,7 +551,14 @@ impl TransferBook {
         self.transfers
             .iter()
             .enumerate()
-            .map(|(k, t)| t.result(k))
+            .map(|(k, t)| {
+                let mut r = t.result(k);
+                r.end_to_end_delivery_s = t
+                    .delivered_at
+                    .zip(self.chain_start(k))
+                    .map(|(d, s)| d.saturating_sub(s).as_secs_f64());
+                r
+            })
             .collect()
     }
 }
@@ -572,6 +629,7 @@ impl TransferState {
         };
         CfdpTransferResult {
             index,
+            relay_of: s.relay_of,
             from: s.from,
             to: s.to,
             transport: s.transport.as_str(),
@@ -588,6 +646,7 @@ impl TransferState {
             sender_finished_s,
             delivery_s: since(self.delivered_at),
             receiver_finished_s: since(self.receiver_end.map(|e| e.at)),
+            end_to_end_delivery_s: None,
             file_data_pdus_sent: self.fd_sent,
             file_data_pdus_retransmitted: self.fd_retx,
             file_data_pdus_repeated: self.fd_copies,
@@ -614,6 +673,8 @@ impl TransferState {
 pub struct CfdpTransferResult {
     /// Index in the scenario's `[[cfdp]]` list.
     pub index: usize,
+    /// CFDP store-and-forward: the transfer whose delivered file this one sent on.
+    pub relay_of: Option<usize>,
     /// Sending node (entity).
     pub from: u64,
     /// Receiving node (entity).
@@ -650,6 +711,9 @@ pub struct CfdpTransferResult {
     pub delivery_s: Option<f64>,
     /// Put → the receiver's Finished event (class 2: once its Finished PDU was acknowledged).
     pub receiver_finished_s: Option<f64>,
+    /// The put of the first transfer of the relay chain (this one when it relays nothing) → this transfer's file
+    /// delivered: the end-to-end delivery time of CFDP store-and-forward.
+    pub end_to_end_delivery_s: Option<f64>,
     /// File Data PDUs sent (first pass, CFDP-repeat copies and retransmissions).
     pub file_data_pdus_sent: u64,
     /// File Data PDUs sent again after a NAK.
@@ -735,8 +799,11 @@ impl Node {
         }
         ctx.tx_buf.clear();
         let fs = app.entity.filestore();
+        let relays_before = ctx.cfdp.relay_puts.len();
         app.receiving
             .retain(|&k| !ctx.cfdp.check_delivery(now, k, &mut *fs));
+        // Puts queued by the world: the entity is not idle until they are issued.
+        app.pending_puts += (ctx.cfdp.relay_puts.len() - relays_before) as u32;
         for (service, dest, data, red, lifetime) in bundles {
             self.originate(ctx, service, (dest, service), data, red, lifetime);
         }
@@ -818,6 +885,11 @@ impl CfdpSetup<'_> {
     pub(crate) fn book(&self) -> TransferBook {
         let mut book = TransferBook::default();
         for (k, c) in self.scn.cfdp.iter().enumerate() {
+            // A relayed file is the file its chain started with.
+            let seed = match c.relay_of {
+                Some(j) => book.transfers.get(j).map_or(0, |t| t.spec.seed),
+                None => (self.file_seed)(k),
+            };
             book.add(TransferSpec {
                 from: c.from,
                 to: c.to,
@@ -826,9 +898,11 @@ impl CfdpSetup<'_> {
                 file_size: c.file_size,
                 segment: self.merged_segment(c.from, c.to),
                 name: file_name(k),
-                seed: (self.file_seed)(k),
+                seed,
                 link_rate_bps: first_rate(self.scn, self.models, c.from, c.to).map(|r| r as f64),
                 closure: c.closure,
+                relay_of: c.relay_of,
+                start: Duration::try_from_secs_f64(c.start_s).unwrap_or_default(),
             });
         }
         book
@@ -950,7 +1024,10 @@ impl CfdpSetup<'_> {
             let signal = pick(rcv.iter().copied(), |c| c.async_link_signal)
                 .unwrap_or(!rcv.is_empty() && r.nak_mode == NakMode::Asynchronous);
             if signal {
-                if let Some((i, m, dir)) = direction(scn, self.models, node, remote) {
+                // The direction its PDUs leave by: toward the sender itself (`link`), or toward the first hop of
+                // the bundles' route to it (`bp`).
+                let hop = first_hop(scn, node, remote).unwrap_or(remote);
+                if let Some((i, m, dir)) = direction(scn, self.models, node, hop) {
                     let conf = scn.links.get(i).map(|l| match dir {
                         channel::Direction::Forward => &l.forward.availability,
                         channel::Direction::Return => &l.ret.availability,
@@ -979,7 +1056,8 @@ impl CfdpSetup<'_> {
         let mut pending_puts = 0;
         let mut receiving = Vec::new();
         for (k, c) in scn.cfdp.iter().enumerate() {
-            if c.from == node {
+            // A relaying transfer's file appears when the transfer it relays delivers it.
+            if c.from == node && c.relay_of.is_none() {
                 fs.insert_synthetic(&file_name(k), c.file_size, (self.file_seed)(k));
                 pending_puts += 1;
             }

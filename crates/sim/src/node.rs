@@ -422,6 +422,19 @@ impl Node {
             // acknowledged for what decoded (refusing it would only make the sender loop), as on a real node.
             self.counters.dropped += 1;
         }
+        if session.is_none() {
+            // The colour is kept along the path: a bundle that came in a green block and goes on to another
+            // node leaves green too (between real nodes ION marks such bundles best-effort in their extended
+            // class of service).
+            for raw in &bundles {
+                if let Ok((b, _)) = Bundle::decode_prefix(raw) {
+                    let here = matches!(b.primary().destination, bpv7::Eid::Ipn { node, .. } if node == self.number);
+                    if !here {
+                        self.green_ids.insert(b.id());
+                    }
+                }
+            }
+        }
         let n = u32::try_from(bundles.len()).unwrap_or(u32::MAX);
         let p = self.processing;
         let done = ctx.now.max(self.cpu_free) + p.per_bundle.saturating_mul(n);

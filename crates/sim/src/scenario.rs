@@ -504,9 +504,14 @@ pub struct CfdpSection {
     /// Class 1: ask the receiver for a Finished PDU.
     #[serde(default)]
     pub closure: bool,
-    /// Put time, seconds of simulated time.
+    /// Put time, seconds of simulated time. With `relay_of`, the earliest put time: the put waits for the file.
     #[serde(default)]
     pub start_s: f64,
+    /// CFDP store-and-forward: this transfer sends on the file that transfer `relay_of` (0-based index in the
+    /// `[[cfdp]]` list, an earlier entry whose `to` is this entry's `from`) delivered, once it was delivered and
+    /// verified. Its `file_size` must equal that transfer's.
+    #[serde(default)]
+    pub relay_of: Option<usize>,
     /// Positive ACK timer (EOF at the sender, Finished at the receiver), ms (default 2000).
     #[serde(default)]
     pub ack_timer_ms: Option<f64>,
@@ -1013,6 +1018,35 @@ impl Scenario {
             if !known(c.to) || c.to == c.from {
                 return Err(invalid(f("to"), c.to, "the number of another [[node]]"));
             }
+            if let Some(k) = c.relay_of {
+                let Some(src) = self.cfdp.get(k).filter(|_| k < i) else {
+                    return Err(invalid(
+                        f("relay_of"),
+                        k,
+                        &format!("the index of an earlier [[cfdp]] entry (0..{i})"),
+                    ));
+                };
+                if src.to != c.from {
+                    return Err(invalid(
+                        f("relay_of"),
+                        k,
+                        &format!(
+                            "a transfer delivering to node {} (cfdp[{k}] delivers to node {})",
+                            c.from, src.to
+                        ),
+                    ));
+                }
+                if src.file_size != c.file_size {
+                    return Err(invalid(
+                        f("file_size"),
+                        c.file_size,
+                        &format!(
+                            "{} as cfdp[{k}], whose file this transfer relays",
+                            src.file_size
+                        ),
+                    ));
+                }
+            }
             let adjacent = self.adjacent(c.from, c.to);
             if c.transport == CfdpTransport::Link && !adjacent {
                 return Err(invalid(
@@ -1178,13 +1212,24 @@ impl Scenario {
                     "a token-bucket depth of at least 1 byte",
                 ));
             }
-            if c.async_link_signal == Some(true) && !adjacent {
+            // The signal follows the direction the receiver's PDUs leave by: toward the sender, or with `bp`
+            // toward the first hop of its route to the sender.
+            let hop = match c.transport {
+                CfdpTransport::Link => Some(c.from),
+                CfdpTransport::Bp => self
+                    .nodes
+                    .iter()
+                    .find(|n| n.number == c.to)
+                    .and_then(|n| n.routes.iter().find(|r| r.dest == c.from).map(|r| r.via))
+                    .or(adjacent.then_some(c.from)),
+            };
+            if c.async_link_signal == Some(true) && !hop.is_some_and(|h| self.adjacent(c.to, h)) {
                 return Err(invalid(
                     f("async_link_signal"),
                     true,
                     &format!(
-                        "nodes {} and {} joined by a [[link]] (the signal follows the availability of its direction {} -> {})",
-                        c.from, c.to, c.to, c.from
+                        "nodes {} and {} joined by a [[link]], or with transport = \"bp\" a route from {} whose first hop is a neighbour (the signal follows the availability of the direction the receiver sends by)",
+                        c.from, c.to, c.to
                     ),
                 ));
             }

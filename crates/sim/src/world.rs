@@ -452,7 +452,13 @@ impl Simulation {
                 },
             );
         }
-        for (k, c) in scn.cfdp.iter().enumerate() {
+        // A relaying transfer's put is queued when the file it relays is delivered (`TransferBook::relay_puts`).
+        for (k, c) in scn
+            .cfdp
+            .iter()
+            .enumerate()
+            .filter(|(_, c)| c.relay_of.is_none())
+        {
             queue.push(
                 secs(c.start_s),
                 Ev::CfdpPut {
@@ -715,6 +721,10 @@ impl Simulation {
         }
         for (at, work) in self.deferred.drain(..) {
             self.queue.push(at, Ev::Deferred { node, work });
+        }
+        for (at, transfer) in std::mem::take(&mut self.cfdp.relay_puts) {
+            // The relaying transfer starts at the node that just received the file: this one.
+            self.queue.push(at, Ev::CfdpPut { node, transfer });
         }
         for (remote, data, proto) in self.outbox.drain(..) {
             let Some(l) = self

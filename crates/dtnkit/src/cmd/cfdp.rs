@@ -424,6 +424,7 @@ fn put(a: PutArgs) -> anyhow::Result<()> {
     };
     let retrans = summary.as_ref().map_or(0, |s| s.bytes_retransmitted);
     let naks = summary.as_ref().map_or(0, |s| s.naks);
+    let file_data_pdus = summary.as_ref().map_or(0, |s| s.file_data_pdus);
     let goodput = size as f64 * 8.0 / secs.max(1e-9) / 1e6;
     if a.entity.json {
         println!(
@@ -440,6 +441,7 @@ fn put(a: PutArgs) -> anyhow::Result<()> {
                 "delivery_complete": complete,
                 "bytes_retransmitted": retrans,
                 "naks_received": naks,
+                "file_data_pdus": file_data_pdus,
                 "pdus_sent": stats.pdus_sent,
                 "malformed_pdus": stats.malformed_pdus,
             })

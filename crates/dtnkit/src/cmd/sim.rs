@@ -104,7 +104,7 @@ pub fn run(a: SimArgs) -> anyhow::Result<()> {
             let secs = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.3} s"));
             println!(
                 "cfdp #{} {}→{} over {} (class {}, {} bytes): {}, sender {}, receiver {}, transfer {}, delivery {}, \
-                 normalized throughput {}, file data PDUs {} sent ({} resent, {} repeats), {} NAKs{}",
+                 normalized throughput {}, file data PDUs {} sent ({} resent, {} repeats), {} NAKs{}{}",
                 c.index,
                 c.from,
                 c.to,
@@ -123,6 +123,14 @@ pub fn run(a: SimArgs) -> anyhow::Result<()> {
                 c.naks,
                 c.received_ratio
                     .map_or(String::new(), |r| format!(", received ratio {r:.4}")),
+                match (c.relay_of, c.put_s) {
+                    (Some(k), Some(put)) => format!(
+                        "; relays cfdp #{k}: put at {put:.3} s, end to end {}",
+                        secs(c.end_to_end_delivery_s)
+                    ),
+                    (Some(k), None) => format!("; relays cfdp #{k}: not started"),
+                    (None, _) => String::new(),
+                },
             );
         }
     }
