@@ -299,6 +299,20 @@ pub fn direction_table(d: &DirectionConfig, base: &Path) -> Table {
     }
     t.insert("delay_ms".into(), Value::Float(d.delay_ms));
     t.insert("jitter_ms".into(), Value::Float(d.jitter_ms));
+    if let Some(o) = &d.overhead {
+        let mut ov = Table::new();
+        ov.insert(
+            "bytes".into(),
+            Value::Integer(o.bytes.min(i64::MAX as u64) as i64),
+        );
+        if let Some(p) = o.per_bytes {
+            ov.insert(
+                "per_bytes".into(),
+                Value::Integer(p.min(i64::MAX as u64) as i64),
+            );
+        }
+        t.insert("overhead".into(), Value::Table(ov));
+    }
     t.insert("allow_reorder".into(), Value::Boolean(d.allow_reorder));
     let mut loss = Table::new();
     let mut put = |k: &str, v: Value| {

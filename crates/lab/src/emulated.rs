@@ -18,7 +18,7 @@ use crate::LabError;
 /// File that marks a directory as a lab work directory, so a later run may clear it.
 const MARKER: &str = ".dtnkit-lab";
 /// Unix socket paths are limited to 108 bytes including the terminator.
-const MAX_SOCKET_PATH: usize = 100;
+pub(crate) const MAX_SOCKET_PATH: usize = 100;
 
 /// How to run an emulated experiment.
 #[derive(Debug, Clone)]
@@ -153,12 +153,12 @@ pub struct LabOutcome {
     pub warnings: Vec<String>,
 }
 
-fn io(what: String) -> impl FnOnce(std::io::Error) -> LabError {
+pub(crate) fn io(what: String) -> impl FnOnce(std::io::Error) -> LabError {
     move |source| LabError::Io { what, source }
 }
 
 /// Creates the work directory, clearing it when an earlier lab run left it; refuses other non-empty directories.
-fn prepare_work_dir(dir: &Path) -> Result<(), LabError> {
+pub(crate) fn prepare_work_dir(dir: &Path) -> Result<(), LabError> {
     let wd = |reason: String| LabError::WorkDir {
         path: dir.to_path_buf(),
         reason,
@@ -183,7 +183,7 @@ fn prepare_work_dir(dir: &Path) -> Result<(), LabError> {
 }
 
 /// Four distinct free UDP ports on loopback (bound together, then released).
-fn free_addrs() -> Result<Addresses, LabError> {
+pub(crate) fn free_addrs() -> Result<Addresses, LabError> {
     let socks: Vec<UdpSocket> = (0..4)
         .map(|_| UdpSocket::bind("127.0.0.1:0"))
         .collect::<Result<_, _>>()
@@ -237,7 +237,7 @@ fn wait_node(child: &mut Child, socket: &Path, timeout: Duration) -> Result<(), 
 }
 
 /// Waits until the relay printed its start line (`relay: ...` on standard error).
-fn wait_relay(child: &mut Child, timeout: Duration) -> Result<(), LabError> {
+pub(crate) fn wait_relay(child: &mut Child, timeout: Duration) -> Result<(), LabError> {
     let deadline = Instant::now() + timeout;
     loop {
         let text = std::fs::read_to_string(&child.stderr).unwrap_or_default();

@@ -14,15 +14,19 @@
 //!    [`LabOutcome`] with the log paths, the relay's counters and the client's report.
 //!
 //! `dtnkit perf` uses [`perf`] directly; `dtnkit demo` and `dtnkit bench --mode emu` use [`run_emulated`].
+//! A scenario with `[[cfdp]]` transfers instead of a flow runs through [`run_emulated_cfdp`]: two real CFDP
+//! entities (`dtnkit cfdp put` / `serve` over UDP) through the same relay.
 
 #![warn(missing_docs)]
 
+mod cfdp;
 pub mod config;
 pub mod emu_report;
 mod emulated;
 pub mod perf;
 pub mod procs;
 
+pub use cfdp::{run_emulated_cfdp, CfdpLabOutcome};
 pub use emu_report::{DirectionCounters, EmuCounters};
 pub use emulated::{run_emulated, LabOptions, LabOutcome, LabProgress, NodeRun, Phase};
 
