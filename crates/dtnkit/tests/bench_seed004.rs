@@ -159,7 +159,10 @@ fn end_to_end_relay_follows_the_windows() {
     // 3.066 MB at 102.4 Mb/s with the 40/1460 overhead: about 0.25 s; at 2.048 Mb/s about 12.3 s.
     assert!(hop0 > 0.24 && hop0 < 0.4, "{hop0}");
     assert!(hop1 > 12.3 && hop1 < 20.0, "{hop1}");
-    assert!((e2e - (hop0 + hop1)).abs() < 1e-6, "{e2e} vs {hop0} + {hop1}");
+    assert!(
+        (e2e - (hop0 + hop1)).abs() < 1e-6,
+        "{e2e} vs {hop0} + {hop1}"
+    );
     // Sequential windows: the GEO hop waits for the window at 309 s, then takes as long as when aligned (the
     // same seeds give the same losses relative to its start only approximately, so within a few seconds).
     let seq = metric(&pts, &["sequential"], "cfdp_e2e_s");
