@@ -11,6 +11,7 @@
 
 use crate::decode::{decode_contact_header, decode_header, DecodeLimits, Header, Progress};
 use crate::error::DecodeError;
+use crate::framing::{Framer, Unit};
 use crate::msg::{ContactHeader, Message, SegmentHeader};
 
 /// One unit decoded from the stream.
@@ -29,21 +30,12 @@ pub enum Item<'a> {
     SegmentEnd,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum State {
-    Contact,
-    Header,
-    Data { remaining: u64 },
-}
-
 /// Splits a byte stream into [`Item`]s. Feed input with [`StreamDecoder::next`] until it
 /// returns `Ok(None)` (input exhausted, or waiting for more of a header).
 #[derive(Debug, Clone)]
 pub struct StreamDecoder {
     limits: DecodeLimits,
-    state: State,
-    partial: Vec<u8>,
-    need: usize,
+    framer: Framer,
 }
 
 impl StreamDecoder {
@@ -51,33 +43,24 @@ impl StreamDecoder {
     pub fn new(limits: DecodeLimits, expect_contact: bool) -> Self {
         StreamDecoder {
             limits,
-            state: if expect_contact {
-                State::Contact
-            } else {
-                State::Header
-            },
-            partial: Vec::new(),
-            need: 0,
+            framer: Framer::new(expect_contact),
         }
     }
 
     /// Octets of an incomplete header held back (at most one header's worth).
     pub fn buffered(&self) -> usize {
-        self.partial.len()
+        self.framer.buffered()
     }
 
     /// Whether the decoder is between messages (no partial header, no pending data).
     pub fn is_at_boundary(&self) -> bool {
-        self.partial.is_empty() && !matches!(self.state, State::Data { .. })
+        self.framer.is_at_boundary()
     }
 
     /// Octets of the current segment's data still expected, while inside a segment's data
     /// (`Some(0)`: all arrived, [`Item::SegmentEnd`] comes next); `None` between messages.
     pub fn data_remaining(&self) -> Option<u64> {
-        match self.state {
-            State::Data { remaining } => Some(remaining),
-            _ => None,
-        }
+        self.framer.data_remaining()
     }
 
     /// Accounts for `n` octets of the current segment's data that the caller received
@@ -86,15 +69,7 @@ impl StreamDecoder {
     /// handing out those octets as [`Item::SegmentData`]. Returns false, changing nothing,
     /// if not inside a segment's data or if `n` exceeds [`StreamDecoder::data_remaining`].
     pub fn skip_data(&mut self, n: u64) -> bool {
-        match self.state {
-            State::Data { remaining } if n <= remaining => {
-                self.state = State::Data {
-                    remaining: remaining - n,
-                };
-                true
-            }
-            _ => false,
-        }
+        self.framer.skip_data(n)
     }
 
     /// Decodes the next item from `input`, advancing it past the octets consumed.
@@ -103,28 +78,8 @@ impl StreamDecoder {
     /// internally). After an error the stream cannot be resynchronised; the decoder must not
     /// be used again.
     pub fn next<'a>(&mut self, input: &mut &'a [u8]) -> Result<Option<Item<'a>>, DecodeError> {
-        if let State::Data { remaining } = self.state {
-            if remaining == 0 {
-                self.state = State::Header;
-                return Ok(Some(Item::SegmentEnd));
-            }
-            if input.is_empty() {
-                return Ok(None);
-            }
-            let take = usize::try_from(remaining).map_or(input.len(), |r| r.min(input.len()));
-            let (data, rest) = input.split_at(take);
-            *input = rest;
-            self.state = State::Data {
-                remaining: remaining - take as u64,
-            };
-            return Ok(Some(Item::SegmentData(data)));
-        }
-        if input.is_empty() {
-            return Ok(None);
-        }
-        let contact = self.state == State::Contact;
         let limits = self.limits;
-        let parse = |buf: &[u8]| -> Result<Progress<Item<'static>>, DecodeError> {
+        let parse = |buf: &[u8], contact: bool| -> Result<Progress<Item<'static>>, DecodeError> {
             if contact {
                 Ok(match decode_contact_header(buf)? {
                     Progress::Done(h, n) => Progress::Done(Item::Contact(h), n),
@@ -140,53 +95,15 @@ impl StreamDecoder {
                 })
             }
         };
-        let progress = if self.partial.is_empty() {
-            // Fast path: the whole header is in this piece of input.
-            match parse(input)? {
-                Progress::Done(item, n) => {
-                    *input = input.get(n..).unwrap_or_default();
-                    Progress::Done(item, 0)
-                }
-                Progress::NeedMore(n) => {
-                    self.partial.extend_from_slice(input);
-                    *input = &[];
-                    self.need = n;
-                    return Ok(None);
-                }
-            }
-        } else {
-            loop {
-                let want = self
-                    .need
-                    .saturating_sub(self.partial.len())
-                    .min(input.len());
-                let (head, rest) = input.split_at(want);
-                self.partial.extend_from_slice(head);
-                *input = rest;
-                if self.partial.len() < self.need {
-                    return Ok(None);
-                }
-                match parse(&self.partial)? {
-                    Progress::Done(item, n) => {
-                        // `need` is always the end of the field that was short, so a header
-                        // completes exactly at the end of the buffered octets.
-                        self.partial.clear();
-                        break Progress::Done(item, n);
-                    }
-                    Progress::NeedMore(n) => self.need = n,
-                }
-            }
+        let data_len = |item: &Item<'static>| match item {
+            Item::SegmentStart(h) => Some(h.data_len),
+            _ => None,
         };
-        let Progress::Done(item, _) = progress else {
-            return Ok(None);
-        };
-        self.state = match &item {
-            Item::SegmentStart(h) => State::Data {
-                remaining: h.data_len,
-            },
-            _ => State::Header,
-        };
-        Ok(Some(item))
+        Ok(self.framer.next(input, parse, data_len)?.map(|u| match u {
+            Unit::Parsed(item) => item,
+            Unit::Data(d) => Item::SegmentData(d),
+            Unit::End => Item::SegmentEnd,
+        }))
     }
 
     /// Changes the limits (e.g. after negotiation); applies to headers not yet started.

@@ -3,12 +3,12 @@
 use std::collections::VecDeque;
 use std::time::Duration;
 
-use bytes::BytesMut;
 
 use super::{Phase, Session};
 use crate::decode::transfer_length;
 use crate::error::{ConfirmError, RefuseError, SessionError};
 use crate::event::{Deviation, Event};
+use crate::reassembly::Reassembly;
 use crate::msg::{
     Message, MessageType, RefuseReason, RejectReason, SegmentFlags, SegmentHeader, XferAck,
     XferRefuse, TRANSFER_LENGTH_EXTENSION,
@@ -24,16 +24,10 @@ const REFUSED_MEMORY: usize = 16;
 const MAX_INITIAL_RESERVE: u64 = 64 << 20;
 
 /// One incoming transfer being reassembled.
-///
-/// `buf[..filled]` holds the data received so far. `buf[filled..]` is zero-filled room that
-/// [`Session::payload_buf`] handed out (or is about to) for the driver to read into; it
-/// never extends past the current segment, and is kept (not re-zeroed) when a read returns
-/// less than offered.
 #[derive(Debug)]
 struct InTransfer {
     id: u64,
-    buf: BytesMut,
-    filled: usize,
+    data: Reassembly,
     /// Data octets of the completed segments.
     received: u64,
     declared: Option<u64>,
@@ -82,36 +76,21 @@ impl Incoming {
 
     /// Appends a piece of segment data to the reassembly buffer (or skips it).
     pub(super) fn on_data(&mut self, d: &[u8]) {
-        let Some(cur) = self.buffering() else {
-            return;
-        };
-        // Overwrite the zeroed room first (left by a direct read that came up short).
-        let room = cur.buf.get_mut(cur.filled..).unwrap_or_default();
-        let k = room.len().min(d.len());
-        let (head, tail) = d.split_at(k);
-        if let Some(dst) = room.get_mut(..k) {
-            dst.copy_from_slice(head);
+        if let Some(cur) = self.buffering() {
+            cur.data.push(d);
         }
-        cur.buf.extend_from_slice(tail);
-        cur.filled += d.len();
     }
 
     /// Up to `want` octets of zeroed room in the reassembly buffer right after the data
     /// received so far, if the current segment's data is being buffered.
     pub(super) fn room(&mut self, want: usize) -> Option<&mut [u8]> {
-        let cur = self.buffering()?;
-        let end = cur.filled.checked_add(want)?;
-        if cur.buf.len() < end {
-            // Reserved at the segment's start (bounded by the hard limits): no reallocation.
-            cur.buf.resize(end, 0);
-        }
-        cur.buf.get_mut(cur.filled..end)
+        self.buffering()?.data.room(want)
     }
 
     /// The driver stored `n` octets of segment data in the room from [`Incoming::room`].
     pub(super) fn filled(&mut self, n: usize) {
         if let Some(cur) = self.buffering() {
-            cur.filled = cur.filled.saturating_add(n).min(cur.buf.len());
+            cur.data.filled(n);
         }
     }
 
@@ -361,8 +340,7 @@ impl Session {
             });
             self.inc.cur = Some(InTransfer {
                 id: h.transfer_id,
-                buf: BytesMut::with_capacity(usize::try_from(cap).unwrap_or(0)),
-                filled: 0,
+                data: Reassembly::with_capacity(usize::try_from(cap).unwrap_or(0)),
                 received: 0,
                 declared,
                 over_mru_reported: false,
@@ -397,11 +375,7 @@ impl Session {
                 c.over_mru_reported = true;
             }
             // Bounded: total <= hard_transfer_limit. A no-op when reserved up front.
-            let need = usize::try_from(h.data_len)
-                .unwrap_or(0)
-                .saturating_add(c.filled)
-                .saturating_sub(c.buf.len());
-            c.buf.reserve(need);
+            c.data.reserve_segment(h.data_len);
         }
         self.inc.seg = Some(CurrentSegment {
             flags: h.flags,
@@ -444,12 +418,11 @@ impl Session {
             self.queue(&Message::XferAck(ack));
         }
         if seg.flags.is_end() {
-            if let Some(mut done) = self.inc.cur.take() {
+            if let Some(done) = self.inc.cur.take() {
                 self.stats.bundles_received += 1;
-                done.buf.truncate(done.filled);
                 self.events.push_back(Event::BundleReceived {
                     transfer_id: done.id,
-                    bundle: done.buf.freeze(),
+                    bundle: done.data.finish(),
                 });
             }
             self.maybe_finish(now);

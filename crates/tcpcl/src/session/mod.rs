@@ -4,7 +4,6 @@
 //! exchange → established (transfers both ways, keepalives) → ending (SESS_TERM sent and/or
 //! received, in-progress transfers finish) → closed.
 
-mod gather;
 mod incoming;
 mod outgoing;
 
@@ -23,7 +22,7 @@ use crate::msg::{
 use crate::stats::SessionStats;
 use crate::stream::{Item, StreamDecoder};
 
-use gather::Gather;
+use crate::gather::Gather;
 use incoming::Incoming;
 use outgoing::Outgoing;
 

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 
-use super::gather::Gather;
+use crate::gather::Gather;
 use super::{Phase, Session};
 use crate::error::SendError;
 use crate::event::{Deviation, Event};

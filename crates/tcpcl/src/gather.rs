@@ -1,4 +1,4 @@
-//! Assembly of the vectored output of one `poll_transmit_vectored` call.
+//! Assembly of the vectored output of one `poll_transmit_vectored` call (both versions).
 
 use bytes::{Bytes, BytesMut};
 
@@ -14,7 +14,7 @@ const STAGING_BLOCK: usize = 4096;
 /// next payload slice, so a run of control messages and the following segment header become
 /// a single entry, and payload is never copied.
 #[derive(Debug, Default)]
-pub(super) struct Gather {
+pub(crate) struct Gather {
     staging: BytesMut,
     /// Encoding scratch: the message encoders write to a `Vec<u8>`.
     scratch: Vec<u8>,
@@ -24,7 +24,7 @@ pub(super) struct Gather {
 
 impl Gather {
     /// Stages already encoded small octets.
-    pub(super) fn small(&mut self, octets: &[u8]) {
+    pub(crate) fn small(&mut self, octets: &[u8]) {
         if octets.is_empty() {
             return;
         }
@@ -36,11 +36,19 @@ impl Gather {
         self.appended += octets.len();
     }
 
-    /// Stages a segment header.
-    pub(super) fn header(&mut self, h: &SegmentHeader) -> Result<(), EncodeError> {
+    /// Stages a TCPCLv4 segment header.
+    pub(crate) fn header(&mut self, h: &SegmentHeader) -> Result<(), EncodeError> {
+        self.encoded(|out| h.encode(out))
+    }
+
+    /// Stages whatever `encode` appends to its (reused) scratch buffer, if it succeeds.
+    pub(crate) fn encoded<E>(
+        &mut self,
+        encode: impl FnOnce(&mut Vec<u8>) -> Result<(), E>,
+    ) -> Result<(), E> {
         let mut scratch = std::mem::take(&mut self.scratch);
         scratch.clear();
-        let r = h.encode(&mut scratch);
+        let r = encode(&mut scratch);
         if r.is_ok() {
             self.small(&scratch);
         }
@@ -49,14 +57,14 @@ impl Gather {
     }
 
     /// Appends the staged octets, then `data` (zero-copy).
-    pub(super) fn payload(&mut self, out: &mut Vec<Bytes>, data: Bytes) {
+    pub(crate) fn payload(&mut self, out: &mut Vec<Bytes>, data: Bytes) {
         self.flush(out);
         self.appended += data.len();
         out.push(data);
     }
 
     /// Appends what is staged; returns the octets appended since the last call.
-    pub(super) fn finish(&mut self, out: &mut Vec<Bytes>) -> usize {
+    pub(crate) fn finish(&mut self, out: &mut Vec<Bytes>) -> usize {
         self.flush(out);
         std::mem::take(&mut self.appended)
     }
