@@ -16,8 +16,12 @@ pub enum Role {
     Passive,
 }
 
-/// Parameters of one session. [`SessionConfig::new`] gives the defaults documented on each
-/// field.
+/// Parameters of one session, of either version. [`SessionConfig::new`] gives the defaults
+/// documented on each field. A TCPCLv3 session ([`crate::v3::Session`]) uses `node_id` (its
+/// contact header EID), `expected_peer_node_id`, `keepalive`, `hard_segment_limit` and
+/// `hard_transfer_limit` (v3 advertises no MRUs, so these are its only receive limits), the
+/// timeouts, the queue and chunk sizes, `defer_final_ack`, `max_held_acks`, and [`V3Options`];
+/// the other fields are TCPCLv4 only.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SessionConfig {
     /// Our node ID, sent in SESS_INIT (e.g. `ipn:1.0`); at most 65535 octets, otherwise
@@ -81,6 +85,40 @@ pub struct SessionConfig {
     /// (XFER_REFUSE "No Resources"), which keeps the session's memory bounded when the
     /// driver is slow to confirm. Default 4096.
     pub max_held_acks: usize,
+    /// TCPCLv3 options (RFC 7242): what our contact header requests, and the segment size.
+    pub v3: V3Options,
+}
+
+/// What a TCPCLv3 session requests in its contact header, and how it segments. Each option is
+/// in force only if both contact headers set it (LENGTH: if the peer requests it, we send it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct V3Options {
+    /// Request ACK_SEGMENTs (flag 0x01). Without them on both sides a bundle counts as sent
+    /// once written: there is no delivery confirmation (`SessionStats::transfers_unconfirmed`).
+    /// Default true.
+    pub request_acks: bool,
+    /// Support REFUSE_BUNDLE (flag 0x04; only with acknowledgments). Default true.
+    pub refusals: bool,
+    /// Request LENGTH messages before each bundle (flag 0x08), so that a bundle larger than
+    /// the store's free space can be refused at its first segment. Default false: ION neither
+    /// sends nor requests them, and Wireshark's TCPCL dissector (4.0) flags every LENGTH as an
+    /// unknown message; without them such a bundle is refused once received.
+    pub request_length: bool,
+    /// Largest DATA_SEGMENT we send. Default 64 KiB: ION reads and acknowledges in 64 KiB
+    /// pieces, so larger segments draw acknowledgments inside a segment, which RFC 7242 does
+    /// not allow (tolerated and counted as `AckNotOnSegmentBoundary`).
+    pub max_segment_size: u64,
+}
+
+impl Default for V3Options {
+    fn default() -> Self {
+        V3Options {
+            request_acks: true,
+            refusals: true,
+            request_length: false,
+            max_segment_size: 64 << 10,
+        }
+    }
 }
 
 impl SessionConfig {
@@ -106,6 +144,7 @@ impl SessionConfig {
             limits: DecodeLimits::default(),
             defer_final_ack: false,
             max_held_acks: 4096,
+            v3: V3Options::default(),
         }
     }
 }

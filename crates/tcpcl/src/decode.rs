@@ -57,7 +57,9 @@ pub enum Header {
     Segment(SegmentHeader),
 }
 
-enum Fail {
+/// Why a parse stopped: the buffer is short (at least this many octets are needed in total),
+/// or the input is invalid.
+pub(crate) enum Fail {
     Short(usize),
     Bad(DecodeError),
 }
@@ -68,7 +70,7 @@ impl From<DecodeError> for Fail {
     }
 }
 
-fn finish<T>(r: Result<(T, usize), Fail>) -> Result<Progress<T>, DecodeError> {
+pub(crate) fn finish<T>(r: Result<(T, usize), Fail>) -> Result<Progress<T>, DecodeError> {
     match r {
         Ok((v, n)) => Ok(Progress::Done(v, n)),
         Err(Fail::Short(n)) => Ok(Progress::NeedMore(n)),
@@ -76,13 +78,14 @@ fn finish<T>(r: Result<(T, usize), Fail>) -> Result<Progress<T>, DecodeError> {
     }
 }
 
-struct Reader<'a> {
-    buf: &'a [u8],
-    pos: usize,
+/// A cursor over a buffer that may end early ([`Fail::Short`]).
+pub(crate) struct Reader<'a> {
+    pub(crate) buf: &'a [u8],
+    pub(crate) pos: usize,
 }
 
 impl<'a> Reader<'a> {
-    fn take(&mut self, n: usize) -> Result<&'a [u8], Fail> {
+    pub(crate) fn take(&mut self, n: usize) -> Result<&'a [u8], Fail> {
         let end = self.pos.checked_add(n).ok_or(Fail::Short(usize::MAX))?;
         match self.buf.get(self.pos..end) {
             Some(s) => {
@@ -99,11 +102,11 @@ impl<'a> Reader<'a> {
         Ok(a)
     }
 
-    fn u8(&mut self) -> Result<u8, Fail> {
+    pub(crate) fn u8(&mut self) -> Result<u8, Fail> {
         Ok(self.array::<1>()?[0])
     }
 
-    fn u16(&mut self) -> Result<u16, Fail> {
+    pub(crate) fn u16(&mut self) -> Result<u16, Fail> {
         Ok(u16::from_be_bytes(self.array()?))
     }
 
@@ -114,26 +117,42 @@ impl<'a> Reader<'a> {
     fn u64(&mut self) -> Result<u64, Fail> {
         Ok(u64::from_be_bytes(self.array()?))
     }
+
+    /// An SDNV (RFC 6256) holding at most 64 bits; `field` names it in the error.
+    pub(crate) fn sdnv(&mut self, field: &'static str) -> Result<u64, Fail> {
+        let rest = self.buf.get(self.pos..).unwrap_or_default();
+        match ltp::sdnv::decode(rest) {
+            Ok((v, n)) => {
+                self.pos += n;
+                Ok(v)
+            }
+            // Every octet so far had its continuation bit set: at least one more is needed.
+            Err(ltp::DecodeError::Truncated) => Err(Fail::Short(self.buf.len() + 1)),
+            Err(_) => Err(DecodeError::SdnvOverflow { field }.into()),
+        }
+    }
+}
+
+/// Checks the contact header magic on whatever prefix of it `buf` holds, so a wrong magic is
+/// an error as soon as its first octet differs.
+pub(crate) fn check_magic(buf: &[u8]) -> Result<(), DecodeError> {
+    let n = buf.len().min(MAGIC.len());
+    if buf.get(..n) != MAGIC.get(..n) {
+        let mut got = [0u8; 4];
+        got[..n].copy_from_slice(&buf[..n]);
+        return Err(DecodeError::BadMagic(got));
+    }
+    Ok(())
 }
 
 /// Decodes the six-octet contact header. Any version is accepted here (the session answers
 /// a mismatch); a wrong magic is an error as soon as the first four octets are present.
 pub fn decode_contact_header(buf: &[u8]) -> Result<Progress<ContactHeader>, DecodeError> {
+    // Reject a bad magic early, without waiting for six octets.
+    check_magic(buf)?;
     let Some(head) = buf.get(..CONTACT_HEADER_LEN) else {
-        // Reject a bad magic early, without waiting for six octets.
-        let n = buf.len().min(MAGIC.len());
-        if buf.get(..n) != MAGIC.get(..n) {
-            let mut got = [0u8; 4];
-            got[..n].copy_from_slice(&buf[..n]);
-            return Err(DecodeError::BadMagic(got));
-        }
         return Ok(Progress::NeedMore(CONTACT_HEADER_LEN));
     };
-    let mut magic = [0u8; 4];
-    magic.copy_from_slice(&head[..4]);
-    if magic != MAGIC {
-        return Err(DecodeError::BadMagic(magic));
-    }
     Ok(Progress::Done(
         ContactHeader {
             version: head[4],

@@ -4,15 +4,16 @@ use thiserror::Error;
 
 use crate::msg::SessTermReason;
 
-/// Why received octets are not a valid TCPCLv4 message. Every variant names the field at
-/// fault; all of them are peer-input problems and end the session (TCP framing cannot be
-/// recovered after a malformed message).
+/// Why received octets are not a valid TCPCL message (v4, or v3 in [`crate::v3`]). Every
+/// variant names the field at fault; all of them are peer-input problems and end the session
+/// (TCP framing cannot be recovered after a malformed message).
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 pub enum DecodeError {
     /// The contact header does not start with `dtn!`.
     #[error("contact header magic is {0:02x?}, expected \"dtn!\"")]
     BadMagic([u8; 4]),
-    /// The message type code is not one RFC 9174 defines.
+    /// The message type code is not one the version's RFC defines (RFC 9174; for v3 the
+    /// four-bit type of RFC 7242).
     #[error("unknown message type code {0:#04x}")]
     UnknownMessageType(u8),
     /// A length field exceeds the configured (or negotiated) limit; nothing was allocated.
@@ -37,6 +38,23 @@ pub enum DecodeError {
     /// A Transfer Length extension item whose value is not 8 octets.
     #[error("transfer length extension value is {0} octets, expected 8")]
     BadTransferLength(usize),
+    /// (v3) An SDNV whose value does not fit in 64 bits.
+    #[error("{field}: SDNV does not fit in 64 bits")]
+    SdnvOverflow {
+        /// The SDNV field.
+        field: &'static str,
+    },
+    /// (v3) The contact header's local EID is not UTF-8.
+    #[error("contact header EID is not valid UTF-8")]
+    EidNotUtf8,
+    /// (v3) A message with flag bits set that RFC 7242 leaves unused for its type.
+    #[error("{message} with unused flag bits {flags:#03x} set")]
+    ReservedFlags {
+        /// The message type.
+        message: &'static str,
+        /// The message's four flag bits.
+        flags: u8,
+    },
 }
 
 /// Why a message could not be encoded (a field longer than its length field allows).
@@ -65,8 +83,8 @@ pub enum SessionError {
     /// Malformed peer input.
     #[error("malformed input: {0}")]
     Decode(#[from] DecodeError),
-    /// The peer speaks another TCPCL version.
-    #[error("peer contact header has version {0}, expected 4")]
+    /// The peer speaks another TCPCL version than the session.
+    #[error("peer contact header has version {0}, not the version of this session")]
     VersionMismatch(u8),
     /// The peer's SESS_INIT carries a node id other than the configured expected one.
     #[error("peer node id {got:?} is not the expected {expected:?}")]
@@ -101,6 +119,10 @@ pub enum SessionError {
         /// Octets offered (0 if invalidated by other input).
         offered: usize,
     },
+    /// The peer broke a rule of the protocol that leaves the two sides out of step (v3: a
+    /// DATA_SEGMENT continuing a bundle that never started).
+    #[error("protocol violation: {0}")]
+    ProtocolViolation(&'static str),
     /// Input after the session closed.
     #[error("session is closed ({0:?})")]
     Closed(SessTermReason),

@@ -7,7 +7,8 @@ use bytes::Bytes;
 use crate::config::Role;
 use crate::msg::{RefuseReason, RejectReason, SessTermReason};
 
-/// A peer behaviour RFC 9174 does not allow of a sender but that a receiver can tolerate.
+/// A peer behaviour RFC 9174 (or, for a v3 session, RFC 7242) does not allow of a sender but
+/// that a receiver can tolerate.
 /// The session accepts it, counts every occurrence and reports each kind once per session
 /// as [`Event::ProtocolDeviation`]; it never behaves this way itself.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -24,8 +25,18 @@ pub enum Deviation {
     StartBeforeEnd,
     /// An XFER_ACK acknowledging more than was sent, or less than a previous one; ignored.
     AckOutOfRange,
-    /// An XFER_REFUSE or XFER_ACK for a transfer that is unknown or already finished; ignored.
+    /// An XFER_REFUSE or XFER_ACK for a transfer that is unknown or already finished (v3: an
+    /// ACK_SEGMENT or REFUSE_BUNDLE while no bundle awaits one); ignored.
     StaleTransferId,
+    /// (v3) An ACK_SEGMENT whose length falls inside a segment (ION acknowledges every 64 KiB
+    /// it reads); counted as progress.
+    AckNotOnSegmentBoundary,
+    /// (v3) ACK_SEGMENTs in a session that did not negotiate them; ignored.
+    UnrequestedAck,
+    /// (v3) A REFUSE_BUNDLE in a session that did not negotiate refusals; honoured.
+    UnnegotiatedRefusal,
+    /// (v3) A LENGTH message we did not request; used.
+    UnrequestedLength,
 }
 
 impl fmt::Display for Deviation {
@@ -37,6 +48,10 @@ impl fmt::Display for Deviation {
             Deviation::StartBeforeEnd => "new transfer started before the previous one ended",
             Deviation::AckOutOfRange => "XFER_ACK length outside the data sent",
             Deviation::StaleTransferId => "message for an unknown or finished transfer",
+            Deviation::AckNotOnSegmentBoundary => "ACK_SEGMENT length inside a segment",
+            Deviation::UnrequestedAck => "ACK_SEGMENT without negotiated acknowledgments",
+            Deviation::UnnegotiatedRefusal => "REFUSE_BUNDLE without negotiated refusals",
+            Deviation::UnrequestedLength => "LENGTH message that was not requested",
         })
     }
 }
@@ -56,19 +71,21 @@ pub enum Event {
     },
     /// The session is established; bundles may be sent.
     Established {
-        /// The peer's node ID from its SESS_INIT.
+        /// The peer's node ID from its SESS_INIT (v3: the EID of its contact header).
         peer_node_id: String,
         /// Negotiated keepalive interval in seconds (0: disabled).
         keepalive: u16,
-        /// The peer's segment MRU.
+        /// The peer's segment MRU (v3 has none: `u64::MAX`).
         peer_segment_mru: u64,
-        /// The peer's transfer MRU.
+        /// The peer's transfer MRU (v3 has none: `u64::MAX`).
         peer_transfer_mru: u64,
         /// Whether both contact headers set CAN_TLS (TLS is then in use below the session).
         tls_requested_by_both: bool,
     },
-    /// The peer started a transfer (first segment header received). The driver may refuse
-    /// it with [`crate::Session::refuse_transfer`] (e.g. store full) before it completes.
+    /// The peer started a transfer (first segment header received; v3: a DATA_SEGMENT with
+    /// the S flag, `transfer_id` counting the peer's bundles from 0 and `total_len` from a
+    /// preceding LENGTH message). The driver may refuse it with
+    /// [`crate::Session::refuse_transfer`] (e.g. store full) before it completes.
     TransferStarted {
         /// The peer's transfer id.
         transfer_id: u64,
@@ -84,7 +101,8 @@ pub enum Event {
         /// The reassembled bundle.
         bundle: Bytes,
     },
-    /// An outgoing transfer was fully acknowledged.
+    /// An outgoing transfer was fully acknowledged (v3 without negotiated ACK_SEGMENTs: its
+    /// last octet was handed to the driver, counted in `SessionStats::transfers_unconfirmed`).
     TransferAcked {
         /// The token given to `send_bundle`.
         token: u64,
@@ -116,7 +134,8 @@ pub enum Event {
     },
     /// The session ended. Emitted once, after every pending transfer has been reported.
     Terminated {
-        /// The SESS_TERM reason (ours or the peer's), or the local reason for an abrupt end.
+        /// The SESS_TERM reason (ours or the peer's), or the local reason for an abrupt end
+        /// (v3: the SHUTDOWN reason in these terms, `Unknown` when it carried none).
         reason: SessTermReason,
         /// Whether the peer initiated the end (its SESS_TERM, or the connection was lost).
         by_peer: bool,

@@ -41,6 +41,14 @@ impl Gather {
         self.encoded(|out| h.encode(out))
     }
 
+    /// Stages what an infallible encoder appends.
+    pub(crate) fn staged(&mut self, encode: impl FnOnce(&mut Vec<u8>)) {
+        let _ = self.encoded::<std::convert::Infallible>(|out| {
+            encode(out);
+            Ok(())
+        });
+    }
+
     /// Stages whatever `encode` appends to its (reused) scratch buffer, if it succeeds.
     pub(crate) fn encoded<E>(
         &mut self,

@@ -78,6 +78,7 @@
 
 #![warn(missing_docs)]
 
+mod any;
 pub mod config;
 pub mod decode;
 pub mod error;
@@ -89,10 +90,12 @@ mod reassembly;
 mod session;
 pub mod stats;
 pub mod stream;
+pub mod v3;
 
 /// Re-export of the `bytes` crate used in the API (bundles are `Bytes`).
 pub use bytes;
-pub use config::{Role, SessionConfig};
+pub use any::{AnySession, Undecided, Version};
+pub use config::{Role, SessionConfig, V3Options};
 pub use decode::{
     decode_contact_header, decode_header, decode_message, DecodeLimits, Header, Progress,
 };

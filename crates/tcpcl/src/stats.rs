@@ -1,4 +1,5 @@
-//! Session counters, for monitoring and the experiment tools.
+//! Session counters (both versions), for monitoring and the experiment tools. Message names
+//! are TCPCLv4's; a v3 session counts DATA_SEGMENT, ACK_SEGMENT, REFUSE_BUNDLE in their place.
 
 /// Cumulative counters of one session.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -38,4 +39,7 @@ pub struct SessionStats {
     /// Bundles sent beyond the peer's advertised transfer MRU
     /// (`SessionConfig::exceed_peer_transfer_mru`).
     pub sent_over_peer_transfer_mru: u64,
+    /// (v3) Bundles counted as sent without an acknowledgment, because the session did not
+    /// negotiate ACK_SEGMENTs.
+    pub transfers_unconfirmed: u64,
 }

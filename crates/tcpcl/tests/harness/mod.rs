@@ -4,7 +4,60 @@
 
 use std::time::Duration;
 
-use tcpcl::{Event, Role, Session, SessionConfig};
+pub mod pcap;
+
+use tcpcl::{AnySession, Event, Role, Session, SessionConfig, SessionError};
+
+/// What the pair drives: a session of either version.
+pub trait Endpoint {
+    fn create(role: Role, cfg: SessionConfig, now: Duration) -> Self;
+    fn poll_transmit(&mut self, now: Duration, out: &mut Vec<u8>) -> usize;
+    fn handle_input(&mut self, now: Duration, bytes: &[u8]) -> Result<(), SessionError>;
+    fn poll_event(&mut self) -> Option<Event>;
+    fn poll_timeout(&self) -> Option<Duration>;
+    fn handle_timeout(&mut self, now: Duration);
+    fn is_closed(&self) -> bool;
+    fn is_established(&self) -> bool;
+}
+
+macro_rules! endpoint {
+    ($t:ty, $create:expr) => {
+        impl Endpoint for $t {
+            fn create(role: Role, cfg: SessionConfig, now: Duration) -> Self {
+                $create(role, cfg, now)
+            }
+            fn poll_transmit(&mut self, now: Duration, out: &mut Vec<u8>) -> usize {
+                <$t>::poll_transmit(self, now, out)
+            }
+            fn handle_input(&mut self, now: Duration, bytes: &[u8]) -> Result<(), SessionError> {
+                <$t>::handle_input(self, now, bytes)
+            }
+            fn poll_event(&mut self) -> Option<Event> {
+                <$t>::poll_event(self)
+            }
+            fn poll_timeout(&self) -> Option<Duration> {
+                <$t>::poll_timeout(self)
+            }
+            fn handle_timeout(&mut self, now: Duration) {
+                <$t>::handle_timeout(self, now)
+            }
+            fn is_closed(&self) -> bool {
+                <$t>::is_closed(self)
+            }
+            fn is_established(&self) -> bool {
+                <$t>::is_established(self)
+            }
+        }
+    };
+}
+
+endpoint!(Session, Session::new);
+endpoint!(tcpcl::v3::Session, tcpcl::v3::Session::new);
+// An active side speaks v3; a passive side accepts either version.
+endpoint!(AnySession, |role, cfg, now| match role {
+    Role::Active => AnySession::active(tcpcl::Version::V3, cfg, now),
+    Role::Passive => AnySession::passive(cfg, true, now),
+});
 
 /// Which side wrote a chunk of the recorded wire.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -16,9 +69,9 @@ pub enum Dir {
 }
 
 /// An active session `a` and a passive session `b` on a lossless, zero-delay byte pipe.
-pub struct Pair {
-    pub a: Session,
-    pub b: Session,
+pub struct PairOf<S> {
+    pub a: S,
+    pub b: S,
     pub now: Duration,
     pub a_events: Vec<Event>,
     pub b_events: Vec<Event>,
@@ -31,11 +84,23 @@ pub struct Pair {
     pub b_errors: Vec<tcpcl::SessionError>,
 }
 
-impl Pair {
+/// A pair of TCPCLv4 sessions.
+pub type Pair = PairOf<Session>;
+/// A pair of TCPCLv3 sessions.
+pub type Pair3 = PairOf<tcpcl::v3::Session>;
+
+impl<S: Endpoint> PairOf<S> {
     pub fn new(a_cfg: SessionConfig, b_cfg: SessionConfig) -> Self {
-        Pair {
-            a: Session::new(Role::Active, a_cfg, Duration::ZERO),
-            b: Session::new(Role::Passive, b_cfg, Duration::ZERO),
+        Self::from_sessions(
+            S::create(Role::Active, a_cfg, Duration::ZERO),
+            S::create(Role::Passive, b_cfg, Duration::ZERO),
+        )
+    }
+
+    pub fn from_sessions(a: S, b: S) -> Self {
+        PairOf {
+            a,
+            b,
             now: Duration::ZERO,
             a_events: Vec::new(),
             b_events: Vec::new(),
@@ -47,7 +112,7 @@ impl Pair {
     }
 
     fn feed(
-        s: &mut Session,
+        s: &mut S,
         now: Duration,
         bytes: &[u8],
         piece: Option<usize>,
