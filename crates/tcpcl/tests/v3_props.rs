@@ -134,3 +134,62 @@ proptest! {
         prop_assert_eq!(s1, s2);
     }
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    /// What the fuzz target does, on a budget: arbitrary octets after a valid contact header
+    /// (mostly well-formed messages, some random) never panic a session, whatever the pieces.
+    #[test]
+    fn arbitrary_input_never_panics_a_session(
+        msgs in prop::collection::vec(prop_oneof![
+            (any::<u8>(), prop::collection::vec(any::<u8>(), 0..40)).prop_map(|(f, d)| {
+                let mut o = vec![0x10 | (f & 0x03)];
+                o.push(d.len() as u8);
+                o.extend_from_slice(&d);
+                o
+            }),
+            (0u64..5000).prop_map(|l| { let mut o = Vec::new(); v3::Message::Ack(l).encode(&mut o); o }),
+            (0u8..16).prop_map(|r| vec![0x30 | r]),
+            Just(vec![0x40]),
+            (0u64..5000).prop_map(|l| { let mut o = Vec::new(); v3::Message::Length(l).encode(&mut o); o }),
+            prop::collection::vec(any::<u8>(), 0..6),
+        ], 0..30),
+        piece in 1usize..50,
+        answer in any::<bool>(),
+    ) {
+        let input: Vec<u8> = msgs.concat();
+        let mut c = cfg("ipn:1.0");
+        c.defer_final_ack = true;
+        c.v3.max_segment_size = 700;
+        c.v3.request_length = true;
+        let mut s = v3::Session::new(Role::Active, c, Duration::ZERO);
+        s.handle_input(Duration::ZERO, b"dtn!\x03\x0f\x00\x05\x07ipn:2.0").unwrap();
+        s.send_bundle(bundle(2500, 1), 1).unwrap();
+        let mut out = Vec::new();
+        let mut events = Vec::new();
+        for chunk in input.chunks(piece) {
+            if s.handle_input(Duration::from_millis(1), chunk).is_err() {
+                break;
+            }
+            while let Some(e) = s.poll_event() {
+                if let Event::BundleReceived { transfer_id, .. } = &e {
+                    let _ = s.confirm_transfer(Duration::from_millis(1), *transfer_id, answer);
+                }
+                events.push(e);
+            }
+            while s.poll_transmit(Duration::from_millis(1), &mut out) > 0 {}
+        }
+        s.handle_timeout(Duration::from_secs(3600));
+        while s.poll_transmit(Duration::from_secs(3600), &mut out) > 0 {}
+        events.extend(std::iter::from_fn(|| s.poll_event()));
+        prop_assert!(s.is_closed());
+        // Whatever happened, the bundle sent got exactly one outcome, and the end came last.
+        let outcomes = events
+            .iter()
+            .filter(|e| matches!(e, Event::TransferAcked { .. } | Event::TransferRefused { .. } | Event::TransferFailed { .. }))
+            .count();
+        prop_assert_eq!(outcomes, 1, "{:?}", events);
+        prop_assert!(matches!(events.last(), Some(Event::Terminated { .. })), "{:?}", events);
+    }
+}
