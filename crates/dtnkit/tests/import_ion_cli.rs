@@ -151,7 +151,7 @@ fn two_imported_ltp_nodes_run_and_ping_each_other() {
 }
 
 #[test]
-fn tcp_node_names_tcpclv3_and_untranslatable_lines() {
+fn tcp_node_becomes_tcpclv3_peers_and_names_untranslatable_lines() {
     let tmp = TempDir::new("import-ion-tcp");
     let files: Vec<String> = ["node.ionrc", "node.bprc", "node.ipnrc"]
         .iter()
@@ -165,11 +165,14 @@ fn tcp_node_names_tcpclv3_and_untranslatable_lines() {
         !tmp.0.join("plan.txt").exists(),
         "no contact lines, no plan"
     );
+    // ION's TCP induct and plan are translated (the plan as a TCPCLv3 peer), without a note.
+    assert!(!err.contains("a induct tcp"), "{err}");
+    assert!(!err.contains("tcp/127.0.0.1:4557"), "{err}");
+    let toml = std::fs::read_to_string(tmp.0.join("node.toml")).unwrap();
     assert!(
-        err.contains("node.bprc:7: translated with a caveat: `a induct tcp 0.0.0.0:4556 tcpcli`"),
-        "{err}"
+        toml.contains("[[tcp_peer]]") && toml.contains("version = 3"),
+        "{toml}"
     );
-    assert!(err.contains("TCPCLv3"), "{err}");
     assert!(
         err.contains("node.bprc:9: not translated: `a outduct stcp 127.0.0.1:4558 stcpclo`"),
         "{err}"

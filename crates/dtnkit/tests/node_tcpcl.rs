@@ -1,5 +1,6 @@
 //! Two `dtnkit node` processes connected by TCPCLv4 only: bundles of 10 B, 100 kB and 5 MB
-//! arrive intact in both directions over one session; bundles sent while the peer is down wait
+//! arrive intact in both directions over one session (also over TCPCLv3, `version = 3`, the
+//! accepting node answering in the version of the contact header); bundles sent while the peer is down wait
 //! and are delivered after its restart (reconnection with back-off); a peer that only accepts
 //! (no address configured) routes back over the session the other side opened.
 
@@ -106,6 +107,31 @@ fn tcpcl_carries_10b_100kb_5mb_both_ways() {
     // dtnkit commits no deviation.
     assert_eq!(t["deviations"], serde_json::json!({}), "{st}");
     assert_eq!(st["ltp"]["segments_sent"], 0, "{st}");
+}
+
+#[test]
+fn tcpcl3_carries_10b_100kb_5mb_both_ways() {
+    let dir = TempDir::new("tcpcl3");
+    let (t1, t2) = (free_tcp_port(), free_tcp_port());
+    // Node 1 opens a v3 session; node 2 only accepts (its contact header picks v3).
+    let mut a = tcp_spec(1, t1, 2, Some(t2));
+    a.extra.push_str("version = 3\n");
+    let n1 = NodeProc::start(&dir.0, &a);
+    let n2 = NodeProc::start(&dir.0, &tcp_spec(2, t2, 1, None));
+    let sizes = [10usize, 100_000, 5_000_000];
+    transfer(&dir, &n1, &n2, "ipn:2.1", &sizes, 110);
+    transfer(&dir, &n2, &n1, "ipn:1.1", &sizes, 120);
+    wait_store_empty(&n1);
+    wait_store_empty(&n2);
+    for n in [&n1, &n2] {
+        let st = n.status();
+        let t = &st["tcpcl"];
+        assert_eq!(t["sessions_v3"], t["sessions_established"], "{st}");
+        assert!(t["sessions_v3"].as_u64().unwrap() >= 1, "{st}");
+        assert!(t["transfers_acked"].as_u64().unwrap() >= 3, "{st}");
+        assert!(t["bundles_received"].as_u64().unwrap() >= 3, "{st}");
+        assert_eq!(t["deviations"], serde_json::json!({}), "{st}");
+    }
 }
 
 #[test]

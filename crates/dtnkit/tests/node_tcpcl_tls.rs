@@ -197,6 +197,63 @@ fn require_tls_refuses_a_plaintext_peer() {
 }
 
 #[test]
+fn tls_and_tcpclv3_together_are_a_configuration_error() {
+    // TCPCLv3 has no TLS: a node that requires TLS cannot speak it, and a v3 peer has no TLS
+    // name. `dtnkit node --check` names the field and exits 2.
+    let dir = TempDir::new("tcpcl-tls-v3");
+    let ca = Ca::new("dtnkit test CA");
+    ca.issue(&dir.0, &["127.0.0.1"], &ca);
+    let cases = [
+        (
+            format!("[tcpcl.tls]\n{TLS}\n\n[[tcp_peer]]\npeer = 2\naddress = \"127.0.0.1:1\"\nversion = 3\n"),
+            "tcp_peer[0].version",
+        ),
+        (
+            format!("accept_v3 = true\n\n[tcpcl.tls]\n{TLS}\n"),
+            "tcpcl.accept_v3",
+        ),
+        (
+            "[[tcp_peer]]\npeer = 2\nversion = 3\ntls_name = \"peer\"\n".to_string(),
+            "tcp_peer[0].tls_name",
+        ),
+    ];
+    for (i, (tcp, field)) in cases.iter().enumerate() {
+        let cfg = dir.0.join(format!("n{i}.toml"));
+        std::fs::write(
+            &cfg,
+            format!(
+                "node = 1\nbind = \"127.0.0.1:1\"\n[store]\npath = \"store{i}\"\n\n[tcpcl]\n{tcp}"
+            ),
+        )
+        .unwrap();
+        let out = run(&["node", "--config", s(&cfg), "--check"], LIMIT);
+        let err = String::from_utf8_lossy(&out.stderr).to_string();
+        assert_eq!(out.status.code(), Some(2), "{field}: {err}");
+        assert!(
+            err.contains(field) && err.contains("TCPCLv3 has no TLS"),
+            "{field}: {err}"
+        );
+    }
+    // Without `require`, TLS is offered to v4 peers and a v3 peer runs in plaintext.
+    let cfg = dir.0.join("ok.toml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "node = 1\nbind = \"127.0.0.1:1\"\n[store]\npath = \"store-ok\"\n\n[tcpcl]\n\n[tcpcl.tls]\n{}\n\n[[tcp_peer]]\npeer = 2\naddress = \"127.0.0.1:1\"\nversion = 3\n",
+            TLS.replace("require = true", "require = false")
+        ),
+    )
+    .unwrap();
+    let out = run(&["node", "--config", s(&cfg), "--check"], LIMIT);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
 fn wrong_ca_fails_the_handshake_and_the_sender_keeps_its_bundle() {
     let dir = TempDir::new("tcpcl-tls-wrong-ca");
     let ca = Ca::new("dtnkit test CA");

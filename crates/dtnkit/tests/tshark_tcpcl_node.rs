@@ -1,9 +1,10 @@
-//! Wireshark's TCPCLv4 and BPv7 dissectors decode a real captured session between two
+//! Wireshark's TCPCL (v4 and v3) and BPv7 dissectors decode a real captured session between two
 //! `dtnkit node` processes without a malformed flag, a bad CRC or an expert error.
 //!
 //! tshark captures loopback (`-f "tcp port P"`) from before the session opens; node 1 sends
 //! bundles of 10 B, 100 kB and 2 MB to node 2 (which only accepts sessions, so exactly one
-//! session runs, on port P); then the capture is decoded in two passes. Requires tshark
+//! session runs, on port P); then the capture is decoded in two passes. Once with TCPCLv4, once
+//! with node 1's `[[tcp_peer]] version = 3` (node 2 answering in v3). Requires tshark
 //! (installed by `scripts/test.sh`) and the right to capture on `lo`.
 
 mod node_support;
@@ -93,16 +94,16 @@ fn tshark_read(pcap: &std::path::Path, port: u16, filter: &str) -> String {
     String::from_utf8_lossy(&out.stdout).to_string()
 }
 
-#[test]
-fn tshark_decodes_a_captured_dtnkit_tcpcl_session_cleanly() {
-    let dir = TempDir::new("tshark-tcpcl");
+/// Captures a session from node 1 (speaking `version`) to node 2 carrying three bundles;
+/// returns the pcap and the session's port.
+fn captured_session(dir: &TempDir, version: u8) -> (std::path::PathBuf, u16) {
     let (t1, t2) = (free_tcp_port(), free_tcp_port());
     let pcap = dir.0.join("session.pcap");
     let cap = Capture::start(&pcap, t2, &dir.0.join("tshark.err"));
 
     let mut a = NodeSpec::new(1, free_port());
     a.extra = format!(
-        "\n[tcpcl]\nlisten = \"127.0.0.1:{t1}\"\n\n[[tcp_peer]]\npeer = 2\naddress = \"127.0.0.1:{t2}\"\n"
+        "\n[tcpcl]\nlisten = \"127.0.0.1:{t1}\"\n\n[[tcp_peer]]\npeer = 2\naddress = \"127.0.0.1:{t2}\"\nversion = {version}\n"
     );
     let mut b = NodeSpec::new(2, free_port());
     b.extra = format!("\n[tcpcl]\nlisten = \"127.0.0.1:{t2}\"\n\n[[tcp_peer]]\npeer = 1\n");
@@ -148,13 +149,20 @@ fn tshark_decodes_a_captured_dtnkit_tcpcl_session_cleanly() {
     for w in &want {
         assert!(text.contains(w), "missing {w} in {text}");
     }
-    // Let the last acknowledgments reach the wire, then end the session (SESS_TERM) by
-    // stopping node 1.
+    // Let the last acknowledgments reach the wire, then end the session (SESS_TERM; v3:
+    // SHUTDOWN) by stopping node 1.
     std::thread::sleep(Duration::from_millis(300));
     drop(n1);
     std::thread::sleep(Duration::from_millis(300));
     cap.stop();
 
+    (pcap, t2)
+}
+
+#[test]
+fn tshark_decodes_a_captured_dtnkit_tcpcl_session_cleanly() {
+    let dir = TempDir::new("tshark-tcpcl");
+    let (pcap, t2) = captured_session(&dir, 4);
     let bad = tshark_read(
         &pcap,
         t2,
@@ -177,4 +185,40 @@ fn tshark_decodes_a_captured_dtnkit_tcpcl_session_cleanly() {
         init.lines().count() >= 2,
         "expected both SESS_INITs, got:\n{init}"
     );
+}
+
+#[test]
+fn tshark_decodes_a_captured_dtnkit_tcpcl3_session_cleanly() {
+    let dir = TempDir::new("tshark-tcpcl3");
+    let (pcap, t2) = captured_session(&dir, 3);
+    let bad = tshark_read(
+        &pcap,
+        t2,
+        "_ws.malformed || bpv7.crc_status == 0 || _ws.expert.severity == error",
+    );
+    assert!(bad.trim().is_empty(), "tshark flags problems:\n{bad}");
+    // The check is not vacuous: v3 contact headers, segments, acknowledgments and bundles.
+    let hello = tshark_read(&pcap, t2, "tcpcl.contact_hdr.version == 3");
+    assert!(
+        hello.lines().count() >= 2,
+        "expected both v3 contact headers, got:\n{hello}"
+    );
+    let segments = tshark_read(&pcap, t2, "tcpcl.pkt_type == 1");
+    assert!(
+        segments.lines().count() >= 3,
+        "expected DATA_SEGMENTs in the capture, got:\n{segments}"
+    );
+    let acks = tshark_read(&pcap, t2, "tcpcl.pkt_type == 2");
+    assert!(
+        acks.lines().count() >= 3,
+        "expected ACK_SEGMENTs in the capture, got:\n{acks}"
+    );
+    let bundles = tshark_read(&pcap, t2, "bpv7.primary.version");
+    assert!(
+        bundles.lines().count() >= 3,
+        "expected BPv7 bundles in the capture, got:\n{bundles}"
+    );
+    assert!(tshark_read(&pcap, t2, "tcpcl.v4.mhdr.type")
+        .trim()
+        .is_empty());
 }

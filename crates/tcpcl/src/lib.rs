@@ -92,9 +92,9 @@ pub mod stats;
 pub mod stream;
 pub mod v3;
 
+pub use any::{AnySession, Undecided, Version};
 /// Re-export of the `bytes` crate used in the API (bundles are `Bytes`).
 pub use bytes;
-pub use any::{AnySession, Undecided, Version};
 pub use config::{Role, SessionConfig, V3Options};
 pub use decode::{
     decode_contact_header, decode_header, decode_message, DecodeLimits, Header, Progress,

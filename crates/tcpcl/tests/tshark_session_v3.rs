@@ -151,15 +151,7 @@ fn tshark_decodes_a_v3_session_without_errors() {
         bundles_seen.lines().count() >= 4,
         "bundles not dissected: {bundles_seen}"
     );
-    let bad = tshark(&[
-        "-2",
-        "-r",
-        file,
-        "-d",
-        &decode_as,
-        "-Y",
-        FLAGGED,
-    ]);
+    let bad = tshark(&["-2", "-r", file, "-d", &decode_as, "-Y", FLAGGED]);
     assert!(bad.trim().is_empty(), "tshark flagged:\n{bad}");
     let _ = std::fs::remove_file(&path);
 }
@@ -171,7 +163,16 @@ fn tshark_flags_nothing_but_its_length_and_refusal_gaps() {
     let decode_as = format!("tcp.port=={PORT_B},tcpcl");
     let frames = |filter: &str| -> Vec<String> {
         tshark(&[
-            "-2", "-r", file, "-d", &decode_as, "-Y", filter, "-T", "fields", "-e",
+            "-2",
+            "-r",
+            file,
+            "-d",
+            &decode_as,
+            "-Y",
+            filter,
+            "-T",
+            "fields",
+            "-e",
             "frame.number",
         ])
         .lines()

@@ -5,9 +5,8 @@
 use proptest::prelude::*;
 use tcpcl::bytes::Bytes;
 use tcpcl::v3::{
-    decode_contact_header, decode_header, decode_message, ContactFlags, ContactHeader,
-    DataSegment, Header, Item, Message, RefuseReason, SegmentHeader, Shutdown, ShutdownReason,
-    StreamDecoder,
+    decode_contact_header, decode_header, decode_message, ContactFlags, ContactHeader, DataSegment,
+    Header, Item, Message, RefuseReason, SegmentHeader, Shutdown, ShutdownReason, StreamDecoder,
 };
 use tcpcl::{DecodeError, Progress, SegmentFlags};
 
@@ -198,12 +197,15 @@ fn leading_zero_sdnv_groups_decode_to_the_minimal_form() {
 
 fn arb_message() -> impl Strategy<Value = Message> {
     prop_oneof![
-        (any::<bool>(), any::<bool>(), prop::collection::vec(any::<u8>(), 0..300)).prop_map(
-            |(s, e, d)| Message::DataSegment(DataSegment {
+        (
+            any::<bool>(),
+            any::<bool>(),
+            prop::collection::vec(any::<u8>(), 0..300)
+        )
+            .prop_map(|(s, e, d)| Message::DataSegment(DataSegment {
                 flags: SegmentFlags::new(s, e),
                 data: Bytes::from(d),
-            })
-        ),
+            })),
         any::<u64>().prop_map(Message::Ack),
         (0u8..16).prop_map(|c| Message::Refuse(RefuseReason::from_code(c))),
         Just(Message::Keepalive),
@@ -220,14 +222,12 @@ fn arb_message() -> impl Strategy<Value = Message> {
 }
 
 fn arb_contact() -> impl Strategy<Value = ContactHeader> {
-    (any::<u8>(), any::<u16>(), "[ -~]{0,200}").prop_map(
-        |(flags, keepalive, eid)| ContactHeader {
-            version: 3,
-            flags: ContactFlags(flags),
-            keepalive,
-            eid,
-        },
-    )
+    (any::<u8>(), any::<u16>(), "[ -~]{0,200}").prop_map(|(flags, keepalive, eid)| ContactHeader {
+        version: 3,
+        flags: ContactFlags(flags),
+        keepalive,
+        eid,
+    })
 }
 
 /// Splits `bytes` at the given fractions and decodes them piece by piece.

@@ -70,7 +70,11 @@ fn received(events: &[Event]) -> Vec<(u64, Bytes)> {
 }
 
 fn bundle(len: usize, seed: u8) -> Bytes {
-    Bytes::from((0..len).map(|i| (i as u8).wrapping_mul(31) ^ seed).collect::<Vec<u8>>())
+    Bytes::from(
+        (0..len)
+            .map(|i| (i as u8).wrapping_mul(31) ^ seed)
+            .collect::<Vec<u8>>(),
+    )
 }
 
 fn seg_cfg(node: &str, seg: u64) -> SessionConfig {
@@ -172,10 +176,7 @@ fn five_megabytes_in_64k_segments_with_an_ack_per_segment() {
             len: 5_000_000 - 76 * 65_536
         }
     );
-    let want: Vec<u64> = (1..=76u64)
-        .map(|i| i * 65_536)
-        .chain([5_000_000])
-        .collect();
+    let want: Vec<u64> = (1..=76u64).map(|i| i * 65_536).chain([5_000_000]).collect();
     assert_eq!(acks(&seen(&p, Dir::BtoA)), want);
     assert_eq!(p.a.stats().segments_sent, 77);
     assert_eq!(p.b.stats().acks_sent, 77);
@@ -257,7 +258,10 @@ fn the_final_ack_waits_for_confirmation_and_later_acks_wait_behind_it() {
     assert_eq!(received(&p.b_events).len(), 2);
     assert_eq!(acks(&seen(&p, Dir::BtoA)), vec![100, 200]);
     assert_eq!(p.b.held_acks(), 2);
-    assert!(!p.a_events.iter().any(|e| matches!(e, Event::TransferAcked { .. })));
+    assert!(!p
+        .a_events
+        .iter()
+        .any(|e| matches!(e, Event::TransferAcked { .. })));
     // Confirming the second first sends nothing: its answers follow the first's.
     p.b.confirm_transfer(p.now, 1, true).unwrap();
     p.pump();
@@ -341,7 +345,10 @@ fn a_refused_bundle_stops_and_the_next_one_starts_cleanly() {
     // One segment (1 + 1 + 100 octets): feed only that much.
     let cut = 102;
     p.b.handle_input(p.now, &first[..cut]).unwrap();
-    assert!(p.b.poll_event().is_some_and(|e| matches!(e, Event::TransferStarted { transfer_id: 0, .. })));
+    assert!(p
+        .b
+        .poll_event()
+        .is_some_and(|e| matches!(e, Event::TransferStarted { transfer_id: 0, .. })));
     p.b.refuse_transfer(0, CommonRefuse::NoResources).unwrap();
     p.b.handle_input(p.now, &first[cut..]).unwrap();
     p.pump();
@@ -421,8 +428,13 @@ fn graceful_close_waits_for_bundles_in_flight() {
     p.a.send_bundle(bundle(10, 2), 2).unwrap();
     p.a.close(p.now, SessTermReason::Unknown);
     // Not started: fails at once; started: still completes.
-    assert!(std::iter::from_fn(|| p.a.poll_event()).any(|e| e == Event::TransferFailed { token: 2 }));
-    assert_eq!(p.a.send_bundle(bundle(10, 3), 3), Err(SendError::Terminating));
+    assert!(
+        std::iter::from_fn(|| p.a.poll_event()).any(|e| e == Event::TransferFailed { token: 2 })
+    );
+    assert_eq!(
+        p.a.send_bundle(bundle(10, 3), 3),
+        Err(SendError::Terminating)
+    );
     p.b.handle_input(p.now, &out).unwrap();
     p.pump();
     assert!(p.a_events.contains(&Event::TransferAcked { token: 1 }));
@@ -527,7 +539,10 @@ fn peer_protocol_errors_end_the_session() {
     assert!(out.ends_with(&[0x50]));
     // An unknown message type.
     let (e, _) = run(cfg("ipn:1.0"), &[0x70]);
-    assert_eq!(e, SessionError::Decode(tcpcl::DecodeError::UnknownMessageType(7)));
+    assert_eq!(
+        e,
+        SessionError::Decode(tcpcl::DecodeError::UnknownMessageType(7))
+    );
     // A segment over the hard limit: SHUTDOWN "Busy" before any data is buffered.
     let mut c = cfg("ipn:1.0");
     c.hard_segment_limit = 1000;
@@ -568,7 +583,10 @@ fn tolerated_deviations_are_counted() {
         Deviation::StaleTransferId,
         Deviation::UnnegotiatedRefusal,
     ] {
-        assert!(ev.contains(&Event::ProtocolDeviation { what }), "{what:?}: {ev:?}");
+        assert!(
+            ev.contains(&Event::ProtocolDeviation { what }),
+            "{what:?}: {ev:?}"
+        );
     }
     // 4 acks inside segments, 1 ack and 1 refusal for nothing, 1 unnegotiated refusal.
     assert_eq!(s.stats().deviations, 7);

@@ -19,7 +19,7 @@ use super::tcpcl_thread::{SessionHandle, ToSession};
 pub(crate) enum ClaKind {
     /// LTP over UDP (`[[span]]`).
     Ltp,
-    /// TCPCLv4 (`[[tcp_peer]]` or a session opened by the peer).
+    /// TCPCL, v4 or v3 (`[[tcp_peer]]` or a session opened by the peer).
     Tcp,
     /// UDPCL (`[[udp_peer]]`).
     Udp,

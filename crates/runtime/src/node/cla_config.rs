@@ -2,7 +2,7 @@
 //! `[[udp_peer]]`, and the rule that ties every neighbour to exactly one convergence layer.
 //!
 //! A neighbour is named by its node number in exactly one of `[[span]]` (LTP), `[[tcp_peer]]`
-//! (TCPCLv4) or `[[udp_peer]]` (UDPCL): that entry decides which convergence layer carries the
+//! (TCPCL, v4 or v3) or `[[udp_peer]]` (UDPCL): that entry decides which convergence layer carries the
 //! bundles the agent forwards to it. Sessions opened by TCPCL peers that are not configured are
 //! accepted too; bundles go back to them over that session while it lasts.
 
@@ -24,7 +24,7 @@ fn err(file: &str, field: &str, value: impl std::fmt::Display, expected: &str) -
 /// Largest UDP payload over IPv4: the hard limit of one UDPCL datagram.
 pub const MAX_UDP_PAYLOAD: usize = 65_507;
 
-/// `[tcpcl]`: the TCPCLv4 convergence layer (RFC 9174).
+/// `[tcpcl]`: the TCP convergence layer, TCPCLv4 (RFC 9174) and TCPCLv3 (RFC 7242).
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct TcpclSection {
@@ -57,6 +57,14 @@ pub struct TcpclSection {
     /// `[tcpcl.tls]`: offer TLS (CAN_TLS) with these certificates; none = plaintext only.
     #[serde(default)]
     pub tls: Option<TlsSection>,
+    /// Accept sessions whose contact header says TCPCLv3 (ION 4.1.3, HDTN, DTNME). Default:
+    /// true, unless `[tcpcl.tls] require = true` (v3 has no TLS).
+    #[serde(default)]
+    pub accept_v3: Option<bool>,
+    /// Largest DATA_SEGMENT sent in a TCPCLv3 session. Default 65536: ION reads and
+    /// acknowledges 64 KiB at a time.
+    #[serde(default = "default_v3_segment")]
+    pub v3_max_segment_size: u64,
 }
 
 impl Default for TcpclSection {
@@ -71,11 +79,13 @@ impl Default for TcpclSection {
             reconnect_min_ms: default_reconnect_min(),
             reconnect_max_ms: default_reconnect_max(),
             tls: None,
+            accept_v3: None,
+            v3_max_segment_size: default_v3_segment(),
         }
     }
 }
 
-/// `[[tcp_peer]]`: a neighbour reached over TCPCLv4.
+/// `[[tcp_peer]]`: a neighbour reached over TCPCL.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct TcpPeerSection {
@@ -97,6 +107,10 @@ pub struct TcpPeerSection {
     /// `address`.
     #[serde(default)]
     pub tls_name: Option<String>,
+    /// TCPCL version of the sessions we open to it: 4 (RFC 9174, default) or 3 (RFC 7242:
+    /// ION 4.1.3, HDTN, DTNME). Sessions it opens speak the version of its contact header.
+    #[serde(default)]
+    pub version: Option<u8>,
 }
 
 /// `[udpcl]`: the UDP convergence layer (one bundle per datagram).
@@ -139,6 +153,9 @@ fn default_reconnect_min() -> u64 {
 fn default_reconnect_max() -> u64 {
     30_000
 }
+fn default_v3_segment() -> u64 {
+    64 << 10
+}
 fn default_udp_max() -> usize {
     MAX_UDP_PAYLOAD
 }
@@ -167,6 +184,10 @@ pub struct Tcpcl {
     pub reconnect_max: Duration,
     /// TLS (`[tcpcl.tls]`), if offered.
     pub tls: Option<TlsSettings>,
+    /// Whether a TCPCLv3 contact header is answered in v3.
+    pub accept_v3: bool,
+    /// Largest DATA_SEGMENT sent in a v3 session.
+    pub v3_max_segment_size: u64,
 }
 
 /// A validated `[[tcp_peer]]`.
@@ -180,8 +201,11 @@ pub struct TcpPeer {
     pub node_id: String,
     /// Send beyond its advertised transfer MRU.
     pub exceed_peer_transfer_mru: bool,
-    /// Server name its TLS certificate is checked against (`tls_name`, else the address's IP).
+    /// Server name its TLS certificate is checked against (`tls_name`, else the address's IP;
+    /// none for a v3 peer).
     pub tls_name: Option<String>,
+    /// Version of the sessions we open to it.
+    pub version: tcpcl::Version,
 }
 
 /// Validated UDPCL settings.
@@ -282,10 +306,28 @@ pub(crate) fn validate_tcp(
             "reconnect_min_ms >= 1 and reconnect_max_ms >= reconnect_min_ms",
         ));
     }
+    if !(1024..=(1 << 30)).contains(&s.v3_max_segment_size) {
+        return Err(err(
+            file,
+            "tcpcl.v3_max_segment_size",
+            s.v3_max_segment_size,
+            "1024 to 1073741824 bytes",
+        ));
+    }
     let tls = match &s.tls {
         Some(t) => Some(super::tcpcl_tls::load(file, base, t)?),
         None => None,
     };
+    let tls_required = tls.as_ref().is_some_and(|t| t.require);
+    if tls_required && s.accept_v3 == Some(true) {
+        return Err(err(
+            file,
+            "tcpcl.accept_v3",
+            true,
+            "false (or no key) with `[tcpcl.tls] require = true`: TCPCLv3 has no TLS",
+        ));
+    }
+    let accept_v3 = s.accept_v3.unwrap_or(!tls_required);
     let mut out: Vec<TcpPeer> = Vec::new();
     for (i, p) in peers.iter().enumerate() {
         let f = |name: &str| format!("tcp_peer[{i}].{name}");
@@ -315,6 +357,36 @@ pub(crate) fn validate_tcp(
             }
             None => format!("ipn:{}.0", p.peer),
         };
+        let version = match p.version {
+            None | Some(4) => tcpcl::Version::V4,
+            Some(3) => tcpcl::Version::V3,
+            Some(v) => {
+                return Err(err(
+                    file,
+                    &f("version"),
+                    v,
+                    "3 (TCPCLv3, RFC 7242) or 4 (TCPCLv4, RFC 9174)",
+                ))
+            }
+        };
+        if version == tcpcl::Version::V3 {
+            if let Some(n) = &p.tls_name {
+                return Err(err(
+                    file,
+                    &f("tls_name"),
+                    format!("{n:?}"),
+                    "no TLS name for a `version = 3` peer: TCPCLv3 has no TLS",
+                ));
+            }
+            if tls_required {
+                return Err(err(
+                    file,
+                    &f("version"),
+                    3,
+                    "4 with `[tcpcl.tls] require = true`: TCPCLv3 has no TLS",
+                ));
+            }
+        }
         if let Some(n) = &p.tls_name {
             if !super::tcpcl_tls::check_name(n) {
                 return Err(err(
@@ -325,16 +397,20 @@ pub(crate) fn validate_tcp(
                 ));
             }
         }
-        let tls_name = p
-            .tls_name
-            .clone()
-            .or_else(|| address.map(|a| a.ip().to_string()));
+        let tls_name = match version {
+            tcpcl::Version::V3 => None,
+            tcpcl::Version::V4 => p
+                .tls_name
+                .clone()
+                .or_else(|| address.map(|a| a.ip().to_string())),
+        };
         out.push(TcpPeer {
             peer: p.peer,
             address,
             node_id,
             exceed_peer_transfer_mru: p.exceed_peer_transfer_mru,
             tls_name,
+            version,
         });
     }
     Ok((
@@ -348,6 +424,8 @@ pub(crate) fn validate_tcp(
             reconnect_min: Duration::from_millis(s.reconnect_min_ms),
             reconnect_max: Duration::from_millis(s.reconnect_max_ms),
             tls,
+            accept_v3,
+            v3_max_segment_size: s.v3_max_segment_size,
         }),
         out,
     ))
@@ -424,4 +502,74 @@ pub(crate) fn check_unique_neighbours(
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Deserialize)]
+    struct Doc {
+        tcpcl: TcpclSection,
+        #[serde(default)]
+        tcp_peer: Vec<TcpPeerSection>,
+    }
+
+    fn tcp(text: &str) -> Result<(Tcpcl, Vec<TcpPeer>), ConfigError> {
+        let d: Doc = toml::from_str(text).expect("toml");
+        validate_tcp(
+            "n.toml",
+            Path::new("/"),
+            1,
+            1 << 20,
+            Some(&d.tcpcl),
+            &d.tcp_peer,
+        )
+        .map(|(t, p)| (t.expect("section"), p))
+    }
+
+    #[test]
+    fn tcpcl_versions_per_peer_and_v3_accepted_by_default() {
+        let (t, peers) = tcp(
+            "[tcpcl]\n[[tcp_peer]]\npeer = 2\naddress = \"127.0.0.1:4556\"\n\
+             [[tcp_peer]]\npeer = 3\naddress = \"127.0.0.1:4557\"\nversion = 3\n\
+             [[tcp_peer]]\npeer = 4\nversion = 4\n",
+        )
+        .unwrap();
+        assert!(t.accept_v3);
+        assert_eq!(t.v3_max_segment_size, 65_536);
+        let v: Vec<tcpcl::Version> = peers.iter().map(|p| p.version).collect();
+        assert_eq!(
+            v,
+            [tcpcl::Version::V4, tcpcl::Version::V3, tcpcl::Version::V4]
+        );
+        // No TLS name for a v3 peer (it has no TLS), the address's IP for a v4 one.
+        assert_eq!(peers[0].tls_name.as_deref(), Some("127.0.0.1"));
+        assert_eq!(peers[1].tls_name, None);
+        let (t, _) = tcp("[tcpcl]\naccept_v3 = false\nv3_max_segment_size = 1048576\n").unwrap();
+        assert!(!t.accept_v3);
+        assert_eq!(t.v3_max_segment_size, 1 << 20);
+    }
+
+    #[test]
+    fn tcpcl_version_errors_name_the_field() {
+        let cases = [
+            (
+                "[tcpcl]\n[[tcp_peer]]\npeer = 2\nversion = 5\n",
+                "tcp_peer[0].version` = 5: expected 3 (TCPCLv3, RFC 7242) or 4",
+            ),
+            (
+                "[tcpcl]\n[[tcp_peer]]\npeer = 2\nversion = 3\ntls_name = \"peer.example\"\n",
+                "tcp_peer[0].tls_name` = \"peer.example\": expected no TLS name for a `version = 3` peer",
+            ),
+            (
+                "[tcpcl]\nv3_max_segment_size = 100\n",
+                "tcpcl.v3_max_segment_size` = 100",
+            ),
+        ];
+        for (text, needle) in cases {
+            let e = tcp(text).unwrap_err().to_string();
+            assert!(e.contains(needle), "{e:?} should contain {needle:?}");
+        }
+    }
 }

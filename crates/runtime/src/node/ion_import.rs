@@ -15,10 +15,10 @@
 //! | ltprc `a span E maxExp maxImp seg aggrSize aggrTime 'udplso HOST:PORT [BPS]'` | `[[span]]` |
 //! | ltprc `s 'udplsi HOST:PORT'` | `bind` |
 //! | bprc `a induct ltp E ltpcli` | `[ltp] engine_id` when `E` is not the node number |
-//! | bprc `a induct tcp HOST:PORT tcpcli` | `[tcpcl] listen` (dtnkit speaks TCPCLv4, ION v3) |
+//! | bprc `a induct tcp HOST:PORT tcpcli` | `[tcpcl] listen` (v3 sessions accepted by default) |
 //! | bprc `a induct udp HOST:PORT udpcli` | `[udpcl] bind` |
 //! | ipnrc `a plan P ltp/E` | the span to engine `E` is neighbour `P` |
-//! | ipnrc `a plan P tcp/HOST:PORT`, `udp/HOST:PORT` | `[[tcp_peer]]`, `[[udp_peer]]` |
+//! | ipnrc `a plan P tcp/HOST:PORT`, `udp/HOST:PORT` | `[[tcp_peer]]` with `version = 3`, `[[udp_peer]]` |
 //! | ipnrc `a exit FIRST LAST ipn:G.S` | `[[route]]` |
 
 use std::fmt::Write as _;
@@ -71,7 +71,7 @@ pub enum NoteKind {
     Ignored,
     /// The line's meaning is lost: it has no dtnkit counterpart or cannot be expressed.
     Untranslated,
-    /// Translated, but the result behaves differently from ION (e.g. TCPCLv4 instead of v3).
+    /// Translated, but the result behaves differently from ION (e.g. a udplso rate ION 4 ignores).
     Caveat,
 }
 
@@ -532,9 +532,6 @@ fn ltprc(st: &mut State, at: &Where, w: &[&str]) -> Result<(), ImportError> {
 }
 
 fn bprc(st: &mut State, at: &Where, w: &[&str]) -> Result<(), ImportError> {
-    const TCPCL3: &str = "ION 4.1.3 speaks TCPCLv3 (RFC 7242) only and dtnkit speaks TCPCLv4 \
-                          (RFC 9174) only, not v3 yet: an ION peer ends such a session with a \
-                          version mismatch; dtnkit and other v4 peers work";
     match w {
         ["1", ..] => st.note(at, NoteKind::Ignored, "initialises BP in ION; nothing to translate"),
         ["s", ..] => st.note(at, NoteKind::Ignored, "starts BP in ION; nothing to translate"),
@@ -572,11 +569,9 @@ fn bprc(st: &mut State, at: &Where, w: &[&str]) -> Result<(), ImportError> {
                 .ok_or_else(|| malformed(at, "`a outduct ltp PEER_ENGINE_NUMBER ltpclo`"))?;
             st.ltp_outducts.push((e, at.clone()));
         }
+        // ION's tcpcli speaks TCPCLv3; the listener accepts v3 (and v4) contact headers.
         ["a", "induct", "tcp", a, ..] => match host_port(at, a, true)? {
-            Ok(a) => {
-                st.tcp_listen = Some(a);
-                st.note(at, NoteKind::Caveat, format!("[tcpcl] listen: {TCPCL3}"));
-            }
+            Ok(a) => st.tcp_listen = Some(a),
             Err(why) => st.note(at, NoteKind::Untranslated, why),
         },
         ["a", "outduct", "tcp", a, ..] => match host_port(at, a, false)? {
@@ -601,7 +596,7 @@ fn bprc(st: &mut State, at: &Where, w: &[&str]) -> Result<(), ImportError> {
         ["a", "induct" | "outduct", p, ..] => st.note(
             at,
             NoteKind::Untranslated,
-            format!("dtnkit has no {p} convergence layer (it has LTP over UDP, TCPCLv4 and UDPCL)"),
+            format!("dtnkit has no {p} convergence layer (it has LTP over UDP, TCPCL v4 and v3, and UDPCL)"),
         ),
         ["r", cmd] if cmd.split_whitespace().next() == Some("ipnadmin") => {
             let file = cmd.split_whitespace().nth(1).unwrap_or("").to_string();
@@ -875,7 +870,8 @@ fn finish(mut st: State) -> Result<Imported, ImportError> {
             let _ = writeln!(peers_toml, "address = \"{}\"", p.address);
             if table == "tcp_peer" {
                 have_tcp = true;
-                st.note(&p.at, NoteKind::Caveat, "[[tcp_peer]]: ION 4.1.3 speaks TCPCLv3 only and dtnkit TCPCLv4 only (v3 not yet): an ION peer refuses the session");
+                // A neighbour in an ION configuration is an ION node: TCPCLv3 (RFC 7242).
+                let _ = writeln!(peers_toml, "version = 3");
             } else {
                 have_udp = true;
             }
@@ -1083,12 +1079,15 @@ mod tests {
             v.tcpcl.as_ref().unwrap().listen,
             Some("0.0.0.0:4556".parse().unwrap())
         );
-        let tcp: Vec<&Note> = imp
-            .notes
-            .iter()
-            .filter(|n| n.why.contains("TCPCLv3"))
-            .collect();
-        assert_eq!(tcp.len(), 2, "induct and plan: {:#?}", imp.notes);
+        // ION's neighbours speak TCPCLv3: translated as such, without a caveat.
+        assert_eq!(v.tcp_peers[0].version, tcpcl::Version::V3);
+        assert!(v.tcpcl.as_ref().unwrap().accept_v3);
+        assert!(imp.node_toml.contains("version = 3"), "{}", imp.node_toml);
+        assert!(
+            imp.notes.iter().all(|n| !n.text.contains(" tcp")),
+            "{:#?}",
+            imp.notes
+        );
         let stcp = imp
             .notes
             .iter()

@@ -1,6 +1,6 @@
 //! `dtnkit node`: the real-time node — the BP agent with its persistent store, the LTP
-//! convergence layer over UDP, TCPCLv4 and UDPCL, contact-plan-driven links and the
-//! application socket.
+//! convergence layer over UDP, TCPCL (v4, and v3 for ION, HDTN and DTNME) and UDPCL,
+//! contact-plan-driven links and the application socket.
 //!
 //! # Threads
 //!
@@ -11,7 +11,8 @@
 //!   link schedule and every application request.
 //! - **Accept thread** plus one **reader thread per application connection** ([`app`]).
 //! - **TCPCL** ([`tcpcl_thread`], [`tcpcl_driver`]): a listener, one connector per configured
-//!   peer (reconnecting with back-off) and one thread per session driving a `tcpcl::Session`.
+//!   peer (reconnecting with back-off) and one thread per session driving a
+//!   `tcpcl::AnySession` (TCPCLv4 or v3).
 //! - **UDPCL** ([`udpcl`]): a receive thread and a send thread on one UDP socket.
 //!
 //! The agent thread routes each bundle to its neighbour's convergence layer ([`cla`]).

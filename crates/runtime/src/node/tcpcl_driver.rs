@@ -1,5 +1,8 @@
-//! One TCPCLv4 session on a real socket: a thread that drives a `tcpcl::Session` (sans-IO)
-//! with the OS clock, a non-blocking `TcpStream` and an eventfd for the agent's wake-ups.
+//! One TCPCL session on a real socket: a thread that drives a `tcpcl::AnySession` (sans-IO,
+//! TCPCLv4 or TCPCLv3) with the OS clock, a non-blocking `TcpStream` and an eventfd for the
+//! agent's wake-ups. A session we open speaks the peer's configured version (`[[tcp_peer]]
+//! version`); a session we accept speaks the version of the peer's contact header (v3 only
+//! with `[tcpcl] accept_v3`).
 //!
 //! Loop: commands from the agent (bundles to send) → read the socket in large chunks → timers →
 //! events (to the agent) → refill the output from the session (up to its 4 MiB chunk) only once
@@ -30,9 +33,11 @@
 //! that keeps refusing does not make the agent spin.
 //!
 //! Durability: sessions run with `defer_final_ack`: the XFER_ACK of a transfer's last segment
-//! is held until the agent has committed the bundle (the agent answers through
+//! (v3: the ACK_SEGMENT acknowledging a bundle's last octet, and every answer after it) is held
+//! until the agent has committed the bundle (the agent answers through
 //! `SessionHandle::confirm` after `accept_from_cla_batch`); if the store refuses it, the session
-//! sends XFER_REFUSE "Retransmit" instead and the sender keeps its copy. A node killed between
+//! sends XFER_REFUSE "Retransmit" instead (v3: REFUSE_BUNDLE "Retransmit" or, without negotiated
+//! refusals, SHUTDOWN "Busy") and the sender keeps its copy. A node killed between
 //! reception and commit therefore loses nothing the sender deleted. A transfer whose announced
 //! length exceeds the store's free quota is refused at its first segment ("No Resources").
 
@@ -46,7 +51,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::{Buf, Bytes};
-use tcpcl::{Event, RefuseReason, Role, SendError, SessTermReason, Session, SessionConfig};
+use tcpcl::{AnySession, Event, RefuseReason, Role, SendError, SessTermReason, SessionConfig};
 
 use super::agent_thread::AgentInput;
 use super::cla::FromCla;
@@ -86,7 +91,7 @@ struct Outgoing {
 struct Driver<'a> {
     shared: &'a TcpclShared,
     stream: TcpStream,
-    session: Session,
+    session: AnySession,
     start: Instant,
     rx: Receiver<ToSession>,
     wake_fd: Arc<OwnedFd>,
@@ -127,20 +132,29 @@ struct Driver<'a> {
     remote: String,
 }
 
+/// How a session ended, for the connector's next attempt.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct SessionEnd {
+    /// The session was established.
+    pub(crate) established: bool,
+    /// The reconnection delay the peer asked for in its SHUTDOWN (v3), if any.
+    pub(crate) reconnect_delay: Option<Duration>,
+}
+
 /// Runs one session on `stream` until it ends; `peer` is the configured peer an active session
-/// was opened to. Returns whether the session was established.
+/// was opened to.
 pub(crate) fn run_session(
     shared: &TcpclShared,
     stream: TcpStream,
     active: bool,
     peer: Option<&TcpPeer>,
-) -> bool {
+) -> SessionEnd {
     let Ok(wake_fd) = eventfd() else {
         eprintln!("dtnkit node: TCPCL: cannot create an eventfd");
-        return false;
+        return SessionEnd::default();
     };
     if stream.set_nonblocking(true).is_err() {
-        return false;
+        return SessionEnd::default();
     }
     let c = &shared.cfg;
     let mut cfg = SessionConfig::new(shared.local_node_id.clone());
@@ -156,12 +170,15 @@ pub(crate) fn run_session(
     cfg.defer_final_ack = true;
     cfg.can_tls = c.tls.is_some();
     cfg.require_tls = c.tls.as_ref().is_some_and(|t| t.require);
+    cfg.v3.max_segment_size = c.v3_max_segment_size;
     let remote = stream
         .peer_addr()
         .map_or_else(|_| "?".to_string(), |a| a.to_string());
-    let role = if active { Role::Active } else { Role::Passive };
     let start = Instant::now();
-    let session = Session::new(role, cfg, Duration::ZERO);
+    let session = match peer {
+        Some(p) if active => AnySession::active(p.version, cfg, Duration::ZERO),
+        _ => AnySession::passive(cfg, c.accept_v3, Duration::ZERO),
+    };
     let (tx, rx) = sync_channel(SESSION_QUEUE);
     let id = shared.next_id.fetch_add(1, Relaxed);
     let handle = Arc::new(SessionHandle::new(id, tx, wake_fd.clone()));
@@ -196,22 +213,29 @@ pub(crate) fn run_session(
         remote,
     };
     if let Err(e) = d.run() {
+        let version = d
+            .session
+            .version()
+            .map_or(String::new(), |v| format!(" ({v})"));
         if d.established {
             eprintln!(
-                "dtnkit node: TCPCL session with {} ended: {e}",
+                "dtnkit node: TCPCL session with {}{version} ended: {e}",
                 d.session.peer_node_id().unwrap_or("?")
             );
         } else if e.kind() != ErrorKind::UnexpectedEof {
             eprintln!(
-                "dtnkit node: TCPCL session with {} failed before it was established: {e}",
+                "dtnkit node: TCPCL session with {}{version} failed before it was established: {e}",
                 d.remote
             );
         }
     }
-    let established = d.established;
+    let end = SessionEnd {
+        established: d.established,
+        reconnect_delay: d.session.peer_reconnect_delay().map(Duration::from_secs),
+    };
     d.finish();
     shared.counters.sessions_open.fetch_sub(1, Relaxed);
-    established
+    end
 }
 
 impl Driver<'_> {
@@ -515,6 +539,9 @@ impl Driver<'_> {
                 } => {
                     self.established = true;
                     c.sessions_established.fetch_add(1, Relaxed);
+                    if self.session.version() == Some(tcpcl::Version::V3) {
+                        c.sessions_v3.fetch_add(1, Relaxed);
+                    }
                     if tls_requested_by_both && self.tls.is_some() {
                         c.sessions_tls.fetch_add(1, Relaxed);
                     }
@@ -577,8 +604,9 @@ impl Driver<'_> {
                 Event::ProtocolDeviation { what } => {
                     if c.deviation(&format!("{what:?}")) {
                         eprintln!(
-                            "dtnkit node: TCPCL peer {} deviates from RFC 9174 (tolerated, counted in status tcpcl.deviations): {what}",
-                            self.session.peer_node_id().unwrap_or("?")
+                            "dtnkit node: TCPCL peer {} deviates from {} (tolerated, counted in status tcpcl.deviations): {what}",
+                            self.session.peer_node_id().unwrap_or("?"),
+                            self.session.version().map_or("its RFC", |v| v.rfc())
                         );
                     }
                 }

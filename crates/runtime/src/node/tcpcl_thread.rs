@@ -1,4 +1,4 @@
-//! TCPCLv4 on real sockets: the listener, one connector per configured peer (reconnection with
+//! TCPCL (v4, and v3 for peers that speak it) on real sockets: the listener, one connector per configured peer (reconnection with
 //! exponential back-off), and the handle through which the agent thread feeds a session.
 //!
 //! Each session runs in its own thread ([`super::tcpcl_driver`]): a thread per session keeps
@@ -110,6 +110,8 @@ pub(crate) struct TcpclCounters {
     pub(crate) sessions_established: AtomicU64,
     /// Established sessions that run over TLS.
     pub(crate) sessions_tls: AtomicU64,
+    /// Established sessions that speak TCPCLv3 (RFC 7242).
+    pub(crate) sessions_v3: AtomicU64,
     pub(crate) sessions_open: AtomicU64,
     pub(crate) connect_failures: AtomicU64,
     pub(crate) transfers_sent: AtomicU64,
@@ -123,7 +125,7 @@ pub(crate) struct TcpclCounters {
     pub(crate) bundles_fragmented: AtomicU64,
     /// Every occurrence of a tolerated deviation (all kinds, all sessions).
     pub(crate) deviation_events: AtomicU64,
-    /// Peer deviations from RFC 9174 that we tolerated, by kind.
+    /// Peer deviations from RFC 9174 (or RFC 7242) that we tolerated, by kind.
     pub(crate) deviations: Mutex<BTreeMap<String, u64>>,
 }
 
@@ -152,6 +154,7 @@ impl TcpclCounters {
         serde_json::json!({
             "sessions_established": self.sessions_established.load(Relaxed),
             "sessions_tls": self.sessions_tls.load(Relaxed),
+            "sessions_v3": self.sessions_v3.load(Relaxed),
             "sessions_open": self.sessions_open.load(Relaxed),
             "connect_failures": self.connect_failures.load(Relaxed),
             "transfers_sent": self.transfers_sent.load(Relaxed),
@@ -267,7 +270,9 @@ pub(crate) fn accept_loop(listener: TcpListener, shared: TcpclShared) {
 
 /// Keeps a session to a configured peer: connect, run the session, and after a failure or the
 /// end of the session wait (doubling from `reconnect_min` to `reconnect_max`; reset once a
-/// session was established) and connect again.
+/// session was established) and connect again. A v3 peer's SHUTDOWN may ask for a longer
+/// wait (its reconnection delay, capped at `reconnect_max`; a delay of 0, "do not reconnect",
+/// waits `reconnect_max`: the node keeps its configured neighbour).
 pub(crate) fn connect_loop(shared: TcpclShared, peer: TcpPeer) {
     let Some(addr) = peer.address else { return };
     let mut backoff = shared.cfg.reconnect_min;
@@ -276,10 +281,17 @@ pub(crate) fn connect_loop(shared: TcpclShared, peer: TcpPeer) {
         match connect(addr, shared.cfg.socket_buffer_bytes) {
             Ok(stream) => {
                 logged = false;
-                let established =
-                    super::tcpcl_driver::run_session(&shared, stream, true, Some(&peer));
-                if established {
+                let end = super::tcpcl_driver::run_session(&shared, stream, true, Some(&peer));
+                if end.established {
                     backoff = shared.cfg.reconnect_min;
+                }
+                if let Some(delay) = end.reconnect_delay {
+                    let asked = if delay.is_zero() {
+                        shared.cfg.reconnect_max
+                    } else {
+                        delay.min(shared.cfg.reconnect_max)
+                    };
+                    backoff = backoff.max(asked);
                 }
             }
             Err(e) => {

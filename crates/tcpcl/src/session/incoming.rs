@@ -3,16 +3,15 @@
 use std::collections::VecDeque;
 use std::time::Duration;
 
-
 use super::{Phase, Session};
 use crate::decode::transfer_length;
 use crate::error::{ConfirmError, RefuseError, SessionError};
 use crate::event::{Deviation, Event};
-use crate::reassembly::Reassembly;
 use crate::msg::{
     Message, MessageType, RefuseReason, RejectReason, SegmentFlags, SegmentHeader, XferAck,
     XferRefuse, TRANSFER_LENGTH_EXTENSION,
 };
+use crate::reassembly::Reassembly;
 
 /// How many refused transfer ids are remembered, so that their in-flight segments are
 /// skipped silently instead of being rejected as unexpected.

@@ -5,10 +5,10 @@ use std::time::Duration;
 
 use bytes::Bytes;
 
-use crate::gather::Gather;
 use super::{Phase, Session};
 use crate::error::SendError;
 use crate::event::{Deviation, Event};
+use crate::gather::Gather;
 use crate::msg::{
     ExtensionItem, MessageType, RejectReason, SegmentFlags, SegmentHeader, SessTermReason, XferAck,
     XferRefuse,

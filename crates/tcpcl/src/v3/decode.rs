@@ -110,7 +110,9 @@ fn header_inner(buf: &[u8]) -> Result<(Header, usize), Fail> {
             no_flags(ty, flags)?;
             Header::Message(Message::Ack(r.sdnv("ACK_SEGMENT length")?))
         }
-        MessageType::RefuseBundle => Header::Message(Message::Refuse(RefuseReason::from_code(flags))),
+        MessageType::RefuseBundle => {
+            Header::Message(Message::Refuse(RefuseReason::from_code(flags)))
+        }
         MessageType::Keepalive => {
             no_flags(ty, flags)?;
             Header::Message(Message::Keepalive)
@@ -148,7 +150,10 @@ pub fn decode_header(buf: &[u8]) -> Result<Progress<Header>, DecodeError> {
 
 /// Decodes one complete message from the start of `buf`; segment data is a zero-copy slice of
 /// `buf`. A segment whose data exceeds `max_segment_data` is an error before its data arrives.
-pub fn decode_message(buf: &Bytes, max_segment_data: u64) -> Result<Progress<Message>, DecodeError> {
+pub fn decode_message(
+    buf: &Bytes,
+    max_segment_data: u64,
+) -> Result<Progress<Message>, DecodeError> {
     let (header, n) = match decode_header(buf)? {
         Progress::Done(h, n) => (h, n),
         Progress::NeedMore(n) => return Ok(Progress::NeedMore(n)),

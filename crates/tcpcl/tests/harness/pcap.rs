@@ -196,4 +196,3 @@ pub fn tshark(args: &[&str]) -> String {
     }
     reader.join().expect("reader")
 }
-

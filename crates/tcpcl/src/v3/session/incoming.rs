@@ -246,8 +246,13 @@ impl Session {
             return;
         }
         if self.inc.answers.len() >= MAX_QUEUED_ANSWERS {
-            if let (Answer::Ack { seq, len }, Some(Answer::Ack { seq: last, len: last_len })) =
-                (a, self.inc.answers.back_mut())
+            if let (
+                Answer::Ack { seq, len },
+                Some(Answer::Ack {
+                    seq: last,
+                    len: last_len,
+                }),
+            ) = (a, self.inc.answers.back_mut())
             {
                 if seq == *last {
                     *last_len = len;
@@ -348,9 +353,7 @@ impl Session {
             let full = self.cfg.defer_final_ack
                 && self.neg.acks
                 && self.inc.held_count() >= self.cfg.max_held_acks;
-            if self.inc.ending
-                || full
-                || declared.is_some_and(|l| l > self.cfg.hard_transfer_limit)
+            if self.inc.ending || full || declared.is_some_and(|l| l > self.cfg.hard_transfer_limit)
             {
                 self.refuse_incoming(now, RefuseReason::NoResources);
                 return Ok(());

@@ -204,7 +204,8 @@ impl Session {
         if complete {
             if let Some(b) = self.out.queue.pop_front() {
                 self.stats.transfers_acked += 1;
-                self.events.push_back(Event::TransferAcked { token: b.token });
+                self.events
+                    .push_back(Event::TransferAcked { token: b.token });
             }
             self.maybe_finish(now);
         }
