@@ -1,6 +1,8 @@
-//! TCP Convergence Layer Protocol version 4 (RFC 9174) for dtnkit.
+//! TCP Convergence Layer Protocol version 4 (RFC 9174) for dtnkit, and version 3 (RFC 7242),
+//! which ION 4.1.3, HDTN and DTNME speak, in [`v3`]; [`AnySession`] drives either (the configured
+//! version for a connection we open, the peer's for one we accept).
 //!
-//! Two layers:
+//! Two layers (described here for v4; v3 has the same shape):
 //! - the codec: [`msg`] (wire types and encoding), [`decode`] (strict decoding of one
 //!   message with typed errors and limits checked before anything is allocated) and
 //!   [`stream`] (incremental decoding of a TCP byte stream, segment data handed out as
