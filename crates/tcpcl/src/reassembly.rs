@@ -8,6 +8,8 @@
 
 use bytes::{Bytes, BytesMut};
 
+use crate::error::SessionError;
+
 /// Data of one bundle being received.
 #[derive(Debug, Default)]
 pub(crate) struct Reassembly {
@@ -66,5 +68,46 @@ impl Reassembly {
     pub(crate) fn finish(mut self) -> Bytes {
         self.buf.truncate(self.filled);
         self.buf.freeze()
+    }
+}
+
+/// The slice `payload_buf` last handed out, which `payload_filled` may claim (both versions).
+#[derive(Debug, Default)]
+pub(crate) struct Offer(usize);
+
+impl Offer {
+    /// Forgets the slice (other input may overwrite it).
+    pub(crate) fn clear(&mut self) {
+        self.0 = 0;
+    }
+
+    /// Offers at most `max` octets of `room` (the reassembly buffer after the data received),
+    /// never past the `remaining` data of the current segment; remembers how much.
+    pub(crate) fn offer<'a>(
+        &mut self,
+        remaining: Option<u64>,
+        max: usize,
+        room: impl FnOnce(usize) -> Option<&'a mut [u8]>,
+    ) -> Option<&'a mut [u8]> {
+        self.0 = 0;
+        let remaining = remaining.filter(|r| *r > 0 && max > 0)?;
+        let want = usize::try_from(remaining).map_or(max, |r| r.min(max));
+        let room = room(want)?;
+        self.0 = room.len();
+        Some(room)
+    }
+
+    /// Claims `n > 0` octets of the last offer; `skip` accounts for them in the stream decoder.
+    /// More than was offered is a driver bug: the error is fatal to the session.
+    pub(crate) fn claim(
+        &mut self,
+        n: usize,
+        skip: impl FnOnce(u64) -> bool,
+    ) -> Result<(), SessionError> {
+        let offered = std::mem::take(&mut self.0);
+        if n > offered || !skip(n as u64) {
+            return Err(SessionError::PayloadOverrun { filled: n, offered });
+        }
+        Ok(())
     }
 }

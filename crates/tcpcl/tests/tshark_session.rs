@@ -11,7 +11,7 @@ use std::io::Write;
 use std::time::Duration;
 
 use bytes::Bytes;
-use harness::pcap::{bpv7_bundle, pcap_of, tshark, PORT_B};
+use harness::pcap::{bpv7_bundle, pcap_of, tshark_fields, tshark_frames, FLAGGED};
 use harness::{cfg, Pair};
 use tcpcl::{Event, SessTermReason};
 
@@ -57,57 +57,20 @@ fn tshark_decodes_a_complete_session_without_errors() {
         .and_then(|mut f| f.write_all(&pcap_of(&p.wire)))
         .expect("write pcap");
     let file = path.to_str().expect("utf-8 path");
-    let decode_as = format!("tcp.port=={PORT_B},tcpcl");
-
     // The dissectors must actually see our messages (otherwise an empty result means nothing).
-    let types = tshark(&[
-        "-2",
-        "-r",
-        file,
-        "-d",
-        &decode_as,
-        "-T",
-        "fields",
-        "-e",
-        "tcpcl.v4.mhdr.type",
-    ]);
-    let all: Vec<&str> = types
-        .split(|c: char| c == ',' || c.is_whitespace())
-        .filter(|s| !s.is_empty())
-        .collect();
+    let all = tshark_fields(file, "tcpcl.v4.mhdr.type");
     for code in ["0x01", "0x02", "0x04", "0x05", "0x07"] {
         assert!(
-            all.contains(&code),
+            all.iter().any(|t| t == code),
             "message type {code} not dissected: {all:?}"
         );
     }
-    let bundles_seen = tshark(&[
-        "-2",
-        "-r",
-        file,
-        "-d",
-        &decode_as,
-        "-Y",
-        "bpv7",
-        "-T",
-        "fields",
-        "-e",
-        "frame.number",
-    ]);
+    let bundles_seen = tshark_frames(file, "bpv7");
     assert!(
-        bundles_seen.lines().count() >= 4,
-        "bundles not dissected: {bundles_seen}"
+        bundles_seen.len() >= 4,
+        "bundles not dissected: {bundles_seen:?}"
     );
-
-    let bad = tshark(&[
-        "-2",
-        "-r",
-        file,
-        "-d",
-        &decode_as,
-        "-Y",
-        "_ws.malformed || _ws.expert.severity == error || bpv7.crc_status == 0",
-    ]);
-    assert!(bad.trim().is_empty(), "tshark flagged:\n{bad}");
+    let bad = tshark_frames(file, FLAGGED);
+    assert!(bad.is_empty(), "tshark flagged frames {bad:?}");
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -19,7 +19,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use bytes::Bytes;
-use harness::pcap::{bpv7_bundle, pcap_of, tshark, PORT_B};
+use harness::pcap::{bpv7_bundle, pcap_of, tshark_fields, tshark_frames, FLAGGED};
 use harness::{cfg, Dir, Pair3};
 use tcpcl::{Event, RefuseReason, SessTermReason};
 
@@ -87,72 +87,31 @@ fn write_pcap(name: &str, wire: &[(Dir, Vec<u8>)]) -> PathBuf {
     path
 }
 
-const FLAGGED: &str = "_ws.malformed || _ws.expert.severity == error || bpv7.crc_status == 0";
-
 #[test]
 fn tshark_decodes_a_v3_session_without_errors() {
     let path = write_pcap("clean.pcap", &session(false, [true; 3]));
     let file = path.to_str().expect("utf-8 path");
-    let decode_as = format!("tcp.port=={PORT_B},tcpcl");
-
     // The dissector must see v3 contact headers and every message type we sent.
-    let versions = tshark(&[
-        "-2",
-        "-r",
-        file,
-        "-d",
-        &decode_as,
-        "-T",
-        "fields",
-        "-e",
-        "tcpcl.contact_hdr.version",
-    ]);
     assert_eq!(
-        versions.split_whitespace().collect::<Vec<_>>(),
+        tshark_fields(file, "tcpcl.contact_hdr.version"),
         ["3", "3"],
-        "contact headers: {versions}"
+        "contact headers"
     );
-    let types = tshark(&[
-        "-2",
-        "-r",
-        file,
-        "-d",
-        &decode_as,
-        "-T",
-        "fields",
-        "-e",
-        "tcpcl.pkt_type",
-    ]);
-    let all: Vec<&str> = types
-        .split(|c: char| c == ',' || c.is_whitespace())
-        .filter(|s| !s.is_empty())
-        .collect();
+    let all = tshark_fields(file, "tcpcl.pkt_type");
     // DATA_SEGMENT, ACK_SEGMENT, KEEPALIVE, SHUTDOWN.
     for code in ["1", "2", "4", "5"] {
         assert!(
-            all.contains(&code),
+            all.iter().any(|t| t == code),
             "message type {code} not dissected: {all:?}"
         );
     }
-    let bundles_seen = tshark(&[
-        "-2",
-        "-r",
-        file,
-        "-d",
-        &decode_as,
-        "-Y",
-        "bpv7",
-        "-T",
-        "fields",
-        "-e",
-        "frame.number",
-    ]);
+    let bundles_seen = tshark_frames(file, "bpv7");
     assert!(
-        bundles_seen.lines().count() >= 4,
-        "bundles not dissected: {bundles_seen}"
+        bundles_seen.len() >= 4,
+        "bundles not dissected: {bundles_seen:?}"
     );
-    let bad = tshark(&["-2", "-r", file, "-d", &decode_as, "-Y", FLAGGED]);
-    assert!(bad.trim().is_empty(), "tshark flagged:\n{bad}");
+    let bad = tshark_frames(file, FLAGGED);
+    assert!(bad.is_empty(), "tshark flagged frames {bad:?}");
     let _ = std::fs::remove_file(&path);
 }
 
@@ -160,32 +119,12 @@ fn tshark_decodes_a_v3_session_without_errors() {
 fn tshark_flags_nothing_but_its_length_and_refusal_gaps() {
     let path = write_pcap("gaps.pcap", &session(true, [true, false, true]));
     let file = path.to_str().expect("utf-8 path");
-    let decode_as = format!("tcp.port=={PORT_B},tcpcl");
-    let frames = |filter: &str| -> Vec<String> {
-        tshark(&[
-            "-2",
-            "-r",
-            file,
-            "-d",
-            &decode_as,
-            "-Y",
-            filter,
-            "-T",
-            "fields",
-            "-e",
-            "frame.number",
-        ])
-        .lines()
-        .map(str::to_string)
-        .collect()
-    };
     // LENGTH (6) and REFUSE_BUNDLE (3) are on the wire.
-    let gaps = frames("tcpcl.pkt_type == 6 || tcpcl.pkt_type == 3");
+    let gaps = tshark_frames(file, "tcpcl.pkt_type == 6 || tcpcl.pkt_type == 3");
     assert!(gaps.len() >= 2, "no LENGTH or refusal dissected: {gaps:?}");
-    let flagged = frames(FLAGGED);
-    for f in &flagged {
+    for f in tshark_frames(file, FLAGGED) {
         assert!(
-            gaps.contains(f),
+            gaps.contains(&f),
             "frame {f} flagged but carries neither LENGTH nor REFUSE_BUNDLE (gaps: {gaps:?})"
         );
     }

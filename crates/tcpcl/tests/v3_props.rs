@@ -64,9 +64,9 @@ proptest! {
             p.pump();
         }
         let first_refused = (0..sizes.len()).find(|&i| !answers[i]);
-        for i in 0..sizes.len() {
+        for (i, &ok) in answers.iter().enumerate().take(sizes.len()) {
             let token = i as u64;
-            let expected = if answers[i] && first_refused.is_none_or(|f| refusals || i < f) {
+            let expected = if ok && first_refused.is_none_or(|f| refusals || i < f) {
                 Event::TransferAcked { token }
             } else if refusals {
                 Event::TransferRefused { token, reason: RefuseReason::Retransmit }

@@ -218,15 +218,13 @@ impl Session {
     /// anywhere: the zeroing touches the same cache lines the kernel writes right after,
     /// and costs far less than copying the data out of a separate read buffer.
     pub fn payload_buf(&mut self, max: usize) -> Option<&mut [u8]> {
-        self.offered = 0;
-        if self.phase != Phase::Established || max == 0 {
+        if self.phase != Phase::Established {
+            self.offer.clear();
             return None;
         }
-        let remaining = self.decoder.data_remaining().filter(|r| *r > 0)?;
-        let want = usize::try_from(remaining).map_or(max, |r| r.min(max));
-        let room = self.inc.room(want)?;
-        self.offered = room.len();
-        Some(room)
+        let remaining = self.decoder.data_remaining();
+        let inc = &mut self.inc;
+        self.offer.offer(remaining, max, |want| inc.room(want))
     }
 
     /// Reports that the driver stored the next `n` octets of the stream at the start of the
@@ -242,12 +240,12 @@ impl Session {
             return Err(SessionError::Closed(self.close_reason()));
         }
         self.latest = self.latest.max(now);
-        let offered = std::mem::take(&mut self.offered);
         if n == 0 {
+            self.offer.clear();
             return Ok(());
         }
-        if n > offered || !self.decoder.skip_data(n as u64) {
-            let e = SessionError::PayloadOverrun { filled: n, offered };
+        let decoder = &mut self.decoder;
+        if let Err(e) = self.offer.claim(n, |k| decoder.skip_data(k)) {
             self.fail(now, &e);
             return Err(e);
         }

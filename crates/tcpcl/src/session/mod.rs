@@ -23,6 +23,7 @@ use crate::stats::SessionStats;
 use crate::stream::{Item, StreamDecoder};
 
 use crate::gather::Gather;
+use crate::reassembly::Offer;
 use incoming::Incoming;
 use outgoing::Outgoing;
 
@@ -92,9 +93,8 @@ pub struct Session {
     gather: Gather,
     /// Reused list for the flat `poll_transmit` (built on the vectored form).
     flat_parts: Vec<Bytes>,
-    /// Octets of the slice last handed out by `payload_buf` that `payload_filled` may
-    /// still claim (0 once claimed or invalidated by other input).
-    offered: usize,
+    /// The slice last handed out by `payload_buf`, which `payload_filled` may claim.
+    offer: Offer,
 }
 
 impl Session {
@@ -123,7 +123,7 @@ impl Session {
             inc: Incoming::default(),
             gather: Gather::default(),
             flat_parts: Vec::new(),
-            offered: 0,
+            offer: Offer::default(),
             cfg,
         };
         if s.own_init().encode(&mut Vec::new()).is_err() {
@@ -211,7 +211,7 @@ impl Session {
         }
         self.latest = self.latest.max(now);
         // Whatever `payload_buf` handed out may be overwritten by these octets.
-        self.offered = 0;
+        self.offer.clear();
         if bytes.is_empty() {
             return Ok(());
         }

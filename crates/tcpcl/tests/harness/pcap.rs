@@ -196,3 +196,40 @@ pub fn tshark(args: &[&str]) -> String {
     }
     reader.join().expect("reader")
 }
+
+/// The values of `field` in every frame of `file` (TCPCL on [`PORT_B`]), split at commas and
+/// white space.
+pub fn tshark_fields(file: &str, field: &str) -> Vec<String> {
+    let decode_as = format!("tcp.port=={PORT_B},tcpcl");
+    tshark(&[
+        "-2", "-r", file, "-d", &decode_as, "-T", "fields", "-e", field,
+    ])
+    .split(|c: char| c == ',' || c.is_whitespace())
+    .filter(|s| !s.is_empty())
+    .map(str::to_string)
+    .collect()
+}
+
+/// The numbers of the frames of `file` (TCPCL on [`PORT_B`]) that match the display `filter`.
+pub fn tshark_frames(file: &str, filter: &str) -> Vec<String> {
+    let decode_as = format!("tcp.port=={PORT_B},tcpcl");
+    tshark(&[
+        "-2",
+        "-r",
+        file,
+        "-d",
+        &decode_as,
+        "-Y",
+        filter,
+        "-T",
+        "fields",
+        "-e",
+        "frame.number",
+    ])
+    .lines()
+    .map(str::to_string)
+    .collect()
+}
+
+/// What a clean capture must not contain: malformed packets, bad BPv7 CRCs, expert errors.
+pub const FLAGGED: &str = "_ws.malformed || _ws.expert.severity == error || bpv7.crc_status == 0";

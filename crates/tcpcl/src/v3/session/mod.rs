@@ -18,6 +18,7 @@ use crate::error::{DecodeError, SessionError};
 use crate::event::{Deviation, Event};
 use crate::gather::Gather;
 use crate::msg::SessTermReason;
+use crate::reassembly::Offer;
 use crate::stats::SessionStats;
 
 use super::msg::{ContactFlags, ContactHeader, Message, Shutdown, ShutdownReason, VERSION};
@@ -84,8 +85,8 @@ pub struct Session {
     inc: Incoming,
     gather: Gather,
     flat_parts: Vec<Bytes>,
-    /// Octets of the slice last handed out by `payload_buf` that `payload_filled` may claim.
-    offered: usize,
+    /// The slice last handed out by `payload_buf`, which `payload_filled` may claim.
+    offer: Offer,
 }
 
 /// Our contact header flags for these options.
@@ -156,7 +157,7 @@ impl Session {
             inc: Incoming::default(),
             gather: Gather::default(),
             flat_parts: Vec::new(),
-            offered: 0,
+            offer: Offer::default(),
             cfg,
         };
         if s.cfg.node_id.len() as u64 > super::msg::MAX_EID_LEN {
@@ -237,7 +238,7 @@ impl Session {
             return Err(SessionError::Closed(self.close_reason()));
         }
         self.latest = self.latest.max(now);
-        self.offered = 0;
+        self.offer.clear();
         if bytes.is_empty() {
             return Ok(());
         }

@@ -38,7 +38,7 @@ impl OutBundle {
 
     /// Whether `len` is where one of this bundle's segments ends.
     fn is_boundary(&self, len: u64) -> bool {
-        len == self.len() || (self.seg_size > 0 && len % self.seg_size == 0)
+        len == self.len() || len.is_multiple_of(self.seg_size)
     }
 }
 
