@@ -27,6 +27,10 @@ pub struct DecodeLimits {
     /// over every payload again at each read was a tenth of a forwarding node's CPU time.
     /// Structure, lengths and block rules are checked either way.
     pub verify_crc: bool,
+    /// Whether a bundle whose creation time is 0 must carry a bundle age block (RFC 9171 4.3.1). Always `true`
+    /// for a node; `false` lets tools read bundles that break only this rule, such as the examples of RFC 9173
+    /// Appendix A.
+    pub require_bundle_age: bool,
 }
 
 impl DecodeLimits {
@@ -48,6 +52,7 @@ impl Default for DecodeLimits {
             max_blocks: 64,
             max_bundle_len: usize::try_from(4u64 << 30).unwrap_or(usize::MAX),
             verify_crc: true,
+            require_bundle_age: true,
         }
     }
 }
@@ -227,12 +232,16 @@ impl Bundle {
             blocks,
             non_shortest: r.saw_non_shortest,
         };
-        bundle.validate()?;
+        bundle.check(limits.require_bundle_age)?;
         Ok((bundle, r.pos()))
     }
 
     /// Checks every bundle-level rule of RFC 9171 (see the type's documentation).
     pub fn validate(&self) -> Result<(), DecodeError> {
+        self.check(true)
+    }
+
+    fn check(&self, require_bundle_age: bool) -> Result<(), DecodeError> {
         self.primary.validate()?;
         let Some(last) = self.blocks.last() else {
             return Err(DecodeError::MissingPayload);
@@ -289,7 +298,7 @@ impl Bundle {
         if last.block_type() != BLOCK_TYPE_PAYLOAD {
             return Err(DecodeError::MissingPayload);
         }
-        if self.primary.timestamp.dtn_time_ms == 0 && !seen_types[1] {
+        if require_bundle_age && self.primary.timestamp.dtn_time_ms == 0 && !seen_types[1] {
             return Err(DecodeError::MissingBundleAge);
         }
         if let Some(f) = self.primary.fragment {

@@ -5,6 +5,9 @@
 //! block data as zero-copy [`Bytes`] slices of the input, (b) report the exact byte offset and field name of every
 //! error, and (c) never allocate on the strength of a length field.
 //!
+//! The module is public so that codecs of extension blocks whose type-specific data is itself CBOR (BPSec's abstract
+//! security block, in the `bpsec` crate) read and write with the same strict rules and typed errors.
+//!
 //! Encoding policy: everything we *send* uses the shortest ("preferred") integer and length encodings that RFC 9171
 //! asks for. On *receive*, non-shortest integer/length encodings are tolerated (RFC 9171 only says SHOULD) and
 //! recorded in [`Reader::saw_non_shortest`] so a caller can log or count them; they never cause a failure. Note that
@@ -15,24 +18,26 @@ use bytes::{BufMut, Bytes};
 use crate::error::DecodeError;
 
 /// CBOR major type 0: unsigned integer.
-pub(crate) const MAJOR_UINT: u8 = 0;
+pub const MAJOR_UINT: u8 = 0;
+/// CBOR major type 1: negative integer (-1 - argument).
+pub const MAJOR_NINT: u8 = 1;
 /// CBOR major type 2: byte string.
-pub(crate) const MAJOR_BSTR: u8 = 2;
+pub const MAJOR_BSTR: u8 = 2;
 /// CBOR major type 3: text string.
-pub(crate) const MAJOR_TSTR: u8 = 3;
+pub const MAJOR_TSTR: u8 = 3;
 /// CBOR major type 4: array.
-pub(crate) const MAJOR_ARRAY: u8 = 4;
+pub const MAJOR_ARRAY: u8 = 4;
 /// The "break" stop code that ends an indefinite-length array.
-pub(crate) const BREAK: u8 = 0xFF;
+pub const BREAK: u8 = 0xFF;
 /// Head of an indefinite-length array.
-pub(crate) const INDEFINITE_ARRAY: u8 = 0x9F;
+pub const INDEFINITE_ARRAY: u8 = 0x9F;
 
 /// Maximum nesting depth accepted when skipping over an arbitrary CBOR item (unknown admin record content): bounds
 /// recursion so that hostile input cannot overflow the stack.
 const MAX_SKIP_DEPTH: u32 = 32;
 
 /// Human-readable name of a CBOR major type, used in error messages.
-pub(crate) fn major_name(major: u8) -> &'static str {
+pub fn major_name(major: u8) -> &'static str {
     match major {
         0 => "unsigned integer",
         1 => "negative integer",
@@ -47,7 +52,7 @@ pub(crate) fn major_name(major: u8) -> &'static str {
 
 /// Length of an array header as read from the wire.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum ArrayLen {
+pub enum ArrayLen {
     /// A definite-length array with this many elements.
     Definite(u64),
     /// An indefinite-length array, terminated by a break code.
@@ -55,7 +60,7 @@ pub(crate) enum ArrayLen {
 }
 
 /// A cursor over an input buffer that decodes CBOR items and remembers where it is.
-pub(crate) struct Reader<'a> {
+pub struct Reader<'a> {
     buf: &'a Bytes,
     pos: usize,
     /// Set when any integer or length was not in its shortest form (tolerated, see module docs).
@@ -67,7 +72,7 @@ pub(crate) struct Reader<'a> {
 
 impl<'a> Reader<'a> {
     /// Starts reading `buf` at byte `pos`.
-    pub(crate) fn new(buf: &'a Bytes, pos: usize) -> Self {
+    pub fn new(buf: &'a Bytes, pos: usize) -> Self {
         Reader {
             buf,
             pos,
@@ -77,12 +82,12 @@ impl<'a> Reader<'a> {
     }
 
     /// Current byte offset in the underlying buffer.
-    pub(crate) fn pos(&self) -> usize {
+    pub fn pos(&self) -> usize {
         self.pos
     }
 
     /// Bytes left after the cursor.
-    pub(crate) fn remaining(&self) -> usize {
+    pub fn remaining(&self) -> usize {
         self.buf.len().saturating_sub(self.pos)
     }
 
@@ -90,7 +95,7 @@ impl<'a> Reader<'a> {
     // Errors are built only on the failure path (match, not `ok_or`): `DecodeError` has drop glue, and building
     // and dropping one per byte read showed up as 10% of small-bundle decode time.
     #[inline]
-    pub(crate) fn peek(&self, field: &'static str) -> Result<u8, DecodeError> {
+    pub fn peek(&self, field: &'static str) -> Result<u8, DecodeError> {
         match self.buf.get(self.pos) {
             Some(b) => Ok(*b),
             None => Err(DecodeError::Truncated {
@@ -101,7 +106,7 @@ impl<'a> Reader<'a> {
     }
 
     /// Consumes one byte.
-    pub(crate) fn byte(&mut self, field: &'static str) -> Result<u8, DecodeError> {
+    pub fn byte(&mut self, field: &'static str) -> Result<u8, DecodeError> {
         let b = self.peek(field)?;
         self.pos += 1;
         Ok(b)
@@ -185,18 +190,49 @@ impl<'a> Reader<'a> {
     }
 
     /// Reads an unsigned integer.
-    pub(crate) fn uint(&mut self, field: &'static str) -> Result<u64, DecodeError> {
+    pub fn uint(&mut self, field: &'static str) -> Result<u64, DecodeError> {
         self.expect_head(field, MAJOR_UINT).map(|(v, _)| v)
     }
 
+    /// Reads a signed integer (major type 0 or 1) that fits an `i64`.
+    pub fn int(&mut self, field: &'static str) -> Result<i64, DecodeError> {
+        let (major, value, at) = self.head(field)?;
+        let out_of_range = || DecodeError::InvalidCbor {
+            field,
+            at,
+            reason: "integer does not fit a signed 64-bit value",
+        };
+        match (major, value) {
+            (MAJOR_UINT, Some(v)) => i64::try_from(v).map_err(|_| out_of_range()),
+            // -1 - v, computed without overflow for every v that fits.
+            (MAJOR_NINT, Some(v)) => i64::try_from(v).map(|v| -1 - v).map_err(|_| out_of_range()),
+            (MAJOR_UINT | MAJOR_NINT, None) => Err(DecodeError::InvalidCbor {
+                field,
+                at,
+                reason: "indefinite length not allowed here",
+            }),
+            (other, _) => Err(DecodeError::WrongMajorType {
+                field,
+                expected: "integer",
+                found: major_name(other),
+                at,
+            }),
+        }
+    }
+
+    /// True when any integer or length read so far was not in its shortest form.
+    pub fn saw_non_shortest(&self) -> bool {
+        self.saw_non_shortest
+    }
+
     /// Reads a byte string and returns it as a zero-copy slice of the input.
-    pub(crate) fn bstr(&mut self, field: &'static str) -> Result<Bytes, DecodeError> {
+    pub fn bstr(&mut self, field: &'static str) -> Result<Bytes, DecodeError> {
         let (len, _) = self.expect_head(field, MAJOR_BSTR)?;
         self.take(field, len)
     }
 
     /// Reads a text string (UTF-8 validated) and returns it as a slice of the input.
-    pub(crate) fn tstr(&mut self, field: &'static str) -> Result<&'a str, DecodeError> {
+    pub fn tstr(&mut self, field: &'static str) -> Result<&'a str, DecodeError> {
         let (len, at) = self.expect_head(field, MAJOR_TSTR)?;
         let range = self.take_range(field, len)?;
         let raw = self.buf.get(range).unwrap_or_default();
@@ -208,7 +244,7 @@ impl<'a> Reader<'a> {
     }
 
     /// Reads a boolean (simple values 20/21).
-    pub(crate) fn boolean(&mut self, field: &'static str) -> Result<bool, DecodeError> {
+    pub fn boolean(&mut self, field: &'static str) -> Result<bool, DecodeError> {
         let at = self.pos;
         match self.byte(field)? {
             0xF4 => Ok(false),
@@ -223,7 +259,7 @@ impl<'a> Reader<'a> {
     }
 
     /// Reads an array head.
-    pub(crate) fn array(&mut self, field: &'static str) -> Result<(ArrayLen, usize), DecodeError> {
+    pub fn array(&mut self, field: &'static str) -> Result<(ArrayLen, usize), DecodeError> {
         let (major, value, at) = self.head(field)?;
         if major != MAJOR_ARRAY {
             return Err(DecodeError::WrongMajorType {
@@ -237,10 +273,7 @@ impl<'a> Reader<'a> {
     }
 
     /// Reads a definite-length array head; an indefinite array is an error.
-    pub(crate) fn definite_array(
-        &mut self,
-        field: &'static str,
-    ) -> Result<(u64, usize), DecodeError> {
+    pub fn definite_array(&mut self, field: &'static str) -> Result<(u64, usize), DecodeError> {
         match self.array(field)? {
             (ArrayLen::Definite(n), at) => Ok((n, at)),
             (ArrayLen::Indefinite, at) => Err(DecodeError::InvalidCbor {
@@ -252,7 +285,7 @@ impl<'a> Reader<'a> {
     }
 
     /// Reads a definite array head and checks its element count.
-    pub(crate) fn array_of(
+    pub fn array_of(
         &mut self,
         field: &'static str,
         expected: &'static str,
@@ -297,7 +330,7 @@ impl<'a> Reader<'a> {
 
     /// Skips one complete CBOR data item of any type (used for content we preserve but do not interpret) and
     /// returns its bytes.
-    pub(crate) fn skip_item(&mut self, field: &'static str) -> Result<Bytes, DecodeError> {
+    pub fn skip_item(&mut self, field: &'static str) -> Result<Bytes, DecodeError> {
         let start = self.pos;
         self.skip_inner(field, 0)?;
         Ok(self.buf.slice(start..self.pos))
@@ -360,7 +393,7 @@ impl<'a> Reader<'a> {
 }
 
 /// Number of bytes of a head carrying `value` in shortest form.
-pub(crate) fn head_len(value: u64) -> usize {
+pub fn head_len(value: u64) -> usize {
     match value {
         0..=23 => 1,
         24..=0xFF => 2,
@@ -371,7 +404,7 @@ pub(crate) fn head_len(value: u64) -> usize {
 }
 
 /// Writes a head in shortest form.
-pub(crate) fn put_head<B: BufMut + ?Sized>(out: &mut B, major: u8, value: u64) {
+pub fn put_head<B: BufMut + ?Sized>(out: &mut B, major: u8, value: u64) {
     let m = major << 5;
     match value {
         0..=23 => out.put_u8(m | value as u8),
@@ -395,23 +428,40 @@ pub(crate) fn put_head<B: BufMut + ?Sized>(out: &mut B, major: u8, value: u64) {
 }
 
 /// Writes an unsigned integer.
-pub(crate) fn put_uint<B: BufMut + ?Sized>(out: &mut B, value: u64) {
+pub fn put_uint<B: BufMut + ?Sized>(out: &mut B, value: u64) {
     put_head(out, MAJOR_UINT, value);
 }
 
+/// Writes a signed integer (major type 0 for `v >= 0`, 1 otherwise).
+pub fn put_int<B: BufMut + ?Sized>(out: &mut B, value: i64) {
+    match u64::try_from(value) {
+        Ok(v) => put_head(out, MAJOR_UINT, v),
+        // -1 - value is in 0..=i64::MAX for every negative value.
+        Err(_) => put_head(out, MAJOR_NINT, (-1 - value) as u64),
+    }
+}
+
+/// Size of [`put_int`]'s output.
+pub fn int_len(value: i64) -> usize {
+    match u64::try_from(value) {
+        Ok(v) => head_len(v),
+        Err(_) => head_len((-1 - value) as u64),
+    }
+}
+
 /// Writes a byte string.
-pub(crate) fn put_bstr<B: BufMut + ?Sized>(out: &mut B, data: &[u8]) {
+pub fn put_bstr<B: BufMut + ?Sized>(out: &mut B, data: &[u8]) {
     put_head(out, MAJOR_BSTR, data.len() as u64);
     out.put_slice(data);
 }
 
 /// Writes a definite array head.
-pub(crate) fn put_array<B: BufMut + ?Sized>(out: &mut B, len: u64) {
+pub fn put_array<B: BufMut + ?Sized>(out: &mut B, len: u64) {
     put_head(out, MAJOR_ARRAY, len);
 }
 
 /// Writes a boolean.
-pub(crate) fn put_bool<B: BufMut + ?Sized>(out: &mut B, v: bool) {
+pub fn put_bool<B: BufMut + ?Sized>(out: &mut B, v: bool) {
     out.put_u8(if v { 0xF5 } else { 0xF4 });
 }
 
@@ -442,6 +492,36 @@ mod tests {
             assert!(!r.saw_non_shortest);
             assert_eq!(r.remaining(), 0);
         }
+    }
+
+    #[test]
+    fn signed_integers_round_trip() {
+        for v in [
+            0i64,
+            1,
+            23,
+            24,
+            -1,
+            -24,
+            -25,
+            -256,
+            -257,
+            i64::MIN,
+            i64::MAX,
+        ] {
+            let mut out = Vec::new();
+            put_int(&mut out, v);
+            assert_eq!(out.len(), int_len(v), "{v}");
+            let b = Bytes::from(out);
+            assert_eq!(Reader::new(&b, 0).int("v").unwrap(), v);
+        }
+        let too_big = Bytes::from_static(&[0x3B, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF]);
+        assert!(Reader::new(&too_big, 0).int("v").is_err());
+        let text = Bytes::from_static(&[0x60]);
+        assert!(matches!(
+            Reader::new(&text, 0).int("v"),
+            Err(DecodeError::WrongMajorType { .. })
+        ));
     }
 
     #[test]

@@ -166,8 +166,8 @@ impl Eid {
         }
     }
 
-    /// Decodes `[scheme, SSP]` at the reader's position.
-    pub(crate) fn decode(r: &mut Reader<'_>, field: &'static str) -> Result<Eid, DecodeError> {
+    /// Decodes `[scheme, SSP]` at the reader's position (`field` names the EID in errors).
+    pub fn decode(r: &mut Reader<'_>, field: &'static str) -> Result<Eid, DecodeError> {
         let at = r.pos();
         r.array_of(field, "2", |n| n == 2)?;
         let invalid = |reason| DecodeError::InvalidEid { field, at, reason };

@@ -32,7 +32,7 @@ pub mod admin;
 pub mod block;
 pub mod builder;
 pub mod bundle;
-mod cbor;
+pub mod cbor;
 pub mod crc;
 pub mod eid;
 pub mod error;

@@ -160,6 +160,17 @@ impl PrimaryBlock {
         finish_crc(out, start, self.crc_type);
     }
 
+    /// The block re-encoded in shortest form (with a freshly computed CRC), ignoring the bytes it was received
+    /// with: the deterministic "canonical form" that BPSec (RFC 9172 section 4) signs and authenticates, so a
+    /// signature does not depend on how a sender chose to encode integers.
+    pub fn canonical_encoding(&self) -> Vec<u8> {
+        let mut fresh = self.clone();
+        fresh.raw = None;
+        let mut out = Vec::with_capacity(fresh.encoded_len());
+        fresh.encode_into(&mut out);
+        out
+    }
+
     /// Decodes the primary block at the reader's position.
     pub(crate) fn decode(r: &mut Reader<'_>, buf: &Bytes) -> Result<PrimaryBlock, DecodeError> {
         let start = r.pos();

@@ -915,3 +915,26 @@ fn split_concatenated_finds_boundaries_and_counts_the_garbage() {
     assert_eq!(Bundle::split_concatenated(&Bytes::from(good), &mut out), 0);
     assert_eq!(out.len(), 1);
 }
+
+/// `require_bundle_age = false` relaxes exactly the bundle age rule of RFC 9171 4.3.1 (for tools reading the RFC
+/// 9173 examples); every other rule still applies.
+#[test]
+fn bundle_age_rule_can_be_relaxed_alone() {
+    let no_clock = P {
+        ts: [arr(2), u(0), u(0)].concat(),
+        ..P::default()
+    };
+    let lenient = DecodeLimits {
+        require_bundle_age: false,
+        ..DecodeLimits::default()
+    };
+    let ok = Bytes::from(bundle(&[no_clock.clone().bytes(), payload(b"x")]));
+    assert_eq!(
+        Bundle::decode(ok.clone()).unwrap_err(),
+        DecodeError::MissingBundleAge
+    );
+    let b = Bundle::decode_with_limits(ok, &lenient).unwrap();
+    assert_eq!(&b.payload()[..], b"x");
+    let twice = Bytes::from(bundle(&[no_clock.bytes(), payload(b"x"), payload(b"y")]));
+    assert!(Bundle::decode_with_limits(twice, &lenient).is_err());
+}
