@@ -144,12 +144,14 @@ impl SecurityBlocks {
                                 target: t,
                             })
                         }
-                        Some(bt) if is_security_block(bt) => return Err(violation(
-                            *n,
-                            format!(
+                        Some(bt) if is_security_block(bt) => {
+                            return Err(violation(
+                                *n,
+                                format!(
                                 "a BIB must not target a security block (block {t}; RFC 9172 3.7)"
                             ),
-                        )),
+                            ))
+                        }
                         Some(_) => {}
                     }
                 }
