@@ -217,7 +217,27 @@ impl<S: Store> Agent<S> {
             // stored until it expires.
             Ok(None) | Err(_) => return,
         };
+        let mut whole = whole;
         let keys = self.fragments.remove(&adu).unwrap_or_default();
+        if self.security.is_some() {
+            let from = keys
+                .iter()
+                .find_map(|k| self.entries.get(k).and_then(|e| e.meta.prev_hop));
+            let len = whole.encoded_len() as u64;
+            let meta = super::rx::meta_for(&whole, Role::Deliver, now, PRIORITY_NORMAL, from, len);
+            if self
+                .accept_security(now, &mut whole, &meta, from, txn)
+                .is_err()
+            {
+                // The fragments go with the bundle they made up.
+                for k in keys {
+                    if self.remove_entry(k).is_some() {
+                        txn.batch.push(Op::Delete(k));
+                    }
+                }
+                return;
+            }
+        }
         match self.classify(&whole.primary().destination) {
             Dest::Admin | Dest::Echo => {
                 // Consumed by the agent itself, like an unfragmented one; if the echo reply does
@@ -316,9 +336,14 @@ impl<S: Store> Agent<S> {
         if let Some(h) = self.cfg.hop_limit_default {
             b = b.hop_limit(h);
         }
-        let Ok(reply) = b.build() else {
+        let Ok(mut reply) = b.build() else {
             return Ok(());
         };
+        if self.secure_new(&mut reply).is_err() {
+            // Only the random number generator can fail here (keys are checked at start-up):
+            // the request goes unanswered rather than answered in the clear.
+            return Ok(());
+        }
         self.counters.echoed += 1;
         self.stage_new(now, txn, reply, PRIORITY_NORMAL).map(|_| ())
     }
@@ -362,8 +387,22 @@ impl<S: Store> Agent<S> {
         kind: ReportKind,
         reason: ReasonCode,
     ) {
+        self.stage_status_report(now, txn, meta, kind, reason, false);
+    }
+
+    /// [`Agent::stage_report`], or with `always` even when the bundle did not ask for this report
+    /// (a security policy that reports failures).
+    pub(super) fn stage_status_report(
+        &mut self,
+        now: DtnTime,
+        txn: &mut Txn,
+        meta: &BundleMeta,
+        kind: ReportKind,
+        reason: ReasonCode,
+        always: bool,
+    ) {
         if !self.cfg.status_reports
-            || !meta.flags.contains(kind.flag())
+            || !(always || meta.flags.contains(kind.flag()))
             || meta.flags.contains(BundleFlags::ADMIN_RECORD)
             || meta.report_to.is_none()
         {
@@ -400,9 +439,13 @@ impl<S: Store> Agent<S> {
         if let Some(h) = self.cfg.hop_limit_default {
             b = b.hop_limit(h);
         }
-        let Ok(report) = b.build() else {
+        let Ok(mut report) = b.build() else {
             return;
         };
+        if self.secure_new(&mut report).is_err() {
+            self.counters.reports_dropped += 1;
+            return;
+        }
         match self.stage_new(now, txn, report, PRIORITY_NORMAL) {
             Ok(_) => self.counters.reports_sent += 1,
             Err(_) => self.counters.reports_dropped += 1,

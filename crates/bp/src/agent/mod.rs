@@ -47,6 +47,7 @@ mod events;
 mod local;
 mod routing;
 mod rx;
+mod security;
 mod tx;
 mod types;
 
@@ -157,6 +158,7 @@ pub struct Agent<S: Store> {
     used: u64,
     counters: AgentStatus,
     sink: Option<Box<dyn BundleEventSink + Send>>,
+    security: Option<bpsec::Policy>,
 }
 
 impl<S: Store> std::fmt::Debug for Agent<S> {
@@ -215,6 +217,7 @@ impl<S: Store> Agent<S> {
             used: 0,
             counters: AgentStatus::default(),
             sink: None,
+            security: None,
             cfg,
         };
         for (id, exp) in contents.dedup {

@@ -151,6 +151,7 @@ impl<S: Store> Agent<S> {
         // Stored with this node as its previous node, which is what it carries on its first
         // hop: forwarding then changes nothing and sends the stored bytes without a copy.
         bundle.set_previous_node(&self.node_eid);
+        self.secure_new(&mut bundle)?;
         let size = bundle.encoded_len() as u64;
         if size > self.cfg.max_bundle_size {
             return Err(SendError::TooLarge {
@@ -238,7 +239,7 @@ impl<S: Store> Agent<S> {
             max_bundle_len: usize::try_from(self.cfg.max_bundle_size).unwrap_or(usize::MAX),
             ..DecodeLimits::default()
         };
-        let bundle = match Bundle::decode_with_limits(data.clone(), &limits) {
+        let mut bundle = match Bundle::decode_with_limits(data.clone(), &limits) {
             Ok(b) => b,
             Err(e) => {
                 self.counters.malformed += 1;
@@ -252,7 +253,7 @@ impl<S: Store> Agent<S> {
             _ if bundle.is_fragment() => Role::Fragment,
             _ => Role::Deliver,
         };
-        let meta = meta_for(&bundle, role, now, PRIORITY_NORMAL, from, size);
+        let mut meta = meta_for(&bundle, role, now, PRIORITY_NORMAL, from, size);
         if self.is_duplicate(txn, &id) {
             self.counters.duplicates += 1;
             self.event(now, BundleEventKind::Duplicate, &meta, from, None);
@@ -282,6 +283,17 @@ impl<S: Store> Agent<S> {
             );
             return Pending::Done(Ok(Accepted::HopLimitExceeded(id)));
         }
+        let mut data = data.clone();
+        if dest != Dest::Remote && !bundle.is_fragment() {
+            match self.accept_security(now, &mut bundle, &meta, from, txn) {
+                Ok(false) => {}
+                Ok(true) => {
+                    data = Bytes::from(bundle.encode());
+                    meta.len = data.len() as u64;
+                }
+                Err(reason) => return Pending::Done(Ok(Accepted::SecurityFailed { id, reason })),
+            }
+        }
         match dest {
             Dest::Admin if !bundle.is_fragment() => {
                 self.consume_admin(now, &bundle, txn);
@@ -308,7 +320,7 @@ impl<S: Store> Agent<S> {
         }
         let exp = meta.expires_at_ms;
         let report_meta = meta.clone();
-        match self.stage_put(txn, meta, from, data.clone(), BundleEventKind::Received) {
+        match self.stage_put(txn, meta, from, data, BundleEventKind::Received) {
             Ok(key) => {
                 self.stage_dedup(txn, &id, exp);
                 self.stage_report(

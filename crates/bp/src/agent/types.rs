@@ -153,6 +153,9 @@ pub enum SendError {
     /// The bundle could not be built (invalid combination of fields).
     #[error("cannot build bundle: {0}")]
     Build(#[from] bpv7::DecodeError),
+    /// The security policy's services could not be added (see [`crate::Agent::set_security`]).
+    #[error("cannot secure bundle: {0}")]
+    Security(#[from] bpsec::SecurityError),
     /// The store failed; the bundle was not accepted.
     #[error(transparent)]
     Store(#[from] StoreError),
@@ -226,6 +229,14 @@ pub enum Accepted {
     Expired(BundleId),
     /// Its hop count exceeded its hop limit: dropped (deletion report if requested).
     HopLimitExceeded(BundleId),
+    /// It was for this node and failed the security policy (a required service missing, an
+    /// integrity check or decryption failed): dropped, counted, and reported as the policy says.
+    SecurityFailed {
+        /// Its identity.
+        id: BundleId,
+        /// The RFC 9172 reason code (12 missing, 13 unknown, 15 failed, 16 conflicting).
+        reason: bpv7::ReasonCode,
+    },
 }
 
 /// A bundle to hand to a convergence layer.
@@ -328,4 +339,12 @@ pub struct AgentStatus {
     pub dedup_records: u64,
     /// Store commits issued by the agent.
     pub commits: u64,
+    /// Bundles created here to which the security policy added BPSec blocks.
+    pub security_secured: u64,
+    /// Bundles for this node whose BPSec blocks were verified or decrypted and removed.
+    pub security_accepted: u64,
+    /// Bundles for this node dropped because they failed the security policy.
+    pub security_failed: u64,
+    /// Why the last of them failed (for `dtnkit status`: failures are counted, not logged).
+    pub security_last_failure: Option<String>,
 }
