@@ -8,6 +8,8 @@
 //! - [`canonical`]: the canonical forms these sign and authenticate (IPPT and AAD).
 //! - [`ops`]: adding, verifying, accepting and decrypting security blocks on a [`bpv7::Bundle`], and removing a
 //!   security target; [`rules`]: the block interaction rules of RFC 9172 that every operation respects.
+//! - [`inspect`]: names and meanings for inspection tools, and a check of a bundle's security blocks with
+//!   candidate keys.
 //! - [`policy`]: rules per source/destination pattern that say which services a node adds as the bundle's source
 //!   and requires as its destination (the security acceptor), with keys read from files ([`key`]).
 //!
@@ -48,6 +50,7 @@ pub mod asb;
 pub mod canonical;
 pub mod context;
 pub mod error;
+pub mod inspect;
 pub mod key;
 pub mod ops;
 pub mod policy;

@@ -109,6 +109,35 @@ pub struct Confidentiality {
     pub wrap: bool,
 }
 
+impl Confidentiality {
+    /// The service with full AAD scope; without an explicit `aes`, the variant follows the key's length (16 bytes
+    /// A128GCM, 32 bytes A256GCM), or is A256GCM when `wrap` makes the key a key-encryption key.
+    pub fn with_key(
+        key_id: &str,
+        key: Key,
+        aes: Option<AesVariant>,
+        wrap: bool,
+    ) -> Result<Confidentiality, String> {
+        let aes = match aes {
+            Some(a) => a,
+            None if wrap => AesVariant::A256Gcm,
+            None => AesVariant::for_key_len(key.len()).ok_or_else(|| {
+                format!(
+                    "confidentiality key {key_id:?} has {} bytes; expected 16 (AES-128) or 32 (AES-256)",
+                    key.len()
+                )
+            })?,
+        };
+        Ok(Confidentiality {
+            key_id: key_id.to_owned(),
+            key,
+            aes,
+            scope: ScopeFlags::ALL,
+            wrap,
+        })
+    }
+}
+
 /// What the node does with a bundle that fails its security processing (it is deleted either way).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum OnFailure {

@@ -197,3 +197,121 @@ fn bad_make_arguments_exit_2() {
     }
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// `make --bib-key --bcb-key` secures a bundle; `inspect` shows the security blocks, decrypts and verifies with
+/// `--key` (exit 0), refuses a tampered copy or a wrong key (exit 1), and refuses a bad key file (exit 2).
+#[test]
+fn bpsec_make_inspect_verify_and_tamper() {
+    let dir = temp_dir("bpsec");
+    let (sign, seal) = (dir.join("sign.key"), dir.join("seal.key"));
+    std::fs::write(&sign, "# HMAC key\n".to_string() + &"5a".repeat(32) + "\n").unwrap();
+    std::fs::write(&seal, "a5".repeat(32)).unwrap();
+    let file = dir.join("s.bundle");
+    let out = dtnkit()
+        .args(["bundle", "make", "--src", "ipn:1.1", "--dst", "ipn:2.1"])
+        .args(["--payload", "open the pod bay doors", "--sha", "512"])
+        .arg("--bib-key")
+        .arg(&sign)
+        .arg("--bcb-key")
+        .arg(&seal)
+        .arg("-o")
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let wire = std::fs::read(&file).unwrap();
+    assert!(
+        !wire.windows(8).any(|w| w == b"pod bay "),
+        "payload encrypted"
+    );
+
+    let text = dtnkit()
+        .args(["bundle", "inspect"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert!(text.status.success());
+    let text = String::from_utf8(text.stdout).unwrap();
+    assert!(text.contains("security context: 2 (BCB-AES-GCM)"), "{text}");
+    assert!(text.contains("encrypted by BCB"), "{text}");
+    assert!(text.contains("security source:  ipn:1.0"), "{text}");
+
+    let checked = dtnkit()
+        .args(["bundle", "inspect", "--json"])
+        .arg(&file)
+        .arg("--key")
+        .arg(&seal)
+        .arg("--key")
+        .arg(&sign)
+        .output()
+        .unwrap();
+    assert!(
+        checked.status.success(),
+        "{}",
+        String::from_utf8_lossy(&checked.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&checked.stdout).unwrap();
+    let b = &v["bundles"][0];
+    let checks = b["security_check"].as_array().unwrap();
+    assert_eq!(checks.len(), 3, "two BCBs and the BIB: {checks:?}");
+    assert!(checks.iter().all(|c| c["ok"] == true), "{checks:?}");
+    assert_eq!(b["checked_payload_preview_text"], "open the pod bay doors");
+    let bcb = b["blocks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|x| x["type"] == 12)
+        .unwrap();
+    assert_eq!(bcb["security"]["context"], "BCB-AES-GCM");
+    assert_eq!(bcb["security"]["parameters"][1]["name"], "AES variant");
+
+    // One bit of the encrypted payload flipped: exit 1 and the failing block named.
+    let mut bad = wire.clone();
+    let n = bad.len();
+    bad[n - 4] ^= 0x20;
+    let tampered = dir.join("t.bundle");
+    std::fs::write(&tampered, &bad).unwrap();
+    let out = dtnkit()
+        .args(["bundle", "inspect"])
+        .arg(&tampered)
+        .arg("--key")
+        .arg(&seal)
+        .arg("--key")
+        .arg(&sign)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        text.contains("FAILED") && text.contains("authentication tag mismatch"),
+        "{text}"
+    );
+    // The right BCB key but the wrong HMAC key: the BIB fails.
+    let out = dtnkit()
+        .args(["bundle", "inspect"])
+        .arg(&file)
+        .arg("--key")
+        .arg(&seal)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("BIB"));
+    // A key file that is not hex: exit 2 naming the file and line.
+    let junk = dir.join("junk.key");
+    std::fs::write(&junk, "00\nnot hex\n").unwrap();
+    let out = dtnkit()
+        .args(["bundle", "inspect"])
+        .arg(&file)
+        .arg("--key")
+        .arg(&junk)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("junk.key:2"), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -1,6 +1,7 @@
 //! `dtnkit bundle`: inspect bundle files (human-readable or JSON) and make them.
 //!
-//! A file may hold several bundles back to back (as an LTP block does); `inspect` decodes and prints each.
+//! A file may hold several bundles back to back (as an LTP block does); `inspect` decodes and prints each, with
+//! the content of its BPSec blocks, and with `--key` decrypts and verifies them (`bundle_security`).
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -13,6 +14,7 @@ use bytes::Bytes;
 use clap::{Args, Subcommand, ValueEnum};
 use serde_json::{json, Value};
 
+use super::bundle_security::{self, SecurityArgs};
 use super::UsageError;
 
 /// Subcommands of `dtnkit bundle`.
@@ -37,6 +39,10 @@ pub struct InspectArgs {
     /// How many payload bytes to show.
     #[arg(long, default_value_t = 64)]
     pub preview: usize,
+    /// Key file (hex digits) to decrypt BCBs and verify BIBs with; repeat for several keys. Exit code 1 when a
+    /// security block does not decrypt or verify with any of them.
+    #[arg(long = "key", value_name = "FILE")]
+    pub keys: Vec<PathBuf>,
 }
 
 /// CRC choice on the command line.
@@ -108,12 +114,15 @@ pub struct MakeArgs {
     /// Extra extension block: TYPE[,FLAG...]=HEXDATA, e.g. 200,replicate=cafe (repeatable).
     #[arg(long = "ext")]
     pub extensions: Vec<String>,
+    /// BPSec blocks to add.
+    #[command(flatten)]
+    pub security: SecurityArgs,
     /// Output file.
     #[arg(short, long)]
     pub output: PathBuf,
 }
 
-fn parse_eid(s: &str) -> Result<Eid, String> {
+pub(super) fn parse_eid(s: &str) -> Result<Eid, String> {
     s.parse::<Eid>()
         .map_err(|e| format!("invalid endpoint ID {s:?}: {e}"))
 }
@@ -142,11 +151,17 @@ fn inspect(a: &InspectArgs) -> anyhow::Result<()> {
             a.file.display()
         )));
     }
+    let keys = bundle_security::load_keys(&a.keys)?;
+    // Bundles that break only the bundle-age rule (like the RFC 9173 examples) are shown, with a note.
+    let limits = bpv7::DecodeLimits {
+        require_bundle_age: false,
+        ..bpv7::DecodeLimits::default()
+    };
     let mut bundles = Vec::new();
     let mut pos = 0;
     while pos < data.len() {
         let rest = data.slice(pos..);
-        let (b, used) = Bundle::decode_prefix(&rest).map_err(|e| {
+        let (b, used) = Bundle::decode_prefix_with_limits(&rest, &limits).map_err(|e| {
             usage(format!(
                 "{}: bundle {} (starting at byte {pos}) is invalid: {e}",
                 a.file.display(),
@@ -156,10 +171,26 @@ fn inspect(a: &InspectArgs) -> anyhow::Result<()> {
         bundles.push((pos, used, b));
         pos += used;
     }
+    let checks: Vec<_> = bundles
+        .iter()
+        .map(|(_, _, b)| (!keys.is_empty()).then(|| bundle_security::check(b, &keys)))
+        .collect();
     if a.json {
         let list: Vec<Value> = bundles
             .iter()
-            .map(|(at, len, b)| bundle_json(*at, *len, b, a.preview))
+            .zip(&checks)
+            .map(|((at, len, b), check)| {
+                let mut v = bundle_json(*at, *len, b, a.preview);
+                if let Some((c, plain, _)) = check {
+                    v["security_check"] = bundle_security::check_json(c);
+                    v["checked_payload_len"] = json!(plain.payload().len());
+                    let p = plain.payload();
+                    let shown = &p[..p.len().min(a.preview)];
+                    v["checked_payload_preview_hex"] = json!(hex(shown));
+                    v["checked_payload_preview_text"] = json!(as_text(shown));
+                }
+                v
+            })
             .collect();
         let v =
             json!({ "file": a.file.display().to_string(), "size": data.len(), "bundles": list });
@@ -171,9 +202,32 @@ fn inspect(a: &InspectArgs) -> anyhow::Result<()> {
             data.len(),
             bundles.len()
         );
-        for (i, (at, len, b)) in bundles.iter().enumerate() {
+        for (i, ((at, len, b), check)) in bundles.iter().zip(&checks).enumerate() {
             print!("{}", bundle_text(i + 1, *at, *len, b, a.preview));
+            if let Some((c, plain, _)) = check {
+                print!("{}", bundle_security::check_text(c));
+                if plain.payload() != b.payload() {
+                    let p = plain.payload();
+                    let shown = &p[..p.len().min(a.preview)];
+                    let more = if p.len() > shown.len() { " ..." } else { "" };
+                    match as_text(shown) {
+                        Some(t) => println!("  decrypted payload ({} bytes): {t:?}{more}", p.len()),
+                        None => println!(
+                            "  decrypted payload ({} bytes, hex): {}{more}",
+                            p.len(),
+                            hex(shown)
+                        ),
+                    }
+                }
+            }
         }
+    }
+    let failed = checks.iter().flatten().filter(|(_, _, ok)| !ok).count();
+    if failed > 0 {
+        anyhow::bail!(
+            "{}: the security blocks of {failed} bundle(s) did not decrypt or verify with the given keys",
+            a.file.display()
+        );
     }
     Ok(())
 }
@@ -194,7 +248,7 @@ fn crc_json(t: CrcType, value: u32) -> Value {
     }
 }
 
-fn hex(data: &[u8]) -> String {
+pub(super) fn hex(data: &[u8]) -> String {
     data.iter()
         .fold(String::with_capacity(data.len() * 2), |mut s, b| {
             let _ = write!(s, "{b:02x}");
@@ -329,6 +383,7 @@ fn bundle_json(at: usize, len: usize, b: &Bundle, preview: usize) -> Value {
                 "crc": crc_json(blk.crc_type(), blk.received_crc()),
                 "data_len": data.len(),
                 "content": block_content(blk),
+                "security": bundle_security::block_json(b, blk),
                 "data_preview_hex": hex(shown),
                 "data_preview_text": as_text(shown),
             })
@@ -358,6 +413,7 @@ fn bundle_json(at: usize, len: usize, b: &Bundle, preview: usize) -> Value {
         "payload_len": b.payload().len(),
         "admin_record": admin_json(b),
         "non_shortest_cbor": b.had_non_shortest_encoding(),
+        "missing_bundle_age": b.validate().is_err(),
     })
 }
 
@@ -430,6 +486,10 @@ fn bundle_text(index: usize, at: usize, len: usize, b: &Bundle, preview: usize) 
         );
         if let Some(c) = block_content(blk) {
             let _ = writeln!(s, "    content: {c}");
+        } else if let Some(lines) = bundle_security::block_text(b, blk) {
+            for l in lines {
+                let _ = writeln!(s, "    {l}");
+            }
         } else {
             let data = blk.data();
             let shown = &data[..data.len().min(preview)];
@@ -447,6 +507,12 @@ fn bundle_text(index: usize, at: usize, len: usize, b: &Bundle, preview: usize) 
     }
     if let Some(a) = admin_text(b) {
         let _ = writeln!(s, "  {a}");
+    }
+    if b.validate().is_err() {
+        let _ = writeln!(
+            s,
+            "  note: creation time 0 but no bundle age block (RFC 9171 4.3.1 requires one; a node refuses this bundle)"
+        );
     }
     if b.had_non_shortest_encoding() {
         let _ = writeln!(
@@ -571,9 +637,10 @@ fn make(a: &MakeArgs) -> anyhow::Result<()> {
         let (t, f, d) = parse_ext(e)?;
         builder = builder.extension_block(t, f, d);
     }
-    let bundle = builder
+    let mut bundle = builder
         .build()
         .map_err(|e| usage(format!("cannot build the bundle: {e}")))?;
+    bundle_security::secure(&mut bundle, &a.security)?;
     let wire = bundle.encode();
     std::fs::write(&a.output, &wire)
         .map_err(|e| anyhow::anyhow!("{}: cannot write: {e}", a.output.display()))?;

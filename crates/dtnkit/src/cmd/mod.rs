@@ -3,6 +3,7 @@
 pub mod analyze;
 pub mod bench;
 pub mod bundle;
+mod bundle_security;
 pub mod cfdp;
 pub mod demo;
 pub mod emu;

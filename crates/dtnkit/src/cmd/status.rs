@@ -28,9 +28,11 @@ pub fn run(a: StatusArgs) -> anyhow::Result<()> {
     }
     let v: serde_json::Value = serde_json::from_str(&json).context("node status is not JSON")?;
     println!("node {}", v["node"]);
-    for section in ["store", "queues", "bundles", "ltp", "tcpcl", "udpcl"] {
+    for section in [
+        "store", "queues", "bundles", "bpsec", "ltp", "tcpcl", "udpcl",
+    ] {
         if v[section].is_null() {
-            // A convergence layer the node does not run.
+            // A convergence layer the node does not run, or no BPSec policy.
             continue;
         }
         println!("{section}:");

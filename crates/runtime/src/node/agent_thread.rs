@@ -742,6 +742,13 @@ impl AgentThread {
                 "malformed": s.malformed,
                 "echoed": s.echoed,
             },
+            "bpsec": self.agent.security().map(|p| serde_json::json!({
+                "rules": p.rules().len(),
+                "secured": s.security_secured,
+                "accepted": s.security_accepted,
+                "failed": s.security_failed,
+                "last_failure": s.security_last_failure,
+            })),
             "tcpcl": self.tcp_counters.as_ref().map(|c| c.json()),
             "udpcl": self.udp_counters.as_ref().map(|c| c.json()),
             "ltp": c.json(),

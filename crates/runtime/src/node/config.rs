@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
+pub use super::bpsec_config::{BpsecRuleSection, BpsecSection};
 pub use super::cla_config::{
     TcpPeer, TcpPeerSection, Tcpcl, TcpclSection, UdpPeer, UdpPeerSection, Udpcl, UdpclSection,
 };
@@ -18,7 +19,12 @@ pub use super::cla_config::{
 #[error("{0}")]
 pub struct ConfigError(pub String);
 
-fn err(file: &str, field: &str, value: impl std::fmt::Display, expected: &str) -> ConfigError {
+pub(super) fn err(
+    file: &str,
+    field: &str,
+    value: impl std::fmt::Display,
+    expected: &str,
+) -> ConfigError {
     ConfigError(format!(
         "{file}: field `{field}` = {value}: expected {expected}"
     ))
@@ -68,6 +74,9 @@ pub struct NodeConfig {
     /// UDPCL neighbours.
     #[serde(default)]
     pub udp_peer: Vec<UdpPeerSection>,
+    /// Bundle Protocol Security keys and policy (`docs/bpsec.md`).
+    #[serde(default)]
+    pub bpsec: Option<BpsecSection>,
 }
 
 /// `[store]`.
@@ -417,6 +426,8 @@ pub struct Validated {
     pub udpcl: Option<Udpcl>,
     /// UDPCL neighbours.
     pub udp_peers: Vec<UdpPeer>,
+    /// BPSec policy rules with their keys loaded (empty: no BPSec processing).
+    pub bpsec_rules: Vec<bpsec::Rule>,
 }
 
 impl Validated {
@@ -717,6 +728,7 @@ impl NodeConfig {
                 ));
             }
         }
+        let bpsec_rules = super::bpsec_config::validate_bpsec(file, base, self.bpsec.as_ref())?;
         let store_path = resolve(&self.store.path);
         let socket_path = self
             .app
@@ -739,6 +751,7 @@ impl NodeConfig {
             tcp_peers,
             udpcl,
             udp_peers,
+            bpsec_rules,
             raw: self,
         })
     }

@@ -29,6 +29,7 @@
 mod agent_thread;
 mod app;
 mod app_writer;
+pub mod bpsec_config;
 mod cla;
 pub mod cla_config;
 pub mod clock;
@@ -195,6 +196,10 @@ impl Node {
             path: cfg.store_path.display().to_string(),
             msg: e.to_string(),
         })?;
+        if !cfg.bpsec_rules.is_empty() {
+            let policy = bpsec::Policy::new(cfg.bpsec_rules.clone()).map_err(NodeError::Config)?;
+            agent.set_security(Some(policy));
+        }
         if let Some(p) = &cfg.bundle_log {
             let f = create_log(p, start_dtn)
                 .map_err(|e| NodeError::Io(format!("bundle log {}: {e}", p.display())))?;
