@@ -169,6 +169,14 @@ pub enum SecurityError {
         /// The BCB encrypting it.
         bcb: u64,
     },
+    /// The security policy has no key for a security block the bundle carries.
+    #[error("block {block}: {reason}")]
+    NoKey {
+        /// The security block's number.
+        block: u64,
+        /// Which key is missing, for which bundles.
+        reason: String,
+    },
     /// The security policy requires a service that the bundle does not carry.
     #[error("{0}")]
     Missing(String),

@@ -374,10 +374,13 @@ impl Policy {
                 }));
             }
             let Some(c) = rule.and_then(|r| r.confidentiality.as_ref()) else {
-                return Err(reject(SecurityError::Missing(format!(
-                    "BCB {number} cannot be decrypted: the policy has no confidentiality key for {}",
-                    flow()
-                ))));
+                return Err(reject(SecurityError::NoKey {
+                    block: *number,
+                    reason: format!(
+                        "cannot decrypt this BCB: the policy has no confidentiality key for {}",
+                        flow()
+                    ),
+                }));
             };
             done.decrypted
                 .extend(ops::decrypt_bcb(bundle, *number, &c.key).map_err(reject)?);

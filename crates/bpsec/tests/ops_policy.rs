@@ -411,7 +411,8 @@ fn policy_failures_name_the_reason() {
     let r = none.accept_incoming(&mut rewire(&b)).unwrap_err();
     assert_eq!(r.on_failure, OnFailure::Drop, "no rule: drop");
     assert!(
-        r.error.to_string().contains("no confidentiality key"),
+        r.error.to_string().contains("no confidentiality key")
+            && r.error.reason_code() == ReasonCode::FailedSecurityOperation,
         "{}",
         r.error
     );
