@@ -99,24 +99,47 @@ fn scoped_prefix(
     Ok(out)
 }
 
+/// An integrity-protected plaintext, in two pieces so a large target is hashed where it lies instead of copied:
+/// the IPPT is `head` followed by `data`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Ippt {
+    /// Scope flags, the optional parts, and the CBOR byte string head of the target's data.
+    pub head: Vec<u8>,
+    /// The target's data (for the primary block, its canonical encoding).
+    pub data: bytes::Bytes,
+}
+
+impl Ippt {
+    /// The two pieces, in order.
+    pub fn parts(&self) -> [&[u8]; 2] {
+        [&self.head, &self.data]
+    }
+
+    /// The IPPT as one buffer.
+    pub fn to_vec(&self) -> Vec<u8> {
+        [&self.head[..], &self.data[..]].concat()
+    }
+}
+
 /// The integrity-protected plaintext of `target` (0 = the primary block) under a BIB with header `security`.
 pub fn ippt(
     bundle: &Bundle,
     target: u64,
     scope: ScopeFlags,
     security: &BlockHeader,
-) -> Result<Vec<u8>, SecurityError> {
-    let mut out = scoped_prefix(bundle, target, scope, security)?;
-    if target == 0 {
-        cbor::put_bstr(&mut out, &bundle.primary().canonical_encoding());
+) -> Result<Ippt, SecurityError> {
+    let mut head = scoped_prefix(bundle, target, scope, security)?;
+    let data = if target == 0 {
+        bytes::Bytes::from(bundle.primary().canonical_encoding())
     } else {
-        let b = bundle
+        bundle
             .block_by_number(target)
-            .ok_or(SecurityError::NoSuchBlock(target))?;
-        out.reserve(9 + b.data().len());
-        cbor::put_bstr(&mut out, b.data());
-    }
-    Ok(out)
+            .ok_or(SecurityError::NoSuchBlock(target))?
+            .data()
+            .clone()
+    };
+    cbor::put_head(&mut head, cbor::MAJOR_BSTR, data.len() as u64);
+    Ok(Ippt { head, data })
 }
 
 /// The additional authenticated data for encrypting `target` under a BCB with header `security`.

@@ -290,7 +290,7 @@ pub fn add_bib(
     let mut results = Vec::with_capacity(spec.targets.len());
     for &t in &spec.targets {
         let ippt = canonical::ippt(bundle, t, spec.scope, &header)?;
-        let mac = hmac_sha2::compute(spec.sha, &work_key, &ippt)?;
+        let mac = hmac_sha2::compute(spec.sha, &work_key, &ippt.parts())?;
         results.push(vec![SecurityItem::bytes(
             hmac_sha2::RESULT_EXPECTED_HMAC,
             &mac,
@@ -348,7 +348,7 @@ pub fn verify_bib(bundle: &Bundle, number: u64, key: &Key) -> Result<Vec<u64>, S
             params.sha.output_len(),
         )?;
         let ippt = canonical::ippt(bundle, t, params.scope, &header)?;
-        if !hmac_sha2::verify(params.sha, &work_key, &ippt, &expected)? {
+        if !hmac_sha2::verify(params.sha, &work_key, &ippt.parts(), &expected)? {
             return Err(SecurityError::IntegrityFailed {
                 block: number,
                 target: t,

@@ -117,9 +117,11 @@ fn a1_simple_integrity_byte_for_byte() {
         number: 2,
         flags: BlockFlags::empty(),
     };
-    let ippt = canonical::ippt(&b, 1, ScopeFlags::NONE, &header).unwrap();
+    let ippt = canonical::ippt(&b, 1, ScopeFlags::NONE, &header)
+        .unwrap()
+        .to_vec();
     assert_eq!(to_hex(&ippt), to_hex(&hex(A1_IPPT)));
-    let mac = hmac_sha2::compute(ShaVariant::Sha512, ippt_key().bytes(), &ippt).unwrap();
+    let mac = hmac_sha2::compute(ShaVariant::Sha512, ippt_key().bytes(), &[&ippt]).unwrap();
     assert_eq!(to_hex(&mac), to_hex(&hex(A1_SIGNATURE)));
 
     let n = ops::add_bib(&mut b, &a1_spec(), KeyMode::Direct(&ippt_key())).unwrap();
@@ -328,17 +330,21 @@ fn a3_blocks_from_multiple_sources_byte_for_byte() {
         number: 3,
         flags: BlockFlags::empty(),
     };
-    let p = canonical::ippt(&b, 0, ScopeFlags::NONE, &header).unwrap();
-    let a = canonical::ippt(&b, 2, ScopeFlags::NONE, &header).unwrap();
+    let p = canonical::ippt(&b, 0, ScopeFlags::NONE, &header)
+        .unwrap()
+        .to_vec();
+    let a = canonical::ippt(&b, 2, ScopeFlags::NONE, &header)
+        .unwrap()
+        .to_vec();
     assert_eq!(to_hex(&p), to_hex(&hex(A3_PRIMARY_IPPT)));
     assert_eq!(to_hex(&a), to_hex(&hex(A3_AGE_IPPT)));
     let k = ippt_key();
     assert_eq!(
-        to_hex(&hmac_sha2::compute(ShaVariant::Sha256, k.bytes(), &p).unwrap()),
+        to_hex(&hmac_sha2::compute(ShaVariant::Sha256, k.bytes(), &[&p]).unwrap()),
         to_hex(&hex(A3_PRIMARY_SIG))
     );
     assert_eq!(
-        to_hex(&hmac_sha2::compute(ShaVariant::Sha256, k.bytes(), &a).unwrap()),
+        to_hex(&hmac_sha2::compute(ShaVariant::Sha256, k.bytes(), &[&a]).unwrap()),
         to_hex(&hex(A3_AGE_SIG))
     );
 
@@ -475,10 +481,12 @@ fn a4_full_scope_canonical_forms() {
         number: 3,
         flags: BlockFlags::empty(),
     };
-    let ippt = canonical::ippt(&b, 1, ScopeFlags::ALL, &bib_header).unwrap();
+    let ippt = canonical::ippt(&b, 1, ScopeFlags::ALL, &bib_header)
+        .unwrap()
+        .to_vec();
     assert_eq!(to_hex(&ippt), to_hex(&hex(A4_IPPT)));
     assert_eq!(
-        to_hex(&hmac_sha2::compute(ShaVariant::Sha384, ippt_key().bytes(), &ippt).unwrap()),
+        to_hex(&hmac_sha2::compute(ShaVariant::Sha384, ippt_key().bytes(), &[&ippt]).unwrap()),
         to_hex(&hex(A4_SIGNATURE))
     );
     let mut signed = b.clone();

@@ -129,8 +129,8 @@ impl BibParameters {
     }
 }
 
-/// The HMAC of `ippt` under `key`.
-pub fn compute(sha: ShaVariant, key: &[u8], ippt: &[u8]) -> Result<Vec<u8>, SecurityError> {
+/// The HMAC under `key` of the concatenation of `parts` (an IPPT, see [`crate::canonical::Ippt::parts`]).
+pub fn compute(sha: ShaVariant, key: &[u8], parts: &[&[u8]]) -> Result<Vec<u8>, SecurityError> {
     macro_rules! hmac_with {
         ($digest:ty) => {{
             let mut m = <Hmac<$digest> as Mac>::new_from_slice(key).map_err(|_| {
@@ -140,7 +140,9 @@ pub fn compute(sha: ShaVariant, key: &[u8], ippt: &[u8]) -> Result<Vec<u8>, Secu
                     expected: "any length",
                 }
             })?;
-            m.update(ippt);
+            for p in parts {
+                m.update(p);
+            }
             Ok(m.finalize().into_bytes().to_vec())
         }};
     }
@@ -151,14 +153,14 @@ pub fn compute(sha: ShaVariant, key: &[u8], ippt: &[u8]) -> Result<Vec<u8>, Secu
     }
 }
 
-/// True when `expected` is the HMAC of `ippt` under `key` (compared in constant time).
+/// True when `expected` is the HMAC of `parts` under `key` (compared in constant time).
 pub fn verify(
     sha: ShaVariant,
     key: &[u8],
-    ippt: &[u8],
+    parts: &[&[u8]],
     expected: &[u8],
 ) -> Result<bool, SecurityError> {
-    let actual = compute(sha, key, ippt)?;
+    let actual = compute(sha, key, parts)?;
     Ok(actual.len() == expected.len()
         && bool::from(subtle::ConstantTimeEq::ct_eq(&actual[..], expected)))
 }
