@@ -110,6 +110,31 @@ fn violation(block: u64, rule: impl Into<String>) -> SecurityError {
     }
 }
 
+/// A new block's target list: at least one target, none twice.
+fn check_target_list(number: u64, targets: &[u64], kind: &str) -> Result<(), SecurityError> {
+    if targets.is_empty() {
+        return Err(violation(
+            number,
+            format!("a {kind} needs at least one target"),
+        ));
+    }
+    for (i, t) in targets.iter().enumerate() {
+        if targets[..i].contains(t) {
+            return Err(violation(number, format!("target {t} listed twice")));
+        }
+    }
+    Ok(())
+}
+
+/// Refuses a key whose length does not fit the AES variant.
+fn check_aes_key(aes: AesVariant, len: usize) -> Result<(), SecurityError> {
+    if len == aes.key_len() {
+        Ok(())
+    } else {
+        Err(aes_gcm::key_error(aes, len))
+    }
+}
+
 /// The block number for a new block: `wanted` if free, else the next free one.
 fn pick_number(bundle: &Bundle, wanted: Option<u64>) -> Result<u64, SecurityError> {
     match wanted {
@@ -238,13 +263,8 @@ pub fn add_bib(
 ) -> Result<u64, SecurityError> {
     let existing = SecurityBlocks::scan(bundle)?;
     let number = pick_number(bundle, spec.number)?;
-    if spec.targets.is_empty() {
-        return Err(violation(number, "a BIB needs at least one target"));
-    }
-    for (i, &t) in spec.targets.iter().enumerate() {
-        if spec.targets[..i].contains(&t) {
-            return Err(violation(number, format!("target {t} listed twice")));
-        }
+    check_target_list(number, &spec.targets, "BIB")?;
+    for &t in &spec.targets {
         if t != 0 {
             let b = bundle
                 .block_by_number(t)
@@ -374,19 +394,14 @@ pub fn add_bcb(
 ) -> Result<u64, SecurityError> {
     let existing = SecurityBlocks::scan(bundle)?;
     let number = pick_number(bundle, spec.number)?;
-    if spec.targets.is_empty() {
-        return Err(violation(number, "a BCB needs at least one target"));
-    }
+    check_target_list(number, &spec.targets, "BCB")?;
     if spec.flags.contains(BlockFlags::DISCARD_IF_UNPROCESSABLE) {
         return Err(violation(
             number,
             "a BCB must not be discarded when unprocessable: its targets would stay encrypted (RFC 9172 3.8)",
         ));
     }
-    for (i, &t) in spec.targets.iter().enumerate() {
-        if spec.targets[..i].contains(&t) {
-            return Err(violation(number, format!("target {t} listed twice")));
-        }
+    for &t in &spec.targets {
         if t == 0 {
             return Err(violation(
                 number,
@@ -446,17 +461,7 @@ pub fn add_bcb(
     }
     let (work_key, wrapped_key) = working_key(key)?;
     let work_key = zeroize::Zeroizing::new(work_key);
-    if work_key.len() != spec.aes.key_len() {
-        return Err(SecurityError::KeyLength {
-            what: spec.aes.name(),
-            found: work_key.len(),
-            expected: if spec.aes == AesVariant::A128Gcm {
-                "16"
-            } else {
-                "32"
-            },
-        });
-    }
+    check_aes_key(spec.aes, work_key.len())?;
     let params = BcbParameters {
         iv: spec.iv,
         aes: spec.aes,
@@ -517,17 +522,7 @@ pub fn decrypt_bcb(bundle: &mut Bundle, number: u64, key: &Key) -> Result<Vec<u6
     }
     let params = BcbParameters::from_asb(&asb, number)?;
     let work_key = receiving_key(number, key, params.wrapped_key.as_ref())?;
-    if work_key.len() != params.aes.key_len() {
-        return Err(SecurityError::KeyLength {
-            what: params.aes.name(),
-            found: work_key.len(),
-            expected: if params.aes == AesVariant::A128Gcm {
-                "16"
-            } else {
-                "32"
-            },
-        });
-    }
+    check_aes_key(params.aes, work_key.len())?;
     let mut plaintexts = Vec::with_capacity(asb.targets.len());
     for &t in &asb.targets {
         if t == 0 {

@@ -57,6 +57,15 @@ impl AesVariant {
         }
     }
 
+    /// From the key size in bits (128, 256), as configuration files name it.
+    pub fn from_bits(bits: u64) -> Option<AesVariant> {
+        match bits {
+            128 => Some(AesVariant::A128Gcm),
+            256 => Some(AesVariant::A256Gcm),
+            _ => None,
+        }
+    }
+
     /// The variant whose key has `len` bytes.
     pub fn for_key_len(len: usize) -> Option<AesVariant> {
         match len {
@@ -150,7 +159,8 @@ impl BcbParameters {
     }
 }
 
-fn key_error(aes: AesVariant, found: usize) -> SecurityError {
+/// The error for a key that does not fit `aes`.
+pub fn key_error(aes: AesVariant, found: usize) -> SecurityError {
     SecurityError::KeyLength {
         what: aes.name(),
         found,

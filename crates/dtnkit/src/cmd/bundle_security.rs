@@ -68,9 +68,10 @@ pub fn secure(bundle: &mut Bundle, a: &SecurityArgs) -> anyhow::Result<()> {
         Some(p) => {
             let aes = match a.aes {
                 None => None,
-                Some(128) => Some(AesVariant::A128Gcm),
-                Some(256) => Some(AesVariant::A256Gcm),
-                Some(n) => return Err(usage(format!("--aes {n}: expected 128 or 256"))),
+                Some(bits) => Some(
+                    AesVariant::from_bits(bits)
+                        .ok_or_else(|| usage(format!("--aes {bits}: expected 128 or 256")))?,
+                ),
             };
             let key = load("--bcb-key", p)?;
             Some(
@@ -107,15 +108,19 @@ pub fn load_keys(paths: &[PathBuf]) -> anyhow::Result<Vec<(String, Key)>> {
         .collect()
 }
 
+fn item_name(context: i64, item: &SecurityItem, parameter: bool) -> &'static str {
+    if parameter {
+        inspect::parameter_name(context, item.id)
+    } else {
+        inspect::result_name(context, item.id)
+    }
+}
+
 fn items_text(context: i64, items: &[SecurityItem], parameters: bool) -> Vec<String> {
     items
         .iter()
         .map(|i| {
-            let name = if parameters {
-                inspect::parameter_name(context, i.id)
-            } else {
-                inspect::result_name(context, i.id)
-            };
+            let name = item_name(context, i, parameters);
             format!(
                 "{name} (id {}): {}",
                 i.id,
@@ -130,14 +135,9 @@ fn items_json(context: i64, items: &[SecurityItem], parameters: bool) -> Value {
         items
             .iter()
             .map(|i| {
-                let name = if parameters {
-                    inspect::parameter_name(context, i.id)
-                } else {
-                    inspect::result_name(context, i.id)
-                };
                 json!({
                     "id": i.id,
-                    "name": name,
+                    "name": item_name(context, i, parameters),
                     "value": inspect::value_text(context, i, parameters),
                     "uint": i.value.as_uint(),
                     "bytes_hex": i.value.as_bytes().map(|b| super::bundle::hex(&b[..])),

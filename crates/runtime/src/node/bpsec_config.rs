@@ -156,9 +156,10 @@ pub fn validate_bpsec(
             Some(id) => {
                 let aes = match r.aes {
                     None => None,
-                    Some(128) => Some(AesVariant::A128Gcm),
-                    Some(256) => Some(AesVariant::A256Gcm),
-                    Some(other) => return Err(err(file, &f("aes"), other, "128 or 256")),
+                    Some(bits) => Some(
+                        AesVariant::from_bits(bits)
+                            .ok_or_else(|| err(file, &f("aes"), bits, "128 or 256"))?,
+                    ),
                 };
                 let mut c =
                     Confidentiality::with_key(id, key("confidentiality", id)?, aes, r.wrap_keys)
