@@ -292,7 +292,8 @@ mod tests {
     fn structural_errors_are_typed() {
         let ok = hex("8101020082028202018181820141aa");
         assert!(Asb::decode(&ok).is_ok());
-        let cases: [(&str, fn(&AsbError) -> bool); 6] = [
+        type Check = fn(&AsbError) -> bool;
+        let cases: [(&str, Check); 6] = [
             ("8002008202820201 80", |e| matches!(e, AsbError::NoTargets)),
             ("820101020082028202018181820141aa", |e| {
                 matches!(e, AsbError::DuplicateTarget(1))

@@ -70,7 +70,7 @@ impl Key {
                 "{name}: no key in the file (expected the key as hexadecimal digits)"
             )));
         }
-        if digits.len() % 2 != 0 {
+        if !digits.len().is_multiple_of(2) {
             return Err(KeyError(format!(
                 "{name}: {} hex digits, an odd number (expected two digits per key byte)",
                 digits.len()

@@ -20,7 +20,7 @@ use bytes::Bytes;
 fn hex(s: &str) -> Vec<u8> {
     let s: String = s.chars().filter(|c| !c.is_whitespace()).collect();
     let s = s.strip_prefix("0x").unwrap_or(&s);
-    assert!(s.len() % 2 == 0, "odd hex");
+    assert!(s.len().is_multiple_of(2), "odd hex");
     (0..s.len())
         .step_by(2)
         .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())

@@ -2,7 +2,7 @@
 //! `inspect` shows each security block's abstract security block and, with `--key`, decrypts and verifies them.
 
 use std::fmt::Write as _;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use bpsec::inspect::{self, BlockCheck};
 use bpsec::policy::{Confidentiality, Integrity};
@@ -43,7 +43,7 @@ fn usage(msg: String) -> anyhow::Error {
     UsageError(msg).into()
 }
 
-fn load(flag: &str, path: &PathBuf) -> anyhow::Result<Key> {
+fn load(flag: &str, path: &Path) -> anyhow::Result<Key> {
     Key::load(path).map_err(|e| usage(format!("{flag}: {e}")))
 }
 
@@ -80,7 +80,7 @@ pub fn secure(bundle: &mut Bundle, a: &SecurityArgs) -> anyhow::Result<()> {
             )
         }
     };
-    let any = EidPattern::parse("*").map_err(|e| usage(e))?;
+    let any = EidPattern::parse("*").map_err(usage)?;
     let rule = Rule {
         source: any.clone(),
         destination: any,
