@@ -11,7 +11,7 @@
 //! name = "fig05_rto"
 //! title = "Fig. 5: Tx session duration split vs RTO (trace A, 7 sessions)"
 //! scenario = "../testdata/sim/seed000.toml"   # relative to this file
-//! mode = "sim"                                # or "emu"
+//! mode = "sim"                                # or "emu", "ip"
 //! repetitions = 3                             # seeds: seed, seed + 1, ...
 //! seed = 1
 //! unset = []                                  # paths removed from the base scenario
@@ -51,6 +51,9 @@ pub enum Mode {
     Sim,
     /// Real-time emulation (two nodes and the emulator on loopback), one run at a time.
     Emu,
+    /// Real-time transfers across the emulator's IP mode (network namespaces; kernel TCP, a splitting gateway,
+    /// BP over LTP or TCPCL), one run at a time; the base scenario is an IP-lab scenario, not a simulator one.
+    Ip,
 }
 
 /// One point of an axis: a label and the overrides it applies.

@@ -26,8 +26,12 @@ enum Command {
     /// CCSDS File Delivery Protocol: send files (`put`) and receive them (`serve`), over UDP or BP.
     #[command(subcommand)]
     Cfdp(cmd::cfdp::CfdpCommand),
-    /// Real-time link emulator: a UDP relay applying forward/return channel models.
+    /// Real-time link emulator: a UDP relay applying forward/return channel models, or (--ip) network namespaces
+    /// joined through them.
     Emu(cmd::emu::EmuArgs),
+    /// Kernel-TCP file transfer (send, recv, splitting gateway) with per-socket congestion control and buffers.
+    #[command(subcommand)]
+    Tcp(cmd::tcp::TcpCommand),
     /// Deterministic simulation of a scenario in virtual time.
     Sim(cmd::sim::SimArgs),
     /// Run a DTN node (BP agent, store, LTP over UDP, application socket).
@@ -60,6 +64,7 @@ fn main() -> ExitCode {
         Command::Trace(c) => cmd::trace::run(c),
         Command::Cfdp(c) => cmd::cfdp::run(c),
         Command::Emu(a) => cmd::emu::run(a),
+        Command::Tcp(c) => cmd::tcp::run(c),
         Command::Sim(a) => cmd::sim::run(a),
         Command::Node(a) => cmd::node::run(a),
         Command::Send(a) => cmd::send::run(a),

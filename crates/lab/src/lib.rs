@@ -15,7 +15,8 @@
 //!
 //! `dtnkit perf` uses [`perf`] directly; `dtnkit demo` and `dtnkit bench --mode emu` use [`run_emulated`].
 //! A scenario with `[[cfdp]]` transfers instead of a flow runs through [`run_emulated_cfdp`]: two real CFDP
-//! entities (`dtnkit cfdp put` / `serve` over UDP) through the same relay.
+//! entities (`dtnkit cfdp put` / `serve` over UDP) through the same relay. [`run_ip_transfer`] runs a file transfer
+//! (kernel TCP, TCP through a splitting gateway, BP over LTP or TCPCL) across the emulator's IP mode ([`ipnet`]).
 
 #![warn(missing_docs)]
 
@@ -23,12 +24,15 @@ mod cfdp;
 pub mod config;
 pub mod emu_report;
 mod emulated;
+pub mod ipnet;
+mod ipnet_bp;
 pub mod perf;
 pub mod procs;
 
 pub use cfdp::{run_emulated_cfdp, CfdpLabOutcome};
 pub use emu_report::{DirectionCounters, EmuCounters};
 pub use emulated::{run_emulated, LabOptions, LabOutcome, LabProgress, NodeRun, Phase};
+pub use ipnet::{run_ip_transfer, IpLabOptions, IpOutcome, IpScenario};
 
 /// The scenario `dtnkit demo` runs: seed 000's optical LEO downlink (500 Mb/s, 10 ms forward delay, trace H,
 /// RTO 30 ms, 500 kB bundles, DTNperf window), sized for a 30-second real-time run.

@@ -28,6 +28,29 @@ fn io(what: String) -> impl FnOnce(std::io::Error) -> LabError {
 impl Child {
     /// Starts `program args`, output to `<dir>/<name>.out` and `<dir>/<name>.err`.
     pub fn spawn(name: &str, program: &Path, args: &[&str], dir: &Path) -> Result<Child, LabError> {
+        Child::spawn_in(name, program, args, dir, None)
+    }
+
+    /// [`Child::spawn`] inside the network namespace at `netns` (a file such as `/run/netns/NAME`), entered with
+    /// `setns` between fork and exec: the child's sockets live in that namespace, its files are the host's.
+    pub fn spawn_in(
+        name: &str,
+        program: &Path,
+        args: &[&str],
+        dir: &Path,
+        netns: Option<&Path>,
+    ) -> Result<Child, LabError> {
+        let ns = match netns {
+            Some(p) => {
+                Some(std::fs::File::open(p).map_err(io(format!("opening {}", p.display())))?)
+            }
+            None => None,
+        };
+        #[cfg(target_os = "linux")]
+        let ns_fd = {
+            use std::os::fd::AsRawFd;
+            ns.as_ref().map(|f| f.as_raw_fd())
+        };
         let stdout = dir.join(format!("{name}.out"));
         let stderr = dir.join(format!("{name}.err"));
         let out =
@@ -43,10 +66,10 @@ impl Child {
         #[cfg(target_os = "linux")]
         {
             use std::os::unix::process::CommandExt;
-            // SAFETY: the closure runs in the forked child before exec and only calls setpgid(2) and prctl(2),
-            // which are async-signal-safe; it touches no memory of the parent.
+            // SAFETY: the closure runs in the forked child before exec and only calls setpgid(2), prctl(2) and
+            // setns(2), which are async-signal-safe; it touches no memory of the parent.
             unsafe {
-                cmd.pre_exec(|| {
+                cmd.pre_exec(move || {
                     // Own process group: a terminal Ctrl-C reaches only the lab, which then stops the children
                     // in order instead of having them vanish under a running experiment.
                     if libc::setpgid(0, 0) != 0 {
@@ -54,6 +77,12 @@ impl Child {
                     }
                     if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) != 0 {
                         return Err(std::io::Error::last_os_error());
+                    }
+                    // The namespace descriptor stays open in the parent until spawn returns.
+                    if let Some(fd) = ns_fd {
+                        if libc::setns(fd, libc::CLONE_NEWNET) != 0 {
+                            return Err(std::io::Error::last_os_error());
+                        }
                     }
                     Ok(())
                 });
@@ -64,6 +93,7 @@ impl Child {
             program.display(),
             args.join(" ")
         )))?;
+        drop(ns);
         Ok(Child {
             name: name.to_string(),
             child: Some(child),

@@ -33,7 +33,7 @@ pub struct BenchArgs {
     #[arg(long)]
     out: Option<PathBuf>,
     /// Override the experiment's mode.
-    #[arg(long, value_parser = ["sim", "emu"])]
+    #[arg(long, value_parser = ["sim", "emu", "ip"])]
     mode: Option<String>,
     /// Override the number of repetitions.
     #[arg(long)]
@@ -289,7 +289,11 @@ fn usage(e: impl std::fmt::Display) -> anyhow::Error {
 pub fn run(a: BenchArgs) -> anyhow::Result<()> {
     let mut exp = Experiment::load(&a.experiment).map_err(usage)?;
     if let Some(m) = &a.mode {
-        exp.mode = if m == "emu" { Mode::Emu } else { Mode::Sim };
+        exp.mode = match m.as_str() {
+            "emu" => Mode::Emu,
+            "ip" => Mode::Ip,
+            _ => Mode::Sim,
+        };
     }
     if let Some(r) = a.repetitions {
         if r == 0 {
@@ -351,8 +355,12 @@ pub fn run_experiment(
     let mut docs = Vec::with_capacity(specs.len());
     for s in &specs {
         let doc = exp.apply(&base, s).map_err(usage)?;
-        let scn = build_scenario(&doc, &exp, s, &scn_dir, None)?;
-        drop(scn);
+        if exp.mode == Mode::Ip {
+            super::bench_ip::validate(&doc, &exp, s)?;
+        } else {
+            let scn = build_scenario(&doc, &exp, s, &scn_dir, None)?;
+            drop(scn);
+        }
         docs.push(doc);
     }
     let bar = if quiet {
@@ -372,7 +380,7 @@ pub fn run_experiment(
     let next = AtomicUsize::new(0);
     let workers = match exp.mode {
         Mode::Sim => jobs.min(specs.len()).max(1),
-        Mode::Emu => 1,
+        Mode::Emu | Mode::Ip => 1,
     };
     std::thread::scope(|scope| {
         for _ in 0..workers {
@@ -387,6 +395,7 @@ pub fn run_experiment(
                 let r = match exp.mode {
                     Mode::Sim => run_sim(&exp, spec, doc, &scn_dir, &logs, keep_logs),
                     Mode::Emu => run_emu(&exp, spec, doc, &scn_dir, &logs, keep_logs),
+                    Mode::Ip => super::bench_ip::run_ip(&exp, spec, doc, &logs, keep_logs),
                 };
                 match r {
                     Ok(metrics) => {
@@ -785,6 +794,7 @@ fn report(
         match exp.mode {
             Mode::Sim => "sim",
             Mode::Emu => "emu",
+            Mode::Ip => "ip",
         },
         exp.scenario.display(),
         points.len(),
@@ -822,12 +832,14 @@ fn report(
         "cfdp_retransmitted",
         "cfdp_naks",
     ];
-    // Scenarios with CFDP transfers get the CFDP columns.
+    // Scenarios with CFDP transfers get the CFDP columns, IP-mode transfers theirs.
     let cols: &[&str] = if runs
         .iter()
         .any(|r| r.metrics.contains_key("cfdp_completed"))
     {
         &cfdp_cols
+    } else if runs.iter().any(|r| r.metrics.contains_key("transfer_s")) {
+        &super::bench_ip::REPORT_COLUMNS
     } else {
         &ltp_cols
     };

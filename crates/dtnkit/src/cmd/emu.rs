@@ -1,4 +1,5 @@
-//! `dtnkit emu`: the real-time link emulator (a UDP relay applying a link's forward and return models).
+//! `dtnkit emu`: the real-time link emulator (a UDP relay applying a link's forward and return models), or with
+//! `--ip` its IP mode (`emu_ip`).
 
 use std::io::BufWriter;
 use std::net::SocketAddr;
@@ -21,46 +22,64 @@ use super::UsageError;
 pub struct EmuArgs {
     /// TOML configuration (see docs/channel.md).
     #[arg(long)]
-    config: Option<PathBuf>,
+    pub(crate) config: Option<PathBuf>,
     /// Stop after this many seconds (default: run until Ctrl-C).
     #[arg(long)]
-    duration: Option<f64>,
+    pub(crate) duration: Option<f64>,
     /// Write a CSV line per datagram (time_ns,dir,size,fate,release_ns).
     #[arg(long)]
-    log: Option<PathBuf>,
+    pub(crate) log: Option<PathBuf>,
     /// Address endpoint A sends to.
     #[arg(long)]
-    listen_a: Option<SocketAddr>,
+    pub(crate) listen_a: Option<SocketAddr>,
     /// Address endpoint B sends to.
     #[arg(long)]
-    listen_b: Option<SocketAddr>,
+    pub(crate) listen_b: Option<SocketAddr>,
     /// Endpoint A (default: learned from the traffic on --listen-a).
     #[arg(long)]
-    a: Option<SocketAddr>,
+    pub(crate) a: Option<SocketAddr>,
     /// Endpoint B.
     #[arg(long)]
-    b: Option<SocketAddr>,
+    pub(crate) b: Option<SocketAddr>,
     /// One-way delay of both directions in ms.
     #[arg(long)]
-    delay_ms: Option<f64>,
+    pub(crate) delay_ms: Option<f64>,
     /// IID packet erasure rate of the forward direction.
     #[arg(long)]
-    per: Option<f64>,
+    pub(crate) per: Option<f64>,
     /// IID packet erasure rate of the return direction.
     #[arg(long)]
-    return_per: Option<f64>,
+    pub(crate) return_per: Option<f64>,
     /// Serialization rate of both directions in bit/s.
     #[arg(long)]
-    rate_bps: Option<f64>,
+    pub(crate) rate_bps: Option<f64>,
     /// Link seed.
     #[arg(long)]
-    seed: Option<u64>,
+    pub(crate) seed: Option<u64>,
     /// Also relay TCP connections from --listen-a to --b, unmodelled (iperf3's control connection).
     #[arg(long)]
-    tcp_forward: bool,
+    pub(crate) tcp_forward: bool,
     /// Run the relay threads SCHED_FIFO at this priority (1-99; root or CAP_SYS_NICE).
     #[arg(long)]
-    rt_priority: Option<u32>,
+    pub(crate) rt_priority: Option<u32>,
+    /// IP mode: network namespaces joined through the models by TUN devices (root; docs/ipemu.md). The file is
+    /// then an IP-mode configuration; --delay-ms, --rate-bps, --per, --return-per and --seed apply to every link.
+    #[arg(long)]
+    pub(crate) ip: bool,
+    /// IP mode: run COMMAND inside this node's namespace (default: in the host namespace, with DTNKIT_NS_<NODE>
+    /// and DTNKIT_ADDR_<NODE> set for `ip netns exec`).
+    #[arg(long = "in", value_name = "NODE", requires = "ip")]
+    pub(crate) inside: Option<String>,
+    /// IP mode: write the counters as JSON to this file at exit.
+    #[arg(long, requires = "ip")]
+    pub(crate) summary_json: Option<PathBuf>,
+    /// Delete the namespaces left by IP-mode runs that were killed, then exit.
+    #[arg(long)]
+    pub(crate) cleanup: bool,
+    /// IP mode: the command to run while the emulator runs (after `--`); the emulator stops when it exits and
+    /// exits with its status.
+    #[arg(last = true, requires = "ip")]
+    pub(crate) command: Vec<String>,
 }
 
 fn apply(d: &mut DirectionConfig, delay: Option<f64>, per: Option<f64>, rate: Option<f64>) {
@@ -192,6 +211,9 @@ fn print_summary(s: &Summary, machine_drops: Option<u64>) {
 
 /// Runs `dtnkit emu`.
 pub fn run(a: EmuArgs) -> anyhow::Result<()> {
+    if a.ip || a.cleanup {
+        return super::emu_ip::run(&a);
+    }
     let (cfg, base) = config(&a)?;
     let (settings, link) = cfg.build(&base).map_err(|e| UsageError(e.to_string()))?;
     let duration = match a.duration {

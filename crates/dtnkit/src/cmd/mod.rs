@@ -2,11 +2,13 @@
 
 pub mod analyze;
 pub mod bench;
+pub mod bench_ip;
 pub mod bundle;
 mod bundle_security;
 pub mod cfdp;
 pub mod demo;
 pub mod emu;
+pub mod emu_ip;
 pub mod import_ion;
 pub mod node;
 pub mod perf;
@@ -15,6 +17,7 @@ pub mod recv;
 pub mod send;
 pub mod sim;
 pub mod status;
+pub mod tcp;
 pub mod trace;
 
 /// Errors that mean "the user gave us bad input" (a malformed file, an invalid option value) exit with 2, like
