@@ -55,7 +55,7 @@ pub enum Protocol {
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct TcpSection {
-    /// Congestion control of the sockets (and the namespace's default).
+    /// Congestion control of the sockets (and of the namespace's routes, for connections that do not choose).
     #[serde(default)]
     pub congestion: Option<String>,
     /// SO_SNDBUF.
@@ -70,7 +70,7 @@ pub struct TcpSection {
     /// Initial receive window (route `initrwnd`).
     #[serde(default)]
     pub initrwnd: Option<u32>,
-    /// Congestion window clamp (route `cwnd N lock`).
+    /// Congestion window clamp (route `cwnd lock N`).
     #[serde(default)]
     pub cwnd_lock: Option<u32>,
 }
@@ -377,14 +377,11 @@ fn route_metrics(t: &TcpSection) -> Table {
             n.insert(k.into(), Value::Integer(i64::from(v)));
         }
     }
-    let mut sys = Table::new();
+    // The route's congestion control: connections that do not set TCP_CONGESTION themselves (TCPCL sessions of
+    // the nodes) use it too.
     if let Some(cc) = &t.congestion {
-        sys.insert(
-            "net.ipv4.tcp_congestion_control".into(),
-            Value::String(cc.clone()),
-        );
+        n.insert("congctl".into(), Value::String(cc.clone()));
     }
-    n.insert("sysctl".into(), Value::Table(sys));
     n
 }
 

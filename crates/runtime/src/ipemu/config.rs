@@ -14,8 +14,9 @@
 //! [ip.node.a]                    # per node: route metrics on every route the emulator installs there
 //! initcwnd = 10
 //! initrwnd = 10
-//! cwnd_lock = 86                 # `cwnd 86 lock`: clamp the congestion window
-//! sysctl = { "net.ipv4.tcp_congestion_control" = "reno" }
+//! cwnd_lock = 86                 # `cwnd lock 86`: clamp the congestion window
+//! congctl = "cubic"              # congestion control of connections that do not set one (TCP_CONGESTION)
+//! sysctl = { "net.ipv4.tcp_slow_start_after_idle" = "0" }
 //!
 //! [forward]                      # a single link, as in `dtnkit emu`'s files (towards the last node)
 //! rate_bps = 10e6
@@ -51,9 +52,14 @@ pub struct NodeSection {
     /// `initrwnd` route metric (initial receive window, segments).
     #[serde(default)]
     pub initrwnd: Option<u32>,
-    /// `cwnd N lock` route metric: the congestion window never exceeds N segments.
+    /// `cwnd lock N` route metric: the congestion window never exceeds N segments.
     #[serde(default)]
     pub cwnd_lock: Option<u32>,
+    /// `congctl NAME` route metric: the congestion control of every TCP connection over the node's routes that
+    /// does not choose one itself (any the kernel has; unlike the namespace's default sysctl, which outside the
+    /// host namespace only accepts those in `net.ipv4.tcp_allowed_congestion_control`).
+    #[serde(default)]
+    pub congctl: Option<String>,
     /// Sysctls of this namespace (after the `[ip]` ones).
     #[serde(default)]
     pub sysctl: BTreeMap<String, String>,
@@ -335,6 +341,18 @@ impl IpEmuConfig {
             }
         }
         for (name, s) in &ip.node {
+            if let Some(cc) = &s.congctl {
+                let ok = !cc.is_empty()
+                    && cc.len() < 16
+                    && cc.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+                if !ok {
+                    return Err(invalid(
+                        &format!("ip.node.{name}.congctl"),
+                        format!("{cc:?}"),
+                        "a congestion control name such as cubic",
+                    ));
+                }
+            }
             for (field, v) in [
                 ("initcwnd", s.initcwnd),
                 ("initrwnd", s.initrwnd),

@@ -11,7 +11,7 @@
 //! joins `n(i)` (address `S.i.1`) and `n(i+1)` (address `S.i.2`) with a TUN device `dtk<i>` in each, and its own
 //! [`channel::Link`] (forward = towards the later node). Middle nodes forward IP (`ip_forward = 1`); every node has
 //! a route to every link subnet through the device on that side, carrying the node's route metrics (`initcwnd`,
-//! `initrwnd`, `cwnd … lock`). Each direction of each link is one thread ([`pump`]); TCP segmentation offload lets
+//! `initrwnd`, `cwnd lock …`, `congctl …`). Each direction of each link is one thread ([`pump`]); TCP segmentation offload lets
 //! the kernel hand over 64 KiB per read while the model still decides wire packet by wire packet ([`packet`]).
 //!
 //! Namespaces are owned through a lock file and cleaned up on stop, on drop, and — after a SIGKILL — by the next
@@ -187,6 +187,14 @@ impl IpEmu {
             let path = netns::netns_path(&name);
             let forward = if i > 0 && i + 1 < n { "1" } else { "0" };
             netns::sysctl(&path, "net.ipv4.ip_forward", forward)?;
+            // The links carry IPv4 only; IPv6 on the devices would add router solicitations and MLD reports to
+            // the traffic the models decide on (best effort: a kernel without IPv6 has no such setting).
+            for k in [
+                "net.ipv6.conf.all.disable_ipv6",
+                "net.ipv6.conf.default.disable_ipv6",
+            ] {
+                let _ = netns::sysctl(&path, k, "1");
+            }
             for (k, v) in plan.sysctl.iter().chain(node.settings.sysctl.iter()) {
                 netns::sysctl(&path, k, v)?;
             }
@@ -237,7 +245,10 @@ impl IpEmu {
                 metrics.extend(["initrwnd".into(), v.to_string()]);
             }
             if let Some(v) = s.cwnd_lock {
-                metrics.extend(["cwnd".into(), v.to_string(), "lock".into()]);
+                metrics.extend(["cwnd".into(), "lock".into(), v.to_string()]);
+            }
+            if let Some(cc) = &s.congctl {
+                metrics.extend(["congctl".into(), cc.clone()]);
             }
             for j in 0..plan.links.len() {
                 let dev = if j < k {

@@ -1,9 +1,10 @@
 //! Named network namespaces owned by one emulator process, and the clean-up of those a killed process left.
 //!
-//! Ownership: before creating anything, the process takes an exclusive `flock` on `/run/dtnkit-ipemu/<pid>.lock`
-//! and keeps it until it exits; its namespaces are named `dtnk<pid>-<node>` (visible to `ip netns exec`). The
-//! kernel releases the lock when the process dies, even by SIGKILL, so a later run recognises stale namespaces
-//! exactly: a `dtnk<pid>-*` namespace whose lock file can be locked (or is missing) belongs to a dead run. Clean-up
+//! Ownership: before creating anything, an emulator takes an exclusive `flock` on `/run/dtnkit-ipemu/<id>.lock`
+//! (`<id>` = the process id, then `_2`, `_3`, … for further emulators in the same process) and keeps it until it
+//! stops; its namespaces are named `dtnk<id>-<node>` (visible to `ip netns exec`). The kernel releases the lock when
+//! the process dies, even by SIGKILL, so a later run recognises stale namespaces exactly: a `dtnk<id>-*` namespace
+//! whose lock file can be locked (or is missing) belongs to a dead run. Clean-up
 //! kills the processes still inside such a namespace (a killed run's background servers) and deletes it; TUN
 //! devices need nothing, they vanish with the descriptors of the process that created them.
 //!
@@ -204,12 +205,21 @@ fn try_lock(f: &File) -> bool {
     unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) == 0 }
 }
 
+/// Emulators started by this process so far (the second one's id is `<pid>_2`).
+static INSTANCES: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+
 impl Owner {
-    /// Takes the lock for this process id.
+    /// Takes the lock of a new owner id of this process.
     pub fn claim() -> Result<Owner, NetnsError> {
         std::fs::create_dir_all(LOCK_DIR).map_err(|e| failed(format!("creating {LOCK_DIR}"), e))?;
         let pid = std::process::id();
-        let lock_path = Path::new(LOCK_DIR).join(format!("{pid}.lock"));
+        let k = INSTANCES.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+        let id = if k == 1 {
+            pid.to_string()
+        } else {
+            format!("{pid}_{k}")
+        };
+        let lock_path = Path::new(LOCK_DIR).join(format!("{id}.lock"));
         let f = File::create(&lock_path)
             .map_err(|e| failed(format!("creating {}", lock_path.display()), e))?;
         if !try_lock(&f) {
@@ -221,7 +231,7 @@ impl Owner {
         Ok(Owner {
             lock: Some(f),
             lock_path,
-            prefix: format!("{PREFIX}{pid}-"),
+            prefix: format!("{PREFIX}{id}-"),
         })
     }
 
@@ -238,22 +248,26 @@ impl Drop for Owner {
     }
 }
 
-/// The owner pid encoded in a namespace name `dtnk<pid>-<node>`.
-fn owner_pid(name: &str) -> Option<u32> {
-    let rest = name.strip_prefix(PREFIX)?;
-    let (pid, node) = rest.split_once('-')?;
-    if node.is_empty() {
-        return None;
-    }
-    pid.parse().ok()
+/// Whether `id` is an owner id: a process id, optionally `_` and an instance number.
+fn valid_id(id: &str) -> bool {
+    let (pid, k) = id.split_once('_').unwrap_or((id, "1"));
+    !pid.is_empty()
+        && pid.bytes().all(|b| b.is_ascii_digit())
+        && !k.is_empty()
+        && k.bytes().all(|b| b.is_ascii_digit())
 }
 
-/// Whether the run with this pid is gone (its lock file is missing or can be locked).
-fn owner_dead(pid: u32) -> bool {
-    if pid == std::process::id() {
-        return false;
-    }
-    let path = Path::new(LOCK_DIR).join(format!("{pid}.lock"));
+/// The owner id encoded in a namespace name `dtnk<id>-<node>`.
+fn owner_id(name: &str) -> Option<&str> {
+    let rest = name.strip_prefix(PREFIX)?;
+    let (id, node) = rest.split_once('-')?;
+    (!node.is_empty() && valid_id(id)).then_some(id)
+}
+
+/// Whether the owner with this id is gone (its lock file is missing or can be locked). A live owner holds its
+/// lock, also against another open of the file in its own process.
+fn owner_dead(id: &str) -> bool {
+    let path = Path::new(LOCK_DIR).join(format!("{id}.lock"));
     match File::open(&path) {
         Err(_) => true,
         Ok(f) => try_lock(&f),
@@ -263,34 +277,32 @@ fn owner_dead(pid: u32) -> bool {
 /// Deletes the namespaces (and lock files) of runs that died without cleaning up. Returns the names deleted.
 pub fn cleanup_stale() -> Result<Vec<String>, NetnsError> {
     let mut removed = Vec::new();
-    let mut dead_pids = Vec::new();
     if let Ok(dir) = std::fs::read_dir(NETNS_DIR) {
         let mut names: Vec<String> = dir
             .filter_map(|e| e.ok()?.file_name().into_string().ok())
             .collect();
         names.sort();
         for name in names {
-            let Some(pid) = owner_pid(&name) else {
+            let Some(id) = owner_id(&name) else {
                 continue;
             };
-            if owner_dead(pid) {
+            if owner_dead(id) {
                 delete(&name)?;
                 removed.push(name);
-                dead_pids.push(pid);
             }
         }
     }
     if let Ok(dir) = std::fs::read_dir(LOCK_DIR) {
         for e in dir.flatten() {
             let name = e.file_name();
-            let Some(pid) = name
+            let Some(id) = name
                 .to_str()
                 .and_then(|n| n.strip_suffix(".lock"))
-                .and_then(|p| p.parse::<u32>().ok())
+                .filter(|id| valid_id(id))
             else {
                 continue;
             };
-            if owner_dead(pid) {
+            if owner_dead(id) {
                 let _ = std::fs::remove_file(e.path());
             }
         }
@@ -305,7 +317,7 @@ pub fn list_ours() -> Vec<String> {
     };
     let mut v: Vec<String> = dir
         .filter_map(|e| e.ok()?.file_name().into_string().ok())
-        .filter(|n| owner_pid(n).is_some())
+        .filter(|n| owner_id(n).is_some())
         .collect();
     v.sort();
     v
@@ -317,9 +329,11 @@ mod tests {
 
     #[test]
     fn names_encode_the_owner() {
-        assert_eq!(owner_pid("dtnk123-a"), Some(123));
-        assert_eq!(owner_pid("dtnk123-"), None);
-        assert_eq!(owner_pid("other-a"), None);
-        assert_eq!(owner_pid("dtnkx-a"), None);
+        assert_eq!(owner_id("dtnk123-a"), Some("123"));
+        assert_eq!(owner_id("dtnk123_4-ab"), Some("123_4"));
+        assert_eq!(owner_id("dtnk123-"), None);
+        assert_eq!(owner_id("other-a"), None);
+        assert_eq!(owner_id("dtnkx-a"), None);
+        assert_eq!(owner_id("dtnk1_-a"), None);
     }
 }
