@@ -48,6 +48,6 @@ for r in $(seq 1 "$ROUNDS"); do
     "$(declare -f transfer); D='$D' CC='$CC' BYTES='$BYTES'; transfer \$DTNKIT_NS_B \$DTNKIT_ADDR_B \$DTNKIT_NS_A" \
     2>/dev/null | sed -n 1p)
   rm -f "$cfg"
-  printf '%5s  %5s  %10s  %14s   %s\n' "$r" "$load" "$veth" "$emu" \
+  printf '%5s  %5s  %10.0f  %14.0f   %s\n' "$r" "$load" "${veth:-0}" "${emu:-0}" \
     "$(awk -v a="$emu" -v b="$veth" 'BEGIN { if (b > 0) printf "%.2f", a / b }')"
 done

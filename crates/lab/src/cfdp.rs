@@ -361,28 +361,12 @@ pub fn run_emulated_cfdp(scn: &Scenario, opts: &LabOptions) -> Result<CfdpLabOut
 
 /// Waits for the receiving entity's `ready` line.
 fn wait_ready(child: &mut Child, timeout: Duration) -> Result<(), LabError> {
-    let deadline = Instant::now() + timeout;
-    loop {
-        if json_lines(&child.stdout)
+    child.wait_for(timeout, Duration::from_millis(10), "not ready", |c| {
+        json_lines(&c.stdout)
             .iter()
             .any(|v| v.get("event").and_then(|e| e.as_str()) == Some("ready"))
-        {
-            return Ok(());
-        }
-        if let Some(st) = child.exited() {
-            return Err(LabError::Startup {
-                name: child.name().to_string(),
-                reason: format!("exited with {st}: {}", child.stderr_tail(2000)),
-            });
-        }
-        if Instant::now() >= deadline {
-            return Err(LabError::Startup {
-                name: child.name().to_string(),
-                reason: format!("not ready within {timeout:?}: {}", child.stderr_tail(2000)),
-            });
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
+            .then_some(())
+    })
 }
 
 /// One transfer's result from the sender's summary, the receiver's `finished` event and the received file.

@@ -207,57 +207,37 @@ pub(crate) fn free_addrs() -> Result<Addresses, LabError> {
 }
 
 /// Waits until a node answers on its application socket.
-fn wait_node(child: &mut Child, socket: &Path, timeout: Duration) -> Result<(), LabError> {
-    let deadline = Instant::now() + timeout;
-    loop {
-        if client::Client::connect(socket)
+pub(crate) fn wait_node(
+    child: &mut Child,
+    socket: &Path,
+    timeout: Duration,
+) -> Result<(), LabError> {
+    let what = format!("no answer on {}", socket.display());
+    child.wait_for(timeout, Duration::from_millis(20), &what, |_| {
+        client::Client::connect(socket)
             .and_then(|mut c| c.status())
-            .is_ok()
-        {
-            return Ok(());
-        }
-        if let Some(st) = child.exited() {
-            return Err(LabError::Startup {
-                name: child.name().to_string(),
-                reason: format!("exited with {st}: {}", child.stderr_tail(2000)),
-            });
-        }
-        if Instant::now() >= deadline {
-            return Err(LabError::Startup {
-                name: child.name().to_string(),
-                reason: format!(
-                    "no answer on {} within {timeout:?}: {}",
-                    socket.display(),
-                    child.stderr_tail(2000)
-                ),
-            });
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
+            .ok()
+            .map(|_| ())
+    })
+}
+
+/// Waits for a line starting with `prefix` on the child's standard error; returns the rest of the line.
+pub(crate) fn wait_stderr_line(
+    child: &mut Child,
+    prefix: &str,
+    timeout: Duration,
+) -> Result<String, LabError> {
+    child.wait_for(timeout, Duration::from_millis(10), "not ready", |c| {
+        let text = std::fs::read_to_string(&c.stderr).unwrap_or_default();
+        text.lines()
+            .find_map(|l| l.strip_prefix(prefix))
+            .map(str::to_string)
+    })
 }
 
 /// Waits until the relay printed its start line (`relay: ...` on standard error).
 pub(crate) fn wait_relay(child: &mut Child, timeout: Duration) -> Result<(), LabError> {
-    let deadline = Instant::now() + timeout;
-    loop {
-        let text = std::fs::read_to_string(&child.stderr).unwrap_or_default();
-        if text.lines().any(|l| l.starts_with("relay:")) {
-            return Ok(());
-        }
-        if let Some(st) = child.exited() {
-            return Err(LabError::Startup {
-                name: child.name().to_string(),
-                reason: format!("exited with {st}: {}", child.stderr_tail(2000)),
-            });
-        }
-        if Instant::now() >= deadline {
-            return Err(LabError::Startup {
-                name: child.name().to_string(),
-                reason: format!("not ready within {timeout:?}: {}", child.stderr_tail(2000)),
-            });
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    wait_stderr_line(child, "relay:", timeout).map(|_| ())
 }
 
 /// Sets a flag when dropped, so a helper thread stops on every exit path of its scope.

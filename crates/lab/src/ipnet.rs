@@ -24,7 +24,7 @@ use serde::Deserialize;
 use toml::{Table, Value};
 
 use crate::config::direction_table;
-use crate::emulated::{io, prepare_work_dir};
+use crate::emulated::{io, prepare_work_dir, wait_stderr_line as wait_line};
 use crate::procs::Child;
 use crate::LabError;
 
@@ -436,30 +436,6 @@ pub fn emu_toml(s: &IpScenario) -> String {
     };
     t.insert("link".into(), Value::Array(links));
     toml::to_string(&t).unwrap_or_default()
-}
-
-/// Waits for a line starting with `prefix` on the child's standard error; returns the rest of the line.
-fn wait_line(child: &mut Child, prefix: &str, timeout: Duration) -> Result<String, LabError> {
-    let deadline = Instant::now() + timeout;
-    loop {
-        let text = std::fs::read_to_string(&child.stderr).unwrap_or_default();
-        if let Some(l) = text.lines().find_map(|l| l.strip_prefix(prefix)) {
-            return Ok(l.to_string());
-        }
-        if let Some(st) = child.exited() {
-            return Err(LabError::Startup {
-                name: child.name().to_string(),
-                reason: format!("exited with {st}: {}", child.stderr_tail(2000)),
-            });
-        }
-        if Instant::now() >= deadline {
-            return Err(LabError::Startup {
-                name: child.name().to_string(),
-                reason: format!("not ready within {timeout:?}: {}", child.stderr_tail(2000)),
-            });
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
 }
 
 fn tcp_args(t: &TcpSection) -> Vec<String> {

@@ -9,7 +9,7 @@ use client::bytes::Bytes;
 use client::{Client, SendArgs};
 use toml::{Table, Value};
 
-use crate::emulated::io;
+use crate::emulated::{io, wait_node};
 use crate::ipnet::{IpOutcome, IpScenario, Protocol, LTP_PORT, TCPCL_PORT};
 use crate::procs::Child;
 use crate::LabError;
@@ -94,32 +94,6 @@ fn node_toml(s: &IpScenario, me: u64, my_addr: Ipv4Addr, peer: u64, peer_addr: I
     toml::to_string(&t).unwrap_or_default()
 }
 
-fn wait_socket(child: &mut Child, socket: &Path, timeout: Duration) -> Result<(), LabError> {
-    let deadline = Instant::now() + timeout;
-    loop {
-        if Client::connect(socket).and_then(|mut c| c.status()).is_ok() {
-            return Ok(());
-        }
-        if let Some(st) = child.exited() {
-            return Err(LabError::Startup {
-                name: child.name().to_string(),
-                reason: format!("exited with {st}: {}", child.stderr_tail(2000)),
-            });
-        }
-        if Instant::now() >= deadline {
-            return Err(LabError::Startup {
-                name: child.name().to_string(),
-                reason: format!(
-                    "no answer on {}: {}",
-                    socket.display(),
-                    child.stderr_tail(2000)
-                ),
-            });
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
 /// Runs a BP transfer between the first (`a`) and last (`b`) node of a running emulator.
 pub(crate) fn run_bp(
     s: &IpScenario,
@@ -155,7 +129,7 @@ pub(crate) fn run_bp(
         sockets.push(dir.join("store").join("app.sock"));
     }
     for (c, sock) in children.iter_mut().zip(&sockets) {
-        wait_socket(c, sock, startup)?;
+        wait_node(c, sock, startup)?;
     }
     let size = s.bp.bundle_bytes;
     let count = s.transfer.file_bytes.div_ceil(size as u64);

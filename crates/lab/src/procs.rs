@@ -119,6 +119,36 @@ impl Child {
             .and_then(|c| c.try_wait().ok().flatten())
     }
 
+    /// Polls `ready` every `poll` until it gives a value, the child exits (an error with its standard error's
+    /// tail) or `timeout` passes (an error saying `what` did not happen in time).
+    pub fn wait_for<T>(
+        &mut self,
+        timeout: Duration,
+        poll: Duration,
+        what: &str,
+        mut ready: impl FnMut(&Child) -> Option<T>,
+    ) -> Result<T, LabError> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(v) = ready(self) {
+                return Ok(v);
+            }
+            if let Some(st) = self.exited() {
+                return Err(LabError::Startup {
+                    name: self.name.clone(),
+                    reason: format!("exited with {st}: {}", self.stderr_tail(2000)),
+                });
+            }
+            if Instant::now() >= deadline {
+                return Err(LabError::Startup {
+                    name: self.name.clone(),
+                    reason: format!("{what} within {timeout:?}: {}", self.stderr_tail(2000)),
+                });
+            }
+            std::thread::sleep(poll);
+        }
+    }
+
     /// The last `n` bytes of the child's standard error (for error messages).
     pub fn stderr_tail(&self, n: usize) -> String {
         let text = std::fs::read(&self.stderr).unwrap_or_default();

@@ -17,5 +17,6 @@ pub mod cfdp;
 pub mod emu;
 pub mod ipemu;
 pub mod node;
+mod release;
 pub mod tcpxfer;
 pub mod udp;

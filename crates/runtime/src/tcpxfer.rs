@@ -400,6 +400,22 @@ pub struct SendReport {
     pub per_block: Vec<BlockReport>,
 }
 
+/// Counts what the peer acknowledged of a block the time limit interrupted.
+fn count_unfinished(report: &mut SendReport, c: &TcpStream, len: u64) {
+    let info = tcp_info(c);
+    report.delivered_bytes += info.bytes_acked.saturating_sub(HEADER_LEN as u64).min(len);
+    report.retransmits += u64::from(info.total_retrans);
+    report.bytes_retrans += info.bytes_retrans;
+}
+
+/// Whether an I/O error only means "try again" (a socket timeout set to check the time limit).
+fn retry(e: &io::Error) -> bool {
+    matches!(
+        e.kind(),
+        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut | io::ErrorKind::Interrupted
+    )
+}
+
 fn pattern(buf: &mut [u8], offset: u64) {
     for (i, b) in buf.iter_mut().enumerate() {
         let x = offset + i as u64;
@@ -452,11 +468,7 @@ pub fn send(plan: &SendPlan, cancel: &AtomicBool) -> io::Result<SendReport> {
         let mut chunk_len;
         while sent < len || !pending.is_empty() {
             if out_of_time(deadline) || cancel.load(Ordering::Relaxed) {
-                let info = tcp_info(&c);
-                report.delivered_bytes +=
-                    info.bytes_acked.saturating_sub(HEADER_LEN as u64).min(len);
-                report.retransmits += u64::from(info.total_retrans);
-                report.bytes_retrans += info.bytes_retrans;
+                count_unfinished(&mut report, &c, len);
                 break 'blocks;
             }
             if pending.is_empty() {
@@ -468,13 +480,7 @@ pub fn send(plan: &SendPlan, cancel: &AtomicBool) -> io::Result<SendReport> {
             }
             match c.write(pending) {
                 Ok(n) => pending = &pending[n..],
-                Err(e)
-                    if matches!(
-                        e.kind(),
-                        io::ErrorKind::WouldBlock
-                            | io::ErrorKind::TimedOut
-                            | io::ErrorKind::Interrupted
-                    ) => {}
+                Err(e) if retry(&e) => {}
                 Err(e) => return Err(e),
             }
         }
@@ -484,11 +490,7 @@ pub fn send(plan: &SendPlan, cancel: &AtomicBool) -> io::Result<SendReport> {
         let mut got = 0;
         while got < REPLY_LEN {
             if out_of_time(deadline) || cancel.load(Ordering::Relaxed) {
-                let info = tcp_info(&c);
-                report.delivered_bytes +=
-                    info.bytes_acked.saturating_sub(HEADER_LEN as u64).min(len);
-                report.retransmits += u64::from(info.total_retrans);
-                report.bytes_retrans += info.bytes_retrans;
+                count_unfinished(&mut report, &c, len);
                 break 'blocks;
             }
             match c.read(&mut r[got..]) {
@@ -499,13 +501,7 @@ pub fn send(plan: &SendPlan, cancel: &AtomicBool) -> io::Result<SendReport> {
                     ))
                 }
                 Ok(n) => got += n,
-                Err(e)
-                    if matches!(
-                        e.kind(),
-                        io::ErrorKind::WouldBlock
-                            | io::ErrorKind::TimedOut
-                            | io::ErrorKind::Interrupted
-                    ) => {}
+                Err(e) if retry(&e) => {}
                 Err(e) => return Err(e),
             }
         }

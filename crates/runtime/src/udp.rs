@@ -194,7 +194,7 @@ pub fn set_thread_realtime(priority: u32) -> io::Result<()> {
 
 /// Waits until `sock` is readable or `timeout` elapses (nanosecond resolution via `ppoll`). Returns whether it is
 /// readable. Interrupted waits return `Ok(false)`.
-pub fn wait_readable(sock: &UdpSocket, timeout: Duration) -> io::Result<bool> {
+pub fn wait_readable(sock: &impl AsRawFd, timeout: Duration) -> io::Result<bool> {
     let mut fds = libc::pollfd {
         fd: sock.as_raw_fd(),
         events: libc::POLLIN,

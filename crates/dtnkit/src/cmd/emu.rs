@@ -82,7 +82,13 @@ pub struct EmuArgs {
     pub(crate) command: Vec<String>,
 }
 
-fn apply(d: &mut DirectionConfig, delay: Option<f64>, per: Option<f64>, rate: Option<f64>) {
+/// Applies the command-line overrides to one direction.
+pub(crate) fn apply(
+    d: &mut DirectionConfig,
+    delay: Option<f64>,
+    per: Option<f64>,
+    rate: Option<f64>,
+) {
     if let Some(v) = delay {
         d.delay_ms = v;
     }
@@ -216,19 +222,7 @@ pub fn run(a: EmuArgs) -> anyhow::Result<()> {
     }
     let (cfg, base) = config(&a)?;
     let (settings, link) = cfg.build(&base).map_err(|e| UsageError(e.to_string()))?;
-    let duration = match a.duration {
-        Some(d) => Some(
-            Duration::try_from_secs_f64(d)
-                .ok()
-                .filter(|d| !d.is_zero())
-                .ok_or_else(|| {
-                    UsageError(format!(
-                        "--duration {d}: expected a positive number of seconds"
-                    ))
-                })?,
-        ),
-        None => None,
-    };
+    let duration = super::positive_seconds("--duration", a.duration)?;
     let log: Option<Box<dyn std::io::Write + Send>> = match &a.log {
         Some(p) => {
             let f =

@@ -8,23 +8,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use channel::config::{DirectionConfig, LossConfig};
+use channel::config::DirectionConfig;
 use runtime::ipemu::{netns, IpDirectionStats, IpEmu, IpEmuConfig, IpSummary, NodeInfo};
 
-use super::emu::EmuArgs;
+use super::emu::{apply, EmuArgs};
 use super::UsageError;
-
-fn apply(d: &mut DirectionConfig, delay: Option<f64>, per: Option<f64>, rate: Option<f64>) {
-    if let Some(v) = delay {
-        d.delay_ms = v;
-    }
-    if let Some(per) = per {
-        d.loss = LossConfig::Iid { per };
-    }
-    if let Some(r) = rate {
-        d.rate_bps = Some(r);
-    }
-}
 
 fn config(a: &EmuArgs) -> anyhow::Result<(IpEmuConfig, PathBuf)> {
     for (set, flag) in [
@@ -179,19 +167,7 @@ pub fn run(a: &EmuArgs) -> anyhow::Result<()> {
     }
     let (cfg, base) = config(a)?;
     let plan = cfg.build(&base).map_err(|e| UsageError(e.to_string()))?;
-    let duration = match a.duration {
-        Some(d) => Some(
-            Duration::try_from_secs_f64(d)
-                .ok()
-                .filter(|d| !d.is_zero())
-                .ok_or_else(|| {
-                    UsageError(format!(
-                        "--duration {d}: expected a positive number of seconds"
-                    ))
-                })?,
-        ),
-        None => None,
-    };
+    let duration = super::positive_seconds("--duration", a.duration)?;
     let names: Vec<String> = plan.nodes.iter().map(|n| n.name.clone()).collect();
     if let Some(n) = &a.inside {
         if !names.contains(n) {

@@ -26,6 +26,20 @@ pub mod trace;
 #[error("{0}")]
 pub struct UsageError(pub String);
 
+/// A `--flag SECONDS` option that must be positive, as a duration (`None` when absent).
+pub fn positive_seconds(
+    flag: &str,
+    v: Option<f64>,
+) -> Result<Option<std::time::Duration>, UsageError> {
+    v.map(|s| {
+        std::time::Duration::try_from_secs_f64(s)
+            .ok()
+            .filter(|d| !d.is_zero())
+            .ok_or_else(|| UsageError(format!("{flag} {s}: expected a positive number of seconds")))
+    })
+    .transpose()
+}
+
 /// Maps an error to the process exit code documented in the README.
 pub fn exit_code_for(e: &anyhow::Error) -> u8 {
     if e.downcast_ref::<UsageError>().is_some() {

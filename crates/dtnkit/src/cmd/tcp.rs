@@ -6,7 +6,6 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
 
 use anyhow::Context;
 use clap::{Args, Subcommand};
@@ -129,17 +128,7 @@ pub fn run(c: TcpCommand) -> anyhow::Result<()> {
                 ))
                 .into());
             }
-            let time_limit = match a.time_limit {
-                None => None,
-                Some(s) => Some(
-                    Duration::try_from_secs_f64(s)
-                        .ok()
-                        .filter(|d| !d.is_zero())
-                        .ok_or_else(|| {
-                            UsageError(format!("--time-limit {s}: expected seconds > 0"))
-                        })?,
-                ),
-            };
+            let time_limit = super::positive_seconds("--time-limit", a.time_limit)?;
             let stop = stop_on_ctrl_c()?;
             let plan = SendPlan {
                 to: a.to,

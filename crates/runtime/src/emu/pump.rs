@@ -66,29 +66,8 @@ impl AsRef<[u8]> for Slot {
     }
 }
 
-/// A delivered datagram waiting for its release time (min-heap on `(release, seq)`; `seq` keeps FIFO among ties).
-struct Pending {
-    release: Duration,
-    seq: u64,
-    slot: Slot,
-}
-
-impl PartialEq for Pending {
-    fn eq(&self, o: &Self) -> bool {
-        (self.release, self.seq) == (o.release, o.seq)
-    }
-}
-impl Eq for Pending {}
-impl PartialOrd for Pending {
-    fn partial_cmp(&self, o: &Self) -> Option<std::cmp::Ordering> {
-        Some(self.cmp(o))
-    }
-}
-impl Ord for Pending {
-    fn cmp(&self, o: &Self) -> std::cmp::Ordering {
-        (self.release, self.seq).cmp(&(o.release, o.seq))
-    }
-}
+/// A delivered datagram waiting for its release time.
+type Pending = crate::release::Held<Slot>;
 
 /// Everything one direction thread owns.
 pub(crate) struct Pump {
@@ -372,7 +351,7 @@ impl Receiver {
                             batch.push(Pending {
                                 release: at,
                                 seq,
-                                slot,
+                                item: slot,
                             });
                         }
                         Fate::Lost(cause) => {
@@ -433,7 +412,7 @@ impl Releaser {
                         _ => break,
                     }
                     if let Some(Reverse(p)) = heap.pop() {
-                        out.push(p.slot);
+                        out.push(p.item);
                     }
                 }
                 let dest = match &self.dest {

@@ -13,7 +13,6 @@
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
-use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -32,29 +31,8 @@ const MAX_WAIT: Duration = Duration::from_millis(20);
 /// Largest packet a TUN read returns (64 KiB TSO packet + virtio header).
 const READ_BUF: usize = 65_536 + VNET_HDR_LEN + 64;
 
-/// A packet waiting for its release time (min-heap on `(release, seq)`; `seq` keeps FIFO among ties).
-struct Pending {
-    release: Duration,
-    seq: u64,
-    buf: Vec<u8>,
-}
-
-impl PartialEq for Pending {
-    fn eq(&self, o: &Self) -> bool {
-        (self.release, self.seq) == (o.release, o.seq)
-    }
-}
-impl Eq for Pending {}
-impl PartialOrd for Pending {
-    fn partial_cmp(&self, o: &Self) -> Option<std::cmp::Ordering> {
-        Some(self.cmp(o))
-    }
-}
-impl Ord for Pending {
-    fn cmp(&self, o: &Self) -> std::cmp::Ordering {
-        (self.release, self.seq).cmp(&(o.release, o.seq))
-    }
-}
+/// A packet waiting for its release time (its virtio header and bytes).
+type Pending = crate::release::Held<Vec<u8>>;
 
 /// Recycled buffers in two size classes, with the bytes held accounted against a limit.
 struct Buffers {
@@ -111,28 +89,6 @@ fn ns(d: Duration) -> u64 {
     u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
 }
 
-/// Waits until the TUN device is readable or `timeout` passes.
-fn wait_readable(t: &Tun, timeout: Duration) -> std::io::Result<()> {
-    let mut fds = libc::pollfd {
-        fd: t.as_raw_fd(),
-        events: libc::POLLIN,
-        revents: 0,
-    };
-    let ts = libc::timespec {
-        tv_sec: libc::time_t::try_from(timeout.as_secs()).unwrap_or(libc::time_t::MAX),
-        tv_nsec: timeout.subsec_nanos() as libc::c_long,
-    };
-    // SAFETY: one valid pollfd, a valid timespec, no signal mask.
-    let rc = unsafe { libc::ppoll(&mut fds, 1, &ts, std::ptr::null()) };
-    if rc < 0 {
-        let e = std::io::Error::last_os_error();
-        if e.kind() != std::io::ErrorKind::Interrupted {
-            return Err(e);
-        }
-    }
-    Ok(())
-}
-
 impl DirectionPump {
     /// Runs until the stop flag is set; returns the direction's counters.
     pub(crate) fn run(mut self) -> std::io::Result<IpDirectionStats> {
@@ -180,11 +136,11 @@ impl DirectionPump {
             let now = self.start.elapsed();
             while heap.peek().is_some_and(|Reverse(p)| p.release <= now) {
                 let Some(Reverse(p)) = heap.pop() else { break };
-                match self.tx.write(&p.buf) {
+                match self.tx.write(&p.item) {
                     Ok(()) => stats.writes += 1,
                     Err(_) => stats.write_errors += 1,
                 }
-                buffers.give(p.buf);
+                buffers.give(p.item);
             }
             if got == BATCH {
                 continue;
@@ -196,7 +152,7 @@ impl DirectionPump {
                 .map_or(MAX_WAIT, |Reverse(p)| p.release.saturating_sub(now))
                 .min(MAX_WAIT);
             if !wait.is_zero() {
-                wait_readable(&self.rx, wait)?;
+                udp::wait_readable(&self.rx, wait)?;
             }
         }
         stats.pending_at_exit = heap.len() as u64;
@@ -260,7 +216,7 @@ impl DirectionPump {
             heap.push(Reverse(Pending {
                 release: at,
                 seq: *seq,
-                buf,
+                item: buf,
             }));
         };
         if let Some(at) = whole {
