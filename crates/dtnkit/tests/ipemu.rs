@@ -340,3 +340,80 @@ fn namespaces_are_gone_after_a_run_and_after_a_killed_run() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn bench_runs_an_ip_mode_grid() {
+    if !root_or_skip() {
+        return;
+    }
+    let dir = work("bench");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("scn.toml"),
+        r#"
+[transfer]
+protocol = "tcp"
+file_bytes = 300000
+time_limit_s = 30
+[link]
+forward = { rate_bps = 20e6, delay_ms = 2 }
+return = { rate_bps = 20e6, delay_ms = 2 }
+"#,
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("exp.toml"),
+        r#"
+name = "ip_ci"
+scenario = "scn.toml"
+mode = "ip"
+[[axis]]
+name = "cc"
+path = "tcp.congestion"
+values = ["reno", "bbr"]
+[[axis]]
+name = "blocks"
+path = "transfer.blocks"
+values = [1, 3]
+"#,
+    )
+    .unwrap();
+    let out = Command::new(dtnkit())
+        .args(["bench", "exp.toml", "--quiet", "--out", "out"])
+        .current_dir(&dir)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let csv = std::fs::read_to_string(dir.join("out/runs.csv")).unwrap();
+    let mut lines = csv.lines();
+    let header: Vec<&str> = lines.next().unwrap().split(',').collect();
+    let col = |name: &str| header.iter().position(|h| *h == name).unwrap();
+    let rows: Vec<Vec<&str>> = lines.map(|l| l.split(',').collect()).collect();
+    assert_eq!(rows.len(), 4);
+    for r in &rows {
+        assert_eq!(r[col("completed")], "1.000000", "{r:?}");
+        assert_eq!(r[col("unmodelled_drops")], "0.000000", "{r:?}");
+        let g: f64 = r[col("goodput_mbps")].parse().unwrap();
+        assert!(
+            g > 0.5 && g < 20.0,
+            "goodput {g} within the 20 Mb/s link: {r:?}"
+        );
+    }
+    // A congestion control the kernel lacks is refused before anything runs, naming the field.
+    let bad = std::fs::read_to_string(dir.join("exp.toml"))
+        .unwrap()
+        .replace("\"bbr\"", "\"hybla-not-here\"");
+    std::fs::write(dir.join("bad.toml"), bad).unwrap();
+    let out = Command::new(dtnkit())
+        .args(["bench", "bad.toml", "--quiet", "--out", "out2"])
+        .current_dir(&dir)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("tcp.congestion"));
+    let _ = std::fs::remove_dir_all(&dir);
+}
