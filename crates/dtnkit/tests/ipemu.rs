@@ -417,3 +417,21 @@ values = [1, 3]
     assert!(String::from_utf8_lossy(&out.stderr).contains("tcp.congestion"));
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn without_root_one_clear_error() {
+    if !root_or_skip() {
+        return;
+    }
+    // Drop to nobody with util-linux's setpriv (part of every Debian system).
+    let out = Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+        .arg(dtnkit())
+        .args(["emu", "--ip", "--", "true"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("the IP mode needs root"), "{err}");
+}
