@@ -26,10 +26,11 @@ if [ "${free_kb:-0}" -lt $((3 * 1024 * 1024)) ]; then
   echo "warning: only $((free_kb / 1024)) MB free under $CARGO_TARGET_DIR; a clean build of the suite needs about 3 GB" >&2
 fi
 
-# --- Debian packages: tshark (LTP/BPv7/TCPCL/CFDP dissectors used as an oracle), python3-venv (cfdp-py's venv) -----
+# --- Debian packages: tshark (LTP/BPv7/TCPCL/CFDP dissectors used as an oracle), python3-venv (cfdp-py's venv), iproute2
 missing=()
 command -v tshark >/dev/null 2>&1 || missing+=(tshark)
 python3 -c 'import ensurepip' >/dev/null 2>&1 || missing+=(python3-venv)
+command -v ip >/dev/null 2>&1 || missing+=(iproute2)  # the emulator's IP mode (crates/dtnkit/tests/ipemu.rs)
 if [ ${#missing[@]} -gt 0 ]; then
   step "installing Debian packages: ${missing[*]}"
   echo "wireshark-common wireshark-common/install-setuid boolean false" | as_root debconf-set-selections
