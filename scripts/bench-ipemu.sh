@@ -38,16 +38,18 @@ transfer() {
   wait "$rx"
 }
 
-printf 'round  load   veth Mb/s   emulator Mb/s   ratio\n'
+printf 'round  load   veth Mb/s   emulator Mb/s   ratio  emulator drops other than the model\n'
 for r in $(seq 1 "$ROUNDS"); do
   load=$(cut -d' ' -f1 /proc/loadavg)
   veth=$(transfer "$V2" 10.202.0.2 "$V1")
   cfg=$(mktemp)
   printf '[ip]\nmtu = %s\n' "$MTU" >"$cfg"
-  emu=$("$D" emu --ip --config "$cfg" -- sh -c \
+  out=$("$D" emu --ip --config "$cfg" -- sh -c \
     "$(declare -f transfer); D='$D' CC='$CC' BYTES='$BYTES'; transfer \$DTNKIT_NS_B \$DTNKIT_ADDR_B \$DTNKIT_NS_A" \
-    2>/dev/null | sed -n 1p)
+    2>/dev/null)
   rm -f "$cfg"
-  printf '%5s  %5s  %10.0f  %14.0f   %s\n' "$r" "$load" "${veth:-0}" "${emu:-0}" \
-    "$(awk -v a="$emu" -v b="$veth" 'BEGIN { if (b > 0) printf "%.2f", a / b }')"
+  emu=$(printf '%s\n' "$out" | sed -n 1p)
+  drops=$(printf '%s\n' "$out" | sed -n 's/^drops other than the models. decisions: //p')
+  printf '%5s  %5s  %10.0f  %14.0f   %5s  %s\n' "$r" "$load" "${veth:-0}" "${emu:-0}" \
+    "$(awk -v a="$emu" -v b="$veth" 'BEGIN { if (b > 0) printf "%.2f", a / b }')" "${drops:-?}"
 done
