@@ -110,6 +110,10 @@ pub struct SpanConfig {
     /// 1 KiB segments fell to 71 Mb/s that way on a busy host. Scaling with the rate keeps
     /// bursts short on slow links.
     pub pacing_burst_time: Duration,
+    /// Largest token bucket depth in bytes, whatever `pacing_burst_bytes` and
+    /// `pacing_burst_time` give at the current rate (0 = no cap): for receivers with small
+    /// socket buffers (see [`crate::pacing::TokenBucket::with_max_depth`]).
+    pub pacing_max_burst_bytes: u64,
     /// One-way light time to the remote engine.
     pub owlt: Duration,
     /// Processing margin added to two OWLTs to derive the RTO (covers queueing and
@@ -135,6 +139,11 @@ pub struct SpanConfig {
     pub aggregation_size_limit: usize,
     /// Aggregation: a non-empty aggregate is started at most this long after its first item.
     pub aggregation_time_limit: Duration,
+    /// Aggregation: most client items (bundles) in one block; the aggregate is started as soon
+    /// as it holds this many, whatever its size. 0 = no limit. 1 puts every item in a block of
+    /// its own, for receivers that take a block as exactly one bundle (HDTN 1.3.1 decodes the
+    /// first bundle of a block and refuses the rest, while reporting the whole block received).
+    pub aggregation_max_items: usize,
     /// Red bytes one import session may buffer; a segment beyond this offset cancels the
     /// session (SYS_CNCLD) instead of allocating.
     pub max_red_bytes_per_session: u64,
@@ -171,6 +180,7 @@ impl SpanConfig {
             adaptive_rate: None,
             pacing_burst_bytes: 0,
             pacing_burst_time: DEFAULT_PACING_BURST_TIME,
+            pacing_max_burst_bytes: 0,
             owlt: Duration::ZERO,
             processing_margin: Duration::from_millis(100),
             rto: None,
@@ -182,6 +192,7 @@ impl SpanConfig {
             signal_replication: 1,
             aggregation_size_limit: 64 * 1024,
             aggregation_time_limit: Duration::from_millis(1),
+            aggregation_max_items: 0,
             max_red_bytes_per_session: 64 << 20,
             session_number_bits: 32,
             import_inactivity_timeout: Duration::from_secs(60),

@@ -24,6 +24,9 @@ pub struct TokenBucket {
     /// Depth expressed as time at the current rate: the bucket holds at least
     /// `rate × burst_time` worth of bits, so it scales with contact rates.
     burst_time: Duration,
+    /// Upper bound of the depth in bytes whatever the rate (0 = none): see
+    /// [`TokenBucket::with_max_depth`].
+    max_burst_bytes: u64,
     /// Balance in bit·ns (bits × 1e9).
     balance: i128,
     last: Duration,
@@ -52,11 +55,22 @@ impl TokenBucket {
             rate_bps,
             burst_bytes,
             burst_time,
+            max_burst_bytes: 0,
             balance: 0,
             last: now,
         };
         b.balance = b.cap();
         b
+    }
+
+    /// Caps the depth at `max_bytes` whatever the rate and the other bounds (0 = no cap). A
+    /// receiver whose socket buffer is smaller than one burst drops the rest of it even when
+    /// the mean rate suits it: HDTN and ION keep the kernel's default 212 992-byte UDP buffer,
+    /// which a 4 ms burst at 1 Gb/s (500 kB) overruns by itself.
+    pub fn with_max_depth(mut self, max_bytes: u64) -> Self {
+        self.max_burst_bytes = max_bytes;
+        self.balance = self.balance.min(self.cap());
+        self
     }
 
     /// Change the rate (contacts change it). 0 = unlimited.
@@ -82,7 +96,12 @@ impl TokenBucket {
     fn cap(&self) -> i128 {
         let bytes = i128::from(self.burst_bytes) * 8 * NS_PER_S;
         let time = i128::from(self.rate_bps) * self.burst_time.as_nanos() as i128;
-        bytes.max(time)
+        let depth = bytes.max(time);
+        if self.max_burst_bytes == 0 {
+            depth
+        } else {
+            depth.min(i128::from(self.max_burst_bytes) * 8 * NS_PER_S)
+        }
     }
 
     fn refill(&mut self, now: Duration) {
@@ -346,6 +365,38 @@ mod tests {
         assert_eq!(z.ready_at(ms(6)), None);
         z.consume(1000, ms(6));
         assert_eq!(z.ready_at(ms(6)), Some(ms(7)));
+    }
+
+    #[test]
+    fn a_max_depth_caps_bursts_at_any_rate() {
+        let ms = Duration::from_millis;
+        // 1 Gb/s with the default 4 ms depth would burst 500 kB; capped at 64 KiB.
+        let mut b = TokenBucket::with_burst_time(1_000_000_000, 0, ms(4), Duration::ZERO)
+            .with_max_depth(65_536);
+        assert_eq!(b.depth_bytes(), 65_536);
+        let mut sent = 0u64;
+        while b.ready_at(Duration::ZERO).is_none() {
+            b.consume(1024, Duration::ZERO);
+            sent += 1024;
+        }
+        assert_eq!(
+            sent,
+            65_536 + 1024,
+            "the depth, plus the segment that overdraws it"
+        );
+        // A long sleep credits no more than the cap either.
+        assert!(b.ready_at(ms(100)).is_none());
+        b.consume(65_537, ms(100));
+        assert!(b.ready_at(ms(100)).is_some(), "no credit beyond the cap");
+        // The cap holds when the rate grows; below the cap the time depth rules.
+        b.set_rate(10_000_000_000, ms(100));
+        assert_eq!(b.depth_bytes(), 65_536);
+        b.set_rate(8_000_000, ms(100));
+        assert_eq!(b.depth_bytes(), 4_000);
+        // 0 = no cap.
+        let u =
+            TokenBucket::with_burst_time(1_000_000_000, 0, ms(4), Duration::ZERO).with_max_depth(0);
+        assert_eq!(u.depth_bytes(), 500_000);
     }
 
     /// A burst that took no time (no achieved-rate information).

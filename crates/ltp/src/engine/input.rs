@@ -183,9 +183,11 @@ impl Engine {
                 return;
             }
             // A new session is refused (not remembered) while the import budget could not
-            // take its first segment: the sender's checkpoint timer retries once delivered
-            // blocks are confirmed, instead of a session that would be cancelled at once.
-            if s.import_count >= s.cfg.max_import_sessions
+            // take its first segment, or the client paused its ingress: the sender's
+            // checkpoint timer retries once delivered blocks are confirmed, instead of a
+            // session that would be cancelled at once.
+            if !self.accepting_imports
+                || s.import_count >= s.cfg.max_import_sessions
                 || self.total_import_bytes + d.data.len() as u64 > self.cfg.max_total_import_bytes
             {
                 s.stats.imports_refused += 1;

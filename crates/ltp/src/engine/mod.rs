@@ -121,6 +121,8 @@ pub struct Engine {
     session_counter: u64,
     total_import_bytes: u64,
     next_span_rr: usize,
+    /// False while the client has paused its ingress ([`Engine::set_accepting_imports`]).
+    accepting_imports: bool,
 }
 
 impl std::fmt::Debug for Engine {
@@ -168,6 +170,7 @@ impl Engine {
             session_counter,
             total_import_bytes: 0,
             next_span_rr: 0,
+            accepting_imports: true,
         }
     }
 
@@ -332,6 +335,20 @@ impl Engine {
     /// `EngineConfig::closed_session_memory`).
     pub fn closed_sessions_remembered(&self) -> usize {
         self.closed_imports.len()
+    }
+
+    /// Pauses (`false`) or resumes (`true`) the acceptance of new import sessions, for a
+    /// client that cannot take more blocks now (its applications fall behind). While paused,
+    /// data opening a new session is dropped and counted in `imports_refused`, exactly as when
+    /// the import budget is full: the sender's checkpoint timer retries it, so back-pressure
+    /// reaches the sender without cancelling anything. Sessions already open go on.
+    pub fn set_accepting_imports(&mut self, accept: bool) {
+        self.accepting_imports = accept;
+    }
+
+    /// Whether new import sessions are accepted ([`Engine::set_accepting_imports`]).
+    pub fn accepting_imports(&self) -> bool {
+        self.accepting_imports
     }
 
     /// Bytes currently charged against `EngineConfig::max_total_import_bytes`: red data held

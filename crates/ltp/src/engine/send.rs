@@ -45,7 +45,8 @@ impl Engine {
 
     /// Add one client item (e.g. a bundle) to the span's aggregate for
     /// (`client_service_id`, colour). The aggregate becomes one block when it reaches the
-    /// span's `aggregation_size_limit` or `aggregation_time_limit` after its first item;
+    /// span's `aggregation_size_limit` or `aggregation_max_items`, or `aggregation_time_limit`
+    /// after its first item;
     /// completion/cancel events list the tokens of every item it held.
     pub fn enqueue_item(
         &mut self,
@@ -71,6 +72,7 @@ impl Engine {
         };
         let time_limit = span.cfg.aggregation_time_limit;
         let size_limit = span.cfg.aggregation_size_limit;
+        let max_items = span.cfg.aggregation_max_items;
         let k = match span
             .aggregators
             .iter()
@@ -102,7 +104,7 @@ impl Engine {
             agg.buf.extend_from_slice(&item);
         }
         agg.tokens.push(token);
-        if agg.len() >= size_limit {
+        if agg.len() >= size_limit || (max_items > 0 && agg.tokens.len() >= max_items) {
             self.flush_aggregator(now, i, k);
         }
         Ok(())

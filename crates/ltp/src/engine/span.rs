@@ -134,7 +134,8 @@ impl Span {
             cfg.pacing_burst_bytes,
             cfg.pacing_burst_time,
             Duration::ZERO,
-        );
+        )
+        .with_max_depth(cfg.pacing_max_burst_bytes);
         (bucket, ctl)
     }
 
