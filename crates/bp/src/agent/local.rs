@@ -72,6 +72,8 @@ impl<S: Store> Agent<S> {
         for k in waiting {
             if let Some(e) = self.entries.get_mut(&k) {
                 e.state = State::Ready;
+                self.owed.0 += 1;
+                self.owed.1 += e.meta.len;
                 self.ready.push_back(k);
             }
         }
@@ -86,10 +88,15 @@ impl<S: Store> Agent<S> {
         }
         // Its held bundles wait for the endpoint like the others (`register` finds them again).
         self.held.remove(endpoint);
+        let mut released = Vec::new();
         for e in self.entries.values_mut() {
             if matches!(e.state, State::Ready | State::Offered) && e.meta.destination == *endpoint {
                 e.state = State::AwaitEndpoint;
+                released.push(e.meta.len);
             }
+        }
+        for len in released {
+            self.owe_less(len);
         }
     }
 

@@ -156,6 +156,9 @@ pub struct Agent<S: Store> {
     creation_cursor: (u64, u64),
     pending: Batch,
     used: u64,
+    /// Bundles (count, bytes) stored for registered endpoints and not acknowledged by their
+    /// application yet (states Ready and Offered): see [`Agent::delivery_backlog`].
+    owed: (u64, u64),
     counters: AgentStatus,
     sink: Option<Box<dyn BundleEventSink + Send>>,
     security: Option<bpsec::Policy>,
@@ -215,6 +218,7 @@ impl<S: Store> Agent<S> {
             creation_cursor: contents.creation_cursor.unwrap_or((0, 0)),
             pending: Batch::new(),
             used: 0,
+            owed: (0, 0),
             counters: AgentStatus::default(),
             sink: None,
             security: None,
@@ -351,6 +355,22 @@ impl<S: Store> Agent<S> {
             .count() as u64;
         s.dedup_records = self.dedup.len() as u64;
         s
+    }
+
+    /// Bundles stored for registered endpoints and not yet acknowledged by their applications:
+    /// (count, bytes). This is what the node owes the applications connected now; bundles for
+    /// endpoints nobody registered are not counted (they are stored for later, not late). A
+    /// driver compares it with a limit to stop taking bundles from its peers while the
+    /// applications fall behind. O(1): kept up to date at every state change.
+    pub fn delivery_backlog(&self) -> (u64, u64) {
+        self.owed
+    }
+
+    /// One owed delivery of `len` bytes is no longer owed (acknowledged, removed, or its
+    /// endpoint unregistered).
+    fn owe_less(&mut self, len: u64) {
+        self.owed.0 = self.owed.0.saturating_sub(1);
+        self.owed.1 = self.owed.1.saturating_sub(len);
     }
 
     /// The next administrative record received for this node (status reports about bundles it
@@ -573,6 +593,8 @@ impl<S: Store> Agent<S> {
             State::AwaitEndpoint if deliver_now => {
                 if let Some(e) = self.entries.get_mut(&key) {
                     e.state = State::Ready;
+                    self.owed.0 += 1;
+                    self.owed.1 += e.meta.len;
                 }
                 self.ready.push_back(key);
             }
@@ -596,6 +618,9 @@ impl<S: Store> Agent<S> {
     fn remove_entry(&mut self, key: BundleKey) -> Option<Entry> {
         let e = self.entries.remove(&key)?;
         self.used = self.used.saturating_sub(e.meta.len);
+        if matches!(e.state, State::Ready | State::Offered) {
+            self.owe_less(e.meta.len);
+        }
         self.expiry.remove(&(e.meta.expires_at_ms, key));
         match e.state {
             State::Unrouted => {
