@@ -12,6 +12,14 @@
 //! with ONE `Agent::send_batch` (one transaction, one fsync on a durable store); then each is
 //! answered, in order. Any other input first flushes the batch, so every connection still sees
 //! its answers in request order and a `Register`/`Status`/`Ack` observes the sends before it.
+//!
+//! Fairness: one turn of the loop forwards, delivers, then handles inputs, but at most
+//! [`MAX_INPUTS_PER_TURN`] of them or for [`MAX_TURN_TIME`], whichever ends first, before the
+//! next turn forwards and delivers again. A peer that keeps the input channel full (TCPCL
+//! pipelining, issue 16) therefore cannot hold deliveries back; before, a turn drained the
+//! channel to the end, and deliveries stopped for as long as a fast peer kept it non-empty.
+//! When the applications still fall behind, the ingress gate ([`super::ingress`]) holds the
+//! peers back.
 
 use std::collections::HashMap;
 use std::net::{SocketAddr, UdpSocket};
@@ -28,6 +36,7 @@ use client::proto::{self, ErrorKind, Request, Response, SendArgs};
 use super::app_writer::AppWriter;
 use super::cla::{dispatch_udp, ClaKind, FromCla, TcpDispatch, TcpRouter, ToUdp};
 use super::clock::dtn_now_ms;
+use super::ingress::{GateChange, IngressGate};
 use super::ltp_thread::{FromLtp, LtpCounters, ToLtp};
 use super::tcpcl_thread::{TcpclCounters, ToSession};
 use super::udpcl::UdpclCounters;
@@ -69,6 +78,12 @@ const MAX_OUTSTANDING: usize = 8192;
 const MAX_SEND_BATCH: usize = 256;
 /// Most payload bytes of application sends committed in one transaction.
 const MAX_SEND_BATCH_BYTES: usize = 64 << 20;
+/// Most inputs handled in one turn of the loop before it forwards and delivers again.
+const MAX_INPUTS_PER_TURN: usize = 1024;
+/// Longest time one turn spends on inputs before it forwards and delivers again. Bounds the
+/// delivery lag a flood of inputs can cause (a commit of a large batch can still take longer).
+const MAX_TURN_TIME: Duration = Duration::from_millis(20);
+
 /// Most LTP blocks committed in one transaction.
 const MAX_BLOCK_BATCH: usize = 64;
 /// Most bytes of LTP blocks committed in one transaction.
@@ -149,6 +164,32 @@ pub(crate) struct AgentThread {
     /// Bytes handed to the convergence-layer threads and not yet reported (`[ltp]
     /// window_bytes`): bounds the blocks held in export sessions and CLA queues.
     pub(crate) window_bytes: u64,
+    /// Pauses ingress while the applications fall behind (`[bp] delivery_backlog_bytes`).
+    pub(crate) ingress: IngressGate,
+}
+
+/// The inputs one turn of the agent loop may still take (see [`MAX_INPUTS_PER_TURN`]).
+struct TurnBudget {
+    started: std::time::Instant,
+    inputs: usize,
+}
+
+impl TurnBudget {
+    fn new() -> Self {
+        Self {
+            started: std::time::Instant::now(),
+            inputs: 1,
+        }
+    }
+
+    /// The next input of this turn, if the budget allows one and the channel has one.
+    fn next(&mut self, rx: &Receiver<AgentInput>) -> Option<AgentInput> {
+        if self.inputs >= MAX_INPUTS_PER_TURN || self.started.elapsed() >= MAX_TURN_TIME {
+            return None;
+        }
+        self.inputs += 1;
+        rx.try_recv().ok()
+    }
 }
 
 /// What happened to a bundle offered to a convergence layer.
@@ -274,6 +315,7 @@ impl AgentThread {
                 Err(RecvTimeoutError::Disconnected) => return,
             };
             let mut input = Some(first);
+            let mut budget = TurnBudget::new();
             let mut confirm = false;
             let mut sends = SendBatch::default();
             let mut blocks = BlockBatch::default();
@@ -300,7 +342,7 @@ impl AgentThread {
                         if blocks.is_full() {
                             confirm |= self.flush_blocks(now, &mut blocks);
                         }
-                        input = self.rx.try_recv().ok();
+                        input = budget.next(&self.rx);
                         continue;
                     }
                     AgentInput::App {
@@ -313,7 +355,7 @@ impl AgentThread {
                         if sends.is_full() {
                             self.flush_sends(now, &mut sends, &mut conns, &mut owner);
                         }
-                        input = self.rx.try_recv().ok();
+                        input = budget.next(&self.rx);
                         continue;
                     }
                     other => other,
@@ -344,6 +386,11 @@ impl AgentThread {
                         // acknowledgment: a refused bundle is lost (counted by the agent).
                         if let Some((h, ids)) = confirm {
                             h.confirm(ids.into_iter().zip(oks));
+                        }
+                        // Close the gate as soon as the backlog crosses the limit, not at
+                        // the end of the turn: the sessions stop reading sooner.
+                        if self.apply_gate() {
+                            let _ = self.waker.send_to(&[0], self.ltp_addr);
                         }
                         self.update_free();
                     }
@@ -402,14 +449,31 @@ impl AgentThread {
                         }
                     }
                 }
-                input = self.rx.try_recv().ok();
+                input = budget.next(&self.rx);
             }
             self.flush_sends(dtn_now_ms(), &mut sends, &mut conns, &mut owner);
             confirm |= self.flush_blocks(dtn_now_ms(), &mut blocks);
+            // Acknowledged deliveries may have opened the gate.
+            confirm |= self.apply_gate();
             if confirm {
                 let _ = self.waker.send_to(&[0], self.ltp_addr);
             }
             self.update_free();
+        }
+    }
+
+    /// Pauses or resumes ingress when the delivery backlog crossed the gate's thresholds.
+    /// True when a command was queued for the LTP thread (it needs waking).
+    fn apply_gate(&mut self) -> bool {
+        match self.ingress.observe(self.agent.delivery_backlog().1) {
+            None => false,
+            Some(GateChange::Pause) => self.send_ltp(ToLtp::AcceptImports(false)),
+            Some(GateChange::Resume) => {
+                // Paused sessions wait in poll(2) for their socket, which they no longer
+                // read: wake them so that reading resumes now.
+                self.tcp.wake_all();
+                self.send_ltp(ToLtp::AcceptImports(true))
+            }
         }
     }
 
@@ -538,7 +602,7 @@ impl AgentThread {
                 .is_some_and(|r| r.iter().all(|r| !matches!(r, Err(e) if e.is_transient())));
             queued |= self.send_ltp(ToLtp::Confirm { session, ok });
         }
-        queued
+        queued | self.apply_gate()
     }
 
     /// Offers a held connection's deliveries again once its writer has room.
@@ -749,6 +813,7 @@ impl AgentThread {
                 "failed": s.security_failed,
                 "last_failure": s.security_last_failure,
             })),
+            "ingress": self.ingress.json(self.agent.delivery_backlog()),
             "tcpcl": self.tcp_counters.as_ref().map(|c| c.json()),
             "udpcl": self.udp_counters.as_ref().map(|c| c.json()),
             "ltp": c.json(),

@@ -208,6 +208,13 @@ impl TcpRouter {
         }
     }
 
+    /// Wakes every live session thread (e.g. to read again after an ingress pause).
+    pub(crate) fn wake_all(&self) {
+        for h in self.sessions.values().flatten() {
+            h.wake();
+        }
+    }
+
     /// Asks every session to end (node shutdown).
     pub(crate) fn close_all(&self) {
         for h in self.sessions.values().flatten() {

@@ -13,6 +13,7 @@ use std::time::Duration;
 use serde::Deserialize;
 
 use super::config::ConfigError;
+use super::peer_kind::PeerKind;
 pub use super::tcpcl_tls::{TlsSection, TlsSettings};
 
 fn err(file: &str, field: &str, value: impl std::fmt::Display, expected: &str) -> ConfigError {
@@ -98,11 +99,16 @@ pub struct TcpPeerSection {
     /// it that presents another id ends with SESS_TERM "Contact Failure".
     #[serde(default)]
     pub node_id: Option<String>,
-    /// Send bundles larger than the peer's advertised transfer MRU anyway, for peers that
-    /// under-advertise it (dtn7 advertises 64000 and accepts megabytes). Default false:
-    /// such bundles are fragmented (RFC 9171 5.8) to fit.
+    /// The implementation it runs: selects the defaults of the keys below
+    /// (`super::peer_kind`; `dtn7` sets `exceed_peer_transfer_mru`).
     #[serde(default)]
-    pub exceed_peer_transfer_mru: bool,
+    pub peer_kind: PeerKind,
+    /// Send bundles larger than the peer's advertised transfer MRU anyway, for peers that
+    /// under-advertise it (dtn7 advertises 64000 and accepts megabytes). Default: the peer
+    /// kind's (true for `dtn7`, else false: such bundles are fragmented, RFC 9171 5.8, to
+    /// fit).
+    #[serde(default)]
+    pub exceed_peer_transfer_mru: Option<bool>,
     /// Name its TLS certificate must carry (DNS name or IP address); default: the host of
     /// `address`.
     #[serde(default)]
@@ -199,6 +205,8 @@ pub struct TcpPeer {
     pub address: Option<SocketAddr>,
     /// Node id expected in its SESS_INIT.
     pub node_id: String,
+    /// The implementation it runs.
+    pub peer_kind: PeerKind,
     /// Send beyond its advertised transfer MRU.
     pub exceed_peer_transfer_mru: bool,
     /// Server name its TLS certificate is checked against (`tls_name`, else the address's IP;
@@ -408,7 +416,10 @@ pub(crate) fn validate_tcp(
             peer: p.peer,
             address,
             node_id,
-            exceed_peer_transfer_mru: p.exceed_peer_transfer_mru,
+            peer_kind: p.peer_kind,
+            exceed_peer_transfer_mru: p
+                .exceed_peer_transfer_mru
+                .unwrap_or(p.peer_kind.tcp_profile().exceed_peer_transfer_mru),
             tls_name,
             version,
         });

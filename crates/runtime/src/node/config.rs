@@ -13,6 +13,7 @@ pub use super::bpsec_config::{BpsecRuleSection, BpsecSection};
 pub use super::cla_config::{
     TcpPeer, TcpPeerSection, Tcpcl, TcpclSection, UdpPeer, UdpPeerSection, Udpcl, UdpclSection,
 };
+pub use super::peer_kind::PeerKind;
 
 /// A configuration error: one line naming the file, the field and the expectation.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -201,6 +202,12 @@ pub struct BpSection {
     /// Generate requested status reports.
     #[serde(default = "yes")]
     pub status_reports: bool,
+    /// Delivery backlog limit in bytes: while the bundles stored for registered endpoints and
+    /// not yet acknowledged by their applications exceed it, the node takes no bundles from
+    /// its peers (TCPCL sessions stop reading, LTP refuses new import sessions) until they are
+    /// down to half of it. Default: a quarter of `[store] quota_bytes`; 0 = never pause.
+    #[serde(default)]
+    pub delivery_backlog_bytes: Option<u64>,
 }
 
 impl Default for BpSection {
@@ -210,6 +217,7 @@ impl Default for BpSection {
             default_lifetime_ms: default_lifetime(),
             echo_service: default_echo(),
             status_reports: true,
+            delivery_backlog_bytes: None,
         }
     }
 }
@@ -237,18 +245,27 @@ pub struct SpanSection {
     /// Its LTP engine id (default: `peer`).
     #[serde(default)]
     pub engine_id: Option<u64>,
+    /// The implementation it runs: selects the defaults of `aggregation_bytes`,
+    /// `aggregation_ms`, `max_bundles_per_block` and `max_burst_bytes` (`super::peer_kind`).
+    #[serde(default)]
+    pub peer_kind: PeerKind,
     /// Maximum LTP segment size in bytes.
     #[serde(default = "default_mss")]
     pub max_segment_size: usize,
     /// Concurrent export sessions (ION's "max export sessions").
     #[serde(default = "default_sessions")]
     pub max_sessions: usize,
-    /// Aggregation size limit: a block starts once this many bytes of bundles wait.
-    #[serde(default = "default_agg_bytes")]
-    pub aggregation_bytes: usize,
-    /// Aggregation time limit in ms (fractions allowed).
-    #[serde(default = "default_agg_ms")]
-    pub aggregation_ms: f64,
+    /// Aggregation size limit: a block starts once this many bytes of bundles wait
+    /// (default: the peer kind's, 64 KiB).
+    #[serde(default)]
+    pub aggregation_bytes: Option<usize>,
+    /// Aggregation time limit in ms (fractions allowed; default: the peer kind's, 1 ms).
+    #[serde(default)]
+    pub aggregation_ms: Option<f64>,
+    /// Most bundles in one LTP block (0 = no limit; default: the peer kind's, 1 for `hdtn`
+    /// and `generic`).
+    #[serde(default)]
+    pub max_bundles_per_block: Option<usize>,
     /// Explicit retransmission timeout in ms (default: 2 × OWLT + 100 ms).
     #[serde(default)]
     pub rto_ms: Option<f64>,
@@ -272,6 +289,10 @@ pub struct SpanSection {
     /// `ltp::DEFAULT_PACING_BURST_TIME`, 4 ms; the simulator uses the same default).
     #[serde(default)]
     pub burst_ms: Option<f64>,
+    /// Largest pacing burst in bytes whatever the rate (0 = no cap; default: the peer
+    /// kind's, 64 KiB for receivers with the kernel's default UDP buffer).
+    #[serde(default)]
+    pub max_burst_bytes: Option<u64>,
     /// Concurrent import sessions from this neighbour (default 64); data opening one more is
     /// dropped and retried by the sender's checkpoint timer.
     #[serde(default = "default_import_sessions")]
@@ -326,12 +347,6 @@ fn default_mss() -> usize {
 fn default_sessions() -> usize {
     16
 }
-fn default_agg_bytes() -> usize {
-    64 * 1024
-}
-fn default_agg_ms() -> f64 {
-    1.0
-}
 fn default_import_sessions() -> usize {
     64
 }
@@ -357,6 +372,12 @@ pub struct Span {
     pub burst_time: Option<Duration>,
     /// Largest red block accepted (`max_block_bytes` or its default).
     pub max_block_bytes: u64,
+    /// Aggregation size limit in effect (`aggregation_bytes` or the peer kind's).
+    pub aggregation_bytes: usize,
+    /// Most bundles per block in effect (0 = no limit).
+    pub max_bundles_per_block: usize,
+    /// Pacing burst cap in effect (0 = none).
+    pub max_burst_bytes: u64,
 }
 
 impl Span {
@@ -366,6 +387,21 @@ impl Span {
         self.cfg
             .adaptive_rate
             .unwrap_or(self.cfg.rate_bps == 0 && !planned)
+    }
+
+    /// The start-up warning for a span whose settings make its peer lose bundles: an HDTN
+    /// neighbour given more than one bundle per block keeps only the first of each block.
+    pub fn profile_warning(&self) -> Option<String> {
+        (self.cfg.peer_kind.one_bundle_per_block() && self.max_bundles_per_block != 1).then(|| {
+            format!(
+                "span to node {}: peer_kind = \"{}\" takes one bundle per LTP block and \
+                 silently drops the others, but max_bundles_per_block = {} (0 = no limit); \
+                 remove the key or set it to 1",
+                self.peer,
+                self.cfg.peer_kind.name(),
+                self.max_bundles_per_block
+            )
+        })
     }
 
     /// The start-up warning for a span that has neither a rate nor adaptive pacing, if it
@@ -439,13 +475,22 @@ impl Validated {
             .unwrap_or(DEFAULT_MAX_IMPORT_BYTES)
     }
 
+    /// The delivery backlog limit in effect (`[bp] delivery_backlog_bytes`, default a
+    /// quarter of the store quota; 0 = never pause ingress).
+    pub fn delivery_backlog_bytes(&self) -> u64 {
+        self.raw
+            .bp
+            .delivery_backlog_bytes
+            .unwrap_or(self.raw.store.quota_bytes / 4)
+    }
+
     /// The forwarding window in effect (`[ltp] window_bytes` or its default, derived from
     /// the spans' `max_sessions × aggregation_bytes`).
     pub fn window_bytes(&self) -> u64 {
         self.raw.ltp.window_bytes.unwrap_or_else(|| {
             let sum = self.spans.iter().fold(0u64, |acc, s| {
                 acc.saturating_add(
-                    (s.cfg.max_sessions as u64).saturating_mul(s.cfg.aggregation_bytes as u64),
+                    (s.cfg.max_sessions as u64).saturating_mul(s.aggregation_bytes as u64),
                 )
             });
             sum.clamp(MIN_WINDOW_BYTES, MAX_DEFAULT_WINDOW_BYTES)
@@ -621,7 +666,16 @@ impl NodeConfig {
             if s.max_sessions == 0 || s.max_sessions > 100_000 {
                 return Err(err(file, &f("max_sessions"), s.max_sessions, "1 to 100000"));
             }
-            if s.aggregation_bytes == 0 {
+            let profile = s.peer_kind.ltp_profile().map_err(|why| {
+                err(
+                    file,
+                    &f("peer_kind"),
+                    format!("{:?}", s.peer_kind.name()),
+                    &format!("\"dtnkit\", \"ion\", \"hdtn\" or \"generic\" ({why})"),
+                )
+            })?;
+            let aggregation_bytes = s.aggregation_bytes.unwrap_or(profile.aggregation_bytes);
+            if aggregation_bytes == 0 {
                 return Err(err(
                     file,
                     &f("aggregation_bytes"),
@@ -662,7 +716,7 @@ impl NodeConfig {
                 None => self
                     .bp
                     .max_bundle_size
-                    .saturating_add(s.aggregation_bytes as u64),
+                    .saturating_add(aggregation_bytes as u64),
             };
             let burst_time = match s.burst_ms {
                 Some(v) => Some(ms(file, &f("burst_ms"), v)?),
@@ -674,9 +728,18 @@ impl NodeConfig {
                 address,
                 rto,
                 owlt: ms(file, &f("owlt_ms"), s.owlt_ms)?,
-                aggregation_time: ms(file, &f("aggregation_ms"), s.aggregation_ms)?,
+                aggregation_time: ms(
+                    file,
+                    &f("aggregation_ms"),
+                    s.aggregation_ms.unwrap_or(profile.aggregation_ms),
+                )?,
                 burst_time,
                 max_block_bytes,
+                aggregation_bytes,
+                max_bundles_per_block: s
+                    .max_bundles_per_block
+                    .unwrap_or(profile.max_bundles_per_block),
+                max_burst_bytes: s.max_burst_bytes.unwrap_or(profile.max_burst_bytes),
                 cfg: s.clone(),
             });
         }
@@ -952,6 +1015,101 @@ adaptive_rate = true
 ")
         )
         .is_err());
+    }
+
+    #[test]
+    fn peer_kinds_set_defaults_that_explicit_keys_override() {
+        let v = parse(GOOD).unwrap();
+        let s = &v.spans[0];
+        assert_eq!(s.cfg.peer_kind, PeerKind::Dtnkit, "the default");
+        assert_eq!(
+            (
+                s.aggregation_bytes,
+                s.max_bundles_per_block,
+                s.max_burst_bytes
+            ),
+            (64 * 1024, 0, 0)
+        );
+        assert_eq!(s.aggregation_time, Duration::from_millis(1));
+        assert_eq!(s.profile_warning(), None);
+        let kind = |k: &str, extra: &str| {
+            parse(&format!("{GOOD}peer_kind = \"{k}\"\n{extra}")).map(|v| v.spans[0].clone())
+        };
+        let h = kind("hdtn", "").unwrap();
+        assert_eq!((h.max_bundles_per_block, h.max_burst_bytes), (1, 65_536));
+        assert_eq!(h.profile_warning(), None);
+        let g = kind("generic", "").unwrap();
+        assert_eq!((g.max_bundles_per_block, g.max_burst_bytes), (1, 65_536));
+        let i = kind("ion", "").unwrap();
+        assert_eq!((i.max_bundles_per_block, i.max_burst_bytes), (0, 65_536));
+        // Explicit keys win over the profile; the HDTN profile warns when that loses bundles.
+        let h = kind(
+            "hdtn",
+            "max_bundles_per_block = 4\nmax_burst_bytes = 0\naggregation_bytes = 1000\naggregation_ms = 5\n",
+        )
+        .unwrap();
+        assert_eq!(
+            (
+                h.max_bundles_per_block,
+                h.max_burst_bytes,
+                h.aggregation_bytes
+            ),
+            (4, 0, 1000)
+        );
+        assert_eq!(h.aggregation_time, Duration::from_millis(5));
+        let w = h.profile_warning().unwrap();
+        assert!(
+            w.contains("span to node 2") && w.contains("one bundle per LTP block"),
+            "{w}"
+        );
+        let d = kind("dtnkit", "max_bundles_per_block = 1\n").unwrap();
+        assert_eq!(d.max_bundles_per_block, 1);
+        // Errors name the field.
+        let e = kind("dtn7", "").unwrap_err().to_string();
+        assert!(
+            e.contains("span[0].peer_kind") && e.contains("no LTP"),
+            "{e}"
+        );
+        let e = kind("hdtn2", "").unwrap_err().to_string();
+        assert!(e.contains("peer_kind") && e.contains("hdtn"), "{e}");
+        // TCPCL: dtn7 sends beyond its advertised transfer MRU unless told otherwise.
+        let tcp = |extra: &str| {
+            parse(&format!(
+                "{GOOD}[tcpcl]\n[[tcp_peer]]\npeer = 3\naddress = \"127.0.0.1:9\"\n{extra}"
+            ))
+            .unwrap()
+            .tcp_peers[0]
+                .clone()
+        };
+        assert!(!tcp("").exceed_peer_transfer_mru);
+        let t = tcp("peer_kind = \"dtn7\"\n");
+        assert!(t.exceed_peer_transfer_mru && t.peer_kind == PeerKind::Dtn7);
+        assert!(
+            !tcp("peer_kind = \"dtn7\"\nexceed_peer_transfer_mru = false\n")
+                .exceed_peer_transfer_mru
+        );
+        assert!(!tcp("peer_kind = \"hdtn\"\n").exceed_peer_transfer_mru);
+    }
+
+    #[test]
+    fn delivery_backlog_limit_defaults_to_a_quarter_of_the_quota() {
+        let v = parse(GOOD).unwrap();
+        assert_eq!(v.delivery_backlog_bytes(), (1 << 30) / 4);
+        let set = |extra: &str| GOOD.replace("[store]", &format!("[bp]\n{extra}\n[store]"));
+        assert_eq!(
+            parse(&set("delivery_backlog_bytes = 0"))
+                .unwrap()
+                .delivery_backlog_bytes(),
+            0
+        );
+        assert_eq!(
+            parse(&set("delivery_backlog_bytes = 5000000"))
+                .unwrap()
+                .delivery_backlog_bytes(),
+            5_000_000
+        );
+        let quota = GOOD.replace("path = \"store\"", "path = \"store\"\nquota_bytes = 4000");
+        assert_eq!(parse(&quota).unwrap().delivery_backlog_bytes(), 1000);
     }
 
     #[test]

@@ -805,6 +805,7 @@ fn finish(mut st: State) -> Result<Imported, ImportError> {
         let clamp = |v: u64| v.min(100_000);
         let _ = writeln!(spans, "\n[[span]]    # {}:{}", s.at.file, s.at.line);
         let _ = writeln!(spans, "peer = {peer}");
+        let _ = writeln!(spans, "peer_kind = \"ion\"");
         let _ = writeln!(spans, "address = \"{}\"", s.address);
         if peer != s.engine {
             let _ = writeln!(spans, "engine_id = {}", s.engine);
@@ -1010,8 +1011,11 @@ mod tests {
         assert_eq!(s.address, "127.0.0.1:1114".parse().unwrap());
         assert_eq!(s.cfg.max_segment_size, 1024);
         assert_eq!((s.cfg.max_sessions, s.cfg.max_import_sessions), (64, 64));
-        assert_eq!(s.cfg.aggregation_bytes, 100_000);
+        assert_eq!(s.aggregation_bytes, 100_000);
         assert_eq!(s.aggregation_time, std::time::Duration::from_secs(1));
+        // The ION profile: several bundles per block, bursts capped for ION's socket buffer.
+        assert_eq!(s.cfg.peer_kind, crate::node::config::PeerKind::Ion);
+        assert_eq!((s.max_bundles_per_block, s.max_burst_bytes), (0, 65_536));
         assert_eq!(v.contact_plan, Some(PathBuf::from("/out/plan.txt")));
         let plan = bp::ContactPlan::from_ion_str(imp.plan.as_ref().unwrap(), "p", 0).unwrap();
         assert_eq!((plan.contact_count(), plan.range_count()), (2, 1));

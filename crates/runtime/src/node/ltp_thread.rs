@@ -34,6 +34,9 @@ pub(crate) enum ToLtp {
     },
     /// The bundles of an import session are committed (or refused).
     Confirm { session: SessionId, ok: bool },
+    /// Accept new import sessions (`true`) or refuse them while the node's applications fall
+    /// behind (the ingress gate, `super::ingress`).
+    AcceptImports(bool),
     /// Link state from the contact plan.
     Link {
         peer: u64,
@@ -402,6 +405,7 @@ impl LtpThread {
             ToLtp::Confirm { session, ok } => {
                 self.engine.confirm_block(now, session, ok);
             }
+            ToLtp::AcceptImports(accept) => self.engine.set_accepting_imports(accept),
             ToLtp::Link {
                 peer,
                 up,

@@ -34,8 +34,10 @@ mod cla;
 pub mod cla_config;
 pub mod clock;
 pub mod config;
+mod ingress;
 pub mod ion_import;
 mod ltp_thread;
+pub mod peer_kind;
 mod plan_cla;
 mod tcpcl_driver;
 mod tcpcl_thread;
@@ -269,6 +271,9 @@ impl Node {
             if let Some(w) = s.pacing_warning(&planned_rates) {
                 eprintln!("dtnkit node: warning: {w}");
             }
+            if let Some(w) = s.profile_warning() {
+                eprintln!("dtnkit node: warning: {w}");
+            }
         }
         for s in &cfg.spans {
             let mut sc = ltp::SpanConfig::new(s.engine_id);
@@ -277,8 +282,10 @@ impl Node {
             }
             sc.max_segment_size = s.cfg.max_segment_size;
             sc.max_export_sessions = s.cfg.max_sessions;
-            sc.aggregation_size_limit = s.cfg.aggregation_bytes;
+            sc.aggregation_size_limit = s.aggregation_bytes;
             sc.aggregation_time_limit = s.aggregation_time;
+            sc.aggregation_max_items = s.max_bundles_per_block;
+            sc.pacing_max_burst_bytes = s.max_burst_bytes;
             sc.rto = s.rto;
             sc.owlt = s.owlt;
             sc.rate_bps = s.cfg.rate_bps;
@@ -420,6 +427,7 @@ impl Node {
 
         // TCPCL.
         let free_bytes = Arc::new(std::sync::atomic::AtomicU64::new(cfg.raw.store.quota_bytes));
+        let ingress_paused = Arc::new(AtomicBool::new(false));
         let mut tcpcl_addr = None;
         let mut tcp_counters = None;
         if let Some(t) = &cfg.tcpcl {
@@ -433,6 +441,7 @@ impl Node {
                 stop: stop.clone(),
                 next_id: Arc::new(std::sync::atomic::AtomicU64::new(1)),
                 free_bytes: free_bytes.clone(),
+                ingress_paused: ingress_paused.clone(),
             };
             if let Some(addr) = t.listen {
                 let l = tcpcl_thread::listen(addr, t.socket_buffer_bytes)
@@ -475,6 +484,7 @@ impl Node {
             udp_counters,
             free_bytes,
             window_bytes: cfg.window_bytes(),
+            ingress: ingress::IngressGate::new(cfg.delivery_backlog_bytes(), ingress_paused),
         };
         let agent_cpu = cfg.raw.ltp.agent_cpu;
         threads.push(

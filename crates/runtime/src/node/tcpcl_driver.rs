@@ -130,6 +130,8 @@ struct Driver<'a> {
     tls: Option<Tls>,
     /// Peer address, for log lines before the peer's node id is known.
     remote: String,
+    /// poll(2) reported the socket hung up or failed (read it even while ingress is paused).
+    hung_up: bool,
 }
 
 /// How a session ended, for the connector's next attempt.
@@ -211,6 +213,7 @@ pub(crate) fn run_session(
         tls_pending: false,
         tls: None,
         remote,
+        hung_up: false,
     };
     if let Err(e) = d.run() {
         let version = d
@@ -354,7 +357,11 @@ impl Driver<'_> {
     }
 
     fn may_read(&self) -> bool {
-        !self.backed_up() || self.backed_read < BACKED_UP_READ_LIMIT
+        // While the node's ingress is paused an established session reads nothing, so the
+        // peer is held back by TCP's flow control; a socket that hung up meanwhile is read to
+        // notice the end, and a session still being set up is read to its end.
+        (!self.backed_up() || self.backed_read < BACKED_UP_READ_LIMIT)
+            && (!self.shared.ingress_paused.load(Relaxed) || self.hung_up || !self.established)
     }
 
     /// Output taken from the session is not fully written yet (so no more is taken).
@@ -855,6 +862,9 @@ impl Driver<'_> {
             if e.kind() != ErrorKind::Interrupted {
                 return Err(e);
             }
+        }
+        if fds[0].revents & (libc::POLLHUP | libc::POLLERR) != 0 {
+            self.hung_up = true;
         }
         if fds[1].revents & libc::POLLIN != 0 {
             let mut v = 0u64;

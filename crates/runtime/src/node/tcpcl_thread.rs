@@ -186,6 +186,9 @@ pub(crate) struct TcpclShared {
     /// Free store quota in bytes, kept current by the agent thread: transfers announcing
     /// more are refused at their first segment.
     pub(crate) free_bytes: Arc<AtomicU64>,
+    /// Set by the agent thread's ingress gate while the applications fall behind: sessions
+    /// do not read their sockets, so TCP's flow control holds the peers back.
+    pub(crate) ingress_paused: Arc<AtomicBool>,
 }
 
 impl TcpclShared {

@@ -1,0 +1,100 @@
+//! Peer profiles on real nodes (issue 16): a span with `peer_kind = "hdtn"` puts exactly one
+//! bundle in each LTP block however many wait and whatever the aggregation settings say (HDTN
+//! keeps only the first bundle of a block), while the default (`dtnkit`) packs several bundles
+//! into one block. Observed at the receiver: LTP blocks received against bundles received.
+
+mod node_support;
+
+use std::time::Duration;
+
+use node_support::*;
+
+const LIMIT: Duration = Duration::from_secs(60);
+const N: u64 = 200;
+
+fn s(p: &std::path::Path) -> &str {
+    p.to_str().unwrap()
+}
+
+/// Sends N small bundles node 1 → node 2 over a span whose settings are `span_keys`; returns
+/// (blocks received by node 2, bundles received by node 2, export sessions completed by node 1).
+fn run_with(tag: &str, span_keys: &str) -> (u64, u64, u64) {
+    let dir = TempDir::new(tag);
+    let (p1, p2) = (free_port(), free_port());
+    let mut a = NodeSpec::new(1, p1);
+    // Aggregation that would pack everything: 50 ms and 1 MB per block.
+    a.extra = format!(
+        "\n[[span]]\npeer = 2\naddress = \"127.0.0.1:{p2}\"\nrto_ms = 200\nmax_sessions = 64\n\
+         aggregation_ms = 50\naggregation_bytes = 1000000\n{span_keys}"
+    );
+    let mut b = NodeSpec::new(2, p2);
+    b.spans.push((1, p1));
+    let n1 = NodeProc::start(&dir.0, &a);
+    let n2 = NodeProc::start(&dir.0, &b);
+    let recv = Proc::spawn(&[
+        "recv",
+        "--socket",
+        s(&n2.socket),
+        "--endpoint",
+        "ipn:2.1",
+        "--count",
+        &N.to_string(),
+        "--timeout",
+        "40",
+    ]);
+    let send = run(
+        &[
+            "send",
+            "--socket",
+            s(&n1.socket),
+            "--dst",
+            "ipn:2.1",
+            "--size",
+            "300",
+            "--count",
+            &N.to_string(),
+            "--window",
+            "64",
+            "--quiet",
+        ],
+        LIMIT,
+    );
+    assert!(
+        send.status.success(),
+        "{}",
+        String::from_utf8_lossy(&send.stderr)
+    );
+    let out = recv.wait(LIMIT);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let st2 = n2.status();
+    let st1 = n1.status();
+    (
+        st2["ltp"]["blocks_received"].as_u64().unwrap(),
+        st2["bundles"]["received"].as_u64().unwrap(),
+        st1["ltp"]["exports_completed"].as_u64().unwrap(),
+    )
+}
+
+#[test]
+fn hdtn_profile_sends_one_bundle_per_block_and_dtnkit_packs_them() {
+    let (blocks, bundles, exports) = run_with("kind-hdtn", "peer_kind = \"hdtn\"\n");
+    assert_eq!(bundles, N);
+    assert_eq!(blocks, N, "one block per bundle with peer_kind = \"hdtn\"");
+    assert_eq!(exports, N);
+    let (blocks, bundles, exports) = run_with("kind-dtnkit", "");
+    eprintln!("dtnkit profile: {N} bundles in {blocks} blocks");
+    assert_eq!(bundles, N);
+    assert!(blocks < N / 4, "{N} bundles in {blocks} blocks");
+    assert_eq!(exports, blocks);
+    // An explicit key overrides the profile.
+    let (blocks, bundles, _) = run_with(
+        "kind-generic-override",
+        "peer_kind = \"generic\"\nmax_bundles_per_block = 10\n",
+    );
+    assert_eq!(bundles, N);
+    assert!(blocks >= N / 10 && blocks < N, "{blocks} blocks of at most 10");
+}

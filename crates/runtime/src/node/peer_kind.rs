@@ -1,0 +1,132 @@
+//! Peer profiles: which implementation a neighbour runs (`peer_kind` of a `[[span]]` or
+//! `[[tcp_peer]]`) and the defaults that follow from it.
+//!
+//! A profile only changes defaults: every key written in the entry overrides what the profile
+//! would give. The needs behind each profile are documented in `docs/interop.md`:
+//!
+//! - `dtnkit` (the default): several bundles per LTP block (aggregation), pacing bursts as deep
+//!   as `burst_ms` at the current rate;
+//! - `ion` (ION 4.1.3): several bundles per block as well (ION does the same), bursts capped at
+//!   [`SMALL_BUFFER_BURST_BYTES`] (ION keeps the kernel's default 212 992-byte UDP receive
+//!   buffer);
+//! - `hdtn` (HDTN 1.3.1): exactly one bundle per block — HDTN decodes a block as one bundle and
+//!   refuses the rest, while its reports claim the whole block, so any aggregation loses bundles
+//!   silently —, bursts capped as for ION (the same 212 992-byte buffer);
+//! - `dtn7` (dtn7-rs, TCPCL only): bundles beyond its advertised transfer MRU are sent whole
+//!   (`exceed_peer_transfer_mru`), since it advertises 64 000 bytes and accepts megabytes;
+//! - `generic`: an implementation not known here: the safe choices, one bundle per block and
+//!   capped bursts.
+
+use serde::Deserialize;
+
+/// Largest pacing burst for receivers with the kernel's default UDP buffer (212 992 bytes):
+/// under a third of it, so a burst leaves room for what the receiver has not read yet.
+pub const SMALL_BUFFER_BURST_BYTES: u64 = 64 * 1024;
+
+/// The implementation a neighbour runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PeerKind {
+    /// Another dtnkit node.
+    #[default]
+    Dtnkit,
+    /// NASA JPL's ION.
+    Ion,
+    /// NASA Glenn's HDTN.
+    Hdtn,
+    /// dtn7-rs (TCPCL only).
+    Dtn7,
+    /// Anything else.
+    Generic,
+}
+
+/// Defaults of an LTP span for one peer kind.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct LtpProfile {
+    /// `aggregation_bytes`.
+    pub aggregation_bytes: usize,
+    /// `aggregation_ms`.
+    pub aggregation_ms: f64,
+    /// `max_bundles_per_block` (0 = no limit).
+    pub max_bundles_per_block: usize,
+    /// `max_burst_bytes` (0 = no cap).
+    pub max_burst_bytes: u64,
+}
+
+/// Defaults of a TCPCL neighbour for one peer kind.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TcpProfile {
+    /// `exceed_peer_transfer_mru`.
+    pub exceed_peer_transfer_mru: bool,
+}
+
+impl PeerKind {
+    /// Its name in the configuration.
+    pub fn name(self) -> &'static str {
+        match self {
+            PeerKind::Dtnkit => "dtnkit",
+            PeerKind::Ion => "ion",
+            PeerKind::Hdtn => "hdtn",
+            PeerKind::Dtn7 => "dtn7",
+            PeerKind::Generic => "generic",
+        }
+    }
+
+    /// The LTP span defaults, or why this kind cannot be an LTP neighbour.
+    pub fn ltp_profile(self) -> Result<LtpProfile, &'static str> {
+        let aggregating = LtpProfile {
+            aggregation_bytes: 64 * 1024,
+            aggregation_ms: 1.0,
+            max_bundles_per_block: 0,
+            max_burst_bytes: 0,
+        };
+        match self {
+            PeerKind::Dtnkit => Ok(aggregating),
+            PeerKind::Ion => Ok(LtpProfile {
+                max_burst_bytes: SMALL_BUFFER_BURST_BYTES,
+                ..aggregating
+            }),
+            PeerKind::Hdtn | PeerKind::Generic => Ok(LtpProfile {
+                max_bundles_per_block: 1,
+                max_burst_bytes: SMALL_BUFFER_BURST_BYTES,
+                ..aggregating
+            }),
+            PeerKind::Dtn7 => Err("dtn7 has no LTP convergence layer (use [[tcp_peer]])"),
+        }
+    }
+
+    /// The TCPCL neighbour defaults.
+    pub fn tcp_profile(self) -> TcpProfile {
+        TcpProfile {
+            exceed_peer_transfer_mru: self == PeerKind::Dtn7,
+        }
+    }
+
+    /// Whether a receiver of this kind loses every bundle of a block but the first.
+    pub fn one_bundle_per_block(self) -> bool {
+        self == PeerKind::Hdtn
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn profiles_differ_where_the_implementations_do() {
+        let p = |k: PeerKind| k.ltp_profile().unwrap();
+        assert_eq!(p(PeerKind::Dtnkit).max_bundles_per_block, 0);
+        assert_eq!(p(PeerKind::Ion).max_bundles_per_block, 0);
+        assert_eq!(p(PeerKind::Hdtn).max_bundles_per_block, 1);
+        assert_eq!(p(PeerKind::Generic).max_bundles_per_block, 1);
+        assert_eq!(p(PeerKind::Dtnkit).max_burst_bytes, 0);
+        for k in [PeerKind::Ion, PeerKind::Hdtn, PeerKind::Generic] {
+            assert_eq!(p(k).max_burst_bytes, SMALL_BUFFER_BURST_BYTES, "{k:?}");
+            assert!(p(k).max_burst_bytes < 212_992 / 3);
+        }
+        assert!(PeerKind::Dtn7.ltp_profile().is_err());
+        assert!(PeerKind::Dtn7.tcp_profile().exceed_peer_transfer_mru);
+        assert!(!PeerKind::Hdtn.tcp_profile().exceed_peer_transfer_mru);
+        assert_eq!(PeerKind::default(), PeerKind::Dtnkit);
+    }
+}
