@@ -228,3 +228,158 @@ fn bad_options_exit_with_code_2() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// Two LTP nodes for the tests below.
+fn two_nodes(dir: &TempDir) -> (NodeProc, NodeProc) {
+    let (p1, p2) = (free_port(), free_port());
+    let mut s1 = NodeSpec::new(1, p1);
+    s1.spans.push((2, p2));
+    s1.rto_ms = 100.0;
+    let mut s2 = NodeSpec::new(2, p2);
+    s2.spans.push((1, p1));
+    s2.rto_ms = 100.0;
+    (NodeProc::start(&dir.0, &s1), NodeProc::start(&dir.0, &s2))
+}
+
+fn client_args<'a>(
+    socket: &'a str,
+    dst: &'a str,
+    bundles: &'a str,
+    extra: &[&'a str],
+) -> Vec<&'a str> {
+    let mut v = vec![
+        "perf",
+        "client",
+        "--socket",
+        socket,
+        "--dst",
+        dst,
+        "--src-endpoint",
+        "ipn:1.2000",
+        "-W",
+        "8",
+        "--bundles",
+        bundles,
+        "--size",
+        "5000",
+        "--json",
+        "--quiet",
+    ];
+    v.extend_from_slice(extra);
+    v
+}
+
+/// `--echo`: a BP echo service (here the far node's own, `ipn:2.7`) stands in for the server,
+/// each bundle echoed back whole counting as acknowledged.
+#[test]
+fn echo_mode_counts_echoed_bundles_as_acknowledged() {
+    let dir = TempDir::new("perf-echo");
+    let (n1, _n2) = two_nodes(&dir);
+    let socket = n1.socket.to_str().unwrap();
+    let out = run(
+        &client_args(socket, "ipn:2.7", "30", &["--echo"]),
+        Duration::from_secs(30),
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        (v["sent"].as_u64(), v["acked"].as_u64()),
+        (Some(30), Some(30))
+    );
+    assert_eq!(v["missing"], 0);
+    assert_eq!(v["bad_acks"], 0);
+    // Without --echo the echoes are no ACKs: nothing is acknowledged, exit 1.
+    let out = run(
+        &client_args(socket, "ipn:2.7", "3", &["--drain-timeout-s", "2"]),
+        Duration::from_secs(30),
+    );
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("no bundle was acknowledged"), "{err}");
+}
+
+/// Bundles the far end never acknowledged are listed and make the client fail: the server
+/// stops after 5 of 8 bundles, so 3 stay unacknowledged whatever the convergence layer said.
+#[test]
+fn missing_bundles_are_reported_and_fail_the_run() {
+    let dir = TempDir::new("perf-missing");
+    let (n1, n2) = two_nodes(&dir);
+    let server = Proc::spawn(&[
+        "perf",
+        "server",
+        "--socket",
+        n2.socket.to_str().unwrap(),
+        "--endpoint",
+        "ipn:2.2001",
+        "--count",
+        "5",
+        "--quiet",
+    ]);
+    let out = run(
+        &client_args(
+            n1.socket.to_str().unwrap(),
+            "ipn:2.2001",
+            "8",
+            &["--drain-timeout-s", "3"],
+        ),
+        Duration::from_secs(30),
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        (v["sent"].as_u64(), v["acked"].as_u64()),
+        (Some(8), Some(5))
+    );
+    assert_eq!(v["missing"], 3);
+    let listed: u64 = v["missing_seqs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r[1].as_u64().unwrap() - r[0].as_u64().unwrap() + 1)
+        .sum();
+    assert_eq!(listed, 3, "{v}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("3 of 8 bundles were never acknowledged by the far end"),
+        "{err}"
+    );
+    assert!(server.wait(Duration::from_secs(20)).status.success());
+    // Read as text, the summary names them too.
+    let out = run(
+        &[
+            "perf",
+            "client",
+            "--socket",
+            n1.socket.to_str().unwrap(),
+            "--dst",
+            "ipn:2.2001",
+            "--src-endpoint",
+            "ipn:1.2000",
+            "-W",
+            "2",
+            "--bundles",
+            "2",
+            "--size",
+            "100",
+            "--drain-timeout-s",
+            "1",
+            "--quiet",
+        ],
+        Duration::from_secs(30),
+    );
+    assert_eq!(out.status.code(), Some(1));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("MISSING: 2 bundles never acknowledged by the far end: sequence numbers 0-1"),
+        "{text}"
+    );
+}

@@ -419,6 +419,7 @@ pub fn run_emulated(
         drain_timeout: opts.drain_timeout,
         connect_timeout: opts.startup_timeout,
         store_full_timeout: Duration::from_secs(10),
+        echo: false,
     };
     let server_opts = ServerOptions {
         socket: socket_of(server_node),

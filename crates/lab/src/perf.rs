@@ -87,6 +87,10 @@ pub struct ClientOptions {
     pub connect_timeout: Duration,
     /// How long a full store may keep refusing one bundle before the run fails.
     pub store_full_timeout: Duration,
+    /// `dst` is a BP echo service rather than a DTNperf server: each bundle echoed back whole
+    /// counts as its ACK ([`traffic::Client::on_echo`]). Works against any implementation
+    /// that echoes (dtnkit's `ipn:N.7`, HDTN bpsink's echo service, ION's bpecho).
+    pub echo: bool,
 }
 
 /// A snapshot handed to progress callbacks.
@@ -121,6 +125,9 @@ pub struct ClientRun {
     pub store_full_retries: u64,
     /// Deliveries on the client's endpoint that were not valid ACKs (counted, acknowledged to the node, ignored).
     pub bad_acks: u64,
+    /// Bundles generated and never acknowledged, as inclusive ranges of sequence numbers:
+    /// what the far end did not confirm, whatever the convergence layers claimed.
+    pub missing: Vec<(u64, u64)>,
 }
 
 /// Connects and registers, retrying the connection until `timeout` (a node that is still starting has no socket).
@@ -242,7 +249,12 @@ pub fn run_client(
         }
         match c.recv(Some(wait.max(Duration::from_micros(100)))) {
             Ok(Some(r)) => {
-                if tc.on_ack(epoch.elapsed(), &r.payload).is_err() {
+                let answer = if opts.echo {
+                    tc.on_echo(epoch.elapsed(), &r.payload)
+                } else {
+                    tc.on_ack(epoch.elapsed(), &r.payload)
+                };
+                if answer.is_err() {
                     bad_acks += 1;
                 }
                 c.ack(&r).map_err(|source| PerfError::Node {
@@ -273,6 +285,7 @@ pub fn run_client(
         cancelled,
         store_full_retries: retries,
         bad_acks,
+        missing: tc.missing(),
     })
 }
 

@@ -187,30 +187,73 @@ impl Client {
     /// Consumes an ACK payload received at `now`.
     pub fn on_ack(&mut self, now: Duration, payload: &[u8]) -> Result<AckInfo, PayloadError> {
         let a = Ack::decode(payload)?;
-        let rtt = now.saturating_sub(a.sent);
-        let Some(size) = self.in_flight.remove(&a.seq) else {
-            return Ok(AckInfo {
-                seq: a.seq,
+        Ok(self.acknowledge(now, a.seq, a.sent, Some(a.received)))
+    }
+
+    /// Consumes a data payload echoed back by a BP echo service (dtnkit's `ipn:N.7`, HDTN
+    /// bpsink's echo service, ION's bpecho) instead of an ACK: the echo proves the bundle
+    /// reached the far end whole, so it counts as its acknowledgment. The echo carries no
+    /// receive time (`delivered` stays unknown); a payload of another length than the bundle
+    /// sent is refused.
+    pub fn on_echo(&mut self, now: Duration, payload: &[u8]) -> Result<AckInfo, PayloadError> {
+        let h = DataHeader::decode(payload)?;
+        if let Some(&sent) = self.in_flight.get(&h.seq) {
+            if sent != payload.len() {
+                return Err(PayloadError::EchoLength {
+                    seq: h.seq,
+                    len: payload.len(),
+                    sent,
+                });
+            }
+        }
+        Ok(self.acknowledge(now, h.seq, h.sent, None))
+    }
+
+    /// Marks `seq` acknowledged at `now` (sent at `sent`, delivered at `delivered` if known).
+    fn acknowledge(
+        &mut self,
+        now: Duration,
+        seq: u64,
+        sent: Duration,
+        delivered: Option<Duration>,
+    ) -> AckInfo {
+        let rtt = now.saturating_sub(sent);
+        let Some(size) = self.in_flight.remove(&seq) else {
+            return AckInfo {
+                seq,
                 rtt,
                 fresh: false,
-            });
+            };
         };
         self.acked += 1;
         self.bytes_acked += size as u64;
         self.rtt_sum += rtt;
         self.last_ack = Some(now);
-        if let Some(r) = usize::try_from(a.seq)
+        if let Some(r) = usize::try_from(seq)
             .ok()
             .and_then(|i| self.records.get_mut(i))
         {
             r.acked = Some(now);
-            r.delivered = Some(a.received);
+            r.delivered = delivered;
         }
-        Ok(AckInfo {
-            seq: a.seq,
+        AckInfo {
+            seq,
             rtt,
             fresh: true,
-        })
+        }
+    }
+
+    /// The bundles generated and not acknowledged, as inclusive ranges of sequence numbers in
+    /// ascending order (`[(3, 5), (9, 9)]`: bundles 3, 4, 5 and 9).
+    pub fn missing(&self) -> Vec<(u64, u64)> {
+        let mut out: Vec<(u64, u64)> = Vec::new();
+        for &seq in self.in_flight.keys() {
+            match out.last_mut() {
+                Some((_, last)) if *last + 1 == seq => *last = seq,
+                _ => out.push((seq, seq)),
+            }
+        }
+        out
     }
 
     /// When the client next wants `next_send` called without an ACK arriving (interval pacing, or the start).
@@ -316,6 +359,45 @@ mod tests {
             }
         }
         assert_eq!(sent, vec![(ms(0), 0), (ms(10), 1), (ms(20), 2)]);
+    }
+
+    #[test]
+    fn echoes_acknowledge_and_the_missing_are_listed_as_ranges() {
+        let mut c = Client::new(ClientConfig {
+            pacing: Pacing::Window(10),
+            stop: Stop::Bundles(7),
+            payload_size: 64,
+            start: ms(0),
+        });
+        let sent: Vec<Outgoing> = std::iter::from_fn(|| c.next_send(ms(1))).collect();
+        assert_eq!(sent.len(), 7);
+        assert_eq!(c.missing(), vec![(0, 6)]);
+        for i in [0usize, 1, 4] {
+            let info = c.on_echo(ms(11), &sent[i].payload).unwrap();
+            assert_eq!((info.seq, info.rtt, info.fresh), (i as u64, ms(10), true));
+        }
+        assert!(!c.on_echo(ms(12), &sent[4].payload).unwrap().fresh);
+        // A truncated echo proves nothing.
+        assert_eq!(
+            c.on_echo(ms(12), &sent[5].payload[..40]),
+            Err(PayloadError::EchoLength {
+                seq: 5,
+                len: 40,
+                sent: 64
+            })
+        );
+        // An ACK payload is no echo.
+        let ack = Server::new().on_bundle(ms(5), &sent[6].payload).unwrap();
+        assert!(c.on_echo(ms(12), &ack).is_err());
+        assert_eq!(c.missing(), vec![(2, 3), (5, 6)]);
+        let r = c.report();
+        assert_eq!((r.sent, r.acked, r.bytes_acked), (7, 3, 192));
+        assert_eq!(c.records()[0].acked, Some(ms(11)));
+        assert_eq!(
+            c.records()[0].delivered,
+            None,
+            "an echo has no receive time"
+        );
     }
 
     #[test]

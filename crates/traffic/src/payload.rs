@@ -68,6 +68,17 @@ pub enum PayloadError {
         /// Kind expected.
         expected: u8,
     },
+    /// An echoed data payload whose length differs from the bundle sent (truncated or padded
+    /// on the way): it does not prove that the bundle arrived whole.
+    #[error("echo of bundle {seq} has {len} bytes where {sent} were sent")]
+    EchoLength {
+        /// Sequence number in the echo.
+        seq: u64,
+        /// Bytes echoed.
+        len: usize,
+        /// Bytes sent.
+        sent: usize,
+    },
 }
 
 fn be_u64(p: &[u8], at: usize) -> u64 {

@@ -55,9 +55,14 @@ pub struct ClientArgs {
     /// The node's application socket.
     #[arg(long)]
     socket: PathBuf,
-    /// Server endpoint (`ipn:2.2001`).
+    /// Server endpoint (`ipn:2.2001`), or with --echo an echo service (`ipn:2.7`).
     #[arg(long)]
     dst: String,
+    /// The destination is a BP echo service, not `dtnkit perf server`: a bundle echoed back
+    /// whole counts as acknowledged (dtnkit's `ipn:N.7`, HDTN bpsink's echo service, ION's
+    /// bpecho).
+    #[arg(long)]
+    echo: bool,
     /// Client endpoint the ACKs return to (`ipn:1.2000`); must belong to the node.
     #[arg(long)]
     src_endpoint: String,
@@ -215,6 +220,7 @@ fn client_options(a: &ClientArgs) -> anyhow::Result<ClientOptions> {
         drain_timeout: drain,
         connect_timeout: Duration::from_secs(2),
         store_full_timeout: Duration::from_secs(30),
+        echo: a.echo,
     })
 }
 
@@ -251,11 +257,43 @@ fn client(a: ClientArgs) -> anyhow::Result<()> {
     print_client_summary(&run, a.json)?;
     if run.report.acked == 0 && run.report.sent > 0 && !run.cancelled {
         anyhow::bail!(
-            "no bundle was acknowledged (is `dtnkit perf server` running on {}?)",
+            "no bundle was acknowledged (is {} running on {}?)",
+            if a.echo {
+                "an echo service"
+            } else {
+                "`dtnkit perf server`"
+            },
             a.dst
         );
     }
+    if !run.missing.is_empty() && !run.cancelled {
+        anyhow::bail!(
+            "{} of {} bundles were never acknowledged by the far end (sequence numbers {})",
+            run.report.sent - run.report.acked,
+            run.report.sent,
+            seq_ranges(&run.missing)
+        );
+    }
     Ok(())
+}
+
+/// `3-5,9`: inclusive ranges of sequence numbers, at most the first 20 then `,...`.
+fn seq_ranges(r: &[(u64, u64)]) -> String {
+    let mut parts: Vec<String> = r
+        .iter()
+        .take(20)
+        .map(|&(a, b)| {
+            if a == b {
+                a.to_string()
+            } else {
+                format!("{a}-{b}")
+            }
+        })
+        .collect();
+    if r.len() > 20 {
+        parts.push("...".into());
+    }
+    parts.join(",")
 }
 
 fn print_client_summary(run: &ClientRun, json: bool) -> anyhow::Result<()> {
@@ -276,6 +314,8 @@ fn print_client_summary(run: &ClientRun, json: bool) -> anyhow::Result<()> {
             "cancelled": run.cancelled,
             "store_full_retries": run.store_full_retries,
             "bad_acks": run.bad_acks,
+            "missing": r.sent - r.acked,
+            "missing_seqs": run.missing.iter().map(|&(a, b)| [a, b]).collect::<Vec<_>>(),
         });
         let mut out = std::io::stdout().lock();
         writeln!(out, "{v}")?;
@@ -294,6 +334,13 @@ fn print_client_summary(run: &ClientRun, json: bool) -> anyhow::Result<()> {
             " (some never acknowledged)"
         }
     );
+    if !run.missing.is_empty() {
+        println!(
+            "MISSING: {} bundles never acknowledged by the far end: sequence numbers {}",
+            r.sent - r.acked,
+            seq_ranges(&run.missing)
+        );
+    }
     println!(
         "goodput {:.3} Mb/s (acknowledged payload / (last ACK - first send)); mean RTT {}",
         mbps(r.goodput_bps),

@@ -42,6 +42,10 @@ pub struct SendCmdArgs {
     /// Priority: 0 bulk, 1 normal, 2 expedited.
     #[arg(long, default_value_t = 1)]
     priority: u8,
+    /// Request a reception status report from every node that receives the bundle (counted
+    /// per reporting node in `dtnkit status`, `status_reports`).
+    #[arg(long)]
+    report_reception: bool,
     /// Request a delivery status report.
     #[arg(long)]
     report_delivery: bool,
@@ -123,6 +127,9 @@ pub fn run(a: SendCmdArgs) -> anyhow::Result<()> {
     let mut c = Client::connect(&a.socket)
         .with_context(|| format!("connecting to {}", a.socket.display()))?;
     let mut flags = 0;
+    if a.report_reception {
+        flags |= report::RECEPTION;
+    }
     if a.report_delivery {
         flags |= report::DELIVERY;
     }

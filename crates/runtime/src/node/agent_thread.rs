@@ -38,6 +38,7 @@ use super::cla::{dispatch_udp, ClaKind, FromCla, TcpDispatch, TcpRouter, ToUdp};
 use super::clock::dtn_now_ms;
 use super::ingress::{GateChange, IngressGate};
 use super::ltp_thread::{FromLtp, LtpCounters, ToLtp};
+use super::reports::ReportCounts;
 use super::tcpcl_thread::{TcpclCounters, ToSession};
 use super::udpcl::UdpclCounters;
 
@@ -166,6 +167,8 @@ pub(crate) struct AgentThread {
     pub(crate) window_bytes: u64,
     /// Pauses ingress while the applications fall behind (`[bp] delivery_backlog_bytes`).
     pub(crate) ingress: IngressGate,
+    /// Status reports (and other administrative records) received, per reporting node.
+    pub(crate) reports: ReportCounts,
 }
 
 /// The inputs one turn of the agent loop may still take (see [`MAX_INPUTS_PER_TURN`]).
@@ -455,6 +458,9 @@ impl AgentThread {
             confirm |= self.flush_blocks(dtn_now_ms(), &mut blocks);
             // Acknowledged deliveries may have opened the gate.
             confirm |= self.apply_gate();
+            while let Some(n) = self.agent.poll_admin() {
+                self.reports.count(&n.from, &n.record);
+            }
             if confirm {
                 let _ = self.waker.send_to(&[0], self.ltp_addr);
             }
@@ -814,6 +820,7 @@ impl AgentThread {
                 "last_failure": s.security_last_failure,
             })),
             "ingress": self.ingress.json(self.agent.delivery_backlog()),
+            "status_reports": self.reports.json(),
             "tcpcl": self.tcp_counters.as_ref().map(|c| c.json()),
             "udpcl": self.udp_counters.as_ref().map(|c| c.json()),
             "ltp": c.json(),

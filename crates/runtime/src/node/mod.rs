@@ -39,6 +39,7 @@ pub mod ion_import;
 mod ltp_thread;
 pub mod peer_kind;
 mod plan_cla;
+mod reports;
 mod tcpcl_driver;
 mod tcpcl_thread;
 mod tcpcl_tls;
@@ -485,6 +486,7 @@ impl Node {
             free_bytes,
             window_bytes: cfg.window_bytes(),
             ingress: ingress::IngressGate::new(cfg.delivery_backlog_bytes(), ingress_paused),
+            reports: reports::ReportCounts::default(),
         };
         let agent_cpu = cfg.raw.ltp.agent_cpu;
         threads.push(
