@@ -12,10 +12,6 @@ use node_support::*;
 const LIMIT: Duration = Duration::from_secs(60);
 const N: u64 = 200;
 
-fn s(p: &std::path::Path) -> &str {
-    p.to_str().unwrap()
-}
-
 /// Sends N small bundles node 1 → node 2 over a span whose settings are `span_keys`; returns
 /// (blocks received by node 2, bundles received by node 2, export sessions completed by node 1).
 fn run_with(tag: &str, span_keys: &str) -> (u64, u64, u64) {
@@ -31,39 +27,8 @@ fn run_with(tag: &str, span_keys: &str) -> (u64, u64, u64) {
     b.spans.push((1, p1));
     let n1 = NodeProc::start(&dir.0, &a);
     let n2 = NodeProc::start(&dir.0, &b);
-    let recv = Proc::spawn(&[
-        "recv",
-        "--socket",
-        s(&n2.socket),
-        "--endpoint",
-        "ipn:2.1",
-        "--count",
-        &N.to_string(),
-        "--timeout",
-        "40",
-    ]);
-    let send = run(
-        &[
-            "send",
-            "--socket",
-            s(&n1.socket),
-            "--dst",
-            "ipn:2.1",
-            "--size",
-            "300",
-            "--count",
-            &N.to_string(),
-            "--window",
-            "64",
-            "--quiet",
-        ],
-        LIMIT,
-    );
-    assert!(
-        send.status.success(),
-        "{}",
-        String::from_utf8_lossy(&send.stderr)
-    );
+    let recv = spawn_recv(&n2.socket, "ipn:2.1", N);
+    send_ok(&n1.socket, "ipn:2.1", 300, N, &["--window", "64"]);
     let out = recv.wait(LIMIT);
     assert!(
         out.status.success(),

@@ -9,59 +9,22 @@ use std::time::{Duration, Instant};
 
 use node_support::*;
 
-const LIMIT: Duration = Duration::from_secs(60);
-
-fn s(p: &std::path::Path) -> &str {
-    p.to_str().unwrap()
-}
-
 #[test]
 fn reception_and_delivery_reports_are_counted_per_reporting_node() {
     const N: u64 = 5;
     let dir = TempDir::new("status-reports");
-    let (p1, p2) = (free_port(), free_port());
-    let mut a = NodeSpec::new(1, p1);
-    a.spans.push((2, p2));
-    let mut b = NodeSpec::new(2, p2);
-    b.spans.push((1, p1));
-    let n1 = NodeProc::start(&dir.0, &a);
-    let n2 = NodeProc::start(&dir.0, &b);
-    let recv = Proc::spawn(&[
-        "recv",
-        "--socket",
-        s(&n2.socket),
-        "--endpoint",
+    let (n1, n2) = ltp_pair(&dir, 200.0);
+    let recv = spawn_recv(&n2.socket, "ipn:2.1", N);
+    send_ok(
+        &n1.socket,
         "ipn:2.1",
-        "--count",
-        &N.to_string(),
-        "--timeout",
-        "40",
-    ]);
-    let send = run(
-        &[
-            "send",
-            "--socket",
-            s(&n1.socket),
-            "--dst",
-            "ipn:2.1",
-            "--size",
-            "1000",
-            "--count",
-            &N.to_string(),
-            "--report-reception",
-            "--report-delivery",
-            "--quiet",
-        ],
-        LIMIT,
+        1000,
+        N,
+        &["--report-reception", "--report-delivery"],
     );
-    assert!(
-        send.status.success(),
-        "{}",
-        String::from_utf8_lossy(&send.stderr)
-    );
-    assert!(recv.wait(LIMIT).status.success());
+    assert!(recv.wait(Duration::from_secs(60)).status.success());
     // The reports travel back over LTP; wait for all of them.
-    let deadline = Instant::now() + LIMIT;
+    let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         let st = n1.status();
         let r = &st["status_reports"]["ipn:2.0"];

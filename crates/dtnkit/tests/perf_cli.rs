@@ -5,34 +5,14 @@ mod node_support;
 
 use std::time::Duration;
 
-use node_support::{free_port, run, NodeProc, NodeSpec, Proc, TempDir};
+use node_support::*;
 
 #[test]
 fn window_mode_client_and_server_between_two_nodes() {
     let dir = TempDir::new("perf");
-    let (p1, p2) = (free_port(), free_port());
-    let mut s1 = NodeSpec::new(1, p1);
-    s1.spans.push((2, p2));
-    s1.rto_ms = 100.0;
-    let mut s2 = NodeSpec::new(2, p2);
-    s2.spans.push((1, p1));
-    s2.rto_ms = 100.0;
-    let n1 = NodeProc::start(&dir.0, &s1);
-    let n2 = NodeProc::start(&dir.0, &s2);
+    let (n1, n2) = ltp_pair(&dir, 100.0);
     let (client_csv, server_csv) = (dir.0.join("client.csv"), dir.0.join("server.csv"));
-    let server = Proc::spawn(&[
-        "perf",
-        "server",
-        "--socket",
-        n2.socket.to_str().unwrap(),
-        "--endpoint",
-        "ipn:2.2001",
-        "--csv",
-        server_csv.to_str().unwrap(),
-        "--count",
-        "20",
-        "--quiet",
-    ]);
+    let server = perf_server(&n2, "20", &["--csv", server_csv.to_str().unwrap()]);
     let out = run(
         &[
             "perf",
@@ -229,16 +209,29 @@ fn bad_options_exit_with_code_2() {
     );
 }
 
-/// Two LTP nodes for the tests below.
-fn two_nodes(dir: &TempDir) -> (NodeProc, NodeProc) {
-    let (p1, p2) = (free_port(), free_port());
-    let mut s1 = NodeSpec::new(1, p1);
-    s1.spans.push((2, p2));
-    s1.rto_ms = 100.0;
-    let mut s2 = NodeSpec::new(2, p2);
-    s2.spans.push((1, p1));
-    s2.rto_ms = 100.0;
-    (NodeProc::start(&dir.0, &s1), NodeProc::start(&dir.0, &s2))
+/// A perf server on `node`'s `ipn:2.2001` that stops after `count` bundles.
+fn perf_server(node: &NodeProc, count: &str, extra: &[&str]) -> Proc {
+    let mut args = vec![
+        "perf",
+        "server",
+        "--socket",
+        node.socket.to_str().unwrap(),
+        "--endpoint",
+        "ipn:2.2001",
+        "--count",
+        count,
+        "--quiet",
+    ];
+    args.extend_from_slice(extra);
+    Proc::spawn(&args)
+}
+
+/// Runs a perf client, checks its exit code, returns its JSON summary and its stderr.
+fn client_json(args: &[&str], code: i32) -> (serde_json::Value, String) {
+    let out = run(args, Duration::from_secs(30));
+    let err = String::from_utf8_lossy(&out.stderr).to_string();
+    assert_eq!(out.status.code(), Some(code), "{err}");
+    (serde_json::from_slice(&out.stdout).unwrap(), err)
 }
 
 fn client_args<'a>(
@@ -262,7 +255,6 @@ fn client_args<'a>(
         bundles,
         "--size",
         "5000",
-        "--json",
         "--quiet",
     ];
     v.extend_from_slice(extra);
@@ -274,18 +266,12 @@ fn client_args<'a>(
 #[test]
 fn echo_mode_counts_echoed_bundles_as_acknowledged() {
     let dir = TempDir::new("perf-echo");
-    let (n1, _n2) = two_nodes(&dir);
+    let (n1, _n2) = ltp_pair(&dir, 100.0);
     let socket = n1.socket.to_str().unwrap();
-    let out = run(
-        &client_args(socket, "ipn:2.7", "30", &["--echo"]),
-        Duration::from_secs(30),
+    let (v, _) = client_json(
+        &client_args(socket, "ipn:2.7", "30", &["--echo", "--json"]),
+        0,
     );
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(
         (v["sent"].as_u64(), v["acked"].as_u64()),
         (Some(30), Some(30))
@@ -307,34 +293,17 @@ fn echo_mode_counts_echoed_bundles_as_acknowledged() {
 #[test]
 fn missing_bundles_are_reported_and_fail_the_run() {
     let dir = TempDir::new("perf-missing");
-    let (n1, n2) = two_nodes(&dir);
-    let server = Proc::spawn(&[
-        "perf",
-        "server",
-        "--socket",
-        n2.socket.to_str().unwrap(),
-        "--endpoint",
-        "ipn:2.2001",
-        "--count",
-        "5",
-        "--quiet",
-    ]);
-    let out = run(
+    let (n1, n2) = ltp_pair(&dir, 100.0);
+    let server = perf_server(&n2, "5", &[]);
+    let (v, err) = client_json(
         &client_args(
             n1.socket.to_str().unwrap(),
             "ipn:2.2001",
             "8",
-            &["--drain-timeout-s", "3"],
+            &["--drain-timeout-s", "3", "--json"],
         ),
-        Duration::from_secs(30),
+        1,
     );
-    assert_eq!(
-        out.status.code(),
-        Some(1),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(
         (v["sent"].as_u64(), v["acked"].as_u64()),
         (Some(8), Some(5))
@@ -347,7 +316,6 @@ fn missing_bundles_are_reported_and_fail_the_run() {
         .map(|r| r[1].as_u64().unwrap() - r[0].as_u64().unwrap() + 1)
         .sum();
     assert_eq!(listed, 3, "{v}");
-    let err = String::from_utf8_lossy(&out.stderr);
     assert!(
         err.contains("3 of 8 bundles were never acknowledged by the far end"),
         "{err}"
@@ -355,25 +323,12 @@ fn missing_bundles_are_reported_and_fail_the_run() {
     assert!(server.wait(Duration::from_secs(20)).status.success());
     // Read as text, the summary names them too.
     let out = run(
-        &[
-            "perf",
-            "client",
-            "--socket",
+        &client_args(
             n1.socket.to_str().unwrap(),
-            "--dst",
             "ipn:2.2001",
-            "--src-endpoint",
-            "ipn:1.2000",
-            "-W",
             "2",
-            "--bundles",
-            "2",
-            "--size",
-            "100",
-            "--drain-timeout-s",
-            "1",
-            "--quiet",
-        ],
+            &["--drain-timeout-s", "1"],
+        ),
         Duration::from_secs(30),
     );
     assert_eq!(out.status.code(), Some(1));

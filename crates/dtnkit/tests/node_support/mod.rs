@@ -252,6 +252,58 @@ pub fn run(args: &[&str], limit: Duration) -> Output {
     Proc::spawn(args).wait(limit)
 }
 
+/// Nodes 1 and 2 joined by an LTP span each way (retransmission timeout `rto_ms`).
+pub fn ltp_pair(dir: &TempDir, rto_ms: f64) -> (NodeProc, NodeProc) {
+    let (p1, p2) = (free_port(), free_port());
+    let mut s1 = NodeSpec::new(1, p1);
+    s1.spans.push((2, p2));
+    s1.rto_ms = rto_ms;
+    let mut s2 = NodeSpec::new(2, p2);
+    s2.spans.push((1, p1));
+    s2.rto_ms = rto_ms;
+    (NodeProc::start(&dir.0, &s1), NodeProc::start(&dir.0, &s2))
+}
+
+/// Starts `dtnkit recv` waiting (up to 40 s) for `count` bundles on `endpoint`.
+pub fn spawn_recv(socket: &Path, endpoint: &str, count: u64) -> Proc {
+    Proc::spawn(&[
+        "recv",
+        "--socket",
+        socket.to_str().unwrap(),
+        "--endpoint",
+        endpoint,
+        "--count",
+        &count.to_string(),
+        "--timeout",
+        "40",
+    ])
+}
+
+/// Runs `dtnkit send` of `count` generated bundles of `size` bytes to `dst` (plus `extra`
+/// options) within 60 s and asserts it succeeded.
+pub fn send_ok(socket: &Path, dst: &str, size: usize, count: u64, extra: &[&str]) {
+    let (size, count) = (size.to_string(), count.to_string());
+    let mut args = vec![
+        "send",
+        "--socket",
+        socket.to_str().unwrap(),
+        "--dst",
+        dst,
+        "--size",
+        &size,
+        "--count",
+        &count,
+        "--quiet",
+    ];
+    args.extend_from_slice(extra);
+    let out = run(&args, Duration::from_secs(60));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 /// Hex SHA-256.
 pub fn sha256_hex(data: &[u8]) -> String {
     use sha2::Digest;
