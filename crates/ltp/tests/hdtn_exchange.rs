@@ -290,3 +290,38 @@ fn paused_imports_are_refused_and_retried_by_the_sender_after_resume() {
     let got = h.events_of(1, |e| matches!(e, Event::BlockReceived { .. }));
     assert_eq!(got.len(), 1);
 }
+
+/// Receive-side drops when A, paced at 1 Gb/s, sends 5 blocks of 1 MB over a 10 Gb/s link
+/// (loopback-like) into a receiver whose 212 992-byte socket buffer (HDTN's, the kernel's
+/// default) is drained at 1.2 Gb/s: faster than the mean rate, so only bursts can overflow it.
+fn drops_at_a_small_buffer(max_burst_bytes: u64) -> (u64, usize) {
+    let mut p = Params::standard();
+    p.rate_bps = 10_000_000_000;
+    p.delay = Duration::from_millis(1);
+    let mut span = p.span.clone();
+    span.rate_bps = 1_000_000_000;
+    span.pacing_burst_time = ltp::DEFAULT_PACING_BURST_TIME;
+    span.pacing_max_burst_bytes = max_burst_bytes;
+    span.rto = Some(Duration::from_millis(100));
+    let mut h = Harness::with_spans(&p, span, p.span.clone());
+    h.rx_queues[1] = Some(common::RxQueue::new(1_200_000_000, 212_992));
+    for k in 0..5 {
+        h.send_a(common::block(1_000_000, k), 1_000_000, k);
+    }
+    h.run();
+    let dropped = h.rx_queues[1].as_ref().map_or(0, |q| q.dropped);
+    (dropped, h.completed().len())
+}
+
+#[test]
+fn a_burst_cap_keeps_a_paced_sender_within_a_small_receive_buffer() {
+    // The default depth, 4 ms at 1 Gb/s = 500 kB, overruns the buffer at the first burst.
+    let (uncapped, done) = drops_at_a_small_buffer(0);
+    assert_eq!(done, 5);
+    assert!(uncapped > 100, "{uncapped} datagrams dropped");
+    // The HDTN profile's 64 KiB cap: nothing dropped at the same mean rate.
+    let (capped, done) = drops_at_a_small_buffer(65_536);
+    eprintln!("dropped at the receiver: {uncapped} uncapped, {capped} with a 64 KiB cap");
+    assert_eq!(done, 5);
+    assert_eq!(capped, 0);
+}
