@@ -365,10 +365,11 @@ pub(crate) fn validate_tcp(
             }
             None => format!("ipn:{}.0", p.peer),
         };
-        let version = match p.version {
-            None | Some(4) => tcpcl::Version::V4,
-            Some(3) => tcpcl::Version::V3,
-            Some(v) => {
+        // `version` when given, else the peer kind's (3 for ION, which speaks no other).
+        let version = match p.version.unwrap_or(p.peer_kind.tcp_profile().version) {
+            4 => tcpcl::Version::V4,
+            3 => tcpcl::Version::V3,
+            v => {
                 return Err(err(
                     file,
                     &f("version"),

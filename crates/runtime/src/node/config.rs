@@ -1089,6 +1089,14 @@ adaptive_rate = true
                 .exceed_peer_transfer_mru
         );
         assert!(!tcp("peer_kind = \"hdtn\"\n").exceed_peer_transfer_mru);
+        // ION 4.1.3 speaks TCPCLv3 only: its profile opens v3 sessions unless told otherwise.
+        assert_eq!(tcp("").version, tcpcl::Version::V4);
+        assert_eq!(tcp("peer_kind = \"ion\"\n").version, tcpcl::Version::V3);
+        assert_eq!(
+            tcp("peer_kind = \"ion\"\nversion = 4\n").version,
+            tcpcl::Version::V4
+        );
+        assert_eq!(tcp("peer_kind = \"hdtn\"\n").version, tcpcl::Version::V4);
     }
 
     #[test]

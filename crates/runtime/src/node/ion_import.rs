@@ -872,6 +872,7 @@ fn finish(mut st: State) -> Result<Imported, ImportError> {
             if table == "tcp_peer" {
                 have_tcp = true;
                 // A neighbour in an ION configuration is an ION node: TCPCLv3 (RFC 7242).
+                let _ = writeln!(peers_toml, "peer_kind = \"ion\"");
                 let _ = writeln!(peers_toml, "version = 3");
             } else {
                 have_udp = true;

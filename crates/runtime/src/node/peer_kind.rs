@@ -8,7 +8,7 @@
 //!   as `burst_ms` at the current rate;
 //! - `ion` (ION 4.1.3): several bundles per block as well (ION does the same), bursts capped at
 //!   [`SMALL_BUFFER_BURST_BYTES`] (ION keeps the kernel's default 212 992-byte UDP receive
-//!   buffer);
+//!   buffer); TCPCL sessions we open speak version 3 (ION 4.1.3 speaks no other);
 //! - `hdtn` (HDTN 1.3.1): exactly one bundle per block — HDTN decodes a block as one bundle and
 //!   refuses the rest, while its reports claim the whole block, so any aggregation loses bundles
 //!   silently —, bursts capped as for ION (the same 212 992-byte buffer);
@@ -58,6 +58,8 @@ pub struct LtpProfile {
 pub struct TcpProfile {
     /// `exceed_peer_transfer_mru`.
     pub exceed_peer_transfer_mru: bool,
+    /// `version`: the TCPCL version of the sessions we open to it.
+    pub version: u8,
 }
 
 impl PeerKind {
@@ -99,6 +101,7 @@ impl PeerKind {
     pub fn tcp_profile(self) -> TcpProfile {
         TcpProfile {
             exceed_peer_transfer_mru: self == PeerKind::Dtn7,
+            version: if self == PeerKind::Ion { 3 } else { 4 },
         }
     }
 
@@ -127,6 +130,12 @@ mod tests {
         assert!(PeerKind::Dtn7.ltp_profile().is_err());
         assert!(PeerKind::Dtn7.tcp_profile().exceed_peer_transfer_mru);
         assert!(!PeerKind::Hdtn.tcp_profile().exceed_peer_transfer_mru);
+        assert_eq!(PeerKind::Ion.tcp_profile().version, 3);
+        assert_eq!(
+            PeerKind::Hdtn.tcp_profile().version,
+            4,
+            "HDTN and dtnkit speak v4"
+        );
         assert_eq!(PeerKind::default(), PeerKind::Dtnkit);
     }
 }
