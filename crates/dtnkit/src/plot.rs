@@ -1,26 +1,14 @@
 //! Plotting helpers shared by the CLI tools (trace statistics now, the analyzer later).
 //!
-//! Text is rendered by plotters' pure-Rust `ab_glyph` path with an embedded DejaVu Sans (assets/fonts), so the
-//! binary needs no system font libraries. The output format follows the file extension: `.png` or `.svg`.
+//! Text is rendered by plotters' pure-Rust `ab_glyph` path with an embedded DejaVu Sans (assets/fonts, registered
+//! by the `bench` crate, whose experiment plots use it too), so the binary needs no system font libraries. The
+//! output format follows the file extension: `.png` or `.svg`.
 
 use std::path::Path;
-use std::sync::Once;
 
 use anyhow::Context;
+use bench::plot::ensure_font;
 use plotters::prelude::*;
-use plotters::style::{register_font, FontStyle};
-
-/// DejaVu Sans, embedded (license: assets/fonts/LICENSE-DejaVu.txt).
-static DEJAVU_SANS: &[u8] = include_bytes!("../../../assets/fonts/DejaVuSans.ttf");
-static REGISTER: Once = Once::new();
-
-/// Registers the embedded font as plotters' "sans-serif" (once per process).
-pub fn ensure_font() {
-    REGISTER.call_once(|| {
-        // The font is a known-good file compiled into the binary; failure would only mean unreadable labels.
-        let _ = register_font("sans-serif", FontStyle::Normal, DEJAVU_SANS);
-    });
-}
 
 /// One curve: a label and its points.
 pub struct Series {

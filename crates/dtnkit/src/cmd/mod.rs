@@ -2,7 +2,6 @@
 
 pub mod analyze;
 pub mod bench;
-pub mod bench_ip;
 pub mod bundle;
 mod bundle_security;
 pub mod cfdp;
@@ -42,7 +41,7 @@ pub fn positive_seconds(
 
 /// Maps an error to the process exit code documented in the README.
 pub fn exit_code_for(e: &anyhow::Error) -> u8 {
-    if e.downcast_ref::<UsageError>().is_some() {
+    if e.downcast_ref::<UsageError>().is_some() || e.downcast_ref::<::bench::BadInput>().is_some() {
         2
     } else {
         1

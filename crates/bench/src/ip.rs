@@ -1,15 +1,14 @@
-//! `dtnkit bench --mode ip`: each run is one file transfer across the emulator's IP mode (`lab::ipnet`): kernel
-//! TCP, TCP through a splitting gateway, or BP over LTP or TCPCL between real nodes. Kept apart from `bench.rs`,
-//! which only dispatches here.
+//! Mode `ip`: each run is one file transfer across the emulator's IP mode (`lab::ipnet`): kernel TCP, TCP through
+//! a splitting gateway, or BP over LTP or TCPCL between real nodes. Kept apart from `run.rs`, which only
+//! dispatches here.
 
 use analyze::experiment::{Experiment, Metrics, RunSpec};
-use anyhow::Context;
 use lab::ipnet::{IpLabOptions, IpScenario};
-use std::path::Path;
 use std::time::Instant;
 use toml::Value;
 
-use super::UsageError;
+use crate::run::run_name;
+use crate::{usage, RunContext};
 
 /// Columns of the report's table for IP-mode runs.
 pub const REPORT_COLUMNS: [&str; 7] = [
@@ -22,36 +21,23 @@ pub const REPORT_COLUMNS: [&str; 7] = [
     "unmodelled_drops",
 ];
 
-fn run_name(exp: &Experiment, spec: &RunSpec) -> String {
-    format!(
-        "{} run {} ({} rep {})",
-        exp.scenario.display(),
-        spec.index,
-        exp.labels(&spec.point).join("/"),
-        spec.repetition
-    )
-}
-
 /// Checks one run's scenario before anything runs.
-pub fn validate(doc: &Value, exp: &Experiment, spec: &RunSpec) -> anyhow::Result<()> {
-    IpScenario::from_value(doc, &run_name(exp, spec)).map_err(|e| UsageError(e.to_string()))?;
+pub(crate) fn validate(doc: &Value, exp: &Experiment, spec: &RunSpec) -> anyhow::Result<()> {
+    IpScenario::from_value(doc, &run_name(exp, spec)).map_err(usage)?;
     Ok(())
 }
 
 /// Runs one transfer and turns its outcome into metrics.
-pub fn run_ip(
+pub(crate) fn run_ip(
     exp: &Experiment,
     spec: &RunSpec,
     doc: &Value,
-    logs: &Path,
-    keep_logs: bool,
+    ctx: &RunContext,
 ) -> anyhow::Result<Metrics> {
     let wall = Instant::now();
-    let scn =
-        IpScenario::from_value(doc, &run_name(exp, spec)).map_err(|e| UsageError(e.to_string()))?;
-    let work = logs.join(format!("run{:05}", spec.index));
-    let exe = std::env::current_exe().context("locating the dtnkit binary")?;
-    let o = lab::run_ip_transfer(&scn, &IpLabOptions::new(exe, &work))
+    let scn = IpScenario::from_value(doc, &run_name(exp, spec)).map_err(usage)?;
+    let work = ctx.logs.join(format!("run{:05}", spec.index));
+    let o = lab::run_ip_transfer(&scn, &IpLabOptions::new(&ctx.dtnkit, &work))
         .map_err(|e| anyhow::anyhow!("IP-mode run: {e}"))?;
     let mut m = Metrics::new();
     let rate = scn.link.forward.rate_bps.filter(|r| *r > 0.0);
@@ -81,7 +67,7 @@ pub fn run_ip(
     ] {
         m.insert(k.to_string(), v);
     }
-    if !keep_logs {
+    if !ctx.keep_logs {
         let _ = std::fs::remove_dir_all(&work);
     }
     Ok(m)

@@ -1,0 +1,76 @@
+//! A grid ready to run: the experiment, its base scenario document and the directory the scenario's relative paths
+//! resolve against.
+
+use std::path::{Path, PathBuf};
+
+use analyze::experiment::{Experiment, RunSpec};
+use toml::Value;
+
+use crate::{usage, RunContext, RunResult};
+
+/// An experiment with its base scenario loaded.
+#[derive(Debug, Clone)]
+pub struct Grid {
+    experiment: Experiment,
+    base: Value,
+    scenario_dir: PathBuf,
+}
+
+impl Grid {
+    /// Reads the experiment's base scenario (a missing or malformed file is a [`crate::BadInput`]).
+    pub fn new(experiment: Experiment) -> anyhow::Result<Grid> {
+        let path = &experiment.scenario;
+        let text =
+            std::fs::read_to_string(path).map_err(|e| usage(format!("{}: {e}", path.display())))?;
+        let base: Value =
+            toml::from_str(&text).map_err(|e| usage(format!("{}: {e}", path.display())))?;
+        let scenario_dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
+        Ok(Grid {
+            experiment,
+            base,
+            scenario_dir,
+        })
+    }
+
+    /// The experiment.
+    pub fn experiment(&self) -> &Experiment {
+        &self.experiment
+    }
+
+    /// Every run, in grid order ([`Experiment::runs`]).
+    pub fn runs(&self) -> Vec<RunSpec> {
+        self.experiment.runs()
+    }
+
+    /// Builds every run's scenario: a bad override fails before hours of runs, naming the run.
+    pub fn validate(&self) -> anyhow::Result<()> {
+        for spec in self.runs() {
+            let doc = self.experiment.apply(&self.base, &spec).map_err(usage)?;
+            crate::run::check(&self.experiment, &spec, &doc, &self.scenario_dir)?;
+        }
+        Ok(())
+    }
+
+    /// Executes one run; an error names the run.
+    pub fn run(&self, spec: &RunSpec, ctx: &RunContext) -> anyhow::Result<RunResult> {
+        let exp = &self.experiment;
+        let labels = exp.labels(&spec.point);
+        let metrics = exp
+            .apply(&self.base, spec)
+            .map_err(usage)
+            .and_then(|doc| crate::run::execute(exp, spec, &doc, &self.scenario_dir, ctx))
+            .map_err(|e| {
+                e.context(format!(
+                    "run {} ({} rep {})",
+                    spec.index,
+                    labels.join("/"),
+                    spec.repetition
+                ))
+            })?;
+        Ok(RunResult {
+            spec: spec.clone(),
+            labels,
+            metrics,
+        })
+    }
+}
