@@ -26,11 +26,17 @@ if [ "${free_kb:-0}" -lt $((3 * 1024 * 1024)) ]; then
   echo "warning: only $((free_kb / 1024)) MB free under $CARGO_TARGET_DIR; a clean build of the suite needs about 3 GB" >&2
 fi
 
-# --- Debian packages: tshark (LTP/BPv7/TCPCL/CFDP dissectors used as an oracle), python3-venv (cfdp-py's venv), iproute2
+# --- Debian packages: tshark (LTP/BPv7/TCPCL/CFDP dissectors used as an oracle), python3-venv (cfdp-py's venv), iproute2,
+# Slurm
 missing=()
 command -v tshark >/dev/null 2>&1 || missing+=(tshark)
 python3 -c 'import ensurepip' >/dev/null 2>&1 || missing+=(python3-venv)
 command -v ip >/dev/null 2>&1 || missing+=(iproute2)  # the emulator's IP mode (crates/dtnkit/tests/ipemu.rs)
+# A private single-node Slurm cluster for `dtnkit bench --executor slurm` (crates/dtnkit/tests/bench_slurm.rs, started
+# by scripts/slurm-localhost.sh with its own configuration; /etc/slurm is left alone).
+[ -x /usr/sbin/slurmctld ] || missing+=(slurmctld)
+[ -x /usr/sbin/slurmd ] || missing+=(slurmd)
+[ -x /usr/sbin/munged ] || missing+=(munge)
 if [ ${#missing[@]} -gt 0 ]; then
   step "installing Debian packages: ${missing[*]}"
   echo "wireshark-common wireshark-common/install-setuid boolean false" | as_root debconf-set-selections

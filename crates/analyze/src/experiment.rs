@@ -32,6 +32,8 @@
 //! series = "channel"                          # optional
 //! y = ["tx_session_ms"]
 //! title = "..."                               # optional
+//! [slurm]                                     # only for `dtnkit bench --executor slurm`
+//! cpus_per_task = 4                           # cores per run; exclusive = true: one run per node
 //! ```
 
 use std::collections::BTreeMap;
@@ -94,7 +96,7 @@ struct AxisFile {
 }
 
 /// A grid axis.
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Axis {
     /// Name (column header).
     pub name: String,
@@ -155,6 +157,24 @@ struct ExperimentFile {
     axis: Vec<AxisFile>,
     #[serde(default)]
     plot: Vec<PlotSpec>,
+    #[serde(default)]
+    slurm: SlurmSettings,
+}
+
+/// What each run asks a Slurm cluster for (`[slurm]`; used by `dtnkit bench --executor slurm`, ignored by the
+/// local executor). Real-time runs need whole cores of their own so the pacing of the link is never squeezed.
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct SlurmSettings {
+    /// Cores per run (`sbatch --cpus-per-task`); default: the executor's per mode.
+    #[serde(default)]
+    pub cpus_per_task: Option<u32>,
+    /// One run per node (`sbatch --exclusive`).
+    #[serde(default)]
+    pub exclusive: bool,
+    /// Time limit of one run, in sbatch's syntax (`MM:SS`, `HH:MM:SS`, `D-HH`, ...); default: the partition's.
+    #[serde(default)]
+    pub time: Option<String>,
 }
 
 fn default_mode() -> Mode {
@@ -168,7 +188,7 @@ fn one_u64() -> u64 {
 }
 
 /// A parsed experiment.
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Experiment {
     /// Short name (file stems).
     pub name: String,
@@ -192,6 +212,9 @@ pub struct Experiment {
     pub axes: Vec<Axis>,
     /// Plots.
     pub plots: Vec<PlotSpec>,
+    /// Cluster placement of each run.
+    #[serde(default)]
+    pub slurm: SlurmSettings,
 }
 
 /// Most runs one experiment may expand to (a typo in a grid should not start a week of runs).
@@ -339,7 +362,18 @@ impl Experiment {
             unset: f.unset,
             axes,
             plots: f.plot,
+            slurm: f.slurm,
         };
+        if e.slurm.cpus_per_task == Some(0) {
+            return Err(Error::Invalid(format!(
+                "{file}: slurm.cpus_per_task = 0: expected at least 1"
+            )));
+        }
+        if e.slurm.time.as_deref().is_some_and(|t| t.trim().is_empty()) {
+            return Err(Error::Invalid(format!(
+                "{file}: slurm.time is empty: expected a time limit such as \"30:00\""
+            )));
+        }
         let n = e.grid_size().saturating_mul(e.repetitions as usize);
         if n > MAX_RUNS {
             return Err(Error::Invalid(format!(
@@ -435,7 +469,7 @@ impl Experiment {
 }
 
 /// One run of the grid.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RunSpec {
     /// Position in [`Experiment::runs`].
     pub index: usize,
@@ -667,6 +701,37 @@ forward_trace_preset = "H"
         assert!(err.to_string().contains("index 5 out of range"));
         let err = set_path(&mut v, "sim.duration_s.x", &Value::Integer(1)).unwrap_err();
         assert!(err.to_string().contains("not a table"));
+    }
+
+    #[test]
+    fn slurm_settings_are_read_and_checked() {
+        let e = Experiment::from_toml_str(EXP, "t.toml", Path::new("/x")).unwrap();
+        assert_eq!(e.slurm, SlurmSettings::default());
+        let text =
+            format!("{EXP}\n[slurm]\ncpus_per_task = 3\nexclusive = true\ntime = \"10:00\"\n");
+        let e = Experiment::from_toml_str(&text, "t.toml", Path::new("/x")).unwrap();
+        assert_eq!(e.slurm.cpus_per_task, Some(3));
+        assert!(e.slurm.exclusive);
+        assert_eq!(e.slurm.time.as_deref(), Some("10:00"));
+        for (bad, says) in [
+            ("cpus_per_task = 0", "slurm.cpus_per_task = 0"),
+            ("time = \" \"", "slurm.time is empty"),
+            ("cores = 2", "unknown field `cores`"),
+        ] {
+            let text = format!("{EXP}\n[slurm]\n{bad}\n");
+            let err = Experiment::from_toml_str(&text, "t.toml", Path::new("/x")).unwrap_err();
+            assert!(err.to_string().contains(says), "{bad}: {err}");
+        }
+    }
+
+    #[test]
+    fn an_experiment_survives_a_toml_round_trip() {
+        // The Slurm executor stores the experiment in the output directory and every run reads it back.
+        let text = format!("{EXP}\n[slurm]\ncpus_per_task = 2\n[[plot]]\nkind = \"line\"\nx = \"rto\"\ny = [\"m\"]\n");
+        let e = Experiment::from_toml_str(&text, "t.toml", Path::new("/x")).unwrap();
+        let back: Experiment = toml::from_str(&toml::to_string(&e).unwrap()).unwrap();
+        assert_eq!(back, e);
+        assert_eq!(back.runs(), e.runs());
     }
 
     #[test]

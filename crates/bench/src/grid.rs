@@ -32,9 +32,28 @@ impl Grid {
         })
     }
 
+    /// A grid from its stored parts (see `store`).
+    pub(crate) fn from_parts(experiment: Experiment, base: Value, scenario_dir: PathBuf) -> Grid {
+        Grid {
+            experiment,
+            base,
+            scenario_dir,
+        }
+    }
+
     /// The experiment.
     pub fn experiment(&self) -> &Experiment {
         &self.experiment
+    }
+
+    /// The base scenario document.
+    pub(crate) fn base(&self) -> &Value {
+        &self.base
+    }
+
+    /// The directory the scenario's relative paths resolve against.
+    pub(crate) fn scenario_dir(&self) -> &Path {
+        &self.scenario_dir
     }
 
     /// Every run, in grid order ([`Experiment::runs`]).

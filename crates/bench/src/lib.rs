@@ -8,7 +8,9 @@
 //! - [`Grid`]: the experiment with its base scenario; validates every run up front and executes one run
 //!   ([`Grid::run`]) into a [`RunResult`];
 //! - [`finish`]: aggregates the results of a whole grid and writes the outputs;
-//! - [`run_local`]: the local executor, runs pulled by worker threads (simulator) or one at a time (real time).
+//! - [`run_local`]: the local executor, runs pulled by worker threads (simulator) or one at a time (real time);
+//! - [`slurm::submit`]: the Slurm executor, the grid written once into the output directory ([`store`]), one
+//!   job-array task per run ([`store::run_point`]) and a dependent job that aggregates ([`store::aggregate`]).
 
 #![warn(missing_docs)]
 
@@ -19,6 +21,8 @@ pub mod metrics;
 mod outputs;
 pub mod plot;
 mod run;
+pub mod slurm;
+pub mod store;
 
 use std::path::PathBuf;
 
@@ -52,7 +56,7 @@ pub struct RunContext {
 }
 
 /// What one finished run produced.
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct RunResult {
     /// The run.
     pub spec: RunSpec,

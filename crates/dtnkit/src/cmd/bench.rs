@@ -1,22 +1,67 @@
 //! `dtnkit bench EXPERIMENT.toml`: argument parsing, the progress bar and exit codes around the `bench` crate,
-//! which runs the grid and writes the outputs. File format and outputs: docs/bench.md.
+//! which runs the grid and writes the outputs — here (`--executor local`) or as Slurm jobs (`--executor slurm`,
+//! with the `status`, `run-point` and `aggregate` subcommands). File format and outputs: docs/bench.md.
 
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
 use analyze::experiment::{Experiment, Mode, RunSpec};
 use anyhow::Context;
-use bench::{Grid, LocalOptions, Progress, RunResult};
-use clap::Args;
+use bench::slurm::{Action, SlurmOptions};
+use bench::{BenchOutcome, Grid, LocalOptions, Progress, RunResult};
+use clap::{Args, Subcommand, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
 
 use super::UsageError;
 
 /// Arguments of `dtnkit bench`.
 #[derive(Args)]
+#[command(args_conflicts_with_subcommands = true)]
 pub struct BenchArgs {
-    /// Experiment file (TOML, see docs/bench.md).
-    experiment: PathBuf,
+    #[command(subcommand)]
+    command: Option<BenchCommand>,
+    #[command(flatten)]
+    grid: GridArgs,
+}
+
+/// Where the runs execute.
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Executor {
+    /// On this machine, in this process.
+    Local,
+    /// As a Slurm job array (one task per run) and a job that aggregates; the output directory must be on a
+    /// filesystem every node shares.
+    Slurm,
+}
+
+#[derive(Subcommand)]
+enum BenchCommand {
+    /// Each run's state in an output directory of `--executor slurm`: done, pending or running, failed (with
+    /// the end of its log) or missing.
+    Status {
+        /// Output directory.
+        dir: PathBuf,
+    },
+    /// Execute one run of the grid stored in DIR and store its result (what each Slurm array task runs).
+    RunPoint {
+        /// Output directory holding grid.toml.
+        dir: PathBuf,
+        /// Run index (0-based, grid order).
+        index: usize,
+    },
+    /// Aggregate the stored results in DIR and write the outputs (the Slurm executor's last job).
+    Aggregate {
+        /// Output directory holding grid.toml and results/.
+        dir: PathBuf,
+    },
+}
+
+#[derive(Args)]
+struct GridArgs {
+    /// Experiment file (TOML, see docs/bench.md). Required unless a subcommand is given (clap cannot make a
+    /// positional required beside subcommands, so this is checked when the grid runs).
+    #[arg(value_name = "EXPERIMENT")]
+    experiment: Option<PathBuf>,
     /// Parallel simulator runs (default: the number of cores). Emulation always runs one at a time.
     #[arg(long)]
     jobs: Option<usize>,
@@ -32,9 +77,27 @@ pub struct BenchArgs {
     /// Keep each run's segment logs under OUT/logs (they are large: ~150 MB per 20 s at 500 Mb/s).
     #[arg(long)]
     keep_logs: bool,
-    /// No progress bar.
+    /// No progress bar (local) or summary line.
     #[arg(long)]
     quiet: bool,
+    /// Where the runs execute.
+    #[arg(long, value_enum, default_value = "local")]
+    executor: Executor,
+    /// Slurm: partition of every job.
+    #[arg(long)]
+    partition: Option<String>,
+    /// Slurm: time limit of each run (sbatch syntax, e.g. 30:00; overrides the experiment's slurm.time).
+    #[arg(long)]
+    time: Option<String>,
+    /// Slurm: cores per run (overrides the experiment's slurm.cpus_per_task; default 1 in sim mode, 4 in real time).
+    #[arg(long)]
+    cpus_per_task: Option<u32>,
+    /// Slurm: a further sbatch argument for every job (repeatable), e.g. --sbatch-arg=--account=lab.
+    #[arg(long, allow_hyphen_values = true)]
+    sbatch_arg: Vec<String>,
+    /// Slurm: return when the aggregation job has ended (exit 1 when it failed).
+    #[arg(long)]
+    wait: bool,
 }
 
 fn usage(e: impl std::fmt::Display) -> anyhow::Error {
@@ -43,7 +106,47 @@ fn usage(e: impl std::fmt::Display) -> anyhow::Error {
 
 /// Runs the command.
 pub fn run(a: BenchArgs) -> anyhow::Result<()> {
-    let mut exp = Experiment::load(&a.experiment).map_err(usage)?;
+    match a.command {
+        Some(BenchCommand::Status { dir }) => {
+            print!("{}", bench::slurm::status(&dir)?);
+            Ok(())
+        }
+        Some(BenchCommand::RunPoint { dir, index }) => run_point(&dir, index),
+        Some(BenchCommand::Aggregate { dir }) => {
+            println!("{}", outputs_line(&bench::store::aggregate(&dir)?));
+            Ok(())
+        }
+        None => run_grid(a.grid),
+    }
+}
+
+fn dtnkit_binary() -> anyhow::Result<PathBuf> {
+    std::env::current_exe().context("locating the dtnkit binary")
+}
+
+fn run_point(dir: &Path, index: usize) -> anyhow::Result<()> {
+    let t = std::time::Instant::now();
+    let r = bench::store::run_point(dir, index, &dtnkit_binary()?)?;
+    println!(
+        "run {index} ({} rep {}, seed {}) done in {:.1} s -> {}",
+        r.labels.join("/"),
+        r.spec.repetition,
+        r.spec.seed,
+        t.elapsed().as_secs_f64(),
+        bench::store::GridDir::open(dir)?
+            .result_path(index)
+            .display()
+    );
+    Ok(())
+}
+
+fn run_grid(a: GridArgs) -> anyhow::Result<()> {
+    let Some(path) = a.experiment.clone() else {
+        return Err(usage(
+            "missing EXPERIMENT: expected an experiment file or a subcommand (dtnkit bench --help)",
+        ));
+    };
+    let mut exp = Experiment::load(&path).map_err(usage)?;
     if let Some(m) = &a.mode {
         exp.mode = match m.as_str() {
             "emu" => Mode::Emu,
@@ -58,12 +161,29 @@ pub fn run(a: BenchArgs) -> anyhow::Result<()> {
         exp.repetitions = r;
     }
     let out = a.out.clone().unwrap_or_else(|| {
-        a.experiment
-            .parent()
+        path.parent()
             .unwrap_or(Path::new("."))
             .join("results")
             .join(&exp.name)
     });
+    let grid = Grid::new(exp)?;
+    match a.executor {
+        Executor::Local => run_local(&a, &grid, &out),
+        Executor::Slurm => run_slurm(&a, &grid, &out),
+    }
+}
+
+fn run_local(a: &GridArgs, grid: &Grid, out: &Path) -> anyhow::Result<()> {
+    let slurm_only = [
+        ("--partition", a.partition.is_some()),
+        ("--time", a.time.is_some()),
+        ("--cpus-per-task", a.cpus_per_task.is_some()),
+        ("--sbatch-arg", !a.sbatch_arg.is_empty()),
+        ("--wait", a.wait),
+    ];
+    if let Some((flag, _)) = slurm_only.iter().find(|(_, given)| *given) {
+        return Err(usage(format!("{flag}: applies to --executor slurm only")));
+    }
     let jobs = a
         .jobs
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
@@ -73,20 +193,110 @@ pub fn run(a: BenchArgs) -> anyhow::Result<()> {
     let opts = LocalOptions {
         jobs,
         keep_logs: a.keep_logs,
-        dtnkit: std::env::current_exe().context("locating the dtnkit binary")?,
+        dtnkit: dtnkit_binary()?,
     };
-    let grid = Grid::new(exp)?;
     let bar = Bar::new(a.quiet);
-    let o = bench::run_local(&grid, &out, &opts, &bar)?;
+    let o = bench::run_local(grid, out, &opts, &bar)?;
     if !a.quiet {
-        println!(
-            "{} runs ({} grid points) -> {}",
-            o.runs.len(),
-            o.points.len(),
-            o.out.join("report.md").display()
-        );
+        println!("{}", outputs_line(&o));
     }
     Ok(())
+}
+
+/// "N runs (M grid points) -> OUT/report.md".
+fn outputs_line(o: &BenchOutcome) -> String {
+    format!(
+        "{} runs ({} grid points) -> {}",
+        o.runs.len(),
+        o.points.len(),
+        o.out.join("report.md").display()
+    )
+}
+
+fn run_slurm(a: &GridArgs, grid: &Grid, out: &Path) -> anyhow::Result<()> {
+    if a.jobs.is_some() {
+        return Err(usage(
+            "--jobs: applies to --executor local only (Slurm places the runs)",
+        ));
+    }
+    if a.cpus_per_task == Some(0) {
+        return Err(usage("--cpus-per-task 0: expected at least 1"));
+    }
+    let opts = SlurmOptions {
+        partition: a.partition.clone(),
+        time: a.time.clone(),
+        cpus_per_task: a.cpus_per_task,
+        sbatch_args: a.sbatch_arg.clone(),
+        keep_logs: a.keep_logs,
+        wait: a.wait,
+    };
+    let s = bench::slurm::submit(grid, out, &opts)?;
+    let say = |line: String| {
+        if !a.quiet {
+            println!("{line}");
+        }
+    };
+    let report = out.join("report.md");
+    let (arrays, job, log, succeeded) = match s.action {
+        Action::Nothing => {
+            say(format!(
+                "all {} runs done and the report written ({}): nothing to submit",
+                s.runs,
+                report.display()
+            ));
+            return Ok(());
+        }
+        Action::Waiting { aggregate } => {
+            say(format!(
+                "{} of {} runs pending or running, aggregation job {aggregate} in the queue: nothing to submit \
+                 (progress: dtnkit bench status {})",
+                s.queued,
+                s.runs,
+                out.display()
+            ));
+            return Ok(());
+        }
+        Action::Submitted {
+            arrays,
+            aggregate,
+            log,
+            succeeded,
+        } => (arrays, aggregate, log, succeeded),
+    };
+    let arrays: Vec<&str> = arrays.iter().map(|x| x.job.as_str()).collect();
+    say(format!(
+        "{} of {} runs submitted{} ({} done, {} pending or running), aggregation job {job}; progress: dtnkit bench status {}",
+        s.submitted,
+        s.runs,
+        if arrays.is_empty() {
+            String::new()
+        } else {
+            format!(" as job array {}", arrays.join(", "))
+        },
+        s.done,
+        s.queued,
+        out.display()
+    ));
+    match succeeded {
+        Some(true) => {
+            say(format!(
+                "{} runs ({} grid points) -> {}",
+                s.runs,
+                grid.experiment().grid_size(),
+                report.display()
+            ));
+            Ok(())
+        }
+        Some(false) => {
+            let text = std::fs::read_to_string(&log).unwrap_or_default();
+            anyhow::bail!(
+                "aggregation job {job} failed (log {}): {}",
+                log.display(),
+                text.trim()
+            )
+        }
+        None => Ok(()),
+    }
 }
 
 /// The progress bar: runs done, elapsed, estimated time left and the last run finished. Drawn from the moment
