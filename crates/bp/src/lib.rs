@@ -53,7 +53,8 @@ pub mod store;
 pub use agent::{
     Accepted, AdminNotice, Agent, AgentConfig, AgentError, AgentStatus, BundleEvent,
     BundleEventKind, BundleEventSink, ClaOutcome, CsvBundleLog, Delivery, DtnTime, Forward,
-    ReportFlags, RxError, SendError, SendRequest,
+    ReportFlags, RxError, SendError, SendRequest, Degraded, NeighbourBackoff, StoreHealth,
+    split_failure_reason,
 };
 pub use contact_plan::{
     Contact, ContactId, ContactPlan, LinkEvent, LinkEventKind, NodeNum, PlanError, PlannedContact,

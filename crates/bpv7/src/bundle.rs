@@ -158,6 +158,36 @@ impl Bundle {
         rest.len()
     }
 
+    /// [`Bundle::split_concatenated`] that also says why splitting stopped: `Err((unsplit,
+    /// error))` when `unsplit` bytes at the end did not decode as a bundle (`error` is why the
+    /// first of them did not), so a driver can count and log the discard with its reason.
+    pub fn split_concatenated_detailed(
+        buf: &Bytes,
+        out: &mut Vec<Bytes>,
+    ) -> Result<(), (usize, DecodeError)> {
+        let boundaries_only = DecodeLimits {
+            verify_crc: false,
+            ..DecodeLimits::default()
+        };
+        let mut rest = buf.clone();
+        while !rest.is_empty() {
+            match Self::decode_prefix_with_limits(&rest, &boundaries_only) {
+                Ok((_, used)) if used > 0 && used <= rest.len() => out.push(rest.split_to(used)),
+                Ok((_, used)) => {
+                    return Err((
+                        rest.len(),
+                        DecodeError::TrailingBytes {
+                            count: rest.len(),
+                            at: used,
+                        },
+                    ))
+                }
+                Err(e) => return Err((rest.len(), e)),
+            }
+        }
+        Ok(())
+    }
+
     /// Decodes exactly one bundle occupying all of `buf`, with default limits.
     pub fn decode(buf: Bytes) -> Result<Bundle, DecodeError> {
         Self::decode_with_limits(buf, &DecodeLimits::default())

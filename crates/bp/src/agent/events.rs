@@ -30,6 +30,10 @@ pub enum BundleEventKind {
     Refused,
     /// A convergence layer reported a failed transmission to `neighbour`; it is forwarded again.
     Failed,
+    /// Data from a convergence layer was dropped without becoming a bundle (an LTP block whose
+    /// content is not a bundle, a length field claiming more bytes than arrived); the `reason`
+    /// column says why. The identity columns are those of `dtn:none` (there is no bundle).
+    Discarded,
 }
 
 impl BundleEventKind {
@@ -45,6 +49,7 @@ impl BundleEventKind {
             BundleEventKind::Duplicate => "duplicate",
             BundleEventKind::Refused => "refused",
             BundleEventKind::Failed => "failed",
+            BundleEventKind::Discarded => "discarded",
         }
     }
 }
@@ -66,6 +71,8 @@ pub struct BundleEvent<'a> {
     pub neighbour: Option<NodeNum>,
     /// Its store key, if it was stored.
     pub key: Option<BundleKey>,
+    /// Why (for `discarded`: a short snake_case reason); empty for the other events.
+    pub reason: &'a str,
 }
 
 /// Receives bundle events. Implementations must not block for long: the agent calls them inline.
@@ -83,7 +90,7 @@ pub struct CsvBundleLog<W: Write> {
 
 /// The CSV header line (without newline).
 pub const CSV_HEADER: &str =
-    "time_ms,event,source,creation_ms,sequence,frag_offset,frag_length,length,destination,neighbour,key";
+    "time_ms,event,source,creation_ms,sequence,frag_offset,frag_length,length,destination,neighbour,key,reason";
 
 impl<W: Write> CsvBundleLog<W> {
     /// A log writing to `out`; writes the header line immediately.
@@ -123,7 +130,7 @@ impl<W: Write> BundleEventSink for CsvBundleLog<W> {
         let destination = e.destination.to_string().replace(',', "%2C");
         let r = writeln!(
             self.out,
-            "{},{},{},{},{},{},{},{},{},{},{}",
+            "{},{},{},{},{},{},{},{},{},{},{},{}",
             e.time_ms,
             e.kind.name(),
             source,
@@ -134,7 +141,8 @@ impl<W: Write> BundleEventSink for CsvBundleLog<W> {
             e.length,
             destination,
             neighbour,
-            key
+            key,
+            e.reason.replace(',', "%2C")
         );
         if r.is_err() {
             self.errors += 1;

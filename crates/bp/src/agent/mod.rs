@@ -43,7 +43,10 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+mod backoff;
+mod discards;
 mod events;
+mod health;
 mod local;
 mod routing;
 mod rx;
@@ -52,6 +55,9 @@ mod tx;
 mod types;
 
 pub use events::{BundleEvent, BundleEventKind, BundleEventSink, CsvBundleLog, CSV_HEADER};
+pub use backoff::NeighbourBackoff;
+pub use discards::split_failure_reason;
+pub use health::{Degraded, StoreHealth};
 pub use types::{
     Accepted, AdminNotice, AgentConfig, AgentError, AgentStatus, ClaOutcome, Delivery, DtnTime,
     Forward, ReportFlags, RxError, SendError, SendRequest, PRIORITY_BULK, PRIORITY_EXPEDITED,
@@ -151,6 +157,10 @@ pub struct Agent<S: Store> {
     routing_dirty: bool,
     plan_cursor: DtnTime,
     plan_dirty: bool,
+    /// The next change of a plan-driven link after `plan_cursor`, computed once per change
+    /// (`apply_plan_links`) instead of at every `poll_timeout`: a sweep of a large plan costs
+    /// O(n log n), and a driver asks for its next timeout at every turn of its loop.
+    plan_next: Option<DtnTime>,
     next_key: u64,
     next_qseq: u64,
     creation_cursor: (u64, u64),
@@ -162,6 +172,12 @@ pub struct Agent<S: Store> {
     counters: AgentStatus,
     sink: Option<Box<dyn BundleEventSink + Send>>,
     security: Option<bpsec::Policy>,
+    /// Healthy, or degraded after a store failure (see [`StoreHealth`]).
+    health: StoreHealth,
+    /// Neighbours backing off after refusing bundles for lack of resources.
+    backoffs: backoff::Backoffs,
+    /// The latest `now` a driver passed in: the time of failures found where no `now` is given.
+    clock: DtnTime,
 }
 
 impl<S: Store> std::fmt::Debug for Agent<S> {
@@ -213,6 +229,7 @@ impl<S: Store> Agent<S> {
             routing_dirty: true,
             plan_cursor: now,
             plan_dirty: false,
+            plan_next: None,
             next_key: 1,
             next_qseq: 0,
             creation_cursor: contents.creation_cursor.unwrap_or((0, 0)),
@@ -222,6 +239,9 @@ impl<S: Store> Agent<S> {
             counters: AgentStatus::default(),
             sink: None,
             security: None,
+            health: StoreHealth::default(),
+            backoffs: backoff::Backoffs::default(),
+            clock: now,
             cfg,
         };
         for (id, exp) in contents.dedup {
@@ -379,14 +399,79 @@ impl<S: Store> Agent<S> {
         self.admin.pop_front()
     }
 
-    /// Commits deferred deletes now.
+    /// Commits deferred deletes now. While the store is degraded they wait (in memory) for its
+    /// recovery and this returns `Ok`: losing them would only mean forwarding or delivering
+    /// those bundles again after a restart.
     pub fn flush(&mut self) -> Result<(), AgentError> {
-        if self.pending.is_empty() {
+        if self.pending.is_empty() || !self.health.is_ok() {
             return Ok(());
         }
-        self.store.commit(&self.pending)?;
+        if let Err(e) = self.store.commit(&self.pending) {
+            self.health.fail(self.clock, &e);
+            return Err(e.into());
+        }
         self.counters.commits += 1;
         self.pending.clear();
+        Ok(())
+    }
+
+    /// The store's health: degraded after a failure until a recovery attempt works.
+    pub fn store_health(&self) -> &StoreHealth {
+        &self.health
+    }
+
+    /// Records a store failure seen outside a commit (a read), degrading the store.
+    fn store_failed(&mut self, e: &StoreError) {
+        self.health.fail(self.clock, e);
+    }
+
+    /// A recovery attempt, when one is due: the store recovers (redb reopens), the agent
+    /// reconciles with what is on disk, and what waited (deferred deletes) is committed with the
+    /// creation cursor as a probe that the store writes again.
+    fn try_recover(&mut self, now: DtnTime) {
+        if self.health.retry_at().is_none_or(|t| now < t) {
+            return;
+        }
+        let attempt = (|| -> Result<(), StoreError> {
+            if self.store.recover()? {
+                self.reconcile()?;
+            }
+            let mut probe = self.pending.clone();
+            let (time_ms, sequence) = self.creation_cursor;
+            probe.push(Op::SetCreationCursor { time_ms, sequence });
+            self.store.commit(&probe)
+        })();
+        match attempt {
+            Ok(()) => {
+                self.counters.commits += 1;
+                self.pending.clear();
+                self.health.recovered();
+            }
+            Err(e) => self.health.retry_failed(now, &e),
+        }
+    }
+
+    /// After the store was reopened: bundles on disk the agent does not know (a commit reported
+    /// failed that reached the disk anyway, e.g. an fsync error after the write) are taken in,
+    /// so nothing on disk is forgotten until the next restart.
+    fn reconcile(&mut self) -> Result<(), StoreError> {
+        let deleting: BTreeSet<BundleKey> = self
+            .pending
+            .ops()
+            .iter()
+            .filter_map(|op| match op {
+                Op::Delete(k) => Some(*k),
+                _ => None,
+            })
+            .collect();
+        for (key, meta) in self.store.contents()?.bundles {
+            if self.entries.contains_key(&key) || deleting.contains(&key) {
+                continue;
+            }
+            self.next_key = self.next_key.max(key.0.saturating_add(1));
+            self.counters.recovered_from_disk += 1;
+            self.insert_entry(key, meta);
+        }
         Ok(())
     }
 
@@ -406,13 +491,29 @@ impl<S: Store> Agent<S> {
         if let Some(p) = self.next_plan_change() {
             t = Some(t.map_or(p, |t| t.min(p)));
         }
+        if let Some(r) = self.health.retry_at() {
+            t = Some(t.map_or(r, |t| t.min(r)));
+        }
+        let queues = &self.queues;
+        if let Some(b) = self.backoffs.next_end(self.clock, |n| {
+            queues.get(&n).is_some_and(|q| !q.is_empty())
+        }) {
+            t = Some(t.map_or(b, |t| t.min(b)));
+        }
         t
+    }
+
+    /// Neighbours backing off after refusals ([`ClaOutcome::Refused`]), with their state.
+    pub fn neighbour_backoffs(&self) -> impl Iterator<Item = (NodeNum, NeighbourBackoff)> + '_ {
+        self.backoffs.iter()
     }
 
     /// Processes everything due at `now`: bundles whose lifetime ended are deleted (deletion
     /// report "lifetime expired" if requested), duplicate records that expired are forgotten,
     /// plan-driven links change, and deferred deletes are committed.
     pub fn handle_timeout(&mut self, now: DtnTime) -> Result<(), AgentError> {
+        self.clock = self.clock.max(now);
+        self.try_recover(now);
         self.apply_plan_links(now);
         let mut txn = Txn::default();
         while let Some(&(t, key)) = self.expiry.first() {
@@ -445,7 +546,11 @@ impl<S: Store> Agent<S> {
         for adu in self.reassembler.expire(now) {
             self.fragments.remove(&adu);
         }
-        self.commit_txn(now, txn)?;
+        match self.commit_txn(now, txn) {
+            // Degraded: the expired bundles' deletes wait for the recovery.
+            Err(StoreError::Unavailable { .. }) => {}
+            r => r?,
+        }
         self.flush()?;
         Ok(())
     }
@@ -518,14 +623,29 @@ impl<S: Store> Agent<S> {
     }
 
     /// Commits `txn` together with the deferred deletes, then applies it in memory.
+    ///
+    /// While the store is degraded nothing is attempted ([`StoreError::Unavailable`]); a commit
+    /// that fails degrades it. Either way the deletes of the failed batch join the deferred ones
+    /// (their bundles are already out of memory) and everything else of it is dropped: nothing
+    /// of it was acknowledged.
     fn commit_txn(&mut self, now: DtnTime, mut txn: Txn) -> Result<(), StoreError> {
         if txn.batch.is_empty() && txn.admin.is_empty() {
             return Ok(());
         }
+        self.clock = self.clock.max(now);
         if !txn.batch.is_empty() {
+            if let Some(e) = self.health.unavailable(now) {
+                self.keep_deletes(&txn.batch);
+                return Err(e);
+            }
             let mut batch = self.pending.clone();
             batch.append(&mut txn.batch);
-            self.store.commit(&batch)?;
+            if let Err(e) = self.store.commit(&batch) {
+                self.health.fail(now, &e);
+                self.pending = Batch::new();
+                self.keep_deletes(&batch);
+                return Err(e);
+            }
             self.counters.commits += 1;
             self.pending.clear();
         }
@@ -566,6 +686,15 @@ impl<S: Store> Agent<S> {
             self.commit_txn(now, txn2)?;
         }
         Ok(())
+    }
+
+    /// Keeps the deletes of a batch that was not committed as deferred ones.
+    fn keep_deletes(&mut self, batch: &Batch) {
+        for op in batch.ops() {
+            if matches!(op, Op::Delete(_) | Op::DeleteDedup(_)) {
+                self.pending.push(op.clone());
+            }
+        }
     }
 
     /// Adds a committed bundle to the in-memory state and its queues.
@@ -692,6 +821,7 @@ impl<S: Store> Agent<S> {
                 destination: &meta.destination,
                 neighbour,
                 key,
+                reason: "",
             });
         }
     }

@@ -70,6 +70,7 @@ impl<S: Store> Agent<S> {
     }
 
     /// With a plan-driven agent: DTN time of the next change of one of our outbound links.
+    /// Constant time: the sweep runs in [`Agent::apply_plan_links`], once per change.
     pub(super) fn next_plan_change(&self) -> Option<DtnTime> {
         if !self.routing.drive_links {
             return None;
@@ -77,15 +78,17 @@ impl<S: Store> Agent<S> {
         if self.plan_dirty {
             return Some(self.plan_cursor);
         }
+        self.plan_next
+    }
+
+    /// The first change of one of our outbound links strictly after DTN time `now` (one sweep
+    /// of the plan).
+    fn compute_next_plan_change(&self, now: DtnTime) -> Option<DtnTime> {
         let plan = self.routing.plan.as_ref()?;
-        let t = plan.from_dtn_ms(self.plan_cursor_dtn())?;
+        let t = plan.from_dtn_ms(now)?;
         plan.link_events(self.cfg.node, t)
             .find(|ev| ev.at_ms > t)
             .map(|ev| plan.to_dtn_ms(ev.at_ms))
-    }
-
-    fn plan_cursor_dtn(&self) -> DtnTime {
-        self.plan_cursor
     }
 
     /// Brings links up and down to match the plan at `now` (plan-driven agents only).
@@ -93,6 +96,12 @@ impl<S: Store> Agent<S> {
         if !self.routing.drive_links {
             return;
         }
+        // Links change only at plan events: between them there is nothing to apply (and a
+        // sweep of a large plan is not free).
+        if !self.plan_dirty && self.plan_next.is_none_or(|t| now < t) && now >= self.plan_cursor {
+            return;
+        }
+        self.plan_next = self.compute_next_plan_change(now);
         let Some(plan) = self.routing.plan.as_ref() else {
             return;
         };

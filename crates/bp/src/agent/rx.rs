@@ -61,7 +61,16 @@ enum Pending {
 }
 
 fn copy_store_error(e: &StoreError) -> StoreError {
-    StoreError::Database(e.to_string())
+    match e {
+        StoreError::Unavailable {
+            reason,
+            retry_in_ms,
+        } => StoreError::Unavailable {
+            reason: reason.clone(),
+            retry_in_ms: *retry_in_ms,
+        },
+        other => StoreError::Database(other.to_string()),
+    }
 }
 
 impl<S: Store> Agent<S> {
@@ -96,6 +105,14 @@ impl<S: Store> Agent<S> {
         now: DtnTime,
         reqs: Vec<SendRequest>,
     ) -> Vec<Result<BundleId, SendError>> {
+        self.clock = self.clock.max(now);
+        if let Some(e) = self.health.unavailable(now) {
+            // Degraded: refused before anything is built (no creation timestamp drawn).
+            return reqs
+                .iter()
+                .map(|_| Err(SendError::Store(copy_store_error(&e))))
+                .collect();
+        }
         let mut txn = Txn::default();
         let staged: Vec<Result<BundleId, SendError>> = reqs
             .into_iter()
@@ -201,6 +218,14 @@ impl<S: Store> Agent<S> {
         from: Option<NodeNum>,
         bundles: &[Bytes],
     ) -> Vec<Result<Accepted, RxError>> {
+        self.clock = self.clock.max(now);
+        if let Some(e) = self.health.unavailable(now) {
+            // Degraded: every bundle is refused (transient: the sender keeps it and retries).
+            return bundles
+                .iter()
+                .map(|_| Err(RxError::Store(copy_store_error(&e))))
+                .collect();
+        }
         let mut txn = Txn::default();
         let mut results = Vec::with_capacity(bundles.len());
         for data in bundles {

@@ -52,11 +52,12 @@ impl<S: Store> Agent<S> {
             // the next timeout.
             let _ = self.handle_timeout(now);
         }
+        self.clock = self.clock.max(now);
         if self.routing_dirty {
             self.route_unrouted(now);
         }
         loop {
-            let Some((neighbour, key)) = self.next_queued() else {
+            let Some((neighbour, key)) = self.next_queued(now) else {
                 // Idle: a good moment to commit deferred deletes.
                 let _ = self.flush();
                 return None;
@@ -67,9 +68,13 @@ impl<S: Store> Agent<S> {
         }
     }
 
-    /// Pops the next (neighbour, bundle) to serve, round-robin over up links (no allocation).
-    fn next_queued(&mut self) -> Option<(NodeNum, BundleKey)> {
-        let has_work = |n: &NodeNum| self.queues.get(n).is_some_and(|q| !q.is_empty());
+    /// Pops the next (neighbour, bundle) to serve, round-robin over up links that are not
+    /// backing off (no allocation).
+    fn next_queued(&mut self, now: DtnTime) -> Option<(NodeNum, BundleKey)> {
+        let backoffs = &self.backoffs;
+        let has_work = |n: &NodeNum| {
+            self.queues.get(n).is_some_and(|q| !q.is_empty()) && !backoffs.blocks(*n, now)
+        };
         let pick = match self.last_served {
             Some(s) => self
                 .links
@@ -89,8 +94,10 @@ impl<S: Store> Agent<S> {
         let received_at = self.entries.get(&key)?.meta.received_at_ms;
         let data = match self.store.data(key) {
             Ok(d) => d,
-            Err(_) => {
-                // Store read failure: put it back for a later attempt.
+            Err(e) => {
+                // Store read failure: put it back for a later attempt; the store is degraded
+                // until a recovery attempt works.
+                self.store_failed(&e);
                 self.enqueue_unrouted(key);
                 return None;
             }
@@ -162,8 +169,10 @@ impl<S: Store> Agent<S> {
             Some(State::InFlight(n)) => n,
             _ => return Ok(()),
         };
+        self.clock = self.clock.max(now);
         match outcome {
             ClaOutcome::Sent => {
+                self.backoffs.reset(neighbour);
                 let Some(entry) = self.finish_entry(key) else {
                     return Ok(());
                 };
@@ -186,8 +195,16 @@ impl<S: Store> Agent<S> {
                 self.commit_txn(now, txn)?;
                 self.maybe_flush()
             }
-            ClaOutcome::Failed => {
+            ClaOutcome::Failed | ClaOutcome::Refused => {
                 self.counters.cla_failures += 1;
+                if outcome == ClaOutcome::Refused {
+                    self.counters.cla_refusals += 1;
+                    let (first, max) = (
+                        self.cfg.refusal_backoff_first_ms,
+                        self.cfg.refusal_backoff_max_ms,
+                    );
+                    self.backoffs.refused(now, neighbour, first, max);
+                }
                 let route = self.entries.get_mut(&key).and_then(|e| e.route.take());
                 if let Some(e) = self.entries.get(&key) {
                     let meta = e.meta.clone();

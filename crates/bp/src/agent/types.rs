@@ -49,6 +49,11 @@ pub struct AgentConfig {
     pub max_admin_queue: usize,
     /// Bound on the bytes of incomplete fragmented ADUs kept in memory for reassembly.
     pub max_reassembly_bytes: u64,
+    /// First back-off (ms) towards a neighbour that refused a bundle for lack of resources
+    /// ([`ClaOutcome::Refused`]); doubled per refusal up to `refusal_backoff_max_ms`.
+    pub refusal_backoff_first_ms: u64,
+    /// Longest back-off (ms) towards a refusing neighbour.
+    pub refusal_backoff_max_ms: u64,
 }
 
 impl AgentConfig {
@@ -67,6 +72,8 @@ impl AgentConfig {
             max_dedup_records: 1_000_000,
             max_admin_queue: 1024,
             max_reassembly_bytes: 256 << 20,
+            refusal_backoff_first_ms: 500,
+            refusal_backoff_max_ms: 30_000,
         }
     }
 }
@@ -257,6 +264,11 @@ pub enum ClaOutcome {
     Sent,
     /// The transmission failed or was cancelled: forward it again.
     Failed,
+    /// The next hop refused it for lack of resources (its store is full or failed: LTP import
+    /// cancelled by the receiver, TCPCL XFER_REFUSE "No Resources" / "Retransmit"). The bundle
+    /// is kept and routed again, and the neighbour is not served until its back-off ends
+    /// (exponential, capped, reset when it takes a bundle; see [`AgentConfig`]).
+    Refused,
 }
 
 /// A bundle for a local application.
@@ -313,6 +325,9 @@ pub struct AgentStatus {
     pub forwarded: u64,
     /// CLA transmissions that failed (bundle re-forwarded).
     pub cla_failures: u64,
+    /// Convergence-layer results that were refusals for lack of resources at the next hop
+    /// ([`ClaOutcome::Refused`]; also counted in `cla_failures`).
+    pub cla_refusals: u64,
     /// Bundles delivered to applications (acknowledged).
     pub delivered: u64,
     /// Bundles whose lifetime ended here.
@@ -325,6 +340,9 @@ pub struct AgentStatus {
     pub refused_store_full: u64,
     /// Malformed or oversized bundles refused from CLAs.
     pub malformed: u64,
+    /// Data from convergence layers dropped without becoming a bundle, per reason
+    /// ([`crate::Agent::discard`]; e.g. `not_a_bundle`, `length_beyond_block`).
+    pub discarded: std::collections::BTreeMap<&'static str, u64>,
     /// Status reports generated.
     pub reports_sent: u64,
     /// Status reports not generated because the store was full.
@@ -339,6 +357,9 @@ pub struct AgentStatus {
     pub dedup_records: u64,
     /// Store commits issued by the agent.
     pub commits: u64,
+    /// Bundles found on disk after the store was reopened that the agent had not counted as
+    /// stored (a commit reported failed that reached the disk): taken in, not lost.
+    pub recovered_from_disk: u64,
     /// Bundles created here to which the security policy added BPSec blocks.
     pub security_secured: u64,
     /// Bundles for this node whose BPSec blocks were verified or decrypted and removed.

@@ -26,6 +26,11 @@ pub(crate) struct HotCache {
 }
 
 impl HotCache {
+    /// The byte budget.
+    pub(crate) fn budget(&self) -> u64 {
+        self.budget
+    }
+
     /// A cache holding at most `budget` bytes (0 disables it).
     pub(crate) fn new(budget: u64) -> Self {
         HotCache {

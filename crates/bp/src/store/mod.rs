@@ -182,6 +182,15 @@ pub enum StoreError {
     /// File-system error opening the store.
     #[error("store I/O error: {0}")]
     Io(#[from] std::io::Error),
+    /// The store is degraded after a failure (a full disk, an I/O error) and refuses new
+    /// bundles until it recovers; nothing was stored. Retry later (see `docs/store.md`).
+    #[error("bundle store unavailable after a failure ({reason}); retrying in {retry_in_ms} ms")]
+    Unavailable {
+        /// The failure that degraded the store.
+        reason: String,
+        /// Time until the store's next recovery attempt.
+        retry_in_ms: u64,
+    },
 }
 
 /// The persistence interface of the agent.
@@ -202,6 +211,13 @@ pub trait Store {
     fn used_bytes(&self) -> u64;
     /// Number of stored bundles.
     fn bundle_count(&self) -> u64;
+    /// Brings a store back after a failure, as far as the backend needs to (redb refuses every
+    /// operation after an I/O error until the database is reopened). `Ok(true)` when the store
+    /// was reopened and its contents re-read from disk (the caller reconciles its view with
+    /// [`Store::contents`]); `Ok(false)` when nothing had to be done. The default does nothing.
+    fn recover(&mut self) -> Result<bool, StoreError> {
+        Ok(false)
+    }
 }
 
 impl<S: Store + ?Sized> Store for Box<S> {
@@ -219,6 +235,9 @@ impl<S: Store + ?Sized> Store for Box<S> {
     }
     fn bundle_count(&self) -> u64 {
         (**self).bundle_count()
+    }
+    fn recover(&mut self) -> Result<bool, StoreError> {
+        (**self).recover()
     }
 }
 

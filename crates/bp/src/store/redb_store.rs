@@ -91,7 +91,12 @@ impl Loc {
 /// A bundle store in one redb database file and a directory of payload segments next to it
 /// (`<file stem>.segments/`).
 pub struct RedbStore {
-    db: Database,
+    /// The open database; `None` only between closing it and reopening it in
+    /// [`Store::recover`] (every operation then fails, nothing is acknowledged).
+    db: Option<Database>,
+    /// The database file and its page cache size, to reopen it.
+    path: PathBuf,
+    cache_bytes: usize,
     segments: SegmentLog,
     index: HashMap<u64, Loc>,
     hot: HotCache,
@@ -133,19 +138,7 @@ impl RedbStore {
                 path.display()
             ))));
         }
-        let db = redb::Builder::new()
-            .set_cache_size(opts.cache_bytes)
-            .create(path)
-            .map_err(db_err)?;
-        let txn = db.begin_write().map_err(db_err)?;
-        {
-            txn.open_table(META).map_err(db_err)?;
-            txn.open_table(DATA).map_err(db_err)?;
-            txn.open_table(SEGREF).map_err(db_err)?;
-            txn.open_table(DEDUP).map_err(db_err)?;
-            txn.open_table(STATE).map_err(db_err)?;
-        }
-        txn.commit().map_err(db_err)?;
+        let db = open_db(path, opts.cache_bytes)?;
         let (index, refs) = load_index(&db)?;
         let segments = SegmentLog::open(&seg_dir, opts.segment_bytes, &refs).map_err(
             |(key, msg)| match key {
@@ -158,7 +151,9 @@ impl RedbStore {
         )?;
         let used = index.values().map(Loc::len).sum();
         Ok(RedbStore {
-            db,
+            db: Some(db),
+            path: path.to_path_buf(),
+            cache_bytes: opts.cache_bytes,
             segments,
             index,
             hot: HotCache::new(opts.hot_cache_bytes),
@@ -178,13 +173,16 @@ impl RedbStore {
     /// itself). Blocks for a time proportional to the file size: call it at startup or when idle.
     /// Returns whether anything was compacted.
     pub fn compact(&mut self) -> Result<bool, StoreError> {
-        self.db.compact().map_err(db_err)
+        match self.db.as_mut() {
+            Some(db) => db.compact().map_err(db_err),
+            None => Err(closed()),
+        }
     }
 
     /// Recomputes (bytes, bundle count) from the database tables, ignoring the in-memory index:
     /// the ground truth the accounting is checked against.
     pub fn recount(&self) -> Result<(u64, u64), StoreError> {
-        let (index, _) = load_index(&self.db)?;
+        let (index, _) = load_index(self.db()?)?;
         Ok((index.values().map(Loc::len).sum(), index.len() as u64))
     }
 
@@ -199,13 +197,18 @@ impl RedbStore {
         self.segments.segment_count()
     }
 
+    /// The open database.
+    fn db(&self) -> Result<&Database, StoreError> {
+        self.db.as_ref().ok_or_else(closed)
+    }
+
     fn commit_txn(
         &mut self,
         batch: &Batch,
         seg_refs: &[SegRef],
         staged: &mut HashMap<u64, Option<Loc>>,
     ) -> Result<(), StoreError> {
-        let mut txn = self.db.begin_write().map_err(db_err)?;
+        let mut txn = self.db()?.begin_write().map_err(db_err)?;
         txn.set_durability(if self.durable {
             redb::Durability::Immediate
         } else {
@@ -289,6 +292,30 @@ impl RedbStore {
     }
 }
 
+/// Opens (or creates) the database file with its tables; redb repairs a file that was not
+/// closed cleanly (a crash, or an I/O error before [`Store::recover`] reopened it).
+fn open_db(path: &Path, cache_bytes: usize) -> Result<Database, StoreError> {
+    let db = redb::Builder::new()
+        .set_cache_size(cache_bytes)
+        .create(path)
+        .map_err(db_err)?;
+    let txn = db.begin_write().map_err(db_err)?;
+    {
+        txn.open_table(META).map_err(db_err)?;
+        txn.open_table(DATA).map_err(db_err)?;
+        txn.open_table(SEGREF).map_err(db_err)?;
+        txn.open_table(DEDUP).map_err(db_err)?;
+        txn.open_table(STATE).map_err(db_err)?;
+    }
+    txn.commit().map_err(db_err)?;
+    Ok(db)
+}
+
+/// The error of an operation while the database is closed for reopening.
+fn closed() -> StoreError {
+    StoreError::Database("the database is closed for reopening after a failure".into())
+}
+
 /// Reads the index (key → location) from the data and segment-reference tables, without reading
 /// segment payloads, plus the list of segment references.
 #[allow(clippy::type_complexity)]
@@ -323,7 +350,7 @@ fn load_index(db: &Database) -> Result<(HashMap<u64, Loc>, Vec<(u64, SegRef)>), 
 
 impl Store for RedbStore {
     fn contents(&mut self) -> Result<StoreContents, StoreError> {
-        let txn = self.db.begin_read().map_err(db_err)?;
+        let txn = self.db()?.begin_read().map_err(db_err)?;
         let meta = txn.open_table(META).map_err(db_err)?;
         let mut bundles = Vec::new();
         for row in meta.iter().map_err(db_err)? {
@@ -429,7 +456,7 @@ impl Store for RedbStore {
                 }),
             },
             Some(Loc::Inline(_)) => {
-                let txn = self.db.begin_read().map_err(db_err)?;
+                let txn = self.db()?.begin_read().map_err(db_err)?;
                 let data = txn.open_table(DATA).map_err(db_err)?;
                 Ok(data
                     .get(key.0)
@@ -441,6 +468,23 @@ impl Store for RedbStore {
 
     fn used_bytes(&self) -> u64 {
         self.used
+    }
+
+    /// Closes and reopens the database (redb answers "Previous I/O error occurred. Please
+    /// close and re-open the database." to everything after an I/O error), then rebuilds the
+    /// index and the byte accounting from what is on disk. Failed commits changed nothing there
+    /// (their segment-log payloads were truncated by the undo), so the index normally comes back
+    /// as it was. The hot cache is dropped (it may hold bytes of bundles that were not committed).
+    fn recover(&mut self) -> Result<bool, StoreError> {
+        // Closing first releases the file lock the reopen needs.
+        self.db = None;
+        let db = open_db(&self.path, self.cache_bytes)?;
+        let (index, _) = load_index(&db)?;
+        self.used = index.values().map(Loc::len).sum();
+        self.index = index;
+        self.hot = HotCache::new(self.hot.budget());
+        self.db = Some(db);
+        Ok(true)
     }
 
     fn bundle_count(&self) -> u64 {
