@@ -155,6 +155,11 @@ pub struct SpanConfig {
     /// [`SpanConfig::effective_inactivity_timeout`]), so long light times are safe, and it
     /// runs on the span clock (frozen while the link is down).
     pub import_inactivity_timeout: Duration,
+    /// An import session that received a single data segment and nothing else for this long
+    /// is dropped silently (no cancel: it may be spoofed), so half-open sessions do not hold
+    /// import slots for the whole inactivity timeout. The timeout in effect is never shorter
+    /// than 4 RTOs (see [`SpanConfig::effective_stall_timeout`]); it runs on the span clock.
+    pub import_stall_timeout: Duration,
     /// Durability before acknowledgement: when set, the report that would claim a complete
     /// red part (the one that lets the sender close its export session) is held until the
     /// client calls [`crate::Engine::confirm_block`] for the import session — typically after
@@ -196,6 +201,7 @@ impl SpanConfig {
             max_red_bytes_per_session: 64 << 20,
             session_number_bits: 32,
             import_inactivity_timeout: Duration::from_secs(60),
+            import_stall_timeout: Duration::from_secs(5),
             defer_final_report: false,
         }
     }
@@ -203,6 +209,14 @@ impl SpanConfig {
     /// The import inactivity timeout in effect: `max(import_inactivity_timeout, 4 × RTO)`.
     pub fn effective_inactivity_timeout(&self) -> Duration {
         self.import_inactivity_timeout.max(self.effective_rto() * 4)
+    }
+
+    /// The stall timeout in effect for import sessions that never progressed:
+    /// `max(import_stall_timeout, 4 × RTO)`, never longer than the inactivity timeout.
+    pub fn effective_stall_timeout(&self) -> Duration {
+        self.import_stall_timeout
+            .max(self.effective_rto() * 4)
+            .min(self.effective_inactivity_timeout())
     }
 
     /// The retransmission timeout in effect: the explicit `rto` if set, else ION style

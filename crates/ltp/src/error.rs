@@ -69,4 +69,8 @@ pub enum RecvError {
     /// No span is configured for the engine that sent (or should receive) this segment.
     #[error("segment from/for unknown engine {0}")]
     UnknownSpan(u64),
+    /// The segment belongs to the span of engine `0`, but the driver's source check
+    /// ([`crate::Engine::handle_datagram_checked`]) refused where it came from.
+    #[error("segment for engine {0} from a source not accepted for it")]
+    WrongSource(u64),
 }

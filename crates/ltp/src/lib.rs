@@ -97,8 +97,12 @@
 //!   `EngineConfig::max_total_import_bytes`, cancels that session with `SYS_CNCLD` (nothing
 //!   is allocated first). That budget also counts delivered blocks awaiting
 //!   `confirm_block`, and no new import session opens while it is full. Slices keep their datagram's allocation alive: a driver that cuts
-//!   datagrams out of large receive buffers retains those buffers until the block completes. New import sessions beyond
-//!   `max_import_sessions` are dropped silently (the sender's checkpoint timer retries).
+//!   datagrams out of large receive buffers retains those buffers until the block completes. At `max_import_sessions`
+//!   a half-open import session (one data segment, then silence) gives way to a new one, and
+//!   one that never progresses is dropped after `import_stall_timeout` (see the engine's
+//!   `admission` module); otherwise new sessions are dropped silently (the sender's checkpoint
+//!   timer retries). `handle_datagram_checked` lets a driver refuse segments whose source may
+//!   not speak for their engine.
 //!   Blocks beyond `max_export_sessions` queue up to `max_pending_blocks`, then `send_block`
 //!   returns [`SendError::SpanFull`].
 

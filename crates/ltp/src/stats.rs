@@ -35,8 +35,21 @@ pub struct SpanStats {
     pub blocks_received: u64,
     /// Import sessions cancelled (either side).
     pub imports_cancelled: u64,
-    /// Segments that would have opened an import session beyond `max_import_sessions`.
+    /// Segments that would have opened an import session and were dropped (every reason;
+    /// the sender's checkpoint timer retries).
     pub imports_refused: u64,
+    /// ... of which while the client paused ingress (`Engine::set_accepting_imports`).
+    pub imports_refused_paused: u64,
+    /// ... of which while the engine-wide import budget was full.
+    pub imports_refused_budget: u64,
+    /// ... of which at `max_import_sessions` with no session able to give way.
+    pub imports_refused_full: u64,
+    /// Incomplete import sessions evicted to admit a new one (see the engine's admission
+    /// policy: never-progressed sessions first).
+    pub imports_evicted: u64,
+    /// Import sessions that never progressed beyond one data segment and were dropped after
+    /// `SpanConfig::import_stall_timeout`.
+    pub imports_stalled: u64,
     /// Segments for recently closed or unknown sessions, dropped.
     pub stale_segments: u64,
     /// Tolerated peer deviations in segments of this span's sessions (see
@@ -55,6 +68,9 @@ pub struct EngineStats {
     pub malformed: u64,
     /// Segments from or for an engine without a span.
     pub unknown_engine: u64,
+    /// Segments whose source the driver's check refused for their span
+    /// ([`crate::Engine::handle_datagram_checked`]).
+    pub wrong_source: u64,
     /// Tolerated peer deviations in every decoded datagram, including those whose session
     /// turned out unknown (the per-span counts only include those of known spans).
     pub deviations: DeviationCounts,

@@ -56,6 +56,8 @@ pub(crate) struct ImportSession {
     pub(crate) state: ImportState,
     /// Span-clock time of the last segment received.
     pub(crate) last_rx: Duration,
+    /// Data segments received (saturating): a session with one has not progressed.
+    pub(crate) data_segments: u32,
     /// Whether the client confirmed the delivered block (always true when the span does not
     /// defer final reports). A complete-red checkpoint is answered only once this is true.
     pub(crate) confirmed: bool,
@@ -86,9 +88,16 @@ impl ImportSession {
             answered_checkpoints: Vec::new(),
             state: ImportState::Active,
             last_rx: clock,
+            data_segments: 0,
             confirmed: !defer_final_report,
             held_checkpoint: None,
         }
+    }
+
+    /// Whether the session got anywhere: more than one data segment, or its block delivered.
+    /// A session opened by one (possibly spoofed) segment and then silent has not.
+    pub(crate) fn progressed(&self) -> bool {
+        self.delivered || self.data_segments > 1
     }
 
     /// Whether the red part is complete (and not yet delivered).

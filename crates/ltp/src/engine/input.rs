@@ -7,6 +7,21 @@ impl Engine {
     /// Process one received datagram. Malformed datagrams and segments from unknown
     /// engines are counted and returned as errors; the engine state is unaffected.
     pub fn handle_datagram(&mut self, now: Duration, datagram: &Bytes) -> Result<(), RecvError> {
+        self.handle_datagram_checked(now, datagram, |_| true)
+    }
+
+    /// [`Engine::handle_datagram`] with a source check: once the segment's span is known (the
+    /// originator of data and sender-bound cancels, the export session's remote engine for
+    /// reports), `accept(remote_engine)` decides whether the datagram's source may speak for
+    /// that engine; a refusal is counted (`EngineStats::wrong_source`) and returned as
+    /// [`RecvError::WrongSource`] with the engine state unaffected. A driver passes the check
+    /// its trust policy calls for (e.g. "only from the address configured for that engine").
+    pub fn handle_datagram_checked(
+        &mut self,
+        now: Duration,
+        datagram: &Bytes,
+        accept: impl FnOnce(u64) -> bool,
+    ) -> Result<(), RecvError> {
         // Tolerant: a peer deviation we know (ION's report padding) is accepted, named and
         // counted instead of being dropped as malformed (which would leave the peer's report,
         // and our session, without an answer).
@@ -52,6 +67,10 @@ impl Engine {
         if !to_sender && remote == local {
             self.stats.unknown_engine += 1;
             return Err(RecvError::UnknownSpan(remote));
+        }
+        if !accept(remote) {
+            self.stats.wrong_source += 1;
+            return Err(RecvError::WrongSource(remote));
         }
         if let Some(s) = self.spans.get_mut(i) {
             s.stats.segments_received += 1;
@@ -185,14 +204,16 @@ impl Engine {
             // A new session is refused (not remembered) while the import budget could not
             // take its first segment, or the client paused its ingress: the sender's
             // checkpoint timer retries once delivered blocks are confirmed, instead of a
-            // session that would be cancelled at once.
-            if !self.accepting_imports
-                || s.import_count >= s.cfg.max_import_sessions
-                || self.total_import_bytes + d.data.len() as u64 > self.cfg.max_total_import_bytes
-            {
-                s.stats.imports_refused += 1;
+            // session that would be cancelled at once. At the span's session limit a
+            // half-open session gives way (see `admission`).
+            if let Err(why) = self.admit_import(now, i, d.data.len() as u64) {
+                self.count_refusal(i, why);
                 return;
             }
+            self.note_admitted(i, id);
+            let Some(s) = self.spans.get_mut(i) else {
+                return;
+            };
             s.import_count += 1;
             let first_rs = (splitmix(&mut self.rng) % (1 << 14)) + 1;
             let defer = s.cfg.defer_final_report;
@@ -200,7 +221,8 @@ impl Engine {
                 id,
                 ImportSession::new(d.client_service_id, first_rs, clock, defer),
             );
-            let timeout = s.cfg.effective_inactivity_timeout();
+            // Until it progresses, the session is guarded by the shorter stall timeout.
+            let timeout = s.cfg.effective_stall_timeout();
             s.arm(now, timeout, TimerKey::ImportInactivity { session: id });
             let remote = s.cfg.remote_engine_id;
             self.log_event(now, remote, id, LogEvent::ImportStart, 0, Outcome::None);
@@ -209,6 +231,7 @@ impl Engine {
             return;
         };
         imp.last_rx = clock;
+        imp.data_segments = imp.data_segments.saturating_add(1);
         if imp.state != ImportState::Active {
             return;
         }

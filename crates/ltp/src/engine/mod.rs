@@ -17,6 +17,7 @@
 //! and `poll_timeout` tells when it will.
 
 mod adaptive;
+mod admission;
 mod close;
 mod closed;
 mod export;

@@ -97,6 +97,9 @@ pub(crate) struct Span {
     pub(crate) data_sessions: VecDeque<u64>,
     pub(crate) export_count: usize,
     pub(crate) import_count: usize,
+    /// Import sessions in the order they opened (closed ones are dropped lazily), for
+    /// eviction (see `admission`).
+    pub(crate) admitted: VecDeque<SessionId>,
     pub(crate) pending_blocks: VecDeque<PendingBlock>,
     pub(crate) aggregators: Vec<Aggregator>,
     pub(crate) stats: SpanStats,
@@ -117,6 +120,7 @@ impl Span {
             data_sessions: VecDeque::new(),
             export_count: 0,
             import_count: 0,
+            admitted: VecDeque::new(),
             pending_blocks: VecDeque::new(),
             aggregators: Vec::new(),
             stats: SpanStats::default(),

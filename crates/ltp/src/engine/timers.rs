@@ -174,7 +174,13 @@ impl Engine {
                 let Some(s) = self.spans.get_mut(i) else {
                     return;
                 };
-                let due = imp.last_rx + cfg.effective_inactivity_timeout();
+                let stalled = !imp.progressed() && imp.state == ImportState::Active;
+                let timeout = if stalled {
+                    cfg.effective_stall_timeout()
+                } else {
+                    cfg.effective_inactivity_timeout()
+                };
+                let due = imp.last_rx + timeout;
                 if due > deadline {
                     // Activity since the timer was armed: re-arm for the remainder.
                     let clock = s.clock(now);
@@ -183,6 +189,15 @@ impl Engine {
                         due.saturating_sub(clock),
                         TimerKey::ImportInactivity { session },
                     );
+                    return;
+                }
+                if stalled {
+                    // One segment and silence since: dropped without a cancel (see
+                    // `admission`); a real sender's next segment opens it again.
+                    if let Some(s) = self.spans.get_mut(i) {
+                        s.stats.imports_stalled += 1;
+                    }
+                    self.drop_import_silently(now, session);
                     return;
                 }
                 let red_pending = imp.state == ImportState::Active
