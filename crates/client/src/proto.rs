@@ -129,8 +129,11 @@ pub enum ErrorKind {
     BadRequest,
     /// Unsupported protocol version.
     Version,
-    /// Any other node-side failure (store I/O...).
+    /// Any other node-side failure.
     Internal,
+    /// The node's store is degraded after a failure (a full disk, an I/O error) and refuses
+    /// new bundles until it recovers by itself: retry later (nothing was stored).
+    StoreUnavailable,
 }
 
 impl ErrorKind {
@@ -141,6 +144,7 @@ impl ErrorKind {
             ErrorKind::BadRequest => 3,
             ErrorKind::Version => 4,
             ErrorKind::Internal => 5,
+            ErrorKind::StoreUnavailable => 6,
         }
     }
 
@@ -151,6 +155,7 @@ impl ErrorKind {
             3 => ErrorKind::BadRequest,
             4 => ErrorKind::Version,
             5 => ErrorKind::Internal,
+            6 => ErrorKind::StoreUnavailable,
             other => return Err(DecodeError::BadValue("error kind", u64::from(other))),
         })
     }
@@ -164,6 +169,7 @@ impl std::fmt::Display for ErrorKind {
             ErrorKind::BadRequest => "bad request",
             ErrorKind::Version => "unsupported version",
             ErrorKind::Internal => "internal error",
+            ErrorKind::StoreUnavailable => "store unavailable",
         })
     }
 }

@@ -165,14 +165,14 @@ fn send_retrying(
         match c.send(args.clone()) {
             Ok(_) => return Ok(()),
             Err(ClientError::Refused {
-                kind: ErrorKind::StoreFull,
+                kind: ErrorKind::StoreFull | ErrorKind::StoreUnavailable,
                 ..
             }) if Instant::now() < deadline => {
                 *retries += 1;
                 std::thread::sleep(STORE_FULL_BACKOFF);
             }
             Err(ClientError::Refused {
-                kind: ErrorKind::StoreFull,
+                kind: ErrorKind::StoreFull | ErrorKind::StoreUnavailable,
                 ..
             }) => return Err(PerfError::StoreFull(limit, seq)),
             Err(source) => {

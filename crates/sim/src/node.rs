@@ -234,6 +234,7 @@ impl Node {
                 destination: &meta.destination,
                 neighbour,
                 key: Some(BundleKey(meta.key)),
+                reason: "",
             });
         }
     }

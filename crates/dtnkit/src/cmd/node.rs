@@ -35,6 +35,9 @@ pub fn run(a: NodeArgs) -> anyhow::Result<()> {
     let node_num = cfg.raw.node;
     let node = Node::start(cfg).map_err(|e| match e {
         NodeError::Config(m) => anyhow::Error::new(UsageError(m)),
+        NodeError::ConfigValue(m) => {
+            anyhow::Error::new(UsageError(format!("{}: {m}", a.config.display())))
+        }
         other => anyhow::Error::new(other),
     })?;
     eprintln!(

@@ -223,7 +223,7 @@ pub fn run(a: SendCmdArgs) -> anyhow::Result<()> {
                 }
             }
             Err(ClientError::Refused {
-                kind: ErrorKind::StoreFull,
+                kind: ErrorKind::StoreFull | ErrorKind::StoreUnavailable,
                 message,
             }) if !full_wait.is_zero() && failure.is_none() => {
                 let now = Instant::now();

@@ -38,6 +38,7 @@ use super::cla::{dispatch_udp, ClaKind, FromCla, TcpDispatch, TcpRouter, ToUdp};
 use super::clock::dtn_now_ms;
 use super::ingress::{GateChange, IngressGate};
 use super::ltp_thread::{FromLtp, LtpCounters, ToLtp};
+use super::ratelog::RateLog;
 use super::reports::ReportCounts;
 use super::tcpcl_thread::{TcpclCounters, ToSession};
 use super::udpcl::UdpclCounters;
@@ -84,6 +85,12 @@ const MAX_INPUTS_PER_TURN: usize = 1024;
 /// Longest time one turn spends on inputs before it forwards and delivers again. Bounds the
 /// delivery lag a flood of inputs can cause (a commit of a large batch can still take longer).
 const MAX_TURN_TIME: Duration = Duration::from_millis(20);
+
+/// Longest sleep of an idle agent thread (ms): only a guard against a wall clock that jumps,
+/// since every timer the thread owns is part of its deadline.
+const IDLE_WAIT_MS: u64 = 10_000;
+/// Retry period (ms) while a bundle waits for room in a convergence layer's queue.
+const BUSY_RETRY_MS: u64 = 200;
 
 /// Most LTP blocks committed in one transaction.
 const MAX_BLOCK_BATCH: usize = 64;
@@ -169,6 +176,10 @@ pub(crate) struct AgentThread {
     pub(crate) ingress: IngressGate,
     /// Status reports (and other administrative records) received, per reporting node.
     pub(crate) reports: ReportCounts,
+    /// Rate-limited log lines (store errors, refusals).
+    pub(crate) log: RateLog,
+    /// When the store became degraded, while it is (for the transition log lines).
+    pub(crate) store_degraded_since: Option<u64>,
 }
 
 /// The inputs one turn of the agent loop may still take (see [`MAX_INPUTS_PER_TURN`]).
@@ -236,9 +247,11 @@ impl AgentThread {
             }
             if self.agent.poll_timeout().is_some_and(|t| t <= now) {
                 if let Err(e) = self.agent.handle_timeout(now) {
-                    eprintln!("dtnkit node: store error on timeout: {e}");
+                    self.log
+                        .log("store-timeout", || format!("store error on timeout: {e}"));
                 }
             }
+            self.watch_store();
             // Forward to LTP within the window.
             while outstanding.len() < MAX_OUTSTANDING && outstanding_bytes < self.window_bytes {
                 let f = match held.take() {
@@ -261,7 +274,8 @@ impl AgentThread {
                     }
                     Dispatched::Refused => {
                         if let Err(e) = self.agent.cla_result(now, f.key, ClaOutcome::Failed) {
-                            eprintln!("dtnkit node: store error on CLA result: {e}");
+                            self.log
+                                .log("store-cla", || format!("store error on CLA result: {e}"));
                         }
                         // Nothing can take it now; the loop would only hand it back at once.
                         break;
@@ -303,7 +317,8 @@ impl AgentThread {
                 }
             }
             if let Err(e) = self.agent.flush() {
-                eprintln!("dtnkit node: store flush failed: {e}");
+                self.log
+                    .log("store-flush", || format!("store flush failed: {e}"));
             }
             // Wait for input or the next timer.
             let now = dtn_now_ms();
@@ -311,7 +326,17 @@ impl AgentThread {
             if let Some(c) = self.links.get(next_link) {
                 deadline = deadline.min(c.at_ms);
             }
-            let wait = Duration::from_millis(deadline.saturating_sub(now).clamp(1, 200));
+            // Driven by the next event, not by polling: idle, the thread sleeps until an input
+            // or its next timer (plan change, expiry, back-off end), so a node with a large
+            // contact plan costs nothing between events. Only work that waits for room in a
+            // convergence layer's queue (which sends no input when it drains) is retried on a
+            // short period.
+            let longest = if held.is_some() || self.tcp.has_waiting() {
+                BUSY_RETRY_MS
+            } else {
+                IDLE_WAIT_MS
+            };
+            let wait = Duration::from_millis(deadline.saturating_sub(now).clamp(1, longest));
             let first = match self.rx.recv_timeout(wait) {
                 Ok(m) => m,
                 Err(RecvTimeoutError::Timeout) => continue,
@@ -338,8 +363,20 @@ impl AgentThread {
                         let first = blocks.bundles.len();
                         // Trailing bytes that are no bundle can never be accepted; refusing
                         // the block would only make the sender retransmit it forever, so what
-                        // split is acknowledged.
-                        Bundle::split_concatenated(&data, &mut blocks.bundles);
+                        // split is acknowledged and the rest is counted and logged as a discard.
+                        if let Err((unsplit, e)) =
+                            Bundle::split_concatenated_detailed(&data, &mut blocks.bundles)
+                        {
+                            let reason =
+                                bp::split_failure_reason(&e, blocks.bundles.len() == first);
+                            self.agent.discard(now, Some(peer), reason, unsplit as u64);
+                            self.log.log("ltp-discard", || {
+                                format!(
+                                    "LTP block from node {peer}: {unsplit} of its {} bytes are                                      not a bundle ({reason}: {e}); acknowledged and dropped,                                      counted in status bundles.discarded",
+                                    data.len()
+                                )
+                            });
+                        }
                         blocks.blocks.push((session, first..blocks.bundles.len()));
                         blocks.bytes += data.len();
                         if blocks.is_full() {
@@ -368,6 +405,12 @@ impl AgentThread {
                 confirm |= self.flush_blocks(now, &mut blocks);
                 match msg {
                     AgentInput::Shutdown => {
+                        // Sends and blocks read so far are committed (above); deletes of
+                        // bundles already forwarded or delivered are committed too, so a
+                        // restart neither forwards nor delivers them again.
+                        if let Err(e) = self.agent.flush() {
+                            eprintln!("dtnkit node: store flush at shutdown failed: {e}");
+                        }
                         self.tcp.close_all();
                         return;
                     }
@@ -376,7 +419,22 @@ impl AgentThread {
                     }
                     AgentInput::Ltp(FromLtp::Done { tokens, ok })
                     | AgentInput::Cla(FromCla::Done { tokens, ok }) => {
-                        self.report(now, &tokens, ok, &mut outstanding, &mut outstanding_bytes);
+                        let outcome = if ok {
+                            ClaOutcome::Sent
+                        } else {
+                            ClaOutcome::Failed
+                        };
+                        self.report(now, &tokens, outcome, &mut outstanding, &mut outstanding_bytes);
+                    }
+                    AgentInput::Ltp(FromLtp::Refused { tokens })
+                    | AgentInput::Cla(FromCla::Refused { tokens }) => {
+                        self.report(
+                            now,
+                            &tokens,
+                            ClaOutcome::Refused,
+                            &mut outstanding,
+                            &mut outstanding_bytes,
+                        );
                     }
                     AgentInput::Cla(FromCla::Received {
                         peer,
@@ -419,7 +477,7 @@ impl AgentThread {
                         self.report(
                             now,
                             &failed,
-                            false,
+                            ClaOutcome::Failed,
                             &mut outstanding,
                             &mut outstanding_bytes,
                         );
@@ -490,10 +548,42 @@ impl AgentThread {
         !self.tcp.is_planned(peer) && self.kinds.get(&peer).is_none_or(|k| *k == ClaKind::Tcp)
     }
 
-    /// Publishes the free store quota for the TCPCL sessions' admission check.
+    /// Publishes the free store quota for the TCPCL sessions' admission check: none while the
+    /// store is degraded, so transfers are refused at their first segment ("No Resources").
     fn update_free(&self) {
-        self.free_bytes
-            .store(self.agent.quota_free_bytes(), Relaxed);
+        let free = if self.agent.store_health().is_ok() {
+            self.agent.quota_free_bytes()
+        } else {
+            0
+        };
+        self.free_bytes.store(free, Relaxed);
+    }
+
+    /// Logs the store's transitions between healthy and degraded (one line each, with the
+    /// reason and the retry schedule; the retries themselves are counted, not logged).
+    fn watch_store(&mut self) {
+        let h = self.agent.store_health();
+        let degraded = h.degraded().cloned();
+        let failures = h.failures;
+        match (self.store_degraded_since, degraded) {
+            (None, Some(d)) => {
+                eprintln!(
+                    "dtnkit node: bundle store degraded: {}; refusing new bundles (applications get                      StoreUnavailable, peers a refusal) and retrying with back-off",
+                    d.reason
+                );
+                self.store_degraded_since = Some(d.since_ms);
+                self.update_free();
+            }
+            (Some(since), None) => {
+                eprintln!(
+                    "dtnkit node: bundle store recovered after {} ms ({failures} failures so far)",
+                    dtn_now_ms().saturating_sub(since),
+                );
+                self.store_degraded_since = None;
+                self.update_free();
+            }
+            _ => {}
+        }
     }
 
     /// Offers a bundle to its neighbour's convergence layer.
@@ -542,15 +632,10 @@ impl AgentThread {
         &mut self,
         now: u64,
         tokens: &[u64],
-        ok: bool,
+        outcome: ClaOutcome,
         outstanding: &mut HashMap<u64, u64>,
         outstanding_bytes: &mut u64,
     ) {
-        let outcome = if ok {
-            ClaOutcome::Sent
-        } else {
-            ClaOutcome::Failed
-        };
         for &t in tokens {
             if let Some(len) = outstanding.remove(&t) {
                 *outstanding_bytes = outstanding_bytes.saturating_sub(len);
@@ -559,7 +644,8 @@ impl AgentThread {
                 .agent
                 .cla_result(now, BundleKey::from_token(t), outcome)
             {
-                eprintln!("dtnkit node: store error on CLA result: {e}");
+                self.log
+                    .log("store-cla", || format!("store error on CLA result: {e}"));
             }
         }
     }
@@ -571,10 +657,12 @@ impl AgentThread {
         let results = self.agent.accept_from_cla_batch(now, peer, bundles);
         for r in &results {
             if let Err(e) = r {
-                eprintln!(
-                    "dtnkit node: bundle from {} refused: {e}",
-                    peer.map_or("an unnamed neighbour".to_string(), |p| format!("node {p}"))
-                );
+                self.log.log("rx-refused", || {
+                    format!(
+                        "bundle from {} refused: {e}",
+                        peer.map_or("an unnamed neighbour".to_string(), |p| format!("node {p}"))
+                    )
+                });
             }
         }
         results
@@ -788,12 +876,8 @@ impl AgentThread {
             .collect();
         serde_json::json!({
             "node": self.node,
-            "store": {
-                "bundles": s.stored_bundles,
-                "bytes": s.stored_bytes,
-                "quota_bytes": s.quota_bytes,
-                "commits": s.commits,
-            },
+            "store": super::hardening_status::store_json(&s, self.agent.store_health(), dtn_now_ms()),
+            "backoff": super::hardening_status::backoff_json(&self.agent, dtn_now_ms()),
             "queues": {
                 "per_neighbour": queues,
                 "unrouted": s.unrouted,
@@ -809,7 +893,9 @@ impl AgentThread {
                 "duplicates": s.duplicates,
                 "refused_store_full": s.refused_store_full,
                 "cla_failures": s.cla_failures,
+                "cla_refusals": s.cla_refusals,
                 "malformed": s.malformed,
+                "discarded": s.discarded,
                 "echoed": s.echoed,
             },
             "bpsec": self.agent.security().map(|p| serde_json::json!({
@@ -847,6 +933,7 @@ fn bad_request(message: String) -> Response {
 fn send_error(e: SendError) -> Response {
     let kind = match e {
         SendError::StoreFull { .. } => ErrorKind::StoreFull,
+        SendError::Store(bp::StoreError::Unavailable { .. }) => ErrorKind::StoreUnavailable,
         SendError::TooLarge { .. } => ErrorKind::TooLarge,
         SendError::BadSource(_) | SendError::BadDestination(_) => ErrorKind::BadRequest,
         _ => ErrorKind::Internal,

@@ -39,6 +39,9 @@ pub(crate) enum FromCla {
     },
     /// The bundles with these tokens reached the next hop (`ok`) or must be forwarded again.
     Done { tokens: Vec<u64>, ok: bool },
+    /// The next hop refused these bundles for lack of resources (TCPCL XFER_REFUSE "No
+    /// Resources" or "Retransmit"): kept, and the neighbour backs off.
+    Refused { tokens: Vec<u64> },
     /// A TCPCL session to `peer` is established and can carry bundles.
     SessionUp {
         peer: u64,
@@ -174,6 +177,14 @@ impl TcpRouter {
             .remove(&peer)
             .map(|q| q.into_iter().map(|(t, _)| t).collect())
             .unwrap_or_default()
+    }
+
+    /// True when bundles wait for room in a live session's queue ([`TcpRouter::retry_pending`]
+    /// must run again soon).
+    pub(crate) fn has_waiting(&self) -> bool {
+        self.pending
+            .iter()
+            .any(|(p, q)| !q.is_empty() && self.sessions.contains_key(p))
     }
 
     /// Retries bundles that wait for a live session's queue to have room.

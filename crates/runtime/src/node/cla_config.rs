@@ -66,6 +66,33 @@ pub struct TcpclSection {
     /// acknowledges 64 KiB at a time.
     #[serde(default = "default_v3_segment")]
     pub v3_max_segment_size: u64,
+    /// Close a session that negotiated no keepalives (keepalive 0 on either side) after this
+    /// many seconds without input (SESS_TERM "Idle timeout"); 0 = never. Default 600.
+    #[serde(default = "default_idle_timeout")]
+    pub idle_timeout_s: u64,
+    /// Sessions accepted at once; more connections are closed at once. Default 256.
+    #[serde(default = "default_max_sessions")]
+    pub max_sessions: usize,
+    /// Sessions accepted at once from one IP address. Default 16.
+    #[serde(default = "default_max_per_address")]
+    pub max_sessions_per_address: usize,
+    /// Established sessions at once with one node id (both directions); an extra one ends
+    /// with SESS_TERM "Busy". Default 4.
+    #[serde(default = "default_max_per_peer")]
+    pub max_sessions_per_peer: usize,
+}
+
+fn default_idle_timeout() -> u64 {
+    600
+}
+fn default_max_sessions() -> usize {
+    256
+}
+fn default_max_per_address() -> usize {
+    16
+}
+fn default_max_per_peer() -> usize {
+    4
 }
 
 impl Default for TcpclSection {
@@ -82,6 +109,10 @@ impl Default for TcpclSection {
             tls: None,
             accept_v3: None,
             v3_max_segment_size: default_v3_segment(),
+            idle_timeout_s: default_idle_timeout(),
+            max_sessions: default_max_sessions(),
+            max_sessions_per_address: default_max_per_address(),
+            max_sessions_per_peer: default_max_per_peer(),
         }
     }
 }
@@ -194,6 +225,8 @@ pub struct Tcpcl {
     pub accept_v3: bool,
     /// Largest DATA_SEGMENT sent in a v3 session.
     pub v3_max_segment_size: u64,
+    /// Idle timeout and session caps.
+    pub limits: super::tcpcl_limits::SessionLimits,
 }
 
 /// A validated `[[tcp_peer]]`.
@@ -322,6 +355,29 @@ pub(crate) fn validate_tcp(
             "1024 to 1073741824 bytes",
         ));
     }
+    for (field, v) in [
+        ("tcpcl.max_sessions", s.max_sessions),
+        ("tcpcl.max_sessions_per_address", s.max_sessions_per_address),
+        ("tcpcl.max_sessions_per_peer", s.max_sessions_per_peer),
+    ] {
+        if !(1..=100_000).contains(&v) {
+            return Err(err(file, field, v, "1 to 100000 sessions"));
+        }
+    }
+    if s.idle_timeout_s > 86_400 * 365 {
+        return Err(err(
+            file,
+            "tcpcl.idle_timeout_s",
+            s.idle_timeout_s,
+            "0 (never) to 31536000 seconds",
+        ));
+    }
+    let limits = super::tcpcl_limits::SessionLimits {
+        idle_timeout: (s.idle_timeout_s > 0).then(|| Duration::from_secs(s.idle_timeout_s)),
+        max_sessions: s.max_sessions,
+        max_sessions_per_address: s.max_sessions_per_address,
+        max_sessions_per_peer: s.max_sessions_per_peer,
+    };
     let tls = match &s.tls {
         Some(t) => Some(super::tcpcl_tls::load(file, base, t)?),
         None => None,
@@ -438,6 +494,7 @@ pub(crate) fn validate_tcp(
             tls,
             accept_v3,
             v3_max_segment_size: s.v3_max_segment_size,
+            limits,
         }),
         out,
     ))

@@ -157,6 +157,11 @@ pub struct LtpSection {
     /// [`MAX_DEFAULT_WINDOW_BYTES`]).
     #[serde(default)]
     pub window_bytes: Option<u64>,
+    /// Which source addresses may speak for a span's engine: `"peer_ip"` (default: the
+    /// configured IP address, any port), `"peer_address"` (address and port) or `"any"`
+    /// (the engine id alone decides). See `docs/node.md`, "Hardening".
+    #[serde(default)]
+    pub accept_from: super::ltp_source::AcceptFrom,
 }
 
 /// Default `[ltp] max_import_bytes`: 128 MiB, twice the largest default forwarding window
@@ -182,6 +187,7 @@ impl Default for LtpSection {
             agent_cpu: None,
             max_import_bytes: None,
             window_bytes: None,
+            accept_from: super::ltp_source::AcceptFrom::default(),
         }
     }
 }
@@ -208,6 +214,21 @@ pub struct BpSection {
     /// down to half of it. Default: a quarter of `[store] quota_bytes`; 0 = never pause.
     #[serde(default)]
     pub delivery_backlog_bytes: Option<u64>,
+    /// First back-off (ms) towards a neighbour that refused a bundle for lack of resources
+    /// (its store full or failed); doubled per refusal up to `refusal_backoff_max_ms`, reset
+    /// when it takes a bundle. Default 500.
+    #[serde(default = "default_backoff_first")]
+    pub refusal_backoff_first_ms: u64,
+    /// Longest back-off (ms) towards a refusing neighbour. Default 30000.
+    #[serde(default = "default_backoff_max")]
+    pub refusal_backoff_max_ms: u64,
+}
+
+fn default_backoff_first() -> u64 {
+    500
+}
+fn default_backoff_max() -> u64 {
+    30_000
 }
 
 impl Default for BpSection {
@@ -218,6 +239,8 @@ impl Default for BpSection {
             echo_service: default_echo(),
             status_reports: true,
             delivery_backlog_bytes: None,
+            refusal_backoff_first_ms: default_backoff_first(),
+            refusal_backoff_max_ms: default_backoff_max(),
         }
     }
 }
@@ -623,6 +646,18 @@ impl NodeConfig {
                 "bp.max_bundle_size",
                 self.bp.max_bundle_size,
                 "at least 64 bytes",
+            ));
+        }
+        if self.bp.refusal_backoff_first_ms == 0
+            || self.bp.refusal_backoff_max_ms < self.bp.refusal_backoff_first_ms
+            || self.bp.refusal_backoff_max_ms > 86_400_000
+        {
+            return Err(err(
+                file,
+                "bp.refusal_backoff_max_ms",
+                self.bp.refusal_backoff_max_ms,
+                "refusal_backoff_first_ms >= 1 and refusal_backoff_first_ms <= \
+                 refusal_backoff_max_ms <= 86400000",
             ));
         }
         if self.bp.default_lifetime_ms == 0 {

@@ -59,6 +59,23 @@ pub(crate) enum FromLtp {
     },
     /// The bundles with these tokens reached the next hop (`ok`) or must be re-forwarded.
     Done { tokens: Vec<u64>, ok: bool },
+    /// The next hop refused these bundles for lack of resources (it cancelled the import
+    /// session, see [`receiver_refused`]): kept, and the neighbour backs off.
+    Refused { tokens: Vec<u64> },
+}
+
+/// True when a cancelled export session means "the receiver refused the block for lack of
+/// resources": cancelled by the receiver with `SYS_CNCLD` (a full or failed store, a full
+/// import budget) or `USR_CNCLD` (its client refused it). The sender keeps the bundles and
+/// backs off instead of sending them again at once (which a full receiver would refuse again,
+/// forever). Other cancellations (retransmission limits, miscolouring) are failures of the
+/// transfer itself and are retried at once.
+pub(crate) fn receiver_refused(reason: ltp::CancelReason, by_receiver: bool) -> bool {
+    by_receiver
+        && matches!(
+            reason,
+            ltp::CancelReason::SystemCancelled | ltp::CancelReason::UserCancelled
+        )
 }
 
 /// Counters shared with the status reply (written by the LTP thread only).
@@ -71,7 +88,14 @@ pub(crate) struct LtpCounters {
     pub(crate) blocks_received: std::sync::atomic::AtomicU64,
     pub(crate) exports_completed: std::sync::atomic::AtomicU64,
     pub(crate) exports_cancelled: std::sync::atomic::AtomicU64,
+    /// Export sessions the receiver cancelled for lack of resources (see [`receiver_refused`]).
+    pub(crate) exports_refused: std::sync::atomic::AtomicU64,
     pub(crate) malformed: std::sync::atomic::AtomicU64,
+    /// Datagrams refused by the source policy (`[ltp] accept_from`).
+    pub(crate) wrong_source: std::sync::atomic::AtomicU64,
+    /// Import sessions refused, evicted and stalled (see `ltp::SpanStats`), summed over
+    /// spans: [paused, budget, full, evicted, stalled].
+    pub(crate) admission: [std::sync::atomic::AtomicU64; 5],
     /// Tolerated peer deviations (`ltp::Deviation::ALL` order): segments accepted that strict
     /// RFC 5326 would refuse, e.g. ION's padded reports.
     pub(crate) deviations: [std::sync::atomic::AtomicU64; ltp::Deviation::ALL.len()],
@@ -105,7 +129,16 @@ impl LtpCounters {
             "blocks_received": self.blocks_received.load(Relaxed),
             "exports_completed": self.exports_completed.load(Relaxed),
             "exports_cancelled": self.exports_cancelled.load(Relaxed),
+            "exports_refused": self.exports_refused.load(Relaxed),
             "malformed_datagrams": self.malformed.load(Relaxed),
+            "wrong_source": self.wrong_source.load(Relaxed),
+            "imports_refused": {
+                "paused": self.admission[0].load(Relaxed),
+                "budget": self.admission[1].load(Relaxed),
+                "full": self.admission[2].load(Relaxed),
+            },
+            "imports_evicted": self.admission[3].load(Relaxed),
+            "imports_stalled": self.admission[4].load(Relaxed),
             "deviations": deviations,
             "adaptive_rate_bps": rates,
         })
@@ -126,6 +159,8 @@ pub(crate) struct LtpThread {
     pub(crate) start: Instant,
     /// Bundles not yet accepted by the engine (span queue full), in arrival order.
     pub(crate) backlog: std::collections::VecDeque<(u64, u64, Bytes)>,
+    /// Which source addresses may speak for which engine (`[ltp] accept_from`).
+    pub(crate) source: super::ltp_source::SourcePolicy,
 }
 
 impl LtpThread {
@@ -194,8 +229,18 @@ impl LtpThread {
                     let dg = chunk.slice(off..(off + len).min(chunk.len()));
                     off += len;
                     count += 1;
-                    if self.engine.handle_datagram(now, &dg).is_err() {
-                        self.counters.malformed.fetch_add(1, Relaxed);
+                    let source = &self.source;
+                    match self
+                        .engine
+                        .handle_datagram_checked(now, &dg, |e| source.allows(m.src, e))
+                    {
+                        Ok(()) => {}
+                        Err(ltp::RecvError::WrongSource(_)) => {
+                            self.counters.wrong_source.fetch_add(1, Relaxed);
+                        }
+                        Err(_) => {
+                            self.counters.malformed.fetch_add(1, Relaxed);
+                        }
                     }
                 }
                 self.counters.segments_received.fetch_add(count, Relaxed);
@@ -234,9 +279,19 @@ impl LtpThread {
                         self.counters.exports_completed.fetch_add(1, Relaxed);
                         FromLtp::Done { tokens, ok: true }
                     }
-                    Event::ExportCancelled { tokens, .. } => {
+                    Event::ExportCancelled {
+                        tokens,
+                        reason,
+                        by_receiver,
+                        ..
+                    } => {
                         self.counters.exports_cancelled.fetch_add(1, Relaxed);
-                        FromLtp::Done { tokens, ok: false }
+                        if receiver_refused(reason, by_receiver) {
+                            self.counters.exports_refused.fetch_add(1, Relaxed);
+                            FromLtp::Refused { tokens }
+                        } else {
+                            FromLtp::Done { tokens, ok: false }
+                        }
                     }
                     Event::GreenSegment { .. } | Event::ImportCancelled { .. } => continue,
                 };
@@ -300,6 +355,11 @@ impl LtpThread {
                 .import_sessions
                 .store(self.engine.import_sessions() as u64, Relaxed);
             self.publish_deviations();
+            super::hardening_status::publish_ltp_admission(
+                &self.engine,
+                self.peers.values().map(|(e, _)| *e),
+                &self.counters.admission,
+            );
             self.publish_adaptive_rates(&mut rates);
             if busy {
                 continue;

@@ -32,15 +32,20 @@ mod app_writer;
 pub mod bpsec_config;
 mod cla;
 pub mod cla_config;
+mod hardening_status;
 pub mod clock;
 pub mod config;
 mod ingress;
 pub mod ion_import;
+mod ltp_source;
 mod ltp_thread;
 pub mod peer_kind;
 mod plan_cla;
+mod ratelog;
 mod reports;
+mod startup;
 mod tcpcl_driver;
+mod tcpcl_limits;
 mod tcpcl_thread;
 mod tcpcl_tls;
 mod udpcl;
@@ -56,11 +61,15 @@ use std::time::{Duration, Instant};
 use bp::{Agent, AgentConfig, ContactPlan, LinkEventKind, NodeRange, RedbStore};
 
 pub use config::{ConfigError, NodeConfig, Validated};
+pub use ltp_source::AcceptFrom;
 pub use ltp_thread::BP_CLIENT_SERVICE;
 
 use agent_thread::{AgentInput, AgentThread, LinkChange};
 use cla::{ClaKind, TcpRouter, ToUdp};
 use ltp_thread::{LtpCounters, LtpThread, ToLtp};
+
+/// Longest wait at shutdown for TCPCL sessions to end (each has its own 2 s grace).
+const SESSION_END_WAIT: Duration = Duration::from_secs(3);
 
 /// Why a node could not start or stopped.
 #[derive(Debug, thiserror::Error)]
@@ -68,6 +77,11 @@ pub enum NodeError {
     /// Invalid configuration or contact plan (a user error: exit code 2).
     #[error("{0}")]
     Config(String),
+    /// A configuration value that is well-formed but unusable on this host, found at start-up
+    /// (a user error: exit code 2): "field `NAME` = VALUE: expected ..." (the caller prefixes
+    /// the configuration file).
+    #[error("{0}")]
+    ConfigValue(String),
     /// The store could not be opened or failed.
     #[error("bundle store {path}: {msg}")]
     Store {
@@ -92,6 +106,8 @@ pub struct Node {
     udp_tx: Option<std::sync::mpsc::SyncSender<ToUdp>>,
     tcpcl_addr: Option<SocketAddr>,
     udpcl_addr: Option<SocketAddr>,
+    /// TCPCL counters: shutdown waits for every session to have ended (SESS_TERM exchanged).
+    tcp_counters: Option<Arc<tcpcl_thread::TcpclCounters>>,
 }
 
 impl std::fmt::Debug for Node {
@@ -174,10 +190,8 @@ impl Node {
             }
             None => None,
         };
-        std::fs::create_dir_all(&cfg.store_path).map_err(|e| NodeError::Store {
-            path: cfg.store_path.display().to_string(),
-            msg: e.to_string(),
-        })?;
+        startup::store_dir(&cfg.store_path)?;
+        startup::socket_path(&cfg.socket_path, cfg.raw.app.socket.is_some())?;
         let store_opts = bp::store::StoreOptions {
             cache_bytes: usize::try_from(cfg.raw.store.cache_mb << 20).unwrap_or(usize::MAX),
             hot_cache_bytes: cfg.raw.store.hot_cache_mb << 20,
@@ -195,6 +209,8 @@ impl Node {
         acfg.default_lifetime_ms = cfg.raw.bp.default_lifetime_ms;
         acfg.echo_service = (cfg.raw.bp.echo_service != 0).then_some(cfg.raw.bp.echo_service);
         acfg.status_reports = cfg.raw.bp.status_reports;
+        acfg.refusal_backoff_first_ms = cfg.raw.bp.refusal_backoff_first_ms;
+        acfg.refusal_backoff_max_ms = cfg.raw.bp.refusal_backoff_max_ms;
         let mut agent = Agent::open(acfg, store, start_dtn).map_err(|e| NodeError::Store {
             path: cfg.store_path.display().to_string(),
             msg: e.to_string(),
@@ -205,7 +221,7 @@ impl Node {
         }
         if let Some(p) = &cfg.bundle_log {
             let f = create_log(p, start_dtn)
-                .map_err(|e| NodeError::Io(format!("bundle log {}: {e}", p.display())))?;
+                .map_err(|e| startup::log_error("log.bundles", p, &e))?;
             agent.set_event_sink(Some(Box::new(bp::CsvBundleLog::new(
                 std::io::BufWriter::new(f),
             ))));
@@ -308,13 +324,13 @@ impl Node {
         }
         if let Some(p) = &cfg.segment_log {
             let f = create_log(p, start_dtn)
-                .map_err(|e| NodeError::Io(format!("LTP segment log {}: {e}", p.display())))?;
+                .map_err(|e| startup::log_error("log.ltp_segments", p, &e))?;
             engine.set_segment_sink(Some(Box::new(ltp::CsvSegmentLog::new(
                 std::io::BufWriter::new(f),
             ))));
         }
         let (sock, _) = crate::udp::bind(cfg.bind, cfg.raw.ltp.socket_buffer_bytes)
-            .map_err(|e| NodeError::Io(format!("bind {}: {e}", cfg.bind)))?;
+            .map_err(|e| startup::bind_error("bind", cfg.bind, &e))?;
         let ltp_addr = sock
             .local_addr()
             .map_err(|e| NodeError::Io(e.to_string()))?;
@@ -342,10 +358,7 @@ impl Node {
         }
         let _ = std::fs::remove_file(&cfg.socket_path);
         let listener = UnixListener::bind(&cfg.socket_path).map_err(|e| {
-            NodeError::Io(format!(
-                "application socket {}: {e}",
-                cfg.socket_path.display()
-            ))
+            startup::socket_bind_error(&cfg.socket_path, cfg.raw.app.socket.is_some(), &e)
         })?;
 
         let (agent_tx, agent_rx) = sync_channel::<AgentInput>(4096);
@@ -365,6 +378,10 @@ impl Node {
             counters: counters.clone(),
             start: Instant::now(),
             backlog: std::collections::VecDeque::new(),
+            source: ltp_source::SourcePolicy::new(
+                cfg.raw.ltp.accept_from,
+                cfg.spans.iter().map(|s| (s.engine_id, s.address)).collect(),
+            ),
         };
         let ltp_cpu = cfg.raw.ltp.cpu;
         threads.push(
@@ -384,7 +401,7 @@ impl Node {
         let mut udp_counters = None;
         if let Some(u) = &cfg.udpcl {
             let (usock, _) = crate::udp::bind(u.bind, u.socket_buffer_bytes)
-                .map_err(|e| NodeError::Io(format!("UDPCL bind {}: {e}", u.bind)))?;
+                .map_err(|e| startup::bind_error("udpcl.bind", u.bind, &e))?;
             udpcl_addr = Some(
                 usock
                     .local_addr()
@@ -443,10 +460,11 @@ impl Node {
                 next_id: Arc::new(std::sync::atomic::AtomicU64::new(1)),
                 free_bytes: free_bytes.clone(),
                 ingress_paused: ingress_paused.clone(),
+                counts: Arc::new(tcpcl_limits::SessionCounts::default()),
             };
             if let Some(addr) = t.listen {
                 let l = tcpcl_thread::listen(addr, t.socket_buffer_bytes)
-                    .map_err(|e| NodeError::Io(format!("TCPCL listen {addr}: {e}")))?;
+                    .map_err(|e| startup::bind_error("tcpcl.listen", addr, &e))?;
                 tcpcl_addr = Some(l.local_addr().map_err(|e| NodeError::Io(e.to_string()))?);
                 let sh = shared.clone();
                 threads.push(
@@ -481,12 +499,14 @@ impl Node {
             kinds,
             tcp: tcp_router,
             udp: udp_tx.clone(),
-            tcp_counters,
+            tcp_counters: tcp_counters.clone(),
             udp_counters,
             free_bytes,
             window_bytes: cfg.window_bytes(),
             ingress: ingress::IngressGate::new(cfg.delivery_backlog_bytes(), ingress_paused),
             reports: reports::ReportCounts::default(),
+            log: ratelog::RateLog::new(Duration::from_secs(10)),
+            store_degraded_since: None,
         };
         let agent_cpu = cfg.raw.ltp.agent_cpu;
         threads.push(
@@ -515,6 +535,7 @@ impl Node {
             udp_tx,
             tcpcl_addr,
             udpcl_addr,
+            tcp_counters,
         })
     }
 
@@ -567,6 +588,14 @@ impl Node {
         }
         for t in self.threads.drain(..) {
             let _ = t.join();
+        }
+        // Sessions we accepted run on threads of their own: give them the time of an orderly
+        // end (SESS_TERM both ways), bounded.
+        if let Some(c) = &self.tcp_counters {
+            let deadline = Instant::now() + SESSION_END_WAIT;
+            while c.sessions_open.load(Ordering::Relaxed) > 0 && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(10));
+            }
         }
         let _ = std::fs::remove_file(&self.socket_path);
     }

@@ -26,11 +26,17 @@
 //! cause wait inside the session, and a peer that sends without ever reading must not make
 //! them grow without bound.
 //!
-//! Results: every bundle handed to the session gets exactly one `FromCla::Done`: acknowledged
-//! (`Sent`; also a refusal with reason "Completed": the peer already has it), or failed
-//! (session ended, peer refused) so the agent forwards it again. Refusals other than
-//! "Completed" and bundles that cannot be sent at all are reported after a delay, so a peer
-//! that keeps refusing does not make the agent spin.
+//! Results: every bundle handed to the session gets exactly one result: acknowledged
+//! (`FromCla::Done` ok; also a refusal with reason "Completed": the peer already has it),
+//! refused for lack of resources ("No Resources", "Retransmit": `FromCla::Refused`, the agent
+//! keeps it and backs off from that neighbour), or failed (session ended) so the agent forwards
+//! it again. Other refusals and bundles that cannot be sent at all are reported failed after a
+//! delay, so a peer that keeps refusing does not make the agent spin.
+//!
+//! Limits (`super::tcpcl_limits`): a session without keepalives ends after `[tcpcl]
+//! idle_timeout_s` of silence; an established session beyond `max_sessions_per_peer`, or whose
+//! TLS certificate does not carry the peer's node id (`[tcpcl.tls] check_node_id`), ends at
+//! once and nothing it sends is stored.
 //!
 //! Durability: sessions run with `defer_final_ack`: the XFER_ACK of a transfer's last segment
 //! (v3: the ACK_SEGMENT acknowledging a bundle's last octet, and every answer after it) is held
@@ -106,6 +112,8 @@ struct Driver<'a> {
     delayed: VecDeque<(Instant, u64)>,
     done_ok: Vec<u64>,
     done_failed: Vec<u64>,
+    /// Bundles the peer refused for lack of resources (the agent backs off).
+    done_refused: Vec<u64>,
     /// Bundles received in this turn with their transfer ids: handed to the agent together
     /// (one store commit), whose answers release the held final acknowledgments.
     received: Vec<(u64, Bytes)>,
@@ -132,6 +140,13 @@ struct Driver<'a> {
     remote: String,
     /// poll(2) reported the socket hung up or failed (read it even while ingress is paused).
     hung_up: bool,
+    /// Idle clock for sessions without keepalives (`[tcpcl] idle_timeout_s`).
+    idle: super::tcpcl_limits::IdleGuard,
+    /// This session's count against `max_sessions_per_peer`, once established.
+    peer_slot: Option<super::tcpcl_limits::Slot>,
+    /// The session was refused after SESS_INIT (a node id its certificate does not carry,
+    /// too many sessions with that node): it ends, and nothing it sends is accepted.
+    refused: bool,
 }
 
 /// How a session ended, for the connector's next attempt.
@@ -200,6 +215,7 @@ pub(crate) fn run_session(
         delayed: VecDeque::new(),
         done_ok: Vec::new(),
         done_failed: Vec::new(),
+        done_refused: Vec::new(),
         received: Vec::new(),
         out: Vec::new(),
         out_pos: 0,
@@ -214,6 +230,9 @@ pub(crate) fn run_session(
         tls: None,
         remote,
         hung_up: false,
+        idle: super::tcpcl_limits::IdleGuard::new(c.limits.idle_timeout),
+        peer_slot: None,
+        refused: false,
     };
     if let Err(e) = d.run() {
         let version = d
@@ -291,6 +310,7 @@ impl Driver<'_> {
                             break;
                         }
                         Ok(n) => {
+                            self.idle.touch();
                             if self.backed_up() {
                                 self.backed_read += n;
                             }
@@ -333,6 +353,13 @@ impl Driver<'_> {
             let now = self.now();
             if self.session.poll_timeout().is_some_and(|t| t <= now) {
                 self.session.handle_timeout(now);
+            }
+            if self.established
+                && self.closing_since.is_none()
+                && self.idle.expired(self.session.keepalive())
+            {
+                self.shared.counters.refused("idle_timeout");
+                self.end_session(now, SessTermReason::IdleTimeout);
             }
             self.feed_session();
             self.events();
@@ -424,9 +451,60 @@ impl Driver<'_> {
     }
 
     fn begin_close(&mut self, now: Duration) {
+        self.end_session(now, SessTermReason::Unknown);
+    }
+
+    /// Starts the orderly end of the session (SESS_TERM with `reason`), bounded by
+    /// [`SHUTDOWN_GRACE`].
+    fn end_session(&mut self, now: Duration, reason: SessTermReason) {
         if self.closing_since.is_none() {
             self.closing_since = Some(Instant::now());
-            self.session.close(now, SessTermReason::Unknown);
+            self.session.close(now, reason);
+        }
+    }
+
+    /// Checks an established session against the node's policy: the peer's certificate must
+    /// carry its node id (RFC 9174 4.4.1, `[tcpcl.tls] check_node_id`), and the peer may not
+    /// exceed `max_sessions_per_peer`. A refused session ends (SESS_TERM "Contact Failure" or
+    /// "Busy"), is counted, and never carries bundles.
+    fn admit_established(&mut self, now: Duration, peer_node_id: &str) -> bool {
+        let check_cert = self
+            .shared
+            .cfg
+            .tls
+            .as_ref()
+            .is_some_and(|t| t.check_node_id);
+        if let (true, Some(tls)) = (check_cert, self.tls.as_ref()) {
+            let sans = tls.peer_uri_sans();
+            if !sans.iter().any(|u| u == peer_node_id) {
+                self.shared.counters.refused("node_id_not_in_certificate");
+                eprintln!(
+                    "dtnkit node: TCPCL session from {} refused: node id {peer_node_id} is not a URI                      subject alternative name of its certificate ({}; RFC 9174 4.4.1,                      [tcpcl.tls] check_node_id)",
+                    self.remote,
+                    if sans.is_empty() {
+                        "it has none".to_string()
+                    } else {
+                        format!("it has {}", sans.join(", "))
+                    }
+                );
+                self.end_session(now, SessTermReason::ContactFailure);
+                return false;
+            }
+        }
+        let limit = self.shared.cfg.limits.max_sessions_per_peer;
+        match self.shared.counts.take_peer(peer_node_id, limit) {
+            Some(slot) => {
+                self.peer_slot = Some(slot);
+                true
+            }
+            None => {
+                self.shared.counters.refused("per_peer");
+                eprintln!(
+                    "dtnkit node: TCPCL session with {peer_node_id} refused: {limit} sessions with                      it already open (tcpcl.max_sessions_per_peer)"
+                );
+                self.end_session(now, SessTermReason::Busy);
+                false
+            }
         }
     }
 
@@ -505,8 +583,23 @@ impl Driver<'_> {
             .push_back((Instant::now() + REFUSED_RETRY, token));
     }
 
-    /// One part of a bundle finished (`ok`: acknowledged).
-    fn part_done(&mut self, token: u64, ok: bool, delay: bool) {
+    /// One part of a bundle failed for a reason a retry may not cure at once: reported after
+    /// [`REFUSED_RETRY`], so a peer that keeps refusing does not make the agent spin.
+    fn part_done_delayed(&mut self, token: u64) {
+        let Some(o) = self.outgoing.get_mut(&token) else {
+            return;
+        };
+        o.parts_left = o.parts_left.saturating_sub(1);
+        o.failed = true;
+        if o.parts_left == 0 {
+            self.outgoing.remove(&token);
+            self.delay_failure(token);
+        }
+    }
+
+    /// One part of a bundle finished (`ok`: acknowledged; `refused`: the peer refused it for
+    /// lack of resources, reported as such so that the agent backs off).
+    fn part_done(&mut self, token: u64, ok: bool, refused: bool) {
         let Some(o) = self.outgoing.get_mut(&token) else {
             return;
         };
@@ -519,8 +612,8 @@ impl Driver<'_> {
         self.outgoing.remove(&token);
         if !failed {
             self.done_ok.push(token);
-        } else if delay {
-            self.delay_failure(token);
+        } else if refused {
+            self.done_refused.push(token);
         } else {
             self.done_failed.push(token);
         }
@@ -551,6 +644,10 @@ impl Driver<'_> {
                     }
                     if tls_requested_by_both && self.tls.is_some() {
                         c.sessions_tls.fetch_add(1, Relaxed);
+                    }
+                    if !self.admit_established(self.start.elapsed(), &peer_node_id) {
+                        self.refused = true;
+                        continue;
                     }
                     self.peer = self.shared.peer_of(&peer_node_id);
                     if let Some(peer) = self.peer {
@@ -591,9 +688,17 @@ impl Driver<'_> {
                 }
                 Event::TransferRefused { token, reason } => {
                     c.transfers_refused.fetch_add(1, Relaxed);
-                    // "Completed": the peer already has the bundle.
+                    // "Completed": the peer already has the bundle. "No Resources" and
+                    // "Retransmit": its store is full or failed; the agent backs off.
                     let ok = reason == RefuseReason::Completed;
-                    self.part_done(token, ok, true);
+                    let refused =
+                        matches!(reason, RefuseReason::NoResources | RefuseReason::Retransmit);
+                    if !ok && !refused {
+                        // Another refusal (not acceptable...): retried after a delay.
+                        self.part_done_delayed(token);
+                    } else {
+                        self.part_done(token, ok, refused);
+                    }
                 }
                 Event::TransferFailed { token } => {
                     c.transfers_failed.fetch_add(1, Relaxed);
@@ -634,6 +739,11 @@ impl Driver<'_> {
 
     /// Sends received bundles and due results to the agent, one message of each kind.
     fn report(&mut self) {
+        if self.refused {
+            // Nothing from a refused session is stored (its final acknowledgments stay held
+            // until the session ends, so its sender keeps the bundles).
+            self.received.clear();
+        }
         if !self.received.is_empty() {
             let (ids, bundles): (Vec<u64>, Vec<Bytes>) =
                 std::mem::take(&mut self.received).into_iter().unzip();
@@ -662,6 +772,13 @@ impl Driver<'_> {
                 .shared
                 .agent
                 .send(AgentInput::Cla(FromCla::Done { tokens, ok: false }));
+        }
+        if !self.done_refused.is_empty() {
+            let tokens = std::mem::take(&mut self.done_refused);
+            let _ = self
+                .shared
+                .agent
+                .send(AgentInput::Cla(FromCla::Refused { tokens }));
         }
     }
 
@@ -832,6 +949,9 @@ impl Driver<'_> {
             wait = wait.min(t.saturating_sub(now));
         }
         if let Some((t, _)) = self.delayed.front() {
+            wait = wait.min(t.saturating_duration_since(Instant::now()));
+        }
+        if let Some(t) = self.idle.deadline(self.session.keepalive()) {
             wait = wait.min(t.saturating_duration_since(Instant::now()));
         }
         let backed_up = self.backed_up() || self.tls.as_ref().is_some_and(|t| t.wants_write());

@@ -30,8 +30,6 @@ pub(crate) enum ToSession {
 
 /// Bundles queued per session in the channel (the agent's window bounds the total).
 pub(crate) const SESSION_QUEUE: usize = 1024;
-/// Passive sessions accepted at once; more connections are closed at once.
-const MAX_PASSIVE_SESSIONS: usize = 256;
 /// Bound on one connection attempt.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -127,6 +125,9 @@ pub(crate) struct TcpclCounters {
     pub(crate) deviation_events: AtomicU64,
     /// Peer deviations from RFC 9174 (or RFC 7242) that we tolerated, by kind.
     pub(crate) deviations: Mutex<BTreeMap<String, u64>>,
+    /// Sessions refused or ended by the node's limits, per reason (`max_sessions`,
+    /// `per_address`, `per_peer`, `node_id_not_in_certificate`, `idle_timeout`).
+    pub(crate) sessions_refused: Mutex<BTreeMap<&'static str, u64>>,
 }
 
 impl TcpclCounters {
@@ -138,6 +139,13 @@ impl TcpclCounters {
         let c = m.entry(kind.to_string()).or_insert(0);
         *c += 1;
         *c == 1
+    }
+
+    /// Counts a session refused (or ended) by the node's limits.
+    pub(crate) fn refused(&self, reason: &'static str) {
+        if let Ok(mut m) = self.sessions_refused.lock() {
+            *m.entry(reason).or_insert(0) += 1;
+        }
     }
 
     /// The counters as a JSON object.
@@ -168,6 +176,11 @@ impl TcpclCounters {
             "bundles_fragmented": self.bundles_fragmented.load(Relaxed),
             "deviations": deviations,
             "deviation_events": self.deviation_events.load(Relaxed),
+            "sessions_refused": self
+                .sessions_refused
+                .lock()
+                .map(|m| serde_json::json!(*m))
+                .unwrap_or_default(),
         })
     }
 }
@@ -189,6 +202,8 @@ pub(crate) struct TcpclShared {
     /// Set by the agent thread's ingress gate while the applications fall behind: sessions
     /// do not read their sockets, so TCP's flow control holds the peers back.
     pub(crate) ingress_paused: Arc<AtomicBool>,
+    /// Live sessions per IP address and node id (`[tcpcl]` caps, `super::tcpcl_limits`).
+    pub(crate) counts: Arc<super::tcpcl_limits::SessionCounts>,
 }
 
 impl TcpclShared {
@@ -242,17 +257,43 @@ pub(crate) fn listen(addr: SocketAddr, buffer: usize) -> std::io::Result<TcpList
 /// unblock it).
 pub(crate) fn accept_loop(listener: TcpListener, shared: TcpclShared) {
     let active = Arc::new(AtomicUsize::new(0));
+    let limits = shared.cfg.limits;
+    let mut log = super::ratelog::RateLog::new(Duration::from_secs(10));
     for conn in listener.incoming() {
         if shared.stop.load(Relaxed) {
             return;
         }
         let Ok(stream) = conn else { continue };
-        if active.load(Relaxed) >= MAX_PASSIVE_SESSIONS {
-            eprintln!(
-                "dtnkit node: TCPCL connection refused: {MAX_PASSIVE_SESSIONS} sessions already open"
-            );
+        if active.load(Relaxed) >= limits.max_sessions {
+            shared.counters.refused("max_sessions");
+            log.log("tcpcl-cap", || {
+                format!(
+                    "TCPCL connection refused: {} sessions already open (tcpcl.max_sessions)",
+                    limits.max_sessions
+                )
+            });
             continue;
         }
+        let ip = stream.peer_addr().map(|a| a.ip());
+        let slot = match ip {
+            Ok(ip) => match shared
+                .counts
+                .take_address(ip, limits.max_sessions_per_address)
+            {
+                Some(slot) => slot,
+                None => {
+                    shared.counters.refused("per_address");
+                    log.log("tcpcl-cap-address", || {
+                        format!(
+                            "TCPCL connection from {ip} refused: {} sessions from that address                              already open (tcpcl.max_sessions_per_address)",
+                            limits.max_sessions_per_address
+                        )
+                    });
+                    continue;
+                }
+            },
+            Err(_) => continue,
+        };
         let sock = socket2::Socket::from(stream);
         tune(&sock, shared.cfg.socket_buffer_bytes);
         let stream: TcpStream = sock.into();
@@ -263,6 +304,7 @@ pub(crate) fn accept_loop(listener: TcpListener, shared: TcpclShared) {
             .name("tcpcl-passive".into())
             .spawn(move || {
                 super::tcpcl_driver::run_session(&shared, stream, false, None);
+                drop(slot);
                 active.fetch_sub(1, Relaxed);
             });
         if spawned.is_err() {

@@ -32,6 +32,15 @@ pub struct TlsSection {
     /// Refuse sessions in which the peer does not offer TLS (SESS_TERM "Contact Failure").
     #[serde(default)]
     pub require: bool,
+    /// Require the node id a peer presents in SESS_INIT to be a URI subject alternative name
+    /// of its certificate (RFC 9174 4.4.1; e.g. `URI:ipn:2.0`); a session whose certificate
+    /// lacks it ends with SESS_TERM "Contact Failure". Default true.
+    #[serde(default = "yes")]
+    pub check_node_id: bool,
+}
+
+fn yes() -> bool {
+    true
 }
 
 /// Loaded TLS settings shared by every session.
@@ -43,6 +52,8 @@ pub struct TlsSettings {
     pub server: Arc<ServerConfig>,
     /// Whether sessions without TLS are refused.
     pub require: bool,
+    /// Whether a peer's node id must be a URI SAN of its certificate.
+    pub check_node_id: bool,
 }
 
 fn err(file: &str, field: &str, value: &Path, expected: String) -> ConfigError {
@@ -145,6 +156,7 @@ pub(crate) fn load(file: &str, base: &Path, s: &TlsSection) -> Result<TlsSetting
         client: Arc::new(client),
         server: Arc::new(server),
         require: s.require,
+        check_node_id: s.check_node_id,
     })
 }
 
@@ -245,10 +257,39 @@ impl Tls {
         self.conn.writer().write(data)
     }
 
+    /// The URI subject alternative names of the peer's end-entity certificate (empty when it
+    /// has none or no certificate was presented).
+    pub(crate) fn peer_uri_sans(&self) -> Vec<String> {
+        let Some(cert) = self.conn.peer_certificates().and_then(|c| c.first()) else {
+            return Vec::new();
+        };
+        uri_sans(cert.as_ref())
+    }
+
     /// Queues close_notify.
     pub(crate) fn close(&mut self) {
         self.conn.send_close_notify();
     }
+}
+
+/// The URI subject alternative names of a DER certificate (RFC 9174 4.4.1 puts the node id
+/// there); empty when it does not parse or has none.
+pub(crate) fn uri_sans(der: &[u8]) -> Vec<String> {
+    use x509_parser::extensions::GeneralName;
+    let Ok((_, cert)) = x509_parser::parse_x509_certificate(der) else {
+        return Vec::new();
+    };
+    let Ok(Some(san)) = cert.subject_alternative_name() else {
+        return Vec::new();
+    };
+    san.value
+        .general_names
+        .iter()
+        .filter_map(|n| match n {
+            GeneralName::URI(u) => Some((*u).to_string()),
+            _ => None,
+        })
+        .collect()
 }
 
 #[cfg(test)]
