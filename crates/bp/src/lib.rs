@@ -51,10 +51,9 @@ pub mod routing;
 pub mod store;
 
 pub use agent::{
-    Accepted, AdminNotice, Agent, AgentConfig, AgentError, AgentStatus, BundleEvent,
-    BundleEventKind, BundleEventSink, ClaOutcome, CsvBundleLog, Delivery, DtnTime, Forward,
-    ReportFlags, RxError, SendError, SendRequest, Degraded, NeighbourBackoff, StoreHealth,
-    split_failure_reason,
+    split_failure_reason, Accepted, AdminNotice, Agent, AgentConfig, AgentError, AgentStatus,
+    BundleEvent, BundleEventKind, BundleEventSink, ClaOutcome, CsvBundleLog, Degraded, Delivery,
+    DtnTime, Forward, NeighbourBackoff, ReportFlags, RxError, SendError, SendRequest, StoreHealth,
 };
 pub use contact_plan::{
     Contact, ContactId, ContactPlan, LinkEvent, LinkEventKind, NodeNum, PlanError, PlannedContact,

@@ -67,7 +67,10 @@ fn a_failing_store_degrades_refuses_retries_with_backoff_and_recovers() {
     let first = a.send(T0, req(2, 100)).unwrap();
     // The disk fills: the failing commit degrades the store.
     full.store(true, Relaxed);
-    assert!(matches!(a.send(T0 + 1, req(2, 100)), Err(SendError::Store(_))));
+    assert!(matches!(
+        a.send(T0 + 1, req(2, 100)),
+        Err(SendError::Store(_))
+    ));
     let d = a.store_health().degraded().cloned().expect("degraded");
     assert!(d.reason.contains("os error 28"), "{d:?}");
     // While degraded, nothing is attempted: refusals are immediate and say so.
@@ -85,8 +88,15 @@ fn a_failing_store_degrades_refuses_retries_with_backoff_and_recovers() {
         .unwrap()
         .encode();
     let r = a.accept_from_cla(T0 + 3, Some(3), b.clone().into());
-    assert!(matches!(&r, Err(e @ RxError::Store(_)) if e.is_transient()), "{r:?}");
-    assert_eq!(commits.load(Relaxed), before, "no commit attempted while degraded");
+    assert!(
+        matches!(&r, Err(e @ RxError::Store(_)) if e.is_transient()),
+        "{r:?}"
+    );
+    assert_eq!(
+        commits.load(Relaxed),
+        before,
+        "no commit attempted while degraded"
+    );
     // Forwarding the stored bundle still works; its delete waits for the recovery.
     let f = a.poll_transmit(T0 + 4).expect("the first bundle");
     a.cla_result(T0 + 4, f.key, ClaOutcome::Sent).unwrap();
@@ -108,7 +118,11 @@ fn a_failing_store_degrades_refuses_retries_with_backoff_and_recovers() {
     a.handle_timeout(next).unwrap();
     assert!(a.store_health().is_ok());
     assert_eq!(a.store_health().recoveries, 1);
-    assert_eq!(a.status().stored_bundles, 0, "the forwarded bundle was deleted");
+    assert_eq!(
+        a.status().stored_bundles,
+        0,
+        "the forwarded bundle was deleted"
+    );
     assert!(a.send(next, req(2, 100)).is_ok());
     assert!(a.accept_from_cla(next, Some(3), b.into()).is_ok());
     let _ = first;

@@ -12,7 +12,8 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use node_support::*;
-use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair};
+use rcgen::string::Ia5String;
+use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair, SanType};
 
 const LIMIT: Duration = Duration::from_secs(40);
 
@@ -40,12 +41,24 @@ impl Ca {
     }
 
     /// Writes `ca.pem`, `cert.pem` and `key.pem` for a node into `dir`; the certificate names
-    /// `names` (DNS names or IP addresses).
+    /// `names`: DNS names or IP addresses, and node ids (`ipn:`/`dtn:`, as URI subject
+    /// alternative names, RFC 9174 4.4.1).
     fn issue(&self, dir: &Path, names: &[&str], roots: &Ca) {
         std::fs::create_dir_all(dir).unwrap();
         let key = KeyPair::generate().unwrap();
-        let p = CertificateParams::new(names.iter().map(|n| n.to_string()).collect::<Vec<_>>())
-            .unwrap();
+        let is_uri = |n: &&str| n.starts_with("ipn:") || n.starts_with("dtn:");
+        let mut p = CertificateParams::new(
+            names
+                .iter()
+                .filter(|n| !is_uri(n))
+                .map(|n| n.to_string())
+                .collect::<Vec<_>>(),
+        )
+        .unwrap();
+        for n in names.iter().filter(|n| is_uri(n)) {
+            p.subject_alt_names
+                .push(SanType::URI(Ia5String::try_from(n.to_string()).unwrap()));
+        }
         let cert = p.signed_by(&key, &self.issuer).unwrap();
         std::fs::write(dir.join("cert.pem"), cert.pem()).unwrap();
         std::fs::write(dir.join("key.pem"), key.serialize_pem()).unwrap();
@@ -131,8 +144,8 @@ fn tls_session_carries_10b_and_1mb_both_ways() {
     let dir = TempDir::new("tcpcl-tls");
     let ca = Ca::new("dtnkit test CA");
     // Node 1 reaches node 2 by IP (default server name); node 2 reaches node 1 by `tls_name`.
-    ca.issue(&dir.0.join("n1"), &["node1.test"], &ca);
-    ca.issue(&dir.0.join("n2"), &["127.0.0.1"], &ca);
+    ca.issue(&dir.0.join("n1"), &["node1.test", "ipn:1.0"], &ca);
+    ca.issue(&dir.0.join("n2"), &["127.0.0.1", "ipn:2.0"], &ca);
     let (t1, t2) = (free_tcp_port(), free_tcp_port());
     let a = tls_spec(1, t1, 2, Some(t2), Some(TLS));
     let mut b = tls_spec(2, t2, 1, Some(t1), Some(TLS));
@@ -177,7 +190,7 @@ fn tls_session_carries_10b_and_1mb_both_ways() {
 fn require_tls_refuses_a_plaintext_peer() {
     let dir = TempDir::new("tcpcl-tls-require");
     let ca = Ca::new("dtnkit test CA");
-    ca.issue(&dir.0.join("n2"), &["127.0.0.1"], &ca);
+    ca.issue(&dir.0.join("n2"), &["127.0.0.1", "ipn:2.0"], &ca);
     let (t1, t2) = (free_tcp_port(), free_tcp_port());
     // Node 1 speaks plaintext only and connects to node 2, which requires TLS.
     let n1 = NodeProc::start(&dir.0, &tls_spec(1, t1, 2, Some(t2), None));
@@ -259,8 +272,8 @@ fn wrong_ca_fails_the_handshake_and_the_sender_keeps_its_bundle() {
     let ca = Ca::new("dtnkit test CA");
     let other = Ca::new("some other CA");
     // Node 1's certificate is fine, but it trusts another CA than the one that signed node 2.
-    ca.issue(&dir.0.join("n1"), &["node1.test"], &other);
-    ca.issue(&dir.0.join("n2"), &["127.0.0.1"], &ca);
+    ca.issue(&dir.0.join("n1"), &["node1.test", "ipn:1.0"], &other);
+    ca.issue(&dir.0.join("n2"), &["127.0.0.1", "ipn:2.0"], &ca);
     let (t1, t2) = (free_tcp_port(), free_tcp_port());
     let n1 = NodeProc::start(&dir.0, &tls_spec(1, t1, 2, Some(t2), Some(TLS)));
     let n2 = NodeProc::start(&dir.0, &tls_spec(2, t2, 1, None, Some(TLS)));
@@ -304,8 +317,8 @@ fn tshark_read(pcap: &Path, port: u16, filter: &str) -> String {
 fn tshark_sees_tls_after_the_contact_headers() {
     let dir = TempDir::new("tcpcl-tls-tshark");
     let ca = Ca::new("dtnkit test CA");
-    ca.issue(&dir.0.join("n1"), &["node1.test"], &ca);
-    ca.issue(&dir.0.join("n2"), &["127.0.0.1"], &ca);
+    ca.issue(&dir.0.join("n1"), &["node1.test", "ipn:1.0"], &ca);
+    ca.issue(&dir.0.join("n2"), &["127.0.0.1", "ipn:2.0"], &ca);
     let (t1, t2) = (free_tcp_port(), free_tcp_port());
     let pcap = dir.0.join("tls.pcapng");
     let log = dir.0.join("tshark.err");
@@ -368,4 +381,65 @@ fn tshark_sees_tls_after_the_contact_headers() {
         "tcpcl.v4.sess_init.nodeid_data || bpv7.primary.version",
     );
     assert!(clear.trim().is_empty(), "session data in clear:\n{clear}");
+}
+
+/// RFC 9174 4.4.1 (issue 19, item 7): the node id a peer presents in SESS_INIT must be a URI
+/// subject alternative name of its certificate. Node 2's certificate names only its address:
+/// node 1 refuses the session after SESS_INIT (SESS_TERM "Contact Failure"), counts it, and
+/// keeps its bundle; with `check_node_id = false` the same certificates carry the bundle.
+#[test]
+fn a_certificate_without_the_peers_node_id_is_refused() {
+    let dir = TempDir::new("tcpcl-tls-san");
+    let ca = Ca::new("dtnkit test CA");
+    ca.issue(&dir.0.join("n1"), &["node1.test", "ipn:1.0"], &ca);
+    // A valid certificate of the CA, but without node 2's node id.
+    ca.issue(&dir.0.join("n2"), &["127.0.0.1"], &ca);
+    let (t1, t2) = (free_tcp_port(), free_tcp_port());
+    let n1 = NodeProc::start(&dir.0, &tls_spec(1, t1, 2, Some(t2), Some(TLS)));
+    let mut b = tls_spec(2, t2, 1, None, Some(TLS));
+    b.extra.push_str("tls_name = \"node1.test\"\n");
+    let n2 = NodeProc::start(&dir.0, &b);
+    let _want = send(&dir, &n1, "ipn:2.1", 10, 40);
+    wait_for("node 1 to refuse node 2's certificate", LIMIT, || {
+        n1.status()["tcpcl"]["sessions_refused"]["node_id_not_in_certificate"]
+            .as_u64()
+            .unwrap_or(0)
+            >= 1
+    });
+    assert!(
+        node_err(&n1).contains("is not a URI subject alternative name"),
+        "{}",
+        node_err(&n1)
+    );
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(
+        n1.status()["store"]["bundles"],
+        1,
+        "the bundle stays with node 1"
+    );
+    assert_eq!(n2.status()["tcpcl"]["bundles_received"], 0);
+    drop((n1, n2));
+
+    // The same certificates with the check off: the session carries the bundle.
+    let dir2 = TempDir::new("tcpcl-tls-san-off");
+    for n in ["n1", "n2"] {
+        std::fs::create_dir_all(dir2.0.join(n)).unwrap();
+        for f in ["cert.pem", "key.pem", "ca.pem"] {
+            std::fs::copy(dir.0.join(n).join(f), dir2.0.join(n).join(f)).unwrap();
+        }
+    }
+    let (t1, t2) = (free_tcp_port(), free_tcp_port());
+    let off = format!("{TLS}\ncheck_node_id = false");
+    let n1 = NodeProc::start(&dir2.0, &tls_spec(1, t1, 2, Some(t2), Some(&off)));
+    let n2 = NodeProc::start(&dir2.0, &tls_spec(2, t2, 1, None, Some(&off)));
+    let out_dir = dir2.0.join("out");
+    let r = recv(&n2, "ipn:2.1", 1, 30, &out_dir);
+    let want = send(&dir2, &n1, "ipn:2.1", 10, 41);
+    let out = r.wait(LIMIT);
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(
+        out.status.success() && text.contains(&want),
+        "{text} {}",
+        node_err(&n1)
+    );
 }

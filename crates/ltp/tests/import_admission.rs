@@ -54,7 +54,11 @@ fn a_flood_of_half_open_sessions_does_not_block_a_real_one() {
     let got = h.delivered();
     assert_eq!(got.len(), 1, "the real block arrived");
     assert_eq!(got[0].1, data);
-    assert!(got[0].0 < Duration::from_millis(500), "after {:?}", got[0].0);
+    assert!(
+        got[0].0 < Duration::from_millis(500),
+        "after {:?}",
+        got[0].0
+    );
     let st = h.engines[1].span_stats(ID[0]).unwrap();
     assert!(st.imports_evicted >= 20_000 - 64, "{st:?}");
     assert_eq!(st.imports_refused, 0, "{st:?}");

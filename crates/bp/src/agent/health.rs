@@ -89,7 +89,8 @@ impl StoreHealth {
     /// A recovery attempt at `now` failed with `e`: the next one waits twice as long (capped).
     pub(crate) fn retry_failed(&mut self, now: DtnTime, e: &StoreError) {
         self.failures += 1;
-        self.delay_ms = (self.delay_ms.saturating_mul(2)).clamp(Self::RETRY_FIRST_MS, Self::RETRY_MAX_MS);
+        self.delay_ms =
+            (self.delay_ms.saturating_mul(2)).clamp(Self::RETRY_FIRST_MS, Self::RETRY_MAX_MS);
         if let Some(d) = self.degraded.as_mut() {
             d.reason = e.to_string();
             d.attempts += 1;

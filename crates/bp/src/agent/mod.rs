@@ -54,9 +54,9 @@ mod security;
 mod tx;
 mod types;
 
-pub use events::{BundleEvent, BundleEventKind, BundleEventSink, CsvBundleLog, CSV_HEADER};
 pub use backoff::NeighbourBackoff;
 pub use discards::split_failure_reason;
+pub use events::{BundleEvent, BundleEventKind, BundleEventSink, CsvBundleLog, CSV_HEADER};
 pub use health::{Degraded, StoreHealth};
 pub use types::{
     Accepted, AdminNotice, AgentConfig, AgentError, AgentStatus, ClaOutcome, Delivery, DtnTime,

@@ -170,6 +170,16 @@ impl NodeProc {
         }
     }
 
+    /// The process id of the running node (None after `kill`).
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
+    /// Takes the running process out of the handle (the caller waits for it).
+    pub fn take_child(&mut self) -> Option<Child> {
+        self.child.take()
+    }
+
     /// Status JSON.
     pub fn status(&self) -> serde_json::Value {
         let mut c = client::Client::connect(&self.socket).unwrap();
@@ -384,4 +394,26 @@ pub fn kill_receiver_during_transfer(sender: &NodeProc, receiver: &mut NodeProc,
         std::thread::sleep(Duration::from_millis(50));
     }
     eprintln!("crash test took {:?}", t0.elapsed());
+}
+
+/// CPU time (user + system) a process has used so far, from /proc/PID/stat.
+pub fn cpu_time(pid: u32) -> Duration {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    // Fields after the command name (which may contain spaces) start after the last ')'.
+    let rest = &stat[stat.rfind(')').unwrap() + 2..];
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let ticks: u64 = f[11].parse::<u64>().unwrap() + f[12].parse::<u64>().unwrap();
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
+    Duration::from_millis(ticks * 1000 / hz)
+}
+
+/// Resident set size of a process in bytes, from /proc/PID/status.
+pub fn rss_bytes(pid: u32) -> u64 {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    s.lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        .unwrap_or(0)
+        * 1024
 }

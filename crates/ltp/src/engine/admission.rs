@@ -42,7 +42,12 @@ pub(crate) enum Refusal {
 impl Engine {
     /// Whether a new import session on span `i` may open for a first segment of `len` bytes,
     /// evicting a half-open session if the span is full. `Err` says why it may not.
-    pub(super) fn admit_import(&mut self, now: Duration, i: usize, len: u64) -> Result<(), Refusal> {
+    pub(super) fn admit_import(
+        &mut self,
+        now: Duration,
+        i: usize,
+        len: u64,
+    ) -> Result<(), Refusal> {
         if !self.accepting_imports {
             return Err(Refusal::Paused);
         }

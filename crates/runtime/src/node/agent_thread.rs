@@ -424,7 +424,13 @@ impl AgentThread {
                         } else {
                             ClaOutcome::Failed
                         };
-                        self.report(now, &tokens, outcome, &mut outstanding, &mut outstanding_bytes);
+                        self.report(
+                            now,
+                            &tokens,
+                            outcome,
+                            &mut outstanding,
+                            &mut outstanding_bytes,
+                        );
                     }
                     AgentInput::Ltp(FromLtp::Refused { tokens })
                     | AgentInput::Cla(FromCla::Refused { tokens }) => {

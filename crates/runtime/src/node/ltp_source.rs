@@ -93,7 +93,10 @@ mod tests {
         let p = policy(AcceptFrom::PeerAddress);
         assert!(p.allows(exact, 2) && p.allows(mapped, 2));
         assert!(!p.allows(other_port, 2) && !p.allows(other_host, 2));
-        assert!(!p.allows(exact, 3), "an engine without a span has no address");
+        assert!(
+            !p.allows(exact, 3),
+            "an engine without a span has no address"
+        );
         let p = policy(AcceptFrom::PeerIp);
         assert!(p.allows(exact, 2) && p.allows(other_port, 2));
         assert!(!p.allows(other_host, 2) && !p.allows(None, 2));

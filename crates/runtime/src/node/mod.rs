@@ -32,9 +32,9 @@ mod app_writer;
 pub mod bpsec_config;
 mod cla;
 pub mod cla_config;
-mod hardening_status;
 pub mod clock;
 pub mod config;
+mod hardening_status;
 mod ingress;
 pub mod ion_import;
 mod ltp_source;
@@ -220,8 +220,8 @@ impl Node {
             agent.set_security(Some(policy));
         }
         if let Some(p) = &cfg.bundle_log {
-            let f = create_log(p, start_dtn)
-                .map_err(|e| startup::log_error("log.bundles", p, &e))?;
+            let f =
+                create_log(p, start_dtn).map_err(|e| startup::log_error("log.bundles", p, &e))?;
             agent.set_event_sink(Some(Box::new(bp::CsvBundleLog::new(
                 std::io::BufWriter::new(f),
             ))));

@@ -149,7 +149,9 @@ mod tests {
         assert!(c.take_address(ip, 2).is_none());
         assert!(c.take_address("10.1.1.2".parse().unwrap(), 2).is_some());
         // An IPv4-mapped address is the same host.
-        assert!(c.take_address("::ffff:10.1.1.1".parse().unwrap(), 2).is_none());
+        assert!(c
+            .take_address("::ffff:10.1.1.1".parse().unwrap(), 2)
+            .is_none());
         drop(a);
         assert!(c.take_address(ip, 2).is_some());
         let p = c.take_peer("ipn:2.0", 1).unwrap();
