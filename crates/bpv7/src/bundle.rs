@@ -144,18 +144,10 @@ impl Bundle {
     /// it accepts it, so one bundle with a bad CRC is refused on its own while the bundles after
     /// it still count, and no payload is checksummed twice.
     pub fn split_concatenated(buf: &Bytes, out: &mut Vec<Bytes>) -> usize {
-        let boundaries_only = DecodeLimits {
-            verify_crc: false,
-            ..DecodeLimits::default()
-        };
-        let mut rest = buf.clone();
-        while !rest.is_empty() {
-            match Self::decode_prefix_with_limits(&rest, &boundaries_only) {
-                Ok((_, used)) if used > 0 && used <= rest.len() => out.push(rest.split_to(used)),
-                _ => break,
-            }
+        match Self::split_concatenated_detailed(buf, out) {
+            Ok(()) => 0,
+            Err((unsplit, _)) => unsplit,
         }
-        rest.len()
     }
 
     /// [`Bundle::split_concatenated`] that also says why splitting stopped: `Err((unsplit,

@@ -54,6 +54,16 @@ fn idle_node_with_a_large_contact_plan_uses_no_cpu() {
     assert_eq!(big.status()["node"], 1);
 }
 
+/// Nodes 1 and 2 joined by an LTP span each way, on free ports (not started).
+fn span_pair() -> (NodeSpec, NodeSpec) {
+    let (p1, p2) = (free_port(), free_port());
+    let mut s1 = NodeSpec::new(1, p1);
+    s1.spans.push((2, p2));
+    let mut s2 = NodeSpec::new(2, p2);
+    s2.spans.push((1, p1));
+    (s1, s2)
+}
+
 /// Now in DTN milliseconds.
 fn dtn_now_ms() -> u64 {
     let unix = std::time::SystemTime::now()
@@ -234,11 +244,8 @@ fn discarded_ltp_blocks_are_counted_and_logged_with_their_reason() {
 #[test]
 fn half_open_import_sessions_do_not_starve_a_real_one() {
     let dir = TempDir::new("hard-halfopen");
-    let (p1, p2) = (free_port(), free_port());
-    let mut s1 = NodeSpec::new(1, p1);
-    s1.spans.push((2, p2));
-    let mut s2 = NodeSpec::new(2, p2);
-    s2.spans.push((1, p1));
+    let (s1, mut s2) = span_pair();
+    let p2 = s2.port;
     // The spoofer sends from another port of the same host: "any" lets it speak for engine 1.
     s2.extra = "\n[ltp]\naccept_from = \"any\"\n".into();
     let n1 = NodeProc::start(&dir.0, &s1);
@@ -539,12 +546,8 @@ impl Drop for Tmpfs {
 #[test]
 fn a_full_disk_degrades_the_store_and_it_recovers_by_itself() {
     let dir = TempDir::new("hard-enospc");
-    let (p1, p2) = (free_port(), free_port());
-    let mut s1 = NodeSpec::new(1, p1);
-    s1.spans.push((2, p2));
+    let (mut s1, mut s2) = span_pair();
     s1.extra = "\n[bp]\nrefusal_backoff_first_ms = 200\nrefusal_backoff_max_ms = 2000\n".into();
-    let mut s2 = NodeSpec::new(2, p2);
-    s2.spans.push((1, p1));
     s2.extra = "\n[bp]\ndelivery_backlog_bytes = 0\n".into();
     let store2 = dir.0.join("n2").join("store");
     let _fs = Tmpfs::mount(&store2, 32);
@@ -740,8 +743,8 @@ fn received_ids(out: &std::process::Output) -> Vec<String> {
         .collect()
 }
 
-/// The chaos run (issue 19): a 3-node chain 1 —LTP— 2 —TCPCL— 3 under a mixed load (50 kB
-/// bundles 1→3, 200 B bundles 1→3, 1 kB bundles 3→1 sent one by one) while node 2's store disk
+/// The chaos run (issue 19): a 3-node chain 1 —LTP— 2 —TCPCL— 3 under a mixed load (600 × 50 kB
+/// bundles 1→3, 300 × 200 B bundles 1→3, 300 × 1 kB bundles 3→1 sent one by one) while node 2's store disk
 /// (a tmpfs) fills up and drains, nodes 2 and 3 are killed with SIGKILL and restarted (as a
 /// supervisor would), and a flood of hostile datagrams (garbage and spoofed LTP data segments)
 /// and garbage TCP connections hits node 2 the whole time. At the end every bundle a node
@@ -812,7 +815,7 @@ fn chaos_three_node_chain() {
     };
 
     // Receivers (they reconnect across node restarts and de-duplicate re-offers).
-    let big_and_small = 200 + 300;
+    let big_and_small = 600 + 300;
     let r3 = Proc::spawn(&[
         "recv",
         "--socket",
@@ -831,7 +834,7 @@ fn chaos_three_node_chain() {
         "--endpoint",
         "ipn:1.1",
         "--count",
-        "100",
+        "300",
         "--timeout",
         "120",
     ]);
@@ -845,7 +848,7 @@ fn chaos_three_node_chain() {
         "--size",
         "50000",
         "--count",
-        "200",
+        "600",
         "--store-full-wait",
         "120",
     ]);
@@ -867,7 +870,7 @@ fn chaos_three_node_chain() {
         let stop = stop.clone();
         std::thread::spawn(move || {
             let mut acked = Vec::new();
-            while acked.len() < 100 && !stop.load(Relaxed) {
+            while acked.len() < 300 && !stop.load(Relaxed) {
                 match send_one(&sock3, "ipn:1.1", 1000) {
                     Some(id) => acked.push(id),
                     None => std::thread::sleep(Duration::from_millis(100)),
