@@ -494,9 +494,11 @@ impl<S: Store> Agent<S> {
         if let Some(r) = self.health.retry_at() {
             t = Some(t.map_or(r, |t| t.min(r)));
         }
-        let queues = &self.queues;
+        // A refused bundle waits unrouted until the next poll_transmit routes it, so unrouted
+        // bundles count as work for every backing-off neighbour.
+        let (queues, unrouted) = (&self.queues, !self.unrouted.is_empty());
         if let Some(b) = self.backoffs.next_end(self.clock, |n| {
-            queues.get(&n).is_some_and(|q| !q.is_empty())
+            unrouted || queues.get(&n).is_some_and(|q| !q.is_empty())
         }) {
             t = Some(t.map_or(b, |t| t.min(b)));
         }
