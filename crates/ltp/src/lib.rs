@@ -134,4 +134,4 @@ pub use segment::{
     CancelReason, CheckpointInfo, Content, DataSegment, Extension, ReceptionClaim, ReportSegment,
     Segment, SegmentType, SessionId,
 };
-pub use stats::{EngineStats, SpanStats};
+pub use stats::{CancelCounts, EngineStats, SpanState, SpanStats};

@@ -156,6 +156,16 @@ pub enum CancelReason {
 }
 
 impl CancelReason {
+    /// Every reason, in code order.
+    pub const ALL: [CancelReason; 6] = [
+        Self::UserCancelled,
+        Self::Unreachable,
+        Self::RetransmissionLimitExceeded,
+        Self::Miscolored,
+        Self::SystemCancelled,
+        Self::RetransmissionCyclesExceeded,
+    ];
+
     /// Parse a reason byte.
     pub fn from_code(code: u8) -> Result<Self, DecodeError> {
         Ok(match code {

@@ -1,6 +1,7 @@
 //! Counters for monitoring and for the experiment tools (per span and engine-wide).
 
 use crate::deviation::DeviationCounts;
+use crate::segment::CancelReason;
 
 /// Per-span counters. All counts are cumulative since the span was added.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -55,6 +56,15 @@ pub struct SpanStats {
     /// Tolerated peer deviations in segments of this span's sessions (see
     /// [`crate::deviation`]).
     pub deviations: DeviationCounts,
+    /// Red-part bytes of blocks delivered to the client (the receiving side's goodput).
+    pub block_bytes_received: u64,
+    /// Bytes of blocks whose export session completed (the sending side's goodput: every
+    /// byte counted once, however often it was retransmitted).
+    pub export_bytes_completed: u64,
+    /// Sessions of this span cancelled by this engine, by reason.
+    pub cancelled_here: CancelCounts,
+    /// Sessions of this span cancelled by the peer, by reason.
+    pub cancelled_by_peer: CancelCounts,
     /// Adaptive pacing: rounds that lowered the rate (overrun seen in a report).
     pub rate_decreases: u64,
     /// Adaptive pacing: rounds that raised the rate (clean reports while pacing held data back).
@@ -74,4 +84,71 @@ pub struct EngineStats {
     /// Tolerated peer deviations in every decoded datagram, including those whose session
     /// turned out unknown (the per-span counts only include those of known spans).
     pub deviations: DeviationCounts,
+}
+
+/// Cancelled sessions by [`CancelReason`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CancelCounts {
+    counts: [u64; CancelReason::ALL.len()],
+}
+
+impl CancelCounts {
+    /// Count one cancelled session.
+    pub fn add(&mut self, reason: CancelReason) {
+        if let Some(c) = self.counts.get_mut(usize::from(reason.code())) {
+            *c += 1;
+        }
+    }
+
+    /// Sessions cancelled for `reason`.
+    pub fn get(&self, reason: CancelReason) -> u64 {
+        self.counts
+            .get(usize::from(reason.code()))
+            .copied()
+            .unwrap_or(0)
+    }
+
+    /// Sessions cancelled for any reason.
+    pub fn total(&self) -> u64 {
+        self.counts.iter().sum()
+    }
+
+    /// `(reason, sessions)` for every reason, zero counts included.
+    pub fn iter(&self) -> impl Iterator<Item = (CancelReason, u64)> + '_ {
+        CancelReason::ALL.iter().map(|&r| (r, self.get(r)))
+    }
+}
+
+/// A span's live state (not a counter): what a monitoring view shows next to [`SpanStats`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SpanState {
+    /// The link is up (timers run, data is sent).
+    pub link_up: bool,
+    /// Open export sessions.
+    pub export_sessions: usize,
+    /// Open import sessions.
+    pub import_sessions: usize,
+    /// Blocks waiting for a free export session.
+    pub queued_blocks: usize,
+    /// Pacing rate in effect (bit/s; 0 = unpaced).
+    pub pacing_rate_bps: u64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cancel_counts_by_reason() {
+        let mut c = CancelCounts::default();
+        c.add(CancelReason::RetransmissionLimitExceeded);
+        c.add(CancelReason::RetransmissionLimitExceeded);
+        c.add(CancelReason::SystemCancelled);
+        assert_eq!(c.get(CancelReason::RetransmissionLimitExceeded), 2);
+        assert_eq!(c.get(CancelReason::UserCancelled), 0);
+        assert_eq!(c.total(), 3);
+        let named: Vec<(&str, u64)> = c.iter().map(|(r, n)| (r.name(), n)).collect();
+        assert_eq!(named.len(), 6);
+        assert!(named.contains(&("SYS_CNCLD", 1)));
+    }
 }

@@ -88,6 +88,12 @@ fn no_loss_red_block_exact_timing() {
     assert_eq!(st.data_segments_retransmitted, 0);
     assert_eq!(st.checkpoint_timeouts, 0);
     assert_eq!(st.exports_completed, 1);
+    assert_eq!(st.export_bytes_completed, 10_000);
+    let rx = h.engines[1].span_stats(ID[0]).unwrap();
+    assert_eq!((rx.blocks_received, rx.block_bytes_received), (1, 10_000));
+    let state = h.engines[0].span_state(ID[1]).unwrap();
+    assert!(state.link_up);
+    assert_eq!((state.export_sessions, state.queued_blocks), (0, 0));
 }
 
 #[test]
@@ -570,6 +576,25 @@ fn checkpoint_retransmission_limit_cancels_with_rlexc() {
     assert_eq!(h.engines[1].import_sessions(), 0);
     assert_eq!(h.engines[1].import_buffer_bytes(), 0);
     assert!(h.delivered().is_empty());
+    // Counted by reason on both sides: the sender cancelled, the receiver was cancelled.
+    let rlexc = CancelReason::RetransmissionLimitExceeded;
+    let (a, b) = (
+        h.engines[0].span_stats(ID[1]).unwrap(),
+        h.engines[1].span_stats(ID[0]).unwrap(),
+    );
+    assert_eq!(
+        (a.cancelled_here.get(rlexc), a.cancelled_here.total()),
+        (1, 1)
+    );
+    assert_eq!(a.cancelled_by_peer.total(), 0);
+    assert_eq!(
+        (b.cancelled_by_peer.get(rlexc), b.cancelled_here.total()),
+        (1, 0)
+    );
+    assert_eq!(
+        a.export_bytes_completed, 0,
+        "a cancelled block is no goodput"
+    );
 }
 
 #[test]
@@ -613,6 +638,14 @@ fn report_retransmission_limit_cancels_from_receiver() {
     );
     // The block itself was complete: it was delivered before the cancellation.
     assert_eq!(h.delivered().len(), 1);
+    let (a, b) = (
+        h.engines[0].span_stats(ID[1]).unwrap(),
+        h.engines[1].span_stats(ID[0]).unwrap(),
+    );
+    let rlexc = CancelReason::RetransmissionLimitExceeded;
+    assert_eq!(b.cancelled_here.get(rlexc), 1);
+    assert_eq!(a.cancelled_by_peer.get(rlexc), 1);
+    assert_eq!(b.block_bytes_received, 10_000);
     let car = h.sent_of(0, SegmentType::CancelAckToReceiver);
     assert_eq!(car.len(), 1);
     assert_eq!(

@@ -8,7 +8,7 @@ impl Engine {
             return;
         };
         let tokens = std::mem::take(&mut ex.tokens);
-        let (remote, id) = (ex.remote, ex.id);
+        let (remote, id, len) = (ex.remote, ex.id, ex.block.len() as u64);
         self.events.push_back(Event::ExportCompleted {
             remote,
             session: id,
@@ -16,6 +16,7 @@ impl Engine {
         });
         if let Some(s) = self.span_mut(remote) {
             s.stats.exports_completed += 1;
+            s.stats.export_bytes_completed += len;
         }
         self.close_export(now, number, Outcome::Ok);
     }
@@ -49,6 +50,7 @@ impl Engine {
         };
         if let Some(s) = self.spans.get_mut(i) {
             s.stats.exports_cancelled += 1;
+            s.stats.cancelled_here.add(reason);
         }
         self.queue_signal(i, id, SignalKind::CancelFromSender(reason), false);
     }
@@ -84,6 +86,7 @@ impl Engine {
         });
         if let Some(s) = self.spans.get_mut(i) {
             s.stats.imports_cancelled += 1;
+            s.stats.cancelled_here.add(reason);
         }
         self.queue_signal(i, id, SignalKind::CancelFromReceiver(reason), false);
     }

@@ -321,6 +321,7 @@ impl Engine {
                 });
                 if let Some(s) = self.spans.get_mut(i) {
                     s.stats.blocks_received += 1;
+                    s.stats.block_bytes_received += red_len as u64;
                 }
                 self.log_event(
                     now,
@@ -628,6 +629,7 @@ impl Engine {
             });
             if let Some(s) = self.spans.get_mut(i) {
                 s.stats.imports_cancelled += 1;
+                s.stats.cancelled_by_peer.add(reason);
             }
         }
         self.close_import(now, id, Outcome::Cancelled(reason));
@@ -656,6 +658,7 @@ impl Engine {
             });
             if let Some(s) = self.spans.get_mut(i) {
                 s.stats.exports_cancelled += 1;
+                s.stats.cancelled_by_peer.add(reason);
             }
         }
         self.close_export(now, id.number, Outcome::Cancelled(reason));

@@ -44,7 +44,7 @@ use crate::segment::{
     self, CancelReason, CheckpointInfo, Content, DataSegment, ReceptionClaim, ReportSegment,
     Segment, SegmentType, SessionId,
 };
-use crate::stats::{EngineStats, SpanStats};
+use crate::stats::{EngineStats, SpanState, SpanStats};
 
 use closed::ClosedSessions;
 use export::{Batch, Checkpoint, ExportSession, ExportState};
@@ -320,6 +320,21 @@ impl Engine {
             .get(&remote)
             .and_then(|&i| self.spans.get(i))
             .map(|s| &s.stats)
+    }
+
+    /// The live state of the span to `remote` (link, open sessions, queue, pacing rate).
+    pub fn span_state(&self, remote: u64) -> Option<SpanState> {
+        let s = self
+            .span_index
+            .get(&remote)
+            .and_then(|&i| self.spans.get(i))?;
+        Some(SpanState {
+            link_up: s.link_up,
+            export_sessions: s.export_count,
+            import_sessions: s.import_count,
+            queued_blocks: s.pending_blocks.len(),
+            pacing_rate_bps: self.span_pacing_rate(remote).unwrap_or(0),
+        })
     }
 
     /// Number of open export sessions (all spans).
