@@ -242,9 +242,17 @@ fn malformed_input_is_a_permanent_refusal() {
         .agent(2)
         .accept_from_cla(T0, Some(1), Bytes::from_static(b"\x9f\x00garbage"))
         .expect_err("refused");
-    assert!(matches!(e, RxError::Malformed(_)));
+    let RxError::Malformed(why) = &e else {
+        panic!("not a malformed refusal: {e:?}");
+    };
     assert!(!e.is_transient());
-    assert_eq!(net.agent(2).status().malformed, 1);
+    assert_eq!(why.kind(), "cbor", "{why}");
+    let st = net.agent(2).status();
+    assert_eq!(st.malformed, 1);
+    assert_eq!(
+        st.malformed_by_reason.into_iter().collect::<Vec<_>>(),
+        vec![("cbor", 1)]
+    );
 }
 
 #[test]

@@ -221,3 +221,39 @@ pub enum DecodeError {
         at: usize,
     },
 }
+
+impl DecodeError {
+    /// A short, stable name of the failure's class, for counters and metrics labels (the
+    /// [`Display`](std::fmt::Display) text names the exact field and offset):
+    /// `truncated`, `cbor`, `version`, `crc`, `eid`, `block_structure`, `field_value`,
+    /// `too_large` or `trailing_bytes`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Self::Truncated { .. } => "truncated",
+            Self::InvalidCbor { .. }
+            | Self::WrongMajorType { .. }
+            | Self::WrongArrayLength { .. }
+            | Self::NotIndefiniteArray { .. } => "cbor",
+            Self::UnsupportedVersion { .. } => "version",
+            Self::UnknownCrcType { .. } | Self::BadCrcLength { .. } | Self::BadCrc { .. } => "crc",
+            Self::InvalidEid { .. } => "eid",
+            Self::DuplicateBlockNumber(_)
+            | Self::BlockNumberZero { .. }
+            | Self::DuplicateExtensionBlock { .. }
+            | Self::PayloadNotLast { .. }
+            | Self::MissingPayload
+            | Self::PayloadBlockNumberNot1 { .. }
+            | Self::BlockNumber1NotPayload { .. }
+            | Self::TooManyBlocks { .. } => "block_structure",
+            Self::MissingBundleAge
+            | Self::LifetimeOverflow { .. }
+            | Self::FragmentOutOfRange { .. }
+            | Self::FlagConflict { .. }
+            | Self::BlockFlagConflict { .. }
+            | Self::InvalidBlockData { .. }
+            | Self::ValueOutOfRange { .. } => "field_value",
+            Self::TooLarge { .. } => "too_large",
+            Self::TrailingBytes { .. } => "trailing_bytes",
+        }
+    }
+}

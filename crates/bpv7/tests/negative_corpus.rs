@@ -938,3 +938,22 @@ fn bundle_age_rule_can_be_relaxed_alone() {
     let twice = Bytes::from(bundle(&[no_clock.bytes(), payload(b"x"), payload(b"y")]));
     assert!(Bundle::decode_with_limits(twice, &lenient).is_err());
 }
+
+#[test]
+fn error_kinds_name_the_failure_class() {
+    let kind = |b: Vec<u8>| decode(b).unwrap_err().kind();
+    assert_eq!(kind(vec![]), "truncated");
+    assert_eq!(kind(vec![0x01]), "cbor");
+    let v6 = P {
+        version: 6,
+        ..P::default()
+    };
+    assert_eq!(kind(bundle(&[v6.bytes(), payload(b"x")])), "version");
+    let p = P::default().bytes();
+    let n = p.len();
+    assert_eq!(kind(bundle(&[flip(p, n - 1), payload(b"x")])), "crc");
+    assert_eq!(kind(bundle(&[P::default().bytes()])), "block_structure");
+    let mut wire = bundle(&[P::default().bytes(), payload(b"x")]);
+    wire.push(0);
+    assert_eq!(kind(wire), "trailing_bytes");
+}

@@ -255,6 +255,11 @@ impl<S: Store> Agent<S> {
         let size = data.len() as u64;
         if size > self.cfg.max_bundle_size {
             self.counters.malformed += 1;
+            *self
+                .counters
+                .malformed_by_reason
+                .entry("too_large")
+                .or_insert(0) += 1;
             return Pending::Done(Err(RxError::TooLarge {
                 size,
                 max: self.cfg.max_bundle_size,
@@ -268,6 +273,11 @@ impl<S: Store> Agent<S> {
             Ok(b) => b,
             Err(e) => {
                 self.counters.malformed += 1;
+                *self
+                    .counters
+                    .malformed_by_reason
+                    .entry(e.kind())
+                    .or_insert(0) += 1;
                 return Pending::Done(Err(RxError::Malformed(e)));
             }
         };

@@ -343,6 +343,9 @@ pub struct AgentStatus {
     /// Data from convergence layers dropped without becoming a bundle, per reason
     /// ([`crate::Agent::discard`]; e.g. `not_a_bundle`, `length_beyond_block`).
     pub discarded: std::collections::BTreeMap<&'static str, u64>,
+    /// [`AgentStatus::malformed`] by class of failure: `too_large` (over
+    /// [`AgentConfig::max_bundle_size`]) or the decode error's [`bpv7::DecodeError::kind`].
+    pub malformed_by_reason: std::collections::BTreeMap<&'static str, u64>,
     /// Status reports generated.
     pub reports_sent: u64,
     /// Status reports not generated because the store was full.
