@@ -143,6 +143,15 @@ impl Client {
         })
     }
 
+    /// Bounds every read and write on the connection (`None`: wait as long as it takes). A
+    /// request that times out fails with [`ClientError::Io`]; its answer may still arrive
+    /// later, so reconnect before the next request.
+    pub fn set_timeout(&mut self, timeout: Option<Duration>) -> Result<(), ClientError> {
+        self.stream.set_read_timeout(timeout)?;
+        self.stream.set_write_timeout(timeout)?;
+        Ok(())
+    }
+
     /// Reconnects (e.g. after the node restarted) and registers the same endpoints again. The
     /// de-duplication memory is kept, so bundles re-offered by the restarted node that this
     /// client already returned are acknowledged silently and not returned again.

@@ -10,6 +10,7 @@
 //!   control and buffers, the TCP baseline of the seed experiments.
 //! - [`node`]: the real-time DTN node (`dtnkit node`): BP agent + store, LTP over UDP, contact
 //!   plan, application socket.
+//! - [`sd_notify`]: the systemd readiness notification of `dtnkit node` under `Type=notify`.
 
 #![warn(missing_docs)]
 
@@ -18,5 +19,6 @@ pub mod emu;
 pub mod ipemu;
 pub mod node;
 mod release;
+pub mod sd_notify;
 pub mod tcpxfer;
 pub mod udp;

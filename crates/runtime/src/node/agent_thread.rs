@@ -40,6 +40,7 @@ use super::ingress::{GateChange, IngressGate};
 use super::ltp_thread::{FromLtp, LtpCounters, ToLtp};
 use super::ratelog::RateLog;
 use super::reports::ReportCounts;
+use super::store_timing::TimedStore;
 use super::tcpcl_thread::{TcpclCounters, ToSession};
 use super::udpcl::UdpclCounters;
 
@@ -148,7 +149,7 @@ impl BlockBatch {
 
 /// The agent thread's state.
 pub(crate) struct AgentThread {
-    pub(crate) agent: Agent<RedbStore>,
+    pub(crate) agent: Agent<TimedStore<RedbStore>>,
     pub(crate) rx: Receiver<AgentInput>,
     pub(crate) ltp: SyncSender<ToLtp>,
     pub(crate) waker: UdpSocket,
@@ -882,7 +883,11 @@ impl AgentThread {
             .collect();
         serde_json::json!({
             "node": self.node,
-            "store": super::hardening_status::store_json(&s, self.agent.store_health(), dtn_now_ms()),
+            "store": {
+                let mut store = super::hardening_status::store_json(&s, self.agent.store_health(), dtn_now_ms());
+                store["commit_latency"] = self.agent.store().latency().json();
+                store
+            },
             "backoff": super::hardening_status::backoff_json(&self.agent, dtn_now_ms()),
             "queues": {
                 "per_neighbour": queues,
@@ -902,6 +907,8 @@ impl AgentThread {
                 "cla_refusals": s.cla_refusals,
                 "malformed": s.malformed,
                 "discarded": s.discarded,
+                "malformed_by_reason": s.malformed_by_reason,
+                "hop_limit_exceeded": s.hop_limit_exceeded,
                 "echoed": s.echoed,
             },
             "bpsec": self.agent.security().map(|p| serde_json::json!({
@@ -916,6 +923,8 @@ impl AgentThread {
             "tcpcl": self.tcp_counters.as_ref().map(|c| c.json()),
             "udpcl": self.udp_counters.as_ref().map(|c| c.json()),
             "ltp": c.json(),
+            "contacts": super::contacts::json(&self.agent, &self.kinds, self.node, dtn_now_ms()),
+            "process": super::process_stats::ProcessStats::json(),
         })
         .to_string()
     }

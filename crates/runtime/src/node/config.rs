@@ -13,6 +13,7 @@ pub use super::bpsec_config::{BpsecRuleSection, BpsecSection};
 pub use super::cla_config::{
     TcpPeer, TcpPeerSection, Tcpcl, TcpclSection, UdpPeer, UdpPeerSection, Udpcl, UdpclSection,
 };
+pub use super::metrics::{MetricsSection, MetricsSettings};
 pub use super::peer_kind::PeerKind;
 
 /// A configuration error: one line naming the file, the field and the expectation.
@@ -78,6 +79,9 @@ pub struct NodeConfig {
     /// Bundle Protocol Security keys and policy (`docs/bpsec.md`).
     #[serde(default)]
     pub bpsec: Option<BpsecSection>,
+    /// Prometheus metrics and the live web view (`docs/operations.md`).
+    #[serde(default)]
+    pub metrics: Option<MetricsSection>,
 }
 
 /// `[store]`.
@@ -487,6 +491,8 @@ pub struct Validated {
     pub udp_peers: Vec<UdpPeer>,
     /// BPSec policy rules with their keys loaded (empty: no BPSec processing).
     pub bpsec_rules: Vec<bpsec::Rule>,
+    /// The monitoring listener (`[metrics]`), if configured.
+    pub metrics: Option<MetricsSettings>,
 }
 
 impl Validated {
@@ -836,6 +842,7 @@ impl NodeConfig {
         let contact_plan = self.contact_plan.as_deref().map(resolve);
         let segment_log = self.log.ltp_segments.as_deref().map(resolve);
         let bundle_log = self.log.bundles.as_deref().map(resolve);
+        let metrics = super::metrics::validate(file, self.metrics.as_ref())?;
         Ok(Validated {
             bind,
             engine_id,
@@ -850,6 +857,7 @@ impl NodeConfig {
             udpcl,
             udp_peers,
             bpsec_rules,
+            metrics,
             raw: self,
         })
     }

@@ -1,7 +1,7 @@
 //! The `status` objects of the node's fault handling: the store's health and the neighbours
 //! backing off after refusals (`docs/node.md`, "status").
 
-use bp::{Agent, AgentStatus, RedbStore, StoreHealth};
+use bp::{Agent, AgentStatus, StoreHealth};
 use serde_json::{json, Value};
 
 /// `store`: contents, and the health state (`"ok"` or `"degraded"` with the reason, since when
@@ -34,7 +34,7 @@ pub(crate) fn store_json(s: &AgentStatus, h: &StoreHealth, now_ms: u64) -> Value
 
 /// `backoff`: per neighbour that refused bundles for lack of resources, whether it is being
 /// waited for now, for how long, and its refusals since it last took a bundle.
-pub(crate) fn backoff_json(agent: &Agent<RedbStore>, now_ms: u64) -> Value {
+pub(crate) fn backoff_json<S: bp::Store>(agent: &Agent<S>, now_ms: u64) -> Value {
     let per: serde_json::Map<String, Value> = agent
         .neighbour_backoffs()
         .map(|(n, b)| {

@@ -101,6 +101,8 @@ pub(crate) struct LtpCounters {
     pub(crate) deviations: [std::sync::atomic::AtomicU64; ltp::Deviation::ALL.len()],
     /// Pacing rate in effect per adaptive span (peer node → bit/s).
     pub(crate) adaptive_rates: std::sync::Mutex<std::collections::BTreeMap<u64, u64>>,
+    /// Per-span counters and state, copied from the engine (`ltp.spans`).
+    pub(crate) spans: super::ltp_spans::SpanBoard,
 }
 
 impl LtpCounters {
@@ -141,6 +143,7 @@ impl LtpCounters {
             "imports_stalled": self.admission[4].load(Relaxed),
             "deviations": deviations,
             "adaptive_rate_bps": rates,
+            "spans": self.spans.json(),
         })
     }
 }
@@ -195,6 +198,7 @@ impl LtpThread {
             })
             .map(|(p, (e, _))| (*p, *e, 0))
             .collect();
+        let mut spans_published = Instant::now();
         loop {
             let now = self.start.elapsed();
             let mut busy = false;
@@ -361,6 +365,9 @@ impl LtpThread {
                 &self.counters.admission,
             );
             self.publish_adaptive_rates(&mut rates);
+            self.counters
+                .spans
+                .publish_due(&mut spans_published, &self.engine, &self.peers);
             if busy {
                 continue;
             }

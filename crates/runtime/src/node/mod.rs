@@ -32,18 +32,24 @@ mod app_writer;
 pub mod bpsec_config;
 mod cla;
 pub mod cla_config;
+mod cla_peer_stats;
 pub mod clock;
 pub mod config;
+mod contacts;
 mod hardening_status;
 mod ingress;
 pub mod ion_import;
 mod ltp_source;
+mod ltp_spans;
 mod ltp_thread;
+pub mod metrics;
 pub mod peer_kind;
 mod plan_cla;
+mod process_stats;
 mod ratelog;
 mod reports;
 mod startup;
+mod store_timing;
 mod tcpcl_driver;
 mod tcpcl_limits;
 mod tcpcl_thread;
@@ -108,6 +114,7 @@ pub struct Node {
     udpcl_addr: Option<SocketAddr>,
     /// TCPCL counters: shutdown waits for every session to have ended (SESS_TERM exchanged).
     tcp_counters: Option<Arc<tcpcl_thread::TcpclCounters>>,
+    monitor: Option<metrics::Monitor>,
 }
 
 impl std::fmt::Debug for Node {
@@ -211,6 +218,7 @@ impl Node {
         acfg.status_reports = cfg.raw.bp.status_reports;
         acfg.refusal_backoff_first_ms = cfg.raw.bp.refusal_backoff_first_ms;
         acfg.refusal_backoff_max_ms = cfg.raw.bp.refusal_backoff_max_ms;
+        let store = store_timing::TimedStore::new(store);
         let mut agent = Agent::open(acfg, store, start_dtn).map_err(|e| NodeError::Store {
             path: cfg.store_path.display().to_string(),
             msg: e.to_string(),
@@ -361,9 +369,19 @@ impl Node {
             startup::socket_bind_error(&cfg.socket_path, cfg.raw.app.socket.is_some(), &e)
         })?;
 
+        // The monitor starts before any other thread, so a listener that cannot bind stops
+        // the start cleanly; it reads the status through the socket bound above.
+        let monitor = match &cfg.metrics {
+            Some(m) => {
+                Some(metrics::Monitor::start(m, cfg.socket_path.clone()).map_err(NodeError::Io)?)
+            }
+            None => None,
+        };
+
         let (agent_tx, agent_rx) = sync_channel::<AgentInput>(4096);
         let (ltp_tx, ltp_rx) = sync_channel::<ToLtp>(16_384);
         let counters = Arc::new(LtpCounters::default());
+        counters.spans.publish(&engine, &peers);
         let stop = Arc::new(AtomicBool::new(false));
         let mut threads = Vec::new();
 
@@ -410,7 +428,10 @@ impl Node {
             let rsock = usock
                 .try_clone()
                 .map_err(|e| NodeError::Io(e.to_string()))?;
-            let counters = Arc::new(udpcl::UdpclCounters::default());
+            let counters = Arc::new(udpcl::UdpclCounters {
+                peers: cla_peer_stats::UdpPeerTable::new(cfg.udp_peers.iter().map(|p| p.peer)),
+                ..Default::default()
+            });
             let (tx, rx) = sync_channel::<ToUdp>(1024);
             let sender = udpcl::UdpSender {
                 sock: usock,
@@ -536,6 +557,7 @@ impl Node {
             tcpcl_addr,
             udpcl_addr,
             tcp_counters,
+            monitor,
         })
     }
 
@@ -559,6 +581,11 @@ impl Node {
         self.udpcl_addr
     }
 
+    /// The bound address of the metrics and web view listener, if `[metrics]` is configured.
+    pub fn metrics_addr(&self) -> Option<SocketAddr> {
+        self.monitor.as_ref().map(metrics::Monitor::addr)
+    }
+
     /// Blocks until a thread ends (normally never: the process is stopped by a signal).
     pub fn wait(mut self) {
         while let Some(t) = self.threads.pop() {
@@ -572,6 +599,9 @@ impl Node {
     }
 
     fn stop_threads(&mut self) {
+        if let Some(mut m) = self.monitor.take() {
+            m.stop();
+        }
         self.stop.store(true, Ordering::Relaxed);
         let _ = self.agent_tx.send(AgentInput::Shutdown);
         let _ = self.ltp_tx.send(ToLtp::Shutdown);

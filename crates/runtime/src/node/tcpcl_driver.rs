@@ -126,6 +126,8 @@ struct Driver<'a> {
     outv_pos: usize,
     closing_since: Option<Instant>,
     last_stats: (u64, u64, u64),
+    /// The peer's own counters (`tcpcl.peers`), fed once the session is established.
+    peer_stats: Option<super::cla_peer_stats::TcpSessionFeed>,
     /// Octets read since the output buffer last drained completely.
     backed_read: usize,
     /// The last read went straight into a reassembly buffer (see [`BOUNDARY_READ`]).
@@ -223,6 +225,7 @@ pub(crate) fn run_session(
         outv_pos: 0,
         closing_since: None,
         last_stats: (0, 0, 0),
+        peer_stats: None,
         backed_read: 0,
         after_direct: false,
         tls_name: peer.and_then(|p| p.tls_name.clone()),
@@ -650,6 +653,7 @@ impl Driver<'_> {
                         continue;
                     }
                     self.peer = self.shared.peer_of(&peer_node_id);
+                    self.peer_stats = self.peer.map(|p| c.peers.session(p));
                     if let Some(peer) = self.peer {
                         let _ = self.shared.agent.send(AgentInput::Cla(FromCla::SessionUp {
                             peer,
@@ -735,6 +739,9 @@ impl Driver<'_> {
         c.deviation_events
             .fetch_add(st.deviations.saturating_sub(dev), Relaxed);
         self.last_stats = (st.bytes_sent, st.bytes_received, st.deviations);
+        if let Some(f) = &mut self.peer_stats {
+            f.feed(st);
+        }
     }
 
     /// Sends received bundles and due results to the agent, one message of each kind.

@@ -128,6 +128,8 @@ pub(crate) struct TcpclCounters {
     /// Sessions refused or ended by the node's limits, per reason (`max_sessions`,
     /// `per_address`, `per_peer`, `node_id_not_in_certificate`, `idle_timeout`).
     pub(crate) sessions_refused: Mutex<BTreeMap<&'static str, u64>>,
+    /// Per-neighbour counters.
+    pub(crate) peers: super::cla_peer_stats::TcpPeerTable,
 }
 
 impl TcpclCounters {
@@ -181,6 +183,7 @@ impl TcpclCounters {
                 .lock()
                 .map(|m| serde_json::json!(*m))
                 .unwrap_or_default(),
+            "peers": self.peers.json(),
         })
     }
 }

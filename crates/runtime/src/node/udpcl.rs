@@ -40,6 +40,8 @@ pub(crate) struct UdpclCounters {
     pub(crate) oversize_refused: AtomicU64,
     pub(crate) send_errors: AtomicU64,
     pub(crate) truncated: AtomicU64,
+    /// Per-neighbour counters.
+    pub(crate) peers: super::cla_peer_stats::UdpPeerTable,
 }
 
 impl UdpclCounters {
@@ -52,6 +54,7 @@ impl UdpclCounters {
             "oversize_refused": self.oversize_refused.load(Relaxed),
             "send_errors": self.send_errors.load(Relaxed),
             "truncated_datagrams": self.truncated.load(Relaxed),
+            "peers": self.peers.json(),
         })
     }
 }
@@ -92,6 +95,7 @@ pub(crate) fn receive_loop(
             }
             counters.datagrams_received.fetch_add(1, Relaxed);
             let peer = m.src.and_then(|s| peers.get(&s).copied());
+            counters.peers.received(peer, m.len);
             let data = Bytes::copy_from_slice(b.get(..m.len).unwrap_or(&[]));
             match groups.iter_mut().find(|(p, _)| *p == peer) {
                 Some((_, v)) => v.push(data),
@@ -154,7 +158,10 @@ impl UdpSender {
                         continue;
                     };
                     match self.send_bundle(addr, &bundle) {
-                        Ok(()) => self.done(token, true),
+                        Ok(()) => {
+                            self.counters.peers.sent(peer, bundle.len());
+                            self.done(token, true);
+                        }
                         Err(SendFail::Oversize(why)) => {
                             self.counters.oversize_refused.fetch_add(1, Relaxed);
                             eprintln!(
@@ -167,6 +174,7 @@ impl UdpSender {
                         }
                         Err(SendFail::Io(e)) => {
                             self.counters.send_errors.fetch_add(1, Relaxed);
+                            self.counters.peers.send_error(peer);
                             eprintln!("dtnkit node: UDPCL send to {addr} failed: {e}");
                             self.done(token, false);
                         }

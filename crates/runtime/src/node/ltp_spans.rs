@@ -1,0 +1,138 @@
+//! Per-span LTP counters and state for the status reply (`ltp.spans`): the LTP thread copies the
+//! engine's [`ltp::SpanStats`] and [`ltp::SpanState`] of every span onto a board every
+//! [`PUBLISH_INTERVAL`], so a status request never waits for the LTP thread and the LTP thread
+//! never formats JSON. The engine's counters stay the only counters; this is a copy.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use ltp::{Engine, SpanState, SpanStats};
+
+/// How often the LTP thread refreshes the board (its loop wakes at least every 100 ms).
+pub(crate) const PUBLISH_INTERVAL: Duration = Duration::from_millis(200);
+
+/// The latest copy of every span's counters: (peer node, engine id, counters, state).
+#[derive(Debug, Default)]
+pub(crate) struct SpanBoard {
+    spans: Mutex<Vec<(u64, u64, SpanStats, SpanState)>>,
+}
+
+impl SpanBoard {
+    /// Copies every span's counters when [`PUBLISH_INTERVAL`] has passed since `last` (then
+    /// moves `last` to now). `peers`: peer node → (engine id, address).
+    pub(crate) fn publish_due(
+        &self,
+        last: &mut Instant,
+        engine: &Engine,
+        peers: &HashMap<u64, (u64, SocketAddr)>,
+    ) {
+        if last.elapsed() < PUBLISH_INTERVAL {
+            return;
+        }
+        *last = Instant::now();
+        self.publish(engine, peers);
+    }
+
+    /// Copies every span's counters now (the node calls it once before the LTP thread starts,
+    /// so the first status already lists every span).
+    pub(crate) fn publish(&self, engine: &Engine, peers: &HashMap<u64, (u64, SocketAddr)>) {
+        let mut rows: Vec<(u64, u64, SpanStats, SpanState)> = peers
+            .iter()
+            .filter_map(|(peer, (id, _))| {
+                let stats = engine.span_stats(*id)?.clone();
+                let state = engine.span_state(*id)?;
+                Some((*peer, *id, stats, state))
+            })
+            .collect();
+        rows.sort_by_key(|r| r.0);
+        if let Ok(mut s) = self.spans.lock() {
+            *s = rows;
+        }
+    }
+
+    /// The `ltp.spans` object: per peer node, its span's state and counters.
+    pub(crate) fn json(&self) -> serde_json::Value {
+        let Ok(spans) = self.spans.lock() else {
+            return serde_json::Value::Null;
+        };
+        spans
+            .iter()
+            .map(|(peer, id, st, state)| (peer.to_string(), span_json(*id, st, state)))
+            .collect::<serde_json::Map<_, _>>()
+            .into()
+    }
+}
+
+fn span_json(engine_id: u64, st: &SpanStats, state: &SpanState) -> serde_json::Value {
+    let by_reason = |c: &ltp::CancelCounts| -> serde_json::Value {
+        c.iter()
+            .map(|(r, n)| (r.name().to_string(), n.into()))
+            .collect::<serde_json::Map<_, _>>()
+            .into()
+    };
+    let deviations: serde_json::Map<String, serde_json::Value> = st
+        .deviations
+        .iter()
+        .map(|(d, n)| (d.name().to_string(), n.into()))
+        .collect();
+    serde_json::json!({
+        "engine_id": engine_id,
+        "link_up": state.link_up,
+        "export_sessions": state.export_sessions,
+        "import_sessions": state.import_sessions,
+        "queued_blocks": state.queued_blocks,
+        "pacing_rate_bps": state.pacing_rate_bps,
+        "segments_sent": st.segments_sent,
+        "segments_received": st.segments_received,
+        "data_segments_sent": st.data_segments_sent,
+        "data_bytes_sent": st.data_bytes_sent,
+        "data_segments_retransmitted": st.data_segments_retransmitted,
+        "reports_sent": st.reports_sent,
+        "reports_received": st.reports_received,
+        "retransmission_cycles": st.retransmission_cycles,
+        "checkpoint_timeouts": st.checkpoint_timeouts,
+        "report_timeouts": st.report_timeouts,
+        "cancel_timeouts": st.cancel_timeouts,
+        "exports_completed": st.exports_completed,
+        "export_bytes_completed": st.export_bytes_completed,
+        "exports_cancelled": st.exports_cancelled,
+        "blocks_received": st.blocks_received,
+        "block_bytes_received": st.block_bytes_received,
+        "imports_cancelled": st.imports_cancelled,
+        "imports_refused": st.imports_refused,
+        "stale_segments": st.stale_segments,
+        "cancelled_here": by_reason(&st.cancelled_here),
+        "cancelled_by_peer": by_reason(&st.cancelled_by_peer),
+        "deviations": deviations,
+        "rate_decreases": st.rate_decreases,
+        "rate_increases": st.rate_increases,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn publishes_each_span_under_its_peer_at_most_once_per_interval() {
+        let mut engine = Engine::new(ltp::EngineConfig::new(1));
+        engine.add_span(ltp::SpanConfig::new(20));
+        let peers: HashMap<u64, (u64, SocketAddr)> =
+            [(2, (20, "127.0.0.1:1".parse().unwrap()))].into();
+        let board = SpanBoard::default();
+        let mut last = Instant::now();
+        board.publish_due(&mut last, &engine, &peers);
+        assert_eq!(board.json(), serde_json::json!({}), "not due yet");
+        board.publish(&engine, &peers);
+        assert_eq!(board.json()["2"]["engine_id"], 20);
+        last -= PUBLISH_INTERVAL;
+        board.publish_due(&mut last, &engine, &peers);
+        let j = board.json();
+        assert_eq!(j["2"]["engine_id"], 20);
+        assert_eq!(j["2"]["link_up"], true);
+        assert_eq!(j["2"]["cancelled_here"]["RLEXC"], 0);
+        assert_eq!(j["2"]["segments_sent"], 0);
+    }
+}
