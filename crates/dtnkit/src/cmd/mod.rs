@@ -16,6 +16,7 @@ pub mod recv;
 pub mod send;
 pub mod sim;
 pub mod status;
+mod status_watch;
 pub mod tcp;
 pub mod trace;
 

@@ -51,15 +51,29 @@ pub fn run(a: NodeArgs) -> anyhow::Result<()> {
     if let Some(a) = node.udpcl_addr() {
         eprintln!("dtnkit node {node_num}: UDPCL on {a}");
     }
+    if let Some(a) = node.metrics_addr() {
+        eprintln!("dtnkit node {node_num}: metrics and web view on http://{a}/");
+    }
     let stop = Arc::new(AtomicBool::new(false));
     {
         let stop = stop.clone();
         ctrlc::set_handler(move || stop.store(true, Ordering::Relaxed))
             .context("installing the Ctrl-C handler")?;
     }
+    // Under systemd (`Type=notify`): the node serves from now on.
+    sd_notify("READY=1");
     while !stop.load(Ordering::Relaxed) {
         std::thread::sleep(Duration::from_millis(50));
     }
+    sd_notify("STOPPING=1");
     node.shutdown();
     Ok(())
+}
+
+/// Tells systemd about a state change; a failure is logged, never fatal (the unit's start
+/// timeout reports a readiness that never arrived).
+fn sd_notify(state: &str) {
+    if let Err(e) = runtime::sd_notify::notify(state) {
+        eprintln!("dtnkit node: cannot notify the service manager ({state}): {e}");
+    }
 }
