@@ -27,7 +27,8 @@ if [ "${free_kb:-0}" -lt $((3 * 1024 * 1024)) ]; then
 fi
 
 # --- Debian packages: tshark (LTP/BPv7/TCPCL/CFDP dissectors used as an oracle), python3-venv (cfdp-py's venv), iproute2,
-# Slurm
+# Slurm,
+# chromium (the node's web view in a real browser, crates/dtnkit/tests/web_view.rs: about 80 MB, a minute or two once)
 missing=()
 command -v tshark >/dev/null 2>&1 || missing+=(tshark)
 python3 -c 'import ensurepip' >/dev/null 2>&1 || missing+=(python3-venv)
@@ -37,12 +38,17 @@ command -v ip >/dev/null 2>&1 || missing+=(iproute2)  # the emulator's IP mode (
 [ -x /usr/sbin/slurmctld ] || missing+=(slurmctld)
 [ -x /usr/sbin/slurmd ] || missing+=(slurmd)
 [ -x /usr/sbin/munged ] || missing+=(munge)
+command -v chromium >/dev/null 2>&1 || missing+=(chromium)
 if [ ${#missing[@]} -gt 0 ]; then
   step "installing Debian packages: ${missing[*]}"
   echo "wireshark-common wireshark-common/install-setuid boolean false" | as_root debconf-set-selections
   as_root env DEBIAN_FRONTEND=noninteractive apt-get update -qq
   as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
+
+export DTNKIT_CHROMIUM="${DTNKIT_CHROMIUM:-$(command -v chromium)}"
+# systemd-analyze (Debian package systemd) verifies the service unit (crates/dtnkit/tests/systemd_unit.rs) where it
+# is installed; it is not installed here, and the test says so when it skips.
 
 # --- Rust tools ------------------------------------------------------------------------------------------------------
 rustup component list --installed 2>/dev/null | grep -q '^rustfmt' || rustup component add rustfmt

@@ -9,6 +9,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
+pub mod monitor;
+
 pub const BIN: &str = env!("CARGO_BIN_EXE_dtnkit");
 
 /// A fresh temporary directory removed on drop.
@@ -201,15 +203,22 @@ static PROC_SEQ: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::ne
 
 impl Proc {
     pub fn spawn(args: &[&str]) -> Self {
+        let mut cmd = Command::new(BIN);
+        cmd.args(args);
+        Self::spawn_command(cmd)
+    }
+
+    /// Any program, its output going to files like `dtnkit`'s.
+    pub fn spawn_command(mut cmd: Command) -> Self {
         let n = PROC_SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let base = std::env::temp_dir().join(format!("dtnkit-proc-{}-{n}", std::process::id()));
         let (out, err) = (base.with_extension("out"), base.with_extension("err"));
-        let c = Command::new(BIN)
-            .args(args)
+        let c = cmd
+            .stdin(Stdio::null())
             .stdout(std::fs::File::create(&out).unwrap())
             .stderr(std::fs::File::create(&err).unwrap())
             .spawn()
-            .unwrap();
+            .unwrap_or_else(|e| panic!("starting {:?}: {e}", cmd.get_program()));
         Proc(Some(c), out, err)
     }
 
