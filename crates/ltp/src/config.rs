@@ -169,6 +169,15 @@ pub struct SpanConfig {
     /// exceed the client's commit time or checkpoints are retransmitted (harmlessly). Off by
     /// default (standard LTP behaviour).
     pub defer_final_report: bool,
+    /// HSLTP (block-oriented FEC below LTP, see the `fec` crate): an import session closes as
+    /// soon as the report claiming its whole red part leaves (its last replicated copy),
+    /// without waiting for the report-acknowledgment, so one receive buffer serves
+    /// consecutive blocks; a checkpoint of such a closed session (all copies of that report
+    /// were lost) is answered from the closed-session memory with the same full report; and
+    /// a cancelled import session stops counting against `max_import_sessions` at once (it
+    /// holds no data). Protect the final report with `signal_replication`. Off by default
+    /// (standard LTP).
+    pub immediate_import_close: bool,
 }
 
 impl SpanConfig {
@@ -203,6 +212,7 @@ impl SpanConfig {
             import_inactivity_timeout: Duration::from_secs(60),
             import_stall_timeout: Duration::from_secs(5),
             defer_final_report: false,
+            immediate_import_close: false,
         }
     }
 

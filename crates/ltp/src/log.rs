@@ -82,6 +82,9 @@ pub enum RecordKind {
     Segment(SegmentType),
     /// An engine event.
     Event(LogEvent),
+    /// A row of a layer beside the engine, by its `seg_type` name (the FEC layer's `FEC_*`
+    /// rows, `docs/ltp-segment-log.md`), written through [`crate::Engine::log_record`].
+    Named(&'static str),
 }
 
 impl RecordKind {
@@ -90,6 +93,7 @@ impl RecordKind {
         match self {
             Self::Segment(t) => t.log_name(),
             Self::Event(e) => e.name(),
+            Self::Named(n) => n,
         }
     }
 }

@@ -302,6 +302,22 @@ pub enum EncodeError {
     InvalidReport,
 }
 
+/// The type and session of an encoded segment, read from its first bytes only (no
+/// validation of the rest): for a layer below the engine that sorts segments without
+/// decoding them (the FEC layer closes an HSLTP matrix at an end-of-block segment).
+pub fn peek_header(datagram: &[u8]) -> Result<(SegmentType, SessionId), DecodeError> {
+    let control = *datagram.first().ok_or(DecodeError::Truncated)?;
+    let version = control >> 4;
+    if version != 0 {
+        return Err(DecodeError::UnsupportedVersion(version));
+    }
+    let ty = SegmentType::from_code(control & 0x0f)?;
+    let rest = datagram.get(1..).unwrap_or(&[]);
+    let (originator, n) = sdnv::decode(rest)?;
+    let (number, _) = sdnv::decode(rest.get(n..).unwrap_or(&[]))?;
+    Ok((ty, SessionId { originator, number }))
+}
+
 /// Append the fixed header (control byte, session id, extension counts 0/0) for a segment
 /// without extensions: the engine's fast path.
 #[inline]

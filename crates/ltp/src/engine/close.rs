@@ -77,6 +77,17 @@ impl Engine {
         self.total_import_bytes -= imp.charged;
         imp.charged = 0;
         imp.reports.clear();
+        // HSLTP: a cancelled session holds no data, so its slot serves the next block at once.
+        let release = self
+            .spans
+            .get(i)
+            .is_some_and(|s| s.cfg.immediate_import_close);
+        if release && !imp.slot_released {
+            imp.slot_released = true;
+            if let Some(s) = self.spans.get_mut(i) {
+                s.import_count = s.import_count.saturating_sub(1);
+            }
+        }
         let remote = self.spans.get(i).map_or(0, |s| s.cfg.remote_engine_id);
         self.events.push_back(Event::ImportCancelled {
             remote,
@@ -113,13 +124,29 @@ impl Engine {
     }
 
     pub(super) fn close_import(&mut self, now: Duration, id: SessionId, outcome: Outcome) {
+        self.close_import_remembering(now, id, outcome, 0);
+    }
+
+    /// Closes an import session; `completed_red_len` > 0 remembers that it delivered a red part
+    /// of that length, so a late checkpoint is answered with a full report
+    /// (`immediate_import_close`).
+    pub(super) fn close_import_remembering(
+        &mut self,
+        now: Duration,
+        id: SessionId,
+        outcome: Outcome,
+        completed_red_len: u64,
+    ) {
         let Some(imp) = self.imports.remove(&id) else {
             return;
         };
         self.total_import_bytes -= imp.charged;
-        self.closed_imports.insert(id, id.originator, now);
-        if let Some(s) = self.span_mut(id.originator) {
-            s.import_count = s.import_count.saturating_sub(1);
+        self.closed_imports
+            .insert_completed(id, id.originator, now, completed_red_len);
+        if !imp.slot_released {
+            if let Some(s) = self.span_mut(id.originator) {
+                s.import_count = s.import_count.saturating_sub(1);
+            }
         }
         let len = imp.red_len.unwrap_or(0);
         self.log_event(now, id.originator, id, LogEvent::ImportEnd, len, outcome);

@@ -64,6 +64,9 @@ pub(crate) struct ImportSession {
     /// The latest checkpoint (and its end offset) received after the red part was delivered
     /// but before the client confirmed it: answered by `confirm_block`.
     pub(crate) held_checkpoint: Option<(CheckpointInfo, u64)>,
+    /// The session no longer counts against `max_import_sessions` (cancelled on a span with
+    /// `immediate_import_close`).
+    pub(crate) slot_released: bool,
 }
 
 impl ImportSession {
@@ -91,6 +94,7 @@ impl ImportSession {
             data_segments: 0,
             confirmed: !defer_final_report,
             held_checkpoint: None,
+            slot_released: false,
         }
     }
 

@@ -199,6 +199,24 @@ impl Engine {
         if !self.imports.contains_key(&id) {
             if self.closed_imports.get(&id, now).is_some() {
                 s.stats.stale_segments += 1;
+                // `immediate_import_close`: every copy of the final report was lost and the
+                // sender's checkpoint timer resent the checkpoint: answer it again.
+                if let (Some(cp), Some(red_len)) = (
+                    d.checkpoint,
+                    self.closed_imports.completed_red_len(&id, now),
+                ) {
+                    let report_serial = (splitmix(&mut self.rng) % (1 << 14)) + 1;
+                    self.queue_signal(
+                        i,
+                        id,
+                        SignalKind::ClosedReport {
+                            checkpoint_serial: cp.checkpoint_serial,
+                            report_serial,
+                            red_len,
+                        },
+                        true,
+                    );
+                }
                 return;
             }
             // A new session is refused (not remembered) while the import budget could not

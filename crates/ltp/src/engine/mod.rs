@@ -391,6 +391,82 @@ impl Engine {
                 .all(|s| !s.has_output() && s.pending_blocks.is_empty() && s.aggregators.is_empty())
     }
 
+    /// Cancels the import session `session` (`CR` with `reason` to its sender, which reports
+    /// its export cancelled so the client re-forwards the data), for a layer that knows the
+    /// block cannot complete: the FEC layer when an HSLTP matrix fails to decode. A session
+    /// that is not open yet (its segments never reached the engine) is recorded as cancelled
+    /// so the sender learns of it all the same; one that closed or is already cancelling is
+    /// left alone. Returns false for an unknown span or such a session.
+    pub fn cancel_import(
+        &mut self,
+        now: Duration,
+        session: SessionId,
+        reason: CancelReason,
+    ) -> bool {
+        let Some(&i) = self.span_index.get(&session.originator) else {
+            return false;
+        };
+        if session.originator == self.cfg.local_engine_id {
+            return false;
+        }
+        if !self.imports.contains_key(&session) {
+            if self.closed_imports.get(&session, now).is_some() {
+                return false;
+            }
+            let Some(s) = self.spans.get_mut(i) else {
+                return false;
+            };
+            let clock = s.clock(now);
+            s.import_count += 1;
+            let timeout = s.cfg.effective_inactivity_timeout();
+            s.arm(now, timeout, TimerKey::ImportInactivity { session });
+            let remote = s.cfg.remote_engine_id;
+            self.imports
+                .insert(session, ImportSession::new(0, 1, clock, false));
+            self.log_event(
+                now,
+                remote,
+                session,
+                LogEvent::ImportStart,
+                0,
+                Outcome::None,
+            );
+        }
+        if self
+            .imports
+            .get(&session)
+            .is_none_or(|imp| imp.state != ImportState::Active)
+        {
+            return false;
+        }
+        self.cancel_import_with(now, i, session, reason);
+        true
+    }
+
+    /// Like [`Engine::poll_timeout`] but without the pacing of queued output: the next timer
+    /// or aggregation deadline only. For a driver that holds the engine's output back (the
+    /// FEC layer while its own queue is full) and must not wake up for it.
+    pub fn poll_timer(&self) -> Option<Duration> {
+        let mut best: Option<Duration> = None;
+        for s in &self.spans {
+            let t = s
+                .next_timer()
+                .into_iter()
+                .chain(s.aggregators.iter().map(|a| a.deadline))
+                .min();
+            if let Some(t) = t {
+                best = Some(best.map_or(t, |b| b.min(t)));
+            }
+        }
+        best
+    }
+
+    /// Writes a record from a layer beside the engine (the FEC layer's `FEC_*` rows) to the
+    /// segment log, so one file holds both in time order. A no-op without a sink.
+    pub fn log_record(&mut self, rec: &SegmentRecord) {
+        self.log(*rec);
+    }
+
     fn span_mut(&mut self, remote: u64) -> Option<&mut Span> {
         let i = *self.span_index.get(&remote)?;
         self.spans.get_mut(i)

@@ -256,7 +256,38 @@ impl Engine {
         };
         let start = buf.len();
         let mut rec_fields = (0u64, 0u64, 0u64, 0u64, 0u64, Outcome::None);
+        // `immediate_import_close`: the session that this report (its last copy) completes,
+        // closed once the segment is written, with its red length.
+        let mut close_after: Option<u64> = None;
         let ty = match sig.kind {
+            SignalKind::ClosedReport {
+                checkpoint_serial,
+                report_serial,
+                red_len,
+            } => {
+                let rs = ReportSegment {
+                    report_serial,
+                    checkpoint_serial,
+                    upper_bound: red_len,
+                    lower_bound: 0,
+                    claims: vec![ReceptionClaim {
+                        offset: 0,
+                        length: red_len,
+                    }],
+                };
+                segment::encode_plain_header(SegmentType::Report, sig.session, buf);
+                segment::encode_report_fields(&rs, buf);
+                s.stats.reports_sent += 1;
+                rec_fields = (
+                    0,
+                    red_len,
+                    checkpoint_serial,
+                    report_serial,
+                    1,
+                    Outcome::None,
+                );
+                SegmentType::Report
+            }
             SignalKind::Report { serial } => {
                 let Some(imp) = self.imports.get_mut(&sig.session) else {
                     return false;
@@ -273,7 +304,9 @@ impl Engine {
                 };
                 segment::encode_plain_header(SegmentType::Report, sig.session, buf);
                 segment::encode_report_fields(&rep.rs, buf);
-                if last_copy {
+                if last_copy && rep.full && s.cfg.immediate_import_close {
+                    close_after = Some(imp.red_len.unwrap_or(rep.rs.upper_bound));
+                } else if last_copy {
                     let key = TimerKey::Report {
                         session: sig.session,
                         serial,
@@ -368,6 +401,11 @@ impl Engine {
                 datagram_len: (buf.len() - start) as u64,
                 outcome,
             });
+        }
+        if let Some(red_len) = close_after {
+            // HSLTP: the block is delivered and its final report gone; the receive buffer
+            // serves the next block without waiting a round trip for the report-ack.
+            self.close_import_remembering(now, sig.session, Outcome::Ok, red_len);
         }
         true
     }

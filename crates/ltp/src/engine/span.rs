@@ -46,8 +46,20 @@ pub(crate) struct Signal {
 /// Signal segment kinds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum SignalKind {
-    Report { serial: u64 },
-    ReportAck { serial: u64 },
+    Report {
+        serial: u64,
+    },
+    /// The full report of an import session closed right after its final report
+    /// (`immediate_import_close`), re-sent from the closed-session memory in answer to a
+    /// retransmitted checkpoint: one claim of `[0, red_len)`, no timer.
+    ClosedReport {
+        checkpoint_serial: u64,
+        report_serial: u64,
+        red_len: u64,
+    },
+    ReportAck {
+        serial: u64,
+    },
     CancelFromSender(CancelReason),
     CancelAckToSender,
     CancelFromReceiver(CancelReason),
