@@ -108,7 +108,8 @@ pub struct Axis {
 #[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct PlotSpec {
-    /// `line`, `bars` or `stacked`.
+    /// `line`, `bars`, `stacked` or `indexed` (x = the index K of a metric family `y[0]` with `{}`
+    /// standing for K, e.g. `bundle{}_delivery_rtt`: mean and CI per K, plus every run as a dot).
     pub kind: String,
     /// Axis on the x axis.
     pub x: String,
@@ -335,18 +336,26 @@ impl Experiment {
             }
         }
         for p in &f.plot {
-            for ax in std::iter::once(&p.x).chain(p.series.iter()) {
+            // `indexed` plots put an index on x (metric families like `bundle{}_delivery_rtt`), not an axis.
+            let x_axis = (p.kind != "indexed").then_some(&p.x);
+            for ax in x_axis.into_iter().chain(p.series.iter()) {
                 if !axes.iter().any(|a| &a.name == ax) {
                     return Err(Error::Invalid(format!(
                         "{file}: plot refers to axis `{ax}`, which is not defined"
                     )));
                 }
             }
-            if !matches!(p.kind.as_str(), "line" | "bars" | "stacked") || p.y.is_empty() {
+            if !matches!(p.kind.as_str(), "line" | "bars" | "stacked" | "indexed") || p.y.is_empty() {
                 return Err(Error::Invalid(format!(
-                    "{file}: plot kind `{}` with {} metrics: expected line, bars or stacked and at least one y",
+                    "{file}: plot kind `{}` with {} metrics: expected line, bars, stacked or indexed and at least one y",
                     p.kind,
                     p.y.len()
+                )));
+            }
+            if p.kind == "indexed" && (p.y.len() != 1 || !p.y[0].contains("{}")) {
+                return Err(Error::Invalid(format!(
+                    "{file}: indexed plot with y = {:?}: expected one metric family with `{{}}` for the index, e.g. \"bundle{{}}_delivery_rtt\"",
+                    p.y
                 )));
             }
         }

@@ -238,6 +238,23 @@ impl Fec {
             let hl = usize::from(sym.header_len);
             buf.extend_from_slice(sym.header.get(..hl).unwrap_or(&[]));
             let len = hl + sym.payload.len();
+            if sym.first {
+                s.tx.matrix_started = Some(now);
+            }
+            if sym.last {
+                if let Some(start) = s.tx.matrix_started.take() {
+                    let rate = u128::from(s.tx.bucket.rate());
+                    let ser = if rate == 0 {
+                        0
+                    } else {
+                        (len as u128 * 8 * 1_000_000_000).div_ceil(rate)
+                    };
+                    let ns = (now.saturating_sub(start).as_nanos() + ser) as u64;
+                    s.stats.matrices_transmitted += 1;
+                    s.stats.matrix_tx_ns_total += ns;
+                    s.stats.matrix_tx_ns_max = s.stats.matrix_tx_ns_max.max(ns);
+                }
+            }
             s.tx.bucket.consume(len, now);
             s.stats.bytes_sent += len as u64;
             if sym.repair {

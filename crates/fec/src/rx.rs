@@ -126,17 +126,24 @@ impl RxSpan {
         payload: Bytes,
         sinks: &mut Sinks<'_>,
     ) -> Result<(), Refused> {
-        if let Some(&(_, passthrough)) = self.decided.iter().rev().find(|(id, _)| *id == h.matrix) {
-            if passthrough && !h.is_repair() {
-                // A late information symbol of a failed ECLSA matrix: LTP can still use it.
-                sinks.up(payload);
-            } else {
-                sinks.stats.late_symbols += 1;
-            }
-            return Ok(());
-        }
         let (k, n, t) = (usize::from(h.k), usize::from(h.n), usize::from(h.t));
-        let pos = match self.open.iter().position(|m| m.id == h.matrix) {
+        // Most symbols belong to an open matrix; then come the late ones (repair symbols of a
+        // matrix complete without them), most recent first.
+        let open = self.open.iter().position(|m| m.id == h.matrix);
+        if open.is_none() {
+            if let Some(&(_, passthrough)) =
+                self.decided.iter().rev().find(|(id, _)| *id == h.matrix)
+            {
+                if passthrough && !h.is_repair() {
+                    // A late information symbol of a failed ECLSA matrix: LTP can still use it.
+                    sinks.up(payload);
+                } else {
+                    sinks.stats.late_symbols += 1;
+                }
+                return Ok(());
+            }
+        }
+        let pos = match open {
             Some(p) => p,
             None => {
                 if k.saturating_mul(t) > cfg.max_rx_bytes / 2 {
@@ -296,10 +303,10 @@ impl RxSpan {
         let mut lost: Vec<SessionId> = Vec::new();
         for s in m.info.drain(m.delivered..).flatten() {
             if failed_block {
-                // HSLTP: the block cannot complete; its session is cancelled, its signals
-                // (from other sessions) still go up.
+                // HSLTP: the block cannot complete; its session is cancelled. Signals (of other
+                // sessions) and green data (unreliable anyway) still go up.
                 match ltp::segment::peek_header(&s) {
-                    Ok((ty, session)) if ty.is_data() => {
+                    Ok((ty, session)) if ty.is_data() && ty.is_red() => {
                         if !lost.contains(&session) {
                             lost.push(session);
                         }

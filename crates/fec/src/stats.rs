@@ -13,6 +13,13 @@ pub struct FecStats {
     pub repair_symbols_sent: u64,
     /// Bytes of FEC datagrams sent (headers included).
     pub bytes_sent: u64,
+    /// Matrices whose last symbol left.
+    pub matrices_transmitted: u64,
+    /// Sum over those of their transmission time (first symbol leaves → last symbol's end at
+    /// the pacing rate), ns: seed 003's Fig. 10.
+    pub matrix_tx_ns_total: u64,
+    /// The longest of those transmission times, ns.
+    pub matrix_tx_ns_max: u64,
     /// Segments refused because the sender's queue was at its hard limit (the driver kept
     /// pushing while [`crate::Fec::accepting`] was false), or too long for a row.
     pub input_dropped: u64,

@@ -22,6 +22,9 @@ pub(crate) struct OutSymbol {
     pub(crate) payload: Bytes,
     /// A repair symbol (else the information symbol carrying an LTP segment).
     pub(crate) repair: bool,
+    /// First / last symbol of its matrix (for the matrix transmission time).
+    pub(crate) first: bool,
+    pub(crate) last: bool,
 }
 
 /// A matrix closed by [`TxSpan::close`]: what the log row needs.
@@ -45,6 +48,8 @@ pub(crate) struct TxSpan {
     next_matrix: u32,
     pub(crate) bucket: TokenBucket,
     pub(crate) link_up: bool,
+    /// When the first symbol of the matrix now leaving left.
+    pub(crate) matrix_started: Option<Duration>,
     repair: Vec<Bytes>,
     hdr: Vec<u8>,
 }
@@ -59,6 +64,7 @@ impl TxSpan {
             next_matrix: first_matrix,
             bucket: TokenBucket::with_burst_time(cfg.rate_bps, 0, cfg.burst_time, Duration::ZERO),
             link_up: true,
+            matrix_started: None,
             repair: Vec::new(),
             hdr: Vec::with_capacity(MAX_HEADER_LEN),
         }
@@ -187,6 +193,8 @@ impl TxSpan {
                 header_len: hl as u8,
                 payload,
                 repair: i >= k,
+                first: i == 0,
+                last: i + 1 == n,
             });
         }
         stats.matrices_sent += 1;

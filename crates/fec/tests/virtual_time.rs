@@ -80,6 +80,10 @@ fn hsltp_complete_matrix_is_delivered_when_its_last_information_symbol_arrives()
     assert_eq!(done[0].0, back[2].arrives);
     // The data matrix and the matrix of A's report-acks.
     assert_eq!(w.b.fec_stats(1).unwrap().matrices_complete, 2);
+    // Fig. 10's quantity: first symbol out → last symbol serialized, at 1 byte per µs.
+    let a = w.a.fec_stats(2).unwrap();
+    let bytes: u64 = sent.iter().take(12).map(|s| s.len as u64).sum();
+    assert_eq!(a.matrix_tx_ns_max, bytes * 1000);
 }
 
 #[test]

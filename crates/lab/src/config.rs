@@ -116,7 +116,7 @@ pub struct NodeFileOptions {
 }
 
 /// The LTP span settings of `node` towards its peer, derived exactly as the simulator derives them.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct SpanPlan {
     /// Bytes per segment.
     pub max_segment_size: usize,
@@ -132,6 +132,12 @@ pub struct SpanPlan {
     pub burst_bytes: u64,
     /// Token-bucket depth as time at the current rate (None = engine default, as in the simulator).
     pub burst_ms: Option<f64>,
+    /// Parallel import sessions (receive buffers).
+    pub max_import_sessions: usize,
+    /// Copies of each signal segment.
+    pub signal_replication: u32,
+    /// FEC below LTP (`[node.fec]` becomes the span's `[span.fec]`).
+    pub fec: Option<fec::FecSection>,
 }
 
 /// Derives a node's span settings: explicit `rto_ms`, else `2 × owlt + margin` with `owlt` defaulting to the mean
@@ -147,6 +153,9 @@ pub fn span_plan(node: &NodeSection, out: &DirectionConfig, back: &DirectionConf
         rate_bps: l.rate_bps.or(out.rate_bps).unwrap_or(0.0).max(0.0) as u64,
         burst_bytes: l.pacing_burst_bytes,
         burst_ms: l.pacing_burst_ms,
+        max_import_sessions: l.max_import_sessions,
+        signal_replication: l.signal_replication,
+        fec: node.fec.clone(),
     }
 }
 
@@ -157,14 +166,6 @@ pub fn unmapped_settings(scn: &Scenario, t: &Topology<'_>) -> Vec<String> {
     for (i, n) in scn.nodes.iter().enumerate() {
         let l = &n.ltp;
         for (name, differs) in [
-            (
-                "max_import_sessions",
-                l.max_import_sessions != defaults.max_import_sessions,
-            ),
-            (
-                "signal_replication",
-                l.signal_replication != defaults.signal_replication,
-            ),
             (
                 "max_checkpoint_retransmissions",
                 l.max_checkpoint_retransmissions != defaults.max_checkpoint_retransmissions,
@@ -280,6 +281,17 @@ pub fn node_toml(
     }
     if let Some(ms) = span.burst_ms {
         s.insert("burst_ms".into(), Value::Float(ms));
+    }
+    s.insert(
+        "max_import_sessions".into(),
+        Value::Integer(span.max_import_sessions.min(i64::MAX as usize) as i64),
+    );
+    s.insert(
+        "signal_replication".into(),
+        Value::Integer(i64::from(span.signal_replication)),
+    );
+    if let Some(f) = span.fec.as_ref().and_then(|f| Value::try_from(f).ok()) {
+        s.insert("fec".into(), f);
     }
     t.insert("span".into(), Value::Array(vec![Value::Table(s)]));
     toml::to_string(&t).unwrap_or_default()
@@ -595,6 +607,18 @@ bundle_size = 100000
             "the scenario leaves the engine's default depth"
         );
         span.burst_ms = Some(2.5);
+        span.signal_replication = 3;
+        span.fec = Some(fec::FecSection {
+            mode: "hsltp".into(),
+            max_k: Some(128),
+            code_rate: Some("8/9".into()),
+            min_repair: None,
+            aggregation_ms: None,
+            signal_ms: Some(0.5),
+            matrix_timeout_ms: None,
+            reorder_wait_ms: None,
+            max_rx_bytes: None,
+        });
         let node = node_toml(
             1,
             ad.node_a,
@@ -611,6 +635,9 @@ bundle_size = 100000
         assert_eq!(v.spans[0].address, ad.listen_a);
         assert_eq!(v.spans[0].rto, Some(Duration::from_millis(16)));
         assert_eq!(v.spans[0].burst_time, Some(Duration::from_micros(2500)));
+        assert_eq!(v.spans[0].cfg.signal_replication, Some(3));
+        let f = v.spans[0].fec.as_ref().unwrap();
+        assert_eq!((f.mode, f.max_k, f.signal_time), (fec::Mode::Hsltp, 128, Duration::from_micros(500)));
         assert!(v.segment_log.is_some() && v.bundle_log.is_some());
         let emu = emu_toml(mix(7, 0, 1) & (i64::MAX as u64), &ad, &fwd, &ret, &dir);
         let cfg = runtime::emu::EmuConfig::from_toml(&emu).unwrap();

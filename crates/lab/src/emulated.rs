@@ -141,6 +141,8 @@ pub struct LabOutcome {
     pub bundle_csv: PathBuf,
     /// Per-bundle server CSV.
     pub server_csv: PathBuf,
+    /// The client's per-bundle records (the rows of `bundle_csv`).
+    pub records: Vec<traffic::BundleRecord>,
     /// Generation time of the flow.
     pub flow_duration: Duration,
     /// Rate of the direction carrying the data, bit/s (None: unlimited).
@@ -533,6 +535,7 @@ pub fn run_emulated(
         server: server_stats,
         bundle_csv,
         server_csv,
+        records: client_run.records.clone(),
         flow_duration: duration,
         data_rate_bps: data_dir.rate_bps,
         data_good_fraction: config::trace_good_fraction(data_dir, &base, duration),

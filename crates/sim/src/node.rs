@@ -183,7 +183,8 @@ pub struct BundleCounters {
 pub struct Node {
     pub(crate) number: u64,
     pub(crate) epoch_dtn_ms: u64,
-    pub(crate) engine: ltp::Engine,
+    /// The LTP engine with its FEC layer (spans without FEC pass straight through).
+    pub(crate) engine: fec::Stack,
     pub(crate) processing: Processing,
     /// When the CPU finishes the work booked so far.
     pub(crate) cpu_free: Duration,
@@ -879,6 +880,11 @@ impl Node {
     /// The LTP engine (read-only: statistics, configuration).
     pub fn engine(&self) -> &ltp::Engine {
         &self.engine
+    }
+
+    /// FEC counters of the span to `remote` (None without FEC).
+    pub fn fec_stats(&self, remote: u64) -> Option<&fec::FecStats> {
+        self.engine.fec_stats(remote)
     }
 
     /// Bundle-layer counters.

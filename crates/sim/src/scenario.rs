@@ -151,6 +151,10 @@ pub struct NodeSection {
     /// The agent's in-memory store.
     #[serde(default)]
     pub store: StoreSection,
+    /// Packet-layer FEC below LTP on every span of this node (`docs/fec.md`; the node's
+    /// neighbours must have it too): `[node.fec]` with `mode = "eclsa"` or `"hsltp"`.
+    #[serde(default)]
+    pub fec: Option<fec::FecSection>,
 }
 
 /// `[node.store]`: the agent's store (agent layer only).
@@ -803,6 +807,18 @@ impl Scenario {
                         format!("node[{i}].processing.rx_queue_datagrams"),
                         q,
                         "a queue bound in datagrams in [1, 16777216]",
+                    ));
+                }
+            }
+            if let Some(f) = &n.fec {
+                let checked = f
+                    .to_config(0, 0)
+                    .and_then(|c| c.validate(fec::symbol_bytes(n.ltp.max_segment_size)));
+                if let Err(e) = checked {
+                    return Err(invalid(
+                        format!("node[{i}].fec.{}", e.field),
+                        e.value,
+                        &e.expected,
                     ));
                 }
             }

@@ -92,6 +92,23 @@ pub struct Summary {
     pub log_write_errors: u64,
     /// Events processed.
     pub events: u64,
+    /// FEC (`[node.fec]`): matrices sent, all nodes.
+    pub fec_matrices_sent: u64,
+    /// FEC: repair symbols sent.
+    pub fec_repair_symbols_sent: u64,
+    /// FEC: matrices received complete (no decoding needed).
+    pub fec_matrices_complete: u64,
+    /// FEC: matrices restored by decoding.
+    pub fec_matrices_decoded: u64,
+    /// FEC: matrices given up.
+    pub fec_matrices_failed: u64,
+    /// FEC: LTP segments restored by decoding.
+    pub fec_segments_repaired: u64,
+    /// FEC, HSLTP: import sessions cancelled because their matrix failed.
+    pub fec_sessions_cancelled: u64,
+    /// FEC: the longest transmission time of one matrix (first symbol leaves → last symbol
+    /// serialized), seconds (seed 003's Fig. 10).
+    pub fec_matrix_tx_s_max: f64,
     /// The `[[cfdp]]` transfers, in scenario order.
     pub cfdp: Vec<CfdpTransferResult>,
 }
@@ -246,7 +263,7 @@ impl Simulation {
             let cfdp = setup.app(ns.number, &mut book);
             let mut ec = EngineConfig::new(ns.number);
             ec.seed = mix(seed, ns.number, 2);
-            let mut engine = ltp::Engine::new(ec);
+            let mut engine = fec::Stack::new(ltp::Engine::new(ec)).with_seed(mix(seed, ns.number, 300));
             let mut neighbours = Vec::new();
             for (l, (f, r)) in scn.links.iter().zip(&models) {
                 let (remote, dir, back) = if l.a == ns.number {
@@ -280,7 +297,17 @@ impl Simulation {
                 sc.max_claims_per_report = lt.max_claims_per_report;
                 // As on a real node, the agent confirms each red block once its bundles are committed.
                 sc.defer_final_report = agent_layer;
+                let rate_bps = sc.rate_bps;
                 engine.add_span(sc);
+                if let Some(f) = &ns.fec {
+                    // Validated with the scenario; the FEC layer paces at the span's rate.
+                    let added = f
+                        .to_config(remote, rate_bps)
+                        .and_then(|c| engine.add_fec_span(c));
+                    if let Err(e) = added {
+                        return Err(invalid(format!("node.fec.{}", e.field), e.value, &e.expected));
+                    }
+                }
             }
             let segment_csv = match &scn.log.segment_csv {
                 Some(p) => Some(CsvSegmentLog::new(open(
@@ -293,6 +320,7 @@ impl Simulation {
             };
             let segments = Arc::new(Mutex::new(SegmentState::new(segment_csv)));
             engine.set_segment_sink(Some(Box::new(NodeSink(segments.clone()))));
+            engine.set_fec_logging(ns.fec.is_some());
             let bundle_log = match &scn.log.bundle_csv {
                 Some(p) => Some(SharedBundleLog::new(open(
                     scn,
@@ -783,6 +811,17 @@ impl Simulation {
                     s.rto_expirations += st.checkpoint_timeouts + st.report_timeouts;
                     s.segments_sent += st.segments_sent;
                     s.data_segments_retransmitted += st.data_segments_retransmitted;
+                }
+                if let Some(f) = n.fec_stats(remote) {
+                    s.fec_matrices_sent += f.matrices_sent;
+                    s.fec_repair_symbols_sent += f.repair_symbols_sent;
+                    s.fec_matrices_complete += f.matrices_complete;
+                    s.fec_matrices_decoded += f.matrices_decoded;
+                    s.fec_matrices_failed += f.matrices_failed;
+                    s.fec_segments_repaired += f.segments_repaired;
+                    s.fec_sessions_cancelled += f.sessions_cancelled;
+                    s.fec_matrix_tx_s_max =
+                        s.fec_matrix_tx_s_max.max(f.matrix_tx_ns_max as f64 / 1e9);
                 }
             }
         }

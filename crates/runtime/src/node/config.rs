@@ -329,6 +329,15 @@ pub struct SpanSection {
     /// can send); a segment beyond it cancels the session.
     #[serde(default)]
     pub max_block_bytes: Option<u64>,
+    /// Copies of every LTP signal segment (reports, acks, cancels) sent back to back: "LTP
+    /// enhanced" signal replication (default 1, standard LTP).
+    #[serde(default)]
+    pub signal_replication: Option<u32>,
+    /// Packet-layer FEC below LTP on this span (`[span.fec]`, docs/fec.md); the neighbour must
+    /// have it on its span too. The FEC layer paces at `rate_bps` (or the contact's rate) and
+    /// adaptive pacing is off.
+    #[serde(default)]
+    pub fec: Option<fec::FecSection>,
 }
 
 /// `[[route]]`: static route.
@@ -405,12 +414,18 @@ pub struct Span {
     pub max_bundles_per_block: usize,
     /// Pacing burst cap in effect (0 = none).
     pub max_burst_bytes: u64,
+    /// FEC settings (`[span.fec]`), paced at `rate_bps` until a contact sets another rate.
+    pub fec: Option<fec::FecConfig>,
 }
 
 impl Span {
     /// Whether the span paces adaptively: `adaptive_rate` when set, else exactly when it has
     /// no rate (`rate_bps = 0` and `planned` is false: no contact plan sets its rate).
     pub fn adaptive(&self, planned: bool) -> bool {
+        if self.fec.is_some() {
+            // The FEC layer paces at the configured rate (validation refuses adaptive_rate = true).
+            return false;
+        }
         self.cfg
             .adaptive_rate
             .unwrap_or(self.cfg.rate_bps == 0 && !planned)
@@ -763,6 +778,39 @@ impl NodeConfig {
                 Some(v) => Some(ms(file, &f("burst_ms"), v)?),
                 None => None,
             };
+            if let Some(r) = s.signal_replication {
+                if !(1..=16).contains(&r) {
+                    return Err(err(file, &f("signal_replication"), r, "1 to 16 copies"));
+                }
+            }
+            let fec = match &s.fec {
+                None => None,
+                Some(sec) => {
+                    if s.adaptive_rate == Some(true) {
+                        return Err(err(
+                            file,
+                            &f("adaptive_rate"),
+                            true,
+                            "false or absent on a span with [span.fec] (the FEC layer paces at rate_bps)",
+                        ));
+                    }
+                    let c = sec
+                        .to_config(s.engine_id.unwrap_or(s.peer), s.rate_bps)
+                        .and_then(|c| {
+                            c.validate(fec::symbol_bytes(s.max_segment_size))?;
+                            Ok(c)
+                        })
+                        .map_err(|e| {
+                            err(
+                                file,
+                                &f(&format!("fec.{}", e.field)),
+                                e.value.clone(),
+                                &e.expected,
+                            )
+                        })?;
+                    Some(c)
+                }
+            };
             spans.push(Span {
                 peer: s.peer,
                 engine_id: s.engine_id.unwrap_or(s.peer),
@@ -781,6 +829,7 @@ impl NodeConfig {
                     .max_bundles_per_block
                     .unwrap_or(profile.max_bundles_per_block),
                 max_burst_bytes: s.max_burst_bytes.unwrap_or(profile.max_burst_bytes),
+                fec,
                 cfg: s.clone(),
             });
         }
@@ -880,6 +929,29 @@ rto_ms = 50
 
     fn parse(t: &str) -> Result<Validated, ConfigError> {
         NodeConfig::parse(t, "n.toml", Path::new("/etc/dtn"))
+    }
+
+    #[test]
+    fn span_fec_and_signal_replication_are_parsed_and_validated() {
+        let with = |extra: &str| parse(&format!("{GOOD}signal_replication = 3\n{extra}"));
+        let v = with("rate_bps = 10000000\n[span.fec]\nmode = \"hsltp\"\nmax_k = 128\n").unwrap();
+        let s = &v.spans[0];
+        assert_eq!(s.cfg.signal_replication, Some(3));
+        let f = s.fec.as_ref().unwrap();
+        assert_eq!((f.mode, f.max_k, f.rate_bps, f.remote_engine_id), (fec::Mode::Hsltp, 128, 10_000_000, 2));
+        assert!(!s.adaptive(false), "the FEC layer paces; no adaptive pacing");
+        for (extra, field) in [
+            ("[span.fec]\nmode = \"raptor\"\n", "span[0].fec.mode"),
+            ("[span.fec]\nmode = \"eclsa\"\ncode_rate = \"1/1\"\n", "span[0].fec.code_rate"),
+            ("[span.fec]\nmode = \"eclsa\"\nmax_k = 40000\n", "span[0].fec.max_k"),
+            ("[span.fec]\nmode = \"eclsa\"\nsignal_ms = -2\n", "span[0].fec.signal_ms"),
+            ("adaptive_rate = true\n[span.fec]\nmode = \"eclsa\"\n", "span[0].adaptive_rate"),
+        ] {
+            let e = with(extra).unwrap_err().to_string();
+            assert!(e.contains(field), "{e}");
+        }
+        let e = parse(&format!("{GOOD}signal_replication = 0\n")).unwrap_err().to_string();
+        assert!(e.contains("span[0].signal_replication"), "{e}");
     }
 
     #[test]

@@ -16,7 +16,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use ltp::{Engine, Event, SessionId};
+use ltp::{Event, SessionId};
 
 use crate::udp::{wait_readable, RecvBatch, RecvMeta, SendBatch};
 
@@ -103,6 +103,8 @@ pub(crate) struct LtpCounters {
     pub(crate) adaptive_rates: std::sync::Mutex<std::collections::BTreeMap<u64, u64>>,
     /// Per-span counters and state, copied from the engine (`ltp.spans`).
     pub(crate) spans: super::ltp_spans::SpanBoard,
+    /// FEC counters per span with `[span.fec]`.
+    pub(crate) fec: super::fec_status::FecCounters,
 }
 
 impl LtpCounters {
@@ -144,13 +146,15 @@ impl LtpCounters {
             "deviations": deviations,
             "adaptive_rate_bps": rates,
             "spans": self.spans.json(),
+            "fec": self.fec.json(),
         })
     }
 }
 
 /// Everything the LTP thread owns.
 pub(crate) struct LtpThread {
-    pub(crate) engine: Engine,
+    /// The engine with its FEC layer: FEC datagrams in and out go through it.
+    pub(crate) engine: fec::Stack,
     pub(crate) sock: UdpSocket,
     /// peer node → (engine id, address).
     pub(crate) peers: HashMap<u64, (u64, SocketAddr)>,
@@ -199,6 +203,14 @@ impl LtpThread {
             .map(|(p, (e, _))| (*p, *e, 0))
             .collect();
         let mut spans_published = Instant::now();
+        // FEC spans: (peer, engine id), and the counters last published.
+        let fec_peers: Vec<(u64, u64)> = self
+            .peers
+            .iter()
+            .filter(|(_, (e, _))| self.engine.fec().has_span(*e))
+            .map(|(p, (e, _))| (*p, *e))
+            .collect();
+        let mut fec_last = std::collections::BTreeMap::new();
         loop {
             let now = self.start.elapsed();
             let mut busy = false;
@@ -368,6 +380,8 @@ impl LtpThread {
             self.counters
                 .spans
                 .publish_due(&mut spans_published, &self.engine, &self.peers);
+                .fec
+                .publish(&self.engine, &fec_peers, &mut fec_last);
             if busy {
                 continue;
             }

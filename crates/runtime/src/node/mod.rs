@@ -36,6 +36,7 @@ mod cla_peer_stats;
 pub mod clock;
 pub mod config;
 mod contacts;
+mod fec_status;
 mod hardening_status;
 mod ingress;
 pub mod ion_import;
@@ -284,7 +285,8 @@ impl Node {
         let mut ecfg = ltp::EngineConfig::new(cfg.engine_id);
         ecfg.seed ^= start_dtn;
         ecfg.max_total_import_bytes = cfg.ltp_max_import_bytes();
-        let mut engine = ltp::Engine::new(ecfg);
+        // The LTP engine with its FEC layer (spans without `[span.fec]` pass straight through).
+        let mut engine = fec::Stack::new(ltp::Engine::new(ecfg)).with_seed(start_dtn ^ 0xfec);
         let mut peers = std::collections::HashMap::new();
         for s in &cfg.spans {
             // A span with neither a rate nor adaptive pacing overruns a slower receiver.
@@ -324,7 +326,13 @@ impl Node {
             sc.max_red_bytes_per_session = s.max_block_bytes;
             sc.session_number_bits = cfg.raw.ltp.session_number_bits;
             sc.defer_final_report = true;
+            sc.signal_replication = s.cfg.signal_replication.unwrap_or(1);
             engine.add_span(sc);
+            if let Some(f) = &s.fec {
+                engine
+                    .add_fec_span(f.clone())
+                    .map_err(|e| NodeError::Config(format!("span to node {}: fec.{e}", s.peer)))?;
+            }
             if planned.contains(&s.peer) {
                 engine.set_link_down(Duration::ZERO, s.engine_id);
             }
@@ -336,6 +344,7 @@ impl Node {
             engine.set_segment_sink(Some(Box::new(ltp::CsvSegmentLog::new(
                 std::io::BufWriter::new(f),
             ))));
+            engine.set_fec_logging(true);
         }
         let (sock, _) = crate::udp::bind(cfg.bind, cfg.raw.ltp.socket_buffer_bytes)
             .map_err(|e| startup::bind_error("bind", cfg.bind, &e))?;
