@@ -345,7 +345,8 @@ impl Experiment {
                     )));
                 }
             }
-            if !matches!(p.kind.as_str(), "line" | "bars" | "stacked" | "indexed") || p.y.is_empty() {
+            if !matches!(p.kind.as_str(), "line" | "bars" | "stacked" | "indexed") || p.y.is_empty()
+            {
                 return Err(Error::Invalid(format!(
                     "{file}: plot kind `{}` with {} metrics: expected line, bars, stacked or indexed and at least one y",
                     p.kind,

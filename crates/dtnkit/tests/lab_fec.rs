@@ -64,7 +64,10 @@ fn two_nodes_with_fec_deliver_1000_bundles_through_10_percent_loss() {
     assert_eq!(r.sent, 1000);
     assert!(out.all_acked, "{} sent, {} acked", r.sent, r.acked);
     assert_eq!(r.acked, 1000);
-    assert_eq!(out.server.received, 1000, "each bundle reached the server once");
+    assert_eq!(
+        out.server.received, 1000,
+        "each bundle reached the server once"
+    );
     // The relay erased about 10 % of the datagrams each way.
     let f = out.emu.forward;
     let lost = f.lost_channel.unwrap() as f64 / f.received.unwrap() as f64;
@@ -82,6 +85,9 @@ fn two_nodes_with_fec_deliver_1000_bundles_through_10_percent_loss() {
         .iter()
         .filter(|f| f.get(14).map(String::as_str) == Some("SYS_CNCLD"))
         .count();
-    assert!(cancelled_by_rx <= failed, "{cancelled_by_rx} cancelled, {failed} failed");
+    assert!(
+        cancelled_by_rx <= failed,
+        "{cancelled_by_rx} cancelled, {failed} failed"
+    );
     let _ = std::fs::remove_dir_all(&work);
 }

@@ -637,7 +637,10 @@ bundle_size = 100000
         assert_eq!(v.spans[0].burst_time, Some(Duration::from_micros(2500)));
         assert_eq!(v.spans[0].cfg.signal_replication, Some(3));
         let f = v.spans[0].fec.as_ref().unwrap();
-        assert_eq!((f.mode, f.max_k, f.signal_time), (fec::Mode::Hsltp, 128, Duration::from_micros(500)));
+        assert_eq!(
+            (f.mode, f.max_k, f.signal_time),
+            (fec::Mode::Hsltp, 128, Duration::from_micros(500))
+        );
         assert!(v.segment_log.is_some() && v.bundle_log.is_some());
         let emu = emu_toml(mix(7, 0, 1) & (i64::MAX as u64), &ad, &fwd, &ret, &dir);
         let cfg = runtime::emu::EmuConfig::from_toml(&emu).unwrap();

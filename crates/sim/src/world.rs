@@ -263,7 +263,8 @@ impl Simulation {
             let cfdp = setup.app(ns.number, &mut book);
             let mut ec = EngineConfig::new(ns.number);
             ec.seed = mix(seed, ns.number, 2);
-            let mut engine = fec::Stack::new(ltp::Engine::new(ec)).with_seed(mix(seed, ns.number, 300));
+            let mut engine =
+                fec::Stack::new(ltp::Engine::new(ec)).with_seed(mix(seed, ns.number, 300));
             let mut neighbours = Vec::new();
             for (l, (f, r)) in scn.links.iter().zip(&models) {
                 let (remote, dir, back) = if l.a == ns.number {
@@ -305,7 +306,11 @@ impl Simulation {
                         .to_config(remote, rate_bps)
                         .and_then(|c| engine.add_fec_span(c));
                     if let Err(e) = added {
-                        return Err(invalid(format!("node.fec.{}", e.field), e.value, &e.expected));
+                        return Err(invalid(
+                            format!("node.fec.{}", e.field),
+                            e.value,
+                            &e.expected,
+                        ));
                     }
                 }
             }

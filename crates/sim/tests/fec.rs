@@ -79,8 +79,14 @@ fn hsltp_through_ten_percent_loss_delivers_every_bundle_once() {
         // Every failed data matrix cancelled its session; no segment was retransmitted by LTP.
         assert_eq!(sum.data_segments_retransmitted, 0, "seed {seed}");
         assert!(sum.fec_matrices_decoded > 0, "seed {seed}");
-        assert!(sum.fec_sessions_cancelled <= sum.fec_matrices_failed, "seed {seed}");
-        assert_eq!(sum.ltp_sessions_cancelled, sum.fec_sessions_cancelled, "seed {seed}");
+        assert!(
+            sum.fec_sessions_cancelled <= sum.fec_matrices_failed,
+            "seed {seed}"
+        );
+        assert_eq!(
+            sum.ltp_sessions_cancelled, sum.fec_sessions_cancelled,
+            "seed {seed}"
+        );
     }
 }
 
@@ -93,7 +99,10 @@ fn eclsa_with_one_session_delivers_one_bundle_per_round_trip() {
     for (k, t) in d.iter().enumerate() {
         // Bundle k waits k sessions of one RTT (6 s) each, then half an RTT.
         let ideal = 3.0 + 6.0 * k as f64;
-        assert!(*t >= ideal && *t < ideal + 0.1 * (k + 1) as f64 + 0.2, "bundle {k}: {t}");
+        assert!(
+            *t >= ideal && *t < ideal + 0.1 * (k + 1) as f64 + 0.2,
+            "bundle {k}: {t}"
+        );
     }
 }
 
@@ -102,8 +111,14 @@ fn fec_settings_are_validated_with_the_key_named() {
     let good = "[sim]\nduration_s = 1.0\n[[node]]\nnumber = 1\n";
     for (fec, key) in [
         ("fec = { mode = \"ldpc\" }", "node[0].fec.mode"),
-        ("fec = { mode = \"eclsa\", code_rate = \"9/8\" }", "node[0].fec.code_rate"),
-        ("fec = { mode = \"eclsa\", max_k = 65000 }", "node[0].fec.max_k"),
+        (
+            "fec = { mode = \"eclsa\", code_rate = \"9/8\" }",
+            "node[0].fec.code_rate",
+        ),
+        (
+            "fec = { mode = \"eclsa\", max_k = 65000 }",
+            "node[0].fec.max_k",
+        ),
     ] {
         let e = Scenario::from_toml_str(&format!("{good}{fec}\n"), "x.toml", Path::new("."))
             .unwrap_err()

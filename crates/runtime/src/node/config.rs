@@ -938,19 +938,39 @@ rto_ms = 50
         let s = &v.spans[0];
         assert_eq!(s.cfg.signal_replication, Some(3));
         let f = s.fec.as_ref().unwrap();
-        assert_eq!((f.mode, f.max_k, f.rate_bps, f.remote_engine_id), (fec::Mode::Hsltp, 128, 10_000_000, 2));
-        assert!(!s.adaptive(false), "the FEC layer paces; no adaptive pacing");
+        assert_eq!(
+            (f.mode, f.max_k, f.rate_bps, f.remote_engine_id),
+            (fec::Mode::Hsltp, 128, 10_000_000, 2)
+        );
+        assert!(
+            !s.adaptive(false),
+            "the FEC layer paces; no adaptive pacing"
+        );
         for (extra, field) in [
             ("[span.fec]\nmode = \"raptor\"\n", "span[0].fec.mode"),
-            ("[span.fec]\nmode = \"eclsa\"\ncode_rate = \"1/1\"\n", "span[0].fec.code_rate"),
-            ("[span.fec]\nmode = \"eclsa\"\nmax_k = 40000\n", "span[0].fec.max_k"),
-            ("[span.fec]\nmode = \"eclsa\"\nsignal_ms = -2\n", "span[0].fec.signal_ms"),
-            ("adaptive_rate = true\n[span.fec]\nmode = \"eclsa\"\n", "span[0].adaptive_rate"),
+            (
+                "[span.fec]\nmode = \"eclsa\"\ncode_rate = \"1/1\"\n",
+                "span[0].fec.code_rate",
+            ),
+            (
+                "[span.fec]\nmode = \"eclsa\"\nmax_k = 40000\n",
+                "span[0].fec.max_k",
+            ),
+            (
+                "[span.fec]\nmode = \"eclsa\"\nsignal_ms = -2\n",
+                "span[0].fec.signal_ms",
+            ),
+            (
+                "adaptive_rate = true\n[span.fec]\nmode = \"eclsa\"\n",
+                "span[0].adaptive_rate",
+            ),
         ] {
             let e = with(extra).unwrap_err().to_string();
             assert!(e.contains(field), "{e}");
         }
-        let e = parse(&format!("{GOOD}signal_replication = 0\n")).unwrap_err().to_string();
+        let e = parse(&format!("{GOOD}signal_replication = 0\n"))
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("span[0].signal_replication"), "{e}");
     }
 
