@@ -103,7 +103,11 @@ pub struct FecConfig {
 
 impl FecConfig {
     /// Defaults: K 1024, Rc 8/9, at least 2 repair symbols, 5 ms aggregation, 1 ms for
-    /// signal-only HSLTP matrices, unpaced, 20 ms matrix timeout, 1 ms reorder wait, 256 MiB.
+    /// signal-only HSLTP matrices, unpaced, 200 ms matrix timeout, 1 ms reorder wait, 256 MiB.
+    ///
+    /// The matrix timeout only decides a matrix that no later matrix follows (a later one
+    /// decides it after `reorder_wait`); it must outlast the longest pause a busy host or relay
+    /// puts between two symbols: 20 ms gave matrices up half received on a loaded machine.
     pub fn new(remote_engine_id: u64, mode: Mode) -> Self {
         Self {
             remote_engine_id,
@@ -116,7 +120,7 @@ impl FecConfig {
             signal_time: Duration::from_millis(1),
             rate_bps: 0,
             burst_time: ltp::DEFAULT_PACING_BURST_TIME,
-            matrix_timeout: Duration::from_millis(20),
+            matrix_timeout: Duration::from_millis(200),
             reorder_wait: Duration::from_millis(1),
             max_rx_bytes: 256 << 20,
         }

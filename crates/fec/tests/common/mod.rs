@@ -83,12 +83,14 @@ pub fn span(remote: u64, rto: Duration, sessions: usize) -> SpanConfig {
     s
 }
 
-/// FEC settings: `mode`, K up to `max_k`, 8 Mb/s pacing with no burst (one byte per µs).
+/// FEC settings: `mode`, K up to `max_k`, 8 Mb/s pacing with no burst (one byte per µs), a
+/// 20 ms matrix timeout.
 pub fn fec(remote: u64, mode: Mode, max_k: u16) -> FecConfig {
     let mut f = FecConfig::new(remote, mode);
     f.max_k = max_k;
     f.rate_bps = 8_000_000;
     f.burst_time = Duration::ZERO;
+    f.matrix_timeout = Duration::from_millis(20);
     f
 }
 

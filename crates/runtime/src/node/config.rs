@@ -953,7 +953,7 @@ rto_ms = 50
                 "span[0].fec.code_rate",
             ),
             (
-                "[span.fec]\nmode = \"eclsa\"\nmax_k = 40000\n",
+                "[span.fec]\nmode = \"eclsa\"\nmax_k = 60000\n",
                 "span[0].fec.max_k",
             ),
             (
