@@ -14,6 +14,7 @@
 
 #![warn(missing_docs)]
 
+mod delivery;
 mod grid;
 mod ip;
 mod local;

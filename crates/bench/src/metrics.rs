@@ -6,7 +6,7 @@ use std::time::Duration;
 use analyze::experiment::Metrics;
 
 /// Metrics, in the column order of the CSV outputs, with their meaning (also listed in docs/bench.md).
-pub const METRICS: [(&str, &str); 34] = [
+pub const METRICS: [(&str, &str); 40] = [
     (
         "goodput_mbps",
         "application goodput (DTNperf: acknowledged payload / first send..last ACK), Mb/s",
@@ -109,6 +109,30 @@ pub const METRICS: [(&str, &str); 34] = [
     (
         "cfdp_pdus_sent",
         "[[cfdp]]: File Data PDUs sent (all passes), per transfer",
+    ),
+    (
+        "delivery_rtt_mean",
+        "runs of at most 100 bundles: mean bundle delivery time (generation -> server received) in RTTs of the link (also bundleK_delivery_s, bundleK_delivery_rtt per bundle K = 1.. in generation order)",
+    ),
+    (
+        "delivery_rtt_max",
+        "runs of at most 100 bundles: the last bundle's delivery time in RTTs",
+    ),
+    (
+        "fec_matrices_decoded",
+        "[node.fec]: FEC matrices restored by decoding (receivers' FEC_DECODED log rows)",
+    ),
+    (
+        "fec_matrices_failed",
+        "[node.fec]: FEC matrices given up (FEC_FAILED rows)",
+    ),
+    (
+        "fec_segments_repaired",
+        "[node.fec]: LTP segments restored by decoding",
+    ),
+    (
+        "fec_matrix_tx_ms",
+        "[node.fec], sim: longest transmission time of one matrix (first symbol out -> last symbol serialized), ms",
     ),
 ];
 

@@ -135,7 +135,13 @@ fn write_outputs(
     )?;
     let mut plots = Vec::new();
     for (i, spec) in exp.plots.iter().enumerate() {
-        plots.extend(crate::plot::draw_plot(exp, points, spec, i, out)?);
+        if spec.kind == "indexed" {
+            plots.extend(crate::delivery::draw_indexed(
+                exp, runs, points, spec, i, out,
+            )?);
+        } else {
+            plots.extend(crate::plot::draw_plot(exp, points, spec, i, out)?);
+        }
     }
     write(out, "report.md", &report(exp, runs, points, &plots))?;
     Ok(())

@@ -36,19 +36,21 @@ const PALETTE: [RGBColor; 8] = [
 ];
 
 /// One chart's data: x categories/values, series, and per (series, x) the mean and CI of each y metric.
-struct ChartData {
-    title: String,
-    x_label: String,
-    y_label: String,
-    kind: String,
+pub(crate) struct ChartData {
+    pub(crate) title: String,
+    pub(crate) x_label: String,
+    pub(crate) y_label: String,
+    pub(crate) kind: String,
     /// Line plot with log10 x positions (labels show 10^x).
-    x_log: bool,
+    pub(crate) x_log: bool,
     /// (x position, x label)
-    xs: Vec<(f64, String)>,
-    series: Vec<String>,
-    y_names: Vec<String>,
+    pub(crate) xs: Vec<(f64, String)>,
+    pub(crate) series: Vec<String>,
+    pub(crate) y_names: Vec<String>,
     /// values[series][x][metric] = (mean, ci)
-    values: Vec<Vec<Vec<(f64, f64)>>>,
+    pub(crate) values: Vec<Vec<Vec<(f64, f64)>>>,
+    /// Line plots: individual runs drawn as small dots, per series (x, y).
+    pub(crate) dots: Vec<Vec<(f64, f64)>>,
 }
 
 /// Draws one `[[plot]]` (one chart per combination of the axes on neither x nor series) as PNG and SVG into
@@ -144,28 +146,32 @@ pub(crate) fn draw_plot(
             series,
             y_names: spec.y.clone(),
             values,
+            dots: Vec::new(),
         };
-        for ext in ["png", "svg"] {
-            let path = out.join(format!("{file}.{ext}"));
-            let r = if ext == "png" {
-                chart(
-                    BitMapBackend::new(&path, (1000, 650)).into_drawing_area(),
-                    &data,
-                )
-            } else {
-                chart(
-                    SVGBackend::new(&path, (1000, 650)).into_drawing_area(),
-                    &data,
-                )
-            };
-            r.with_context(|| format!("drawing {}", path.display()))?;
-        }
+        render(out, &file, &data)?;
         files.push(file);
     }
     Ok(files)
 }
 
-fn sanitize(s: &str) -> String {
+/// Draws `data` as `OUT/file.png` and `OUT/file.svg`.
+pub(crate) fn render(out: &Path, file: &str, data: &ChartData) -> anyhow::Result<()> {
+    for ext in ["png", "svg"] {
+        let path = out.join(format!("{file}.{ext}"));
+        let r = if ext == "png" {
+            chart(
+                BitMapBackend::new(&path, (1000, 650)).into_drawing_area(),
+                data,
+            )
+        } else {
+            chart(SVGBackend::new(&path, (1000, 650)).into_drawing_area(), data)
+        };
+        r.with_context(|| format!("drawing {}", path.display()))?;
+    }
+    Ok(())
+}
+
+pub(crate) fn sanitize(s: &str) -> String {
     s.chars()
         .map(|c| {
             if c.is_ascii_alphanumeric() || c == '-' {
@@ -213,6 +219,10 @@ where
                 }
             }
         }
+    }
+    for (_, y) in d.dots.iter().flatten().filter(|p| p.1.is_finite()) {
+        y_max = y_max.max(*y);
+        y_min = y_min.min(*y);
     }
     if y_max <= y_min {
         y_max = y_min + 1.0;
@@ -340,6 +350,11 @@ where
             }
         }
     } else {
+        for (si, dots) in d.dots.iter().enumerate() {
+            let col = PALETTE[si % PALETTE.len()].mix(0.35);
+            c.draw_series(dots.iter().map(|&(x, y)| Circle::new((x, y), 2, col.filled())))
+                .map_err(err)?;
+        }
         let mut idx = 0;
         for (si, s) in d.values.iter().enumerate() {
             for (k, yname) in d.y_names.iter().enumerate() {

@@ -8,6 +8,7 @@ use analyze::experiment::{Experiment, Metrics, Mode, RunSpec};
 use anyhow::Context;
 use toml::Value;
 
+use crate::delivery;
 use crate::metrics::{analysis_metrics, cfdp_metrics, channel_of};
 use crate::{usage, RunContext};
 
@@ -136,6 +137,12 @@ fn run_sim(
     let mut s = sim::Simulation::new(&scn).map_err(usage)?;
     s.run();
     let summary = s.summary();
+    let records: Vec<traffic::BundleRecord> = s
+        .nodes()
+        .iter()
+        .flat_map(|n| n.client_reports().into_iter().map(move |(svc, _)| (n, svc)))
+        .flat_map(|(n, svc)| n.client_records(svc).unwrap_or(&[]).to_vec())
+        .collect();
     drop(s); // flushes and closes the logs
     let files = log_paths(logs, &prefix)?;
     let span = Duration::from_secs_f64(summary.virtual_s.max(1e-3));
@@ -148,12 +155,23 @@ fn run_sim(
         summary.bundles_acked,
         summary.virtual_s,
     );
+    let fec = scn.nodes.iter().any(|n| n.fec.is_some());
+    let mut fec_m = Metrics::new();
+    if fec {
+        delivery::fec_from_logs(&mut fec_m, &paths);
+        fec_m.insert(
+            "fec_matrix_tx_ms".into(),
+            summary.fec_matrix_tx_s_max * 1e3,
+        );
+    }
     if !keep_logs {
         for f in &files {
             let _ = std::fs::remove_file(f);
         }
     }
     let mut m = m?;
+    m.extend(fec_m);
+    delivery::delivery(&mut m, &records, delivery::rtt_s(&scn));
     cfdp_metrics(&mut m, &summary.cfdp);
     m.insert("wall_s".into(), wall.elapsed().as_secs_f64());
     Ok(m)
@@ -172,6 +190,13 @@ fn run_emu(
     let work = logs.join(format!("run{:05}", spec.index));
     let mut opts = lab::LabOptions::new(&ctx.dtnkit, &work);
     opts.durable_store = false;
+    // Outstanding ACKs are awaited for 60 round trips after generation ends (at least the default): a link of
+    // seconds of delay (seed 003) needs several retransmission cycles.
+    if let Some(rtt) = delivery::rtt_s(&scn) {
+        opts.drain_timeout = opts
+            .drain_timeout
+            .max(Duration::try_from_secs_f64(60.0 * rtt).unwrap_or_default());
+    }
     if !scn.cfdp.is_empty() {
         // CFDP transfers between two real entities through the relay: the same cfdp_* metrics as in sim mode.
         let outcome = lab::run_emulated_cfdp(&scn, &opts)
@@ -204,6 +229,10 @@ fn run_emu(
         outcome.client.acked,
         span.as_secs_f64(),
     )?;
+    delivery::delivery(&mut m, &outcome.records, delivery::rtt_s(&scn));
+    if scn.nodes.iter().any(|n| n.fec.is_some()) {
+        delivery::fec_from_logs(&mut m, &segs);
+    }
     m.insert("wall_s".into(), wall.elapsed().as_secs_f64());
     if !keep_logs {
         let _ = std::fs::remove_dir_all(&work);
