@@ -9,7 +9,7 @@ use ltp::{CancelReason, Engine, RecvError, Transmit, VectoredTransmit};
 use thiserror::Error;
 
 use crate::config::{ConfigError, FecConfig, Mode};
-use crate::header::is_fec_datagram;
+use crate::header::{is_fec_datagram, SymbolHeader};
 use crate::layer::{Fec, FecError, FecEvent};
 use crate::stats::FecStats;
 
@@ -131,6 +131,28 @@ impl Stack {
         let res = self.fec.handle_datagram(now, datagram);
         self.deliver(now);
         Ok(res?)
+    }
+
+    /// Like [`Stack::handle_datagram`], for a driver with a source policy (the engine's
+    /// [`Engine::handle_datagram_checked`]): `accept` is asked about the sending engine of a
+    /// bare segment, and of a FEC datagram before the FEC layer sees it (its header names the
+    /// sender); a refused one is dropped with [`RecvError::WrongSource`]. Shadows the engine's
+    /// method of the same name, so a FEC span's datagrams never bypass the FEC layer.
+    pub fn handle_datagram_checked(
+        &mut self,
+        now: Duration,
+        datagram: &Bytes,
+        accept: impl FnOnce(u64) -> bool,
+    ) -> Result<(), StackError> {
+        if !is_fec_datagram(datagram) {
+            return Ok(self.engine.handle_datagram_checked(now, datagram, accept)?);
+        }
+        if let Ok((h, _)) = SymbolHeader::decode(datagram) {
+            if !accept(h.sender) {
+                return Err(RecvError::WrongSource(h.sender).into());
+            }
+        }
+        self.handle_datagram(now, datagram)
     }
 
     /// Runs the engine's and the FEC layer's timers.

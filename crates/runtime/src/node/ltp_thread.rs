@@ -251,7 +251,7 @@ impl LtpThread {
                         .handle_datagram_checked(now, &dg, |e| source.allows(m.src, e))
                     {
                         Ok(()) => {}
-                        Err(ltp::RecvError::WrongSource(_)) => {
+                        Err(fec::StackError::Ltp(ltp::RecvError::WrongSource(_))) => {
                             self.counters.wrong_source.fetch_add(1, Relaxed);
                         }
                         Err(_) => {
@@ -380,6 +380,7 @@ impl LtpThread {
             self.counters
                 .spans
                 .publish_due(&mut spans_published, &self.engine, &self.peers);
+            self.counters
                 .fec
                 .publish(&self.engine, &fec_peers, &mut fec_last);
             if busy {
