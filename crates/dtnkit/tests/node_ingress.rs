@@ -287,3 +287,93 @@ fn back_pressure_reaches_the_peer_before_the_store_fills() {
     assert_eq!(st["bundles"]["refused_store_full"], 0);
     assert_eq!(st["ingress"]["paused"], false);
 }
+
+/// The same gate over LTP: node 1 forwards 200 kB bundles to node 2, whose application has
+/// registered but does not read. Once the undelivered bundles exceed the limit, node 2 refuses
+/// new import sessions (counted in `ltp.imports_refused.paused`; node 1's checkpoint timers retry
+/// them), takes no more bundles, and its store stays within the limit plus its import budget;
+/// when an application reads again every bundle arrives exactly once and node 1's store drains.
+#[test]
+fn ltp_ingress_pauses_by_refusing_imports_and_resumes() {
+    const N: u64 = 120;
+    const SIZE: usize = 200_000;
+    const BACKLOG: u64 = 4_000_000;
+    const IMPORT_BUDGET: u64 = 4 << 20;
+    let dir = TempDir::new("ingress-ltp");
+    let (p1, p2) = (free_port(), free_port());
+    let mut s1 = NodeSpec::new(1, p1);
+    s1.spans.push((2, p2));
+    let mut s2 = NodeSpec::new(2, p2);
+    s2.spans.push((1, p1));
+    s2.extra = format!(
+        "\n[bp]\ndelivery_backlog_bytes = {BACKLOG}\n\n[ltp]\nmax_import_bytes = {IMPORT_BUDGET}\n"
+    );
+    let n1 = NodeProc::start(&dir.0, &s1);
+    let n2 = NodeProc::start(&dir.0, &s2);
+    // Registered, never reading: deliveries stay unacknowledged.
+    let mut idle_app = Client::connect(&n2.socket).unwrap();
+    idle_app.register("ipn:2.1").unwrap();
+    send_ok(&n1.socket, "ipn:2.1", SIZE, N, &["--window", "64"]);
+    let deadline = Instant::now() + LIMIT;
+    loop {
+        let st = n2.status();
+        if st["ingress"]["paused"] == true {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "ingress never paused although nobody reads: {st}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // Paused: after the sessions open at the pause complete, node 2 takes nothing more while
+    // node 1 keeps retrying (its checkpoint timers), and counts the refusals.
+    let mut last = n2.status()["bundles"]["received"].as_u64().unwrap();
+    let mut still_since = Instant::now();
+    while still_since.elapsed() < Duration::from_millis(1000) {
+        std::thread::sleep(Duration::from_millis(50));
+        let now = n2.status()["bundles"]["received"].as_u64().unwrap();
+        if now != last {
+            (last, still_since) = (now, Instant::now());
+        }
+        assert!(Instant::now() < deadline, "node 2 kept taking bundles");
+    }
+    let st2 = n2.status();
+    let stored = st2["store"]["bytes"].as_u64().unwrap();
+    eprintln!("paused: {last} of {N} received, {stored} bytes stored: {st2}");
+    assert!(last < N, "every bundle taken while nobody read");
+    assert_eq!(st2["ingress"]["paused"], true);
+    assert!(st2["ltp"]["imports_refused"]["paused"].as_u64().unwrap() > 0, "{st2}");
+    // The limit, plus what the import budget let in while the gate closed (one bundle over).
+    let bound = BACKLOG + IMPORT_BUDGET + 2 * SIZE as u64;
+    assert!(stored <= bound, "{stored} bytes stored (bound {bound})");
+    assert!(n1.status()["bundles"]["forwarded"].as_u64().unwrap() < N);
+    // An application reads: the gate opens, node 1's retries get through, all arrive once.
+    drop(idle_app);
+    let recv = spawn_recv(&n2.socket, "ipn:2.1", N);
+    let out = recv.wait(LIMIT);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    let ids: std::collections::HashSet<&str> = text
+        .lines()
+        .map(|l| l.split(" len=").next().unwrap())
+        .collect();
+    assert_eq!(ids.len() as u64, N, "every bundle exactly once");
+    let deadline = Instant::now() + LIMIT;
+    while n1.status()["store"]["bundles"] != 0 {
+        assert!(
+            Instant::now() < deadline,
+            "node 1 kept bundles: {}",
+            n1.status()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let st2 = n2.status();
+    assert_eq!(st2["bundles"]["delivered"], N);
+    assert_eq!(st2["ingress"]["paused"], false);
+    assert!(st2["ingress"]["pauses"].as_u64().unwrap() >= 1);
+}

@@ -1,7 +1,7 @@
-//! Peer profiles on real nodes (issue 16): a span with `peer_kind = "hdtn"` puts exactly one
-//! bundle in each LTP block however many wait and whatever the aggregation settings say (HDTN
-//! keeps only the first bundle of a block), while the default (`dtnkit`) packs several bundles
-//! into one block. Observed at the receiver: LTP blocks received against bundles received.
+//! Peer profiles on real nodes (issue 16): a span with `peer_kind = "hdtn"` or `"generic"` puts
+//! exactly one bundle in each LTP block however many wait and whatever the aggregation settings
+//! say (HDTN keeps only the first bundle of a block), while `dtnkit` (the default) and `ion` pack
+//! several bundles into one block. Observed at the receiver: LTP blocks received against bundles received.
 
 mod node_support;
 
@@ -45,7 +45,7 @@ fn run_with(tag: &str, span_keys: &str) -> (u64, u64, u64) {
 }
 
 #[test]
-fn hdtn_profile_sends_one_bundle_per_block_and_dtnkit_packs_them() {
+fn block_packing_follows_the_peer_profile() {
     let (blocks, bundles, exports) = run_with("kind-hdtn", "peer_kind = \"hdtn\"\n");
     assert_eq!(bundles, N);
     assert_eq!(blocks, N, "one block per bundle with peer_kind = \"hdtn\"");
@@ -55,6 +55,14 @@ fn hdtn_profile_sends_one_bundle_per_block_and_dtnkit_packs_them() {
     assert_eq!(bundles, N);
     assert!(blocks < N / 4, "{N} bundles in {blocks} blocks");
     assert_eq!(exports, blocks);
+    // ION aggregates like dtnkit; a peer of unknown kind gets one bundle per block.
+    let (blocks, bundles, exports) = run_with("kind-ion", "peer_kind = \"ion\"\n");
+    eprintln!("ion profile: {N} bundles in {blocks} blocks");
+    assert_eq!(bundles, N);
+    assert!(blocks < N / 4, "{N} bundles in {blocks} blocks");
+    assert_eq!(exports, blocks);
+    let (blocks, bundles, exports) = run_with("kind-generic", "peer_kind = \"generic\"\n");
+    assert_eq!((blocks, bundles, exports), (N, N, N));
     // An explicit key overrides the profile.
     let (blocks, bundles, _) = run_with(
         "kind-generic-override",

@@ -96,6 +96,11 @@ pub(crate) struct LtpCounters {
     /// Import sessions refused, evicted and stalled (see `ltp::SpanStats`), summed over
     /// spans: [paused, budget, full, evicted, stalled].
     pub(crate) admission: [std::sync::atomic::AtomicU64; 5],
+    /// Data segments sent again (report-driven or after a checkpoint timeout), all spans: the
+    /// visible cost of a receiver that drops datagrams (HDTN's and ION's 212 992-byte socket).
+    pub(crate) data_segments_retransmitted: std::sync::atomic::AtomicU64,
+    /// Checkpoint retransmission timer expirations, all spans.
+    pub(crate) checkpoint_timeouts: std::sync::atomic::AtomicU64,
     /// Tolerated peer deviations (`ltp::Deviation::ALL` order): segments accepted that strict
     /// RFC 5326 would refuse, e.g. ION's padded reports.
     pub(crate) deviations: [std::sync::atomic::AtomicU64; ltp::Deviation::ALL.len()],
@@ -143,6 +148,8 @@ impl LtpCounters {
             },
             "imports_evicted": self.admission[3].load(Relaxed),
             "imports_stalled": self.admission[4].load(Relaxed),
+            "data_segments_retransmitted": self.data_segments_retransmitted.load(Relaxed),
+            "checkpoint_timeouts": self.checkpoint_timeouts.load(Relaxed),
             "deviations": deviations,
             "adaptive_rate_bps": rates,
             "spans": self.spans.json(),
@@ -191,6 +198,7 @@ impl LtpThread {
         let mut out = Vec::with_capacity(self.batch * 64);
         // (remote engine, header offset and length in `out`, zero-copy payload) per datagram.
         let mut pending: Vec<(u64, usize, usize, Bytes)> = Vec::with_capacity(self.batch);
+        let engines: Vec<u64> = engine_of.keys().copied().collect();
         // Adaptive spans: (peer, engine id, rate last published).
         let mut rates: Vec<(u64, u64, u64)> = self
             .peers
@@ -376,6 +384,7 @@ impl LtpThread {
                 self.peers.values().map(|(e, _)| *e),
                 &self.counters.admission,
             );
+            self.publish_span_totals(&engines);
             self.publish_adaptive_rates(&mut rates);
             self.counters
                 .spans
@@ -418,6 +427,19 @@ impl LtpThread {
                 );
             }
         }
+    }
+
+    /// Publishes the per-span counters the status reply sums over all spans.
+    fn publish_span_totals(&self, engines: &[u64]) {
+        use std::sync::atomic::Ordering::Relaxed;
+        let (mut retx, mut timeouts) = (0, 0);
+        for s in engines.iter().filter_map(|e| self.engine.span_stats(*e)) {
+            retx += s.data_segments_retransmitted;
+            timeouts += s.checkpoint_timeouts;
+        }
+        let c = &self.counters;
+        c.data_segments_retransmitted.store(retx, Relaxed);
+        c.checkpoint_timeouts.store(timeouts, Relaxed);
     }
 
     /// Publishes the pacing rate of adaptive spans when it changed.
