@@ -190,10 +190,41 @@ fn check_shape(name: &str, s: StateShape, period_ms: f64) -> Result<(), GenError
     Ok(())
 }
 
+/// `v.round()` (half away from zero) without the library call `f64::round` is on baseline x86-64: the
+/// trace generator rounds every sojourn a few thousand times while it matches the moments, and the call was
+/// most of its time. Exact: below 2^52 the fraction `v - trunc(v)` is representable; above, `v` is integral.
+fn round_half_away(v: f64) -> f64 {
+    if v.abs() < 4_503_599_627_370_496.0 {
+        let t = (v as i64) as f64;
+        let frac = v - t;
+        if frac >= 0.5 {
+            t + 1.0
+        } else if frac <= -0.5 {
+            t - 1.0
+        } else {
+            t.copysign(v) // -0.3 rounds to -0.0
+        }
+    } else {
+        v
+    }
+}
+
+/// One quantized duration: `max(1, round(c * x))` capped at `cap` samples.
+fn quantum(c: f64, x: f64, cap: f64) -> usize {
+    round_half_away(c * x).clamp(1.0, cap) as usize
+}
+
 /// Quantized durations `max(1, round(c * w_i))`, capped at `cap` samples.
 fn quantize(c: f64, w: &[f64], cap: f64, out: &mut Vec<usize>) {
     out.clear();
-    out.extend(w.iter().map(|&x| (c * x).round().clamp(1.0, cap) as usize));
+    out.extend(w.iter().map(|&x| quantum(c, x, cap)));
+}
+
+/// The mean of `quantize(c, w, cap)`'s output as `mean_std` computes it, in one pass without the buffer (the
+/// same sum in the same order, so the same value).
+fn quantized_mean(c: f64, w: &[f64], cap: f64) -> f64 {
+    let n = w.len().max(1) as f64;
+    w.iter().map(|&x| quantum(c, x, cap) as f64).sum::<f64>() / n
 }
 
 fn mean_std(d: &[usize]) -> (f64, f64) {
@@ -204,12 +235,11 @@ fn mean_std(d: &[usize]) -> (f64, f64) {
 }
 
 /// The scale `c` for which the quantized mean of `c * w` is closest to `mean` (bisection; the mean is monotone).
-fn match_mean(w: &[f64], mean: f64, cap: f64, buf: &mut Vec<usize>) -> f64 {
+fn match_mean(w: &[f64], mean: f64, cap: f64) -> f64 {
     let avg_w = w.iter().sum::<f64>() / w.len().max(1) as f64;
     let mut hi = (mean / avg_w.max(f64::MIN_POSITIVE)) * 2.0 + 1.0;
     for _ in 0..64 {
-        quantize(hi, w, cap, buf);
-        if mean_std(buf).0 >= mean {
+        if quantized_mean(hi, w, cap) >= mean {
             break;
         }
         hi *= 2.0;
@@ -217,8 +247,7 @@ fn match_mean(w: &[f64], mean: f64, cap: f64, buf: &mut Vec<usize>) -> f64 {
     let mut lo = 0.0;
     for _ in 0..60 {
         let mid = 0.5 * (lo + hi);
-        quantize(mid, w, cap, buf);
-        if mean_std(buf).0 < mean {
+        if quantized_mean(mid, w, cap) < mean {
             lo = mid;
         } else {
             hi = mid;
@@ -257,7 +286,7 @@ fn sojourns(
             for _ in 0..40 {
                 let mid = 0.5 * (lo + hi);
                 let w = make_w(mid);
-                let c = match_mean(&w, mean, cap, &mut buf);
+                let c = match_mean(&w, mean, cap);
                 quantize(c, &w, cap, &mut buf);
                 let (m, s) = mean_std(&buf);
                 if s / m < cv {
@@ -268,7 +297,7 @@ fn sojourns(
             }
             let sigma = 0.5 * (lo + hi);
             let w = make_w(sigma);
-            let c = match_mean(&w, mean, cap, &mut buf);
+            let c = match_mean(&w, mean, cap);
             quantize(c, &w, cap, &mut buf);
             buf
         }
@@ -279,7 +308,7 @@ fn sojourns(
                 Err(_) => vec![1.0; n],
             };
             let c = if matched {
-                match_mean(&w, mean, cap, &mut buf)
+                match_mean(&w, mean, cap)
             } else {
                 mean
             };
@@ -345,4 +374,59 @@ pub fn generate(p: &GenParams) -> Result<ErasureTrace, GenError> {
         runs.push((false, remaining));
     }
     Ok(ErasureTrace::from_runs(p.period, runs, samples)?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_half_away_matches_f64_round() {
+        let edge = [
+            0.0,
+            -0.0,
+            0.5,
+            -0.5,
+            1.5,
+            2.5,
+            -2.5,
+            0.499_999_999_999_999_94,
+            -0.499_999_999_999_999_94,
+            4_503_599_627_370_495.5,
+            4_503_599_627_370_496.0,
+            9.0e18,
+            1.0e300,
+            f64::MAX,
+            f64::MIN_POSITIVE,
+            f64::INFINITY,
+            f64::NEG_INFINITY,
+        ];
+        for v in edge {
+            assert_eq!(round_half_away(v).to_bits(), v.round().to_bits(), "{v}");
+        }
+        assert!(round_half_away(f64::NAN).is_nan());
+        let mut rng = ChaCha8Rng::seed_from_u64(7);
+        for _ in 0..100_000 {
+            let v: f64 = rng.sample::<f64, _>(StandardNormal) * 1e4;
+            assert_eq!(round_half_away(v).to_bits(), v.round().to_bits(), "{v}");
+            let h = (v * 2.0).round() / 2.0; // exact halves
+            assert_eq!(round_half_away(h).to_bits(), h.round().to_bits(), "{h}");
+        }
+    }
+
+    #[test]
+    fn quantized_mean_is_the_mean_of_quantize() {
+        let mut rng = ChaCha8Rng::seed_from_u64(3);
+        let w: Vec<f64> = (0..5000)
+            .map(|_| rng.sample::<f64, _>(StandardNormal).exp())
+            .collect();
+        let mut buf = Vec::new();
+        for c in [0.01, 0.7, 3.0, 1234.5] {
+            quantize(c, &w, 1e6, &mut buf);
+            assert_eq!(
+                quantized_mean(c, &w, 1e6).to_bits(),
+                mean_std(&buf).0.to_bits()
+            );
+        }
+    }
 }

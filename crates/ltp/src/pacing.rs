@@ -16,6 +16,20 @@ use crate::config::AdaptiveRate;
 
 const NS_PER_S: i128 = 1_000_000_000;
 
+/// `ceil(debt / rate)` in ns for a positive debt (bit·ns) and a non-zero rate, saturated at `u64::MAX`.
+///
+/// Debts are a few segments' worth of bit·ns (1 KiB is 8.2e12), far below 2^64, so the common case divides in
+/// 64 bits; a 128-bit division is a library call that cost the simulator more than the rest of the pacing.
+fn ceil_div(debt: i128, rate: u64) -> u64 {
+    match u64::try_from(debt) {
+        Ok(d) if d <= u64::MAX - rate => (d + (rate - 1)) / rate,
+        _ => {
+            let r = i128::from(rate);
+            u64::try_from((debt + r - 1) / r).unwrap_or(u64::MAX)
+        }
+    }
+}
+
 /// Pacing state of one span.
 #[derive(Debug, Clone)]
 pub struct TokenBucket {
@@ -123,8 +137,7 @@ impl TokenBucket {
         if balance >= 0 {
             return None;
         }
-        let wait_ns = (-balance + r - 1) / r;
-        Some(now + Duration::from_nanos(wait_ns as u64))
+        Some(now + Duration::from_nanos(ceil_div(-balance, self.rate_bps)))
     }
 
     /// Earliest time at which the balance is non-negative, regardless of `now` (for
@@ -133,8 +146,7 @@ impl TokenBucket {
         if self.rate_bps == 0 || self.balance >= 0 {
             return self.last;
         }
-        let r = i128::from(self.rate_bps);
-        self.last + Duration::from_nanos(((-self.balance + r - 1) / r) as u64)
+        self.last + Duration::from_nanos(ceil_div(-self.balance, self.rate_bps))
     }
 
     /// Debit `bytes` just sent.

@@ -503,6 +503,42 @@ impl Segment {
     /// Decode one datagram. Data payloads and extension values are zero-copy slices of
     /// `datagram`.
     pub fn decode(datagram: &Bytes) -> Result<Segment, DecodeError> {
+        match Segment::decode_split(datagram, None)? {
+            Some(seg) => Ok(seg),
+            None => Err(DecodeError::Truncated), // unreachable: only a split datagram asks to be joined
+        }
+    }
+
+    /// Decode a datagram that arrives in two pieces, `head ++ tail`, the way a sender's
+    /// [`crate::Engine::poll_transmit_vectored`] produces it (the encoded header, then the
+    /// block data). The result is exactly what [`Segment::decode`] gives for the joined
+    /// bytes; when `tail` is precisely a data segment's data, that data *is* `tail` (no copy:
+    /// the simulator hands a receiving engine slices of the sending engine's block), otherwise
+    /// the pieces are joined first.
+    pub fn decode_parts(head: &Bytes, tail: &Bytes) -> Result<Segment, DecodeError> {
+        if tail.is_empty() {
+            return Segment::decode(head);
+        }
+        match Segment::decode_split(head, Some(tail)) {
+            Ok(Some(seg)) => Ok(seg),
+            // Not split at the data, or an error that the joined bytes might not have (a
+            // header continuing in `tail`): decode what the wire would have carried.
+            _ => {
+                let mut joined = Vec::with_capacity(head.len() + tail.len());
+                joined.extend_from_slice(head);
+                joined.extend_from_slice(tail);
+                Segment::decode(&Bytes::from(joined))
+            }
+        }
+    }
+
+    /// [`Segment::decode`] of `datagram`, or with `data_tail` of `datagram ++ data_tail` when
+    /// the tail is exactly the data of a data segment whose header `datagram` holds entirely;
+    /// `Ok(None)` when the tail is anything else (the caller joins the pieces).
+    fn decode_split(
+        datagram: &Bytes,
+        data_tail: Option<&Bytes>,
+    ) -> Result<Option<Segment>, DecodeError> {
         let mut r = Reader {
             buf: datagram,
             pos: 0,
@@ -538,7 +574,11 @@ impl Segment {
                 } else {
                     None
                 };
-                let data = r.bytes(length)?;
+                let data = match data_tail {
+                    None => r.bytes(length)?,
+                    Some(t) if r.remaining() == 0 && t.len() as u64 == length => t.clone(),
+                    Some(_) => return Ok(None),
+                };
                 Content::Data(DataSegment {
                     client_service_id,
                     offset,
@@ -582,17 +622,20 @@ impl Segment {
             }
             _ => Content::CancelAck,
         };
+        if data_tail.is_some() && !segment_type.is_data() {
+            return Ok(None); // a signal with bytes after it: decode the joined datagram
+        }
         let trailer_extensions = r.extensions(counts & 0x0f)?;
         if r.remaining() != 0 {
             return Err(DecodeError::TrailingBytes(r.remaining()));
         }
-        Ok(Segment {
+        Ok(Some(Segment {
             segment_type,
             session,
             header_extensions,
             content,
             trailer_extensions,
-        })
+        }))
     }
 }
 

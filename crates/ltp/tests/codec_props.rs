@@ -139,6 +139,39 @@ proptest! {
     }
 
     #[test]
+    fn split_decoding_equals_joined_decoding(
+        seg in segment(),
+        cut in any::<prop::sample::Index>(),
+        flips in prop::collection::vec((any::<prop::sample::Index>(), any::<u8>()), 0..3),
+    ) {
+        let mut bytes = seg.to_vec().unwrap();
+        for (i, b) in flips {
+            let k = i.index(bytes.len());
+            bytes[k] ^= b;
+        }
+        let bytes = Bytes::from(bytes);
+        let k = cut.index(bytes.len() + 1);
+        let (head, tail) = (bytes.slice(..k), bytes.slice(k..));
+        // Any split, valid or mutated input: the same segment or the same error as the whole datagram.
+        prop_assert_eq!(Segment::decode_parts(&head, &tail), Segment::decode(&bytes));
+    }
+
+    #[test]
+    fn data_after_a_split_header_is_the_tail_itself(seg in segment()) {
+        let bytes = Bytes::from(seg.to_vec().unwrap());
+        let Content::Data(d) = &seg.content else { return Ok(()) };
+        if !seg.trailer_extensions.is_empty() {
+            return Ok(());
+        }
+        let at = bytes.len() - d.data.len();
+        let tail = bytes.slice(at..);
+        let back = Segment::decode_parts(&bytes.slice(..at), &tail).unwrap();
+        prop_assert_eq!(&back, &seg);
+        let Content::Data(b) = &back.content else { unreachable!() };
+        prop_assert_eq!(b.data.as_ptr(), tail.as_ptr());
+    }
+
+    #[test]
     fn decoding_random_bytes_never_panics(v in prop::collection::vec(any::<u8>(), 0..200)) {
         let _ = Segment::decode(&Bytes::from(v));
     }

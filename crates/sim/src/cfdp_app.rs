@@ -32,7 +32,7 @@ use channel::config::AvailabilityConfig;
 use channel::DirectionModel;
 use serde::Serialize;
 
-use crate::node::{Ctx, Node, Proto};
+use crate::node::{Ctx, Datagram, Node, Proto};
 use crate::scenario::{
     cfdp_checksum, millis, secs, CfdpSection, CfdpTransport, Colour, ContactSection, Scenario,
 };
@@ -794,7 +794,9 @@ impl Node {
                     red,
                     lifetime_ms,
                 }) => bundles.push((*service, t.dest, data, *red, *lifetime_ms)),
-                _ => ctx.outbox.push((t.dest, data, Proto::Cfdp)),
+                _ => ctx
+                    .outbox
+                    .push((t.dest, Datagram::whole(data), Proto::Cfdp)),
             }
         }
         ctx.tx_buf.clear();

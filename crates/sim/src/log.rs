@@ -10,7 +10,7 @@
 //! counts at the end of a run while the engine or the agent owns the boxed sink. Each handle belongs to one node
 //! and is only ever locked from the simulation's single thread, so the lock is never contended.
 
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::BufWriter;
 use std::path::Path;
@@ -40,7 +40,9 @@ pub fn create(path: &Path) -> std::io::Result<LogWriter> {
 /// What one node's segment sink keeps: export-session start times and, when asked for, the CSV file.
 #[derive(Debug, Default)]
 pub struct SegmentState {
-    starts: HashMap<(u64, u64), Duration>,
+    /// Keyed by (originator, session number); a B-tree because it is looked up on every data segment sent and
+    /// holds only the open export sessions (a SipHash per segment cost more than the lookup).
+    starts: BTreeMap<(u64, u64), Duration>,
     csv: Option<CsvSegmentLog<LogWriter>>,
 }
 
@@ -48,7 +50,7 @@ impl SegmentState {
     /// State writing rows to `csv` (or only tracking session starts with `None`).
     pub fn new(csv: Option<CsvSegmentLog<LogWriter>>) -> Self {
         SegmentState {
-            starts: HashMap::new(),
+            starts: BTreeMap::new(),
             csv,
         }
     }

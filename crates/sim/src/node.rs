@@ -28,6 +28,31 @@ pub(crate) enum Proto {
     Cfdp,
 }
 
+/// A datagram in flight: as the sender's engine emitted it, a header and the block data that follows it on the
+/// wire (a slice of the sender's block: the simulator never copies block data between engines).
+#[derive(Debug, Clone)]
+pub(crate) struct Datagram {
+    /// Everything before the block data (a whole signal segment or CFDP PDU).
+    pub(crate) head: Bytes,
+    /// Block data after `head` (empty for signals and CFDP PDUs).
+    pub(crate) tail: Bytes,
+}
+
+impl Datagram {
+    /// A datagram in one piece.
+    pub(crate) fn whole(data: Bytes) -> Datagram {
+        Datagram {
+            head: data,
+            tail: Bytes::new(),
+        }
+    }
+
+    /// Length on the wire.
+    pub(crate) fn len(&self) -> usize {
+        self.head.len() + self.tail.len()
+    }
+}
+
 /// LTP client service id carrying bundles.
 pub const BUNDLE_CLIENT_SERVICE: u64 = 1;
 
@@ -128,7 +153,7 @@ pub(crate) enum Deferred {
 pub(crate) struct Ctx<'a> {
     pub(crate) now: Duration,
     pub(crate) epoch_dtn_ms: u64,
-    pub(crate) outbox: &'a mut Vec<(u64, Bytes, Proto)>,
+    pub(crate) outbox: &'a mut Vec<(u64, Datagram, Proto)>,
     pub(crate) deferred: &'a mut Vec<(Duration, Deferred)>,
     pub(crate) pool: &'a mut BytesMut,
     pub(crate) tx_buf: &'a mut Vec<u8>,
@@ -179,6 +204,58 @@ pub struct BundleCounters {
     pub refused: u64,
 }
 
+/// The node's BP agent, and whether polling it could yield anything.
+///
+/// A node runs on every event that reaches it (each datagram, timer, commit), and polling the agent for bundles
+/// to forward and deliveries was a large share of that. The agent's answers change only when it is called
+/// mutably or when its own timer is due, so after a poll found nothing ([`TrackedAgent::idle`]) the node skips
+/// polling until either happens: every mutable access goes through [`TrackedAgent::get_mut`], which clears the
+/// mark.
+pub(crate) struct TrackedAgent {
+    agent: Box<bp::Agent<bp::MemoryStore>>,
+    idle: bool,
+    /// `agent.poll_timeout()` while nothing changed the agent (it depends on the agent's state only).
+    timeout: std::cell::Cell<Option<Option<u64>>>,
+}
+
+impl TrackedAgent {
+    pub(crate) fn new(agent: bp::Agent<bp::MemoryStore>) -> Self {
+        TrackedAgent {
+            agent: Box::new(agent),
+            idle: false,
+            timeout: std::cell::Cell::new(None),
+        }
+    }
+
+    /// Read access (polling for timeouts and status does not change the agent).
+    pub(crate) fn get(&self) -> &bp::Agent<bp::MemoryStore> {
+        &self.agent
+    }
+
+    /// Write access: the agent may have work again.
+    pub(crate) fn get_mut(&mut self) -> &mut bp::Agent<bp::MemoryStore> {
+        self.idle = false;
+        self.timeout.set(None);
+        &mut self.agent
+    }
+
+    /// The agent's `poll_timeout` (DTN ms), computed once per change of the agent.
+    pub(crate) fn poll_timeout(&self) -> Option<u64> {
+        if let Some(t) = self.timeout.get() {
+            return t;
+        }
+        let t = self.agent.poll_timeout();
+        self.timeout.set(Some(t));
+        t
+    }
+
+    /// True when the last poll found no bundle to forward and no delivery, nothing changed the agent since, and
+    /// its timer is not due at `now_ms`.
+    fn idle_at(&self, now_ms: u64) -> bool {
+        self.idle && self.poll_timeout().is_none_or(|t| t > now_ms)
+    }
+}
+
 /// A simulated node.
 pub struct Node {
     pub(crate) number: u64,
@@ -213,7 +290,7 @@ pub struct Node {
     pub(crate) bundle_log: Option<SharedBundleLog>,
     pub(crate) counters: BundleCounters,
     /// The real BP agent (in-memory store) when the scenario selects `bundle_layer = "agent"`.
-    pub(crate) agent: Option<Box<bp::Agent<bp::MemoryStore>>>,
+    pub(crate) agent: Option<TrackedAgent>,
     /// Ids of locally created bundles to be sent green (ACKs), looked up when the agent forwards them.
     pub(crate) green_ids: std::collections::HashSet<bpv7::BundleId>,
     /// The CFDP entity when the node takes part in a `[[cfdp]]` transfer.
@@ -281,7 +358,7 @@ impl Node {
         red: bool,
         lifetime_ms: u64,
     ) {
-        if let Some(agent) = self.agent.as_mut() {
+        if let Some(agent) = self.agent.as_mut().map(TrackedAgent::get_mut) {
             let mut req = bp::SendRequest::new(
                 Eid::ipn(self.number, src_service),
                 Eid::ipn(dest.0, dest.1),
@@ -387,16 +464,19 @@ impl Node {
     pub(crate) fn on_datagram(
         &mut self,
         now: Duration,
-        data: &Bytes,
+        data: &Datagram,
         proto: Proto,
         book: &mut TransferBook,
     ) {
         match proto {
             // Malformed datagrams are counted by the engine; nothing else to do.
             Proto::Ltp => {
-                let _ = self.engine.handle_datagram(now, data);
+                let _ = self
+                    .engine
+                    .handle_datagram_parts(now, &data.head, &data.tail);
             }
-            Proto::Cfdp => self.cfdp_input(now, book, data),
+            // CFDP PDUs travel whole (`Datagram::whole`).
+            Proto::Cfdp => self.cfdp_input(now, book, &data.head),
         }
     }
 
@@ -507,7 +587,7 @@ impl Node {
         session: Option<SessionId>,
         bundles: &[Bytes],
     ) {
-        let Some(agent) = self.agent.as_mut() else {
+        let Some(agent) = self.agent.as_mut().map(TrackedAgent::get_mut) else {
             return;
         };
         let mut ok = true;
@@ -694,7 +774,7 @@ impl Node {
                     self.counters.forwarded += 1;
                     if let Some(m) = &ob.meta {
                         self.log(ctx, BundleEventKind::Forwarded, m, Some(via));
-                    } else if let Some(agent) = self.agent.as_mut() {
+                    } else if let Some(agent) = self.agent.as_mut().map(TrackedAgent::get_mut) {
                         let _ = agent.cla_result(
                             ctx.dtn_ms(),
                             BundleKey::from_token(t),
@@ -722,7 +802,7 @@ impl Node {
                         } else {
                             self.delete(ctx, &ob);
                         }
-                    } else if let Some(agent) = self.agent.as_mut() {
+                    } else if let Some(agent) = self.agent.as_mut().map(TrackedAgent::get_mut) {
                         // The agent logs `failed`, re-routes and offers it again through poll_transmit.
                         let _ = agent.cla_result(
                             ctx.dtn_ms(),
@@ -770,21 +850,40 @@ impl Node {
             if self.cfdp.is_some() {
                 progress |= self.drive_cfdp(ctx);
             }
+            let mut flushed = false;
             if !self.waiting.is_empty() {
+                let before = self.waiting.len();
                 self.flush_waiting(ctx);
+                flushed = self.waiting.len() != before;
             }
+            // Header into `tx_buf` and from there into the shared pool; block data stays a slice of the block
+            // (the receiving engine takes it as it is: `handle_datagram_parts`).
+            let mut sent = false;
             ctx.tx_buf.clear();
-            while let Some(t) = self.engine.poll_transmit(now, ctx.tx_buf) {
-                if ctx.pool.capacity() < t.len {
-                    ctx.pool.reserve(256 * 1024);
+            while let Some(t) = self.engine.poll_transmit_vectored(now, ctx.tx_buf) {
+                if ctx.pool.capacity() < ctx.tx_buf.len() {
+                    ctx.pool.reserve(64 * 1024);
                 }
                 ctx.pool.extend_from_slice(ctx.tx_buf);
-                ctx.outbox
-                    .push((t.remote_engine, ctx.pool.split().freeze(), Proto::Ltp));
+                let d = Datagram {
+                    head: ctx.pool.split().freeze(),
+                    tail: t.payload,
+                };
+                ctx.outbox.push((t.remote_engine, d, Proto::Ltp));
                 ctx.tx_buf.clear();
-                progress = true;
+                sent = true;
             }
-            if !progress {
+            // After a round in which only segments left (and maybe waiting bundles went to LTP), another round
+            // can do something only if sending raised engine events (a green block radiated), made a timer due,
+            // or LTP took waiting bundles (the agent may then hand over more); otherwise it would be an
+            // identical no-op, which was a third of a paced sender's work per segment. A round without
+            // progress that sent nothing ends the loop, as it always did.
+            let again = progress
+                || (sent
+                    && (flushed
+                        || self.engine.has_events()
+                        || self.engine.poll_timeout().is_some_and(|t| t <= now)));
+            if !again {
                 break;
             }
         }
@@ -794,18 +893,25 @@ impl Node {
     fn drive_agent(&mut self, ctx: &mut Ctx<'_>) -> bool {
         let now_ms = ctx.dtn_ms();
         let mut progress = false;
-        let Some(agent) = self.agent.as_mut() else {
+        let Some(tracked) = self.agent.as_mut() else {
             return false;
         };
+        if tracked.idle_at(now_ms) {
+            return false; // the polls below would find nothing (see `TrackedAgent`)
+        }
+        let agent = tracked.get_mut();
         if agent.poll_timeout().is_some_and(|t| t <= now_ms) {
             let _ = agent.handle_timeout(now_ms);
         }
+        // Whether the agent had nothing more to forward (rather than LTP having no room for it).
+        let mut drained = false;
         // Only take bundles from the agent while LTP has room: the rest stay in the agent's store.
         while self.waiting.is_empty() {
-            let Some(agent) = self.agent.as_mut() else {
+            let Some(agent) = self.agent.as_mut().map(TrackedAgent::get_mut) else {
                 break;
             };
             let Some(fwd) = agent.poll_transmit(now_ms) else {
+                drained = true;
                 break;
             };
             progress = true;
@@ -827,15 +933,27 @@ impl Node {
             ));
             self.flush_waiting(ctx);
         }
-        while let Some(d) = self.agent.as_mut().and_then(|a| a.poll_delivery()) {
-            if let Some(agent) = self.agent.as_mut() {
+        let mut delivered = false;
+        while let Some(d) = self
+            .agent
+            .as_mut()
+            .and_then(|a| a.get_mut().poll_delivery())
+        {
+            if let Some(agent) = self.agent.as_mut().map(TrackedAgent::get_mut) {
                 let _ = agent.delivered(now_ms, d.key);
             }
             progress = true;
+            delivered = true;
             let (Some((_, svc)), Some(source)) = (ipn(&d.endpoint), ipn(&d.source)) else {
                 continue;
             };
             self.deliver_local(ctx, svc, source, d.payload, None);
+        }
+        if drained && !delivered {
+            // Set last: every access above cleared it.
+            if let Some(t) = self.agent.as_mut() {
+                t.idle = true;
+            }
         }
         progress
     }
@@ -846,7 +964,7 @@ impl Node {
         if let Some(c) = self.cfdp.as_mut().and_then(CfdpApp::next_wake) {
             t = Some(t.map_or(c, |x| x.min(c)));
         }
-        if let Some(a) = self.agent.as_ref().and_then(|a| a.poll_timeout()) {
+        if let Some(a) = self.agent.as_ref().and_then(TrackedAgent::poll_timeout) {
             let at = Duration::from_millis(a.saturating_sub(self.epoch_dtn_ms));
             t = Some(t.map_or(at, |x| x.min(at)));
         }
@@ -862,7 +980,7 @@ impl Node {
     pub(crate) fn is_quiet(&self, now: Duration) -> bool {
         self.engine.is_idle()
             && self.agent.as_ref().is_none_or(|a| {
-                let st = a.status();
+                let st = a.get().status();
                 st.stored_bundles == 0
             })
             && self.pending_work == 0

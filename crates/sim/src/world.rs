@@ -3,7 +3,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use bytes::{Bytes, BytesMut};
+use bytes::BytesMut;
 use channel::gen::Preset;
 use channel::Fate;
 use ltp::{CsvSegmentLog, EngineConfig, SpanConfig};
@@ -11,7 +11,9 @@ use serde::Serialize;
 
 use crate::cfdp_app::{put_request, CfdpSetup, CfdpTransferResult, Route, TransferBook};
 use crate::log::{NodeSink, SegmentState, SharedBundleLog};
-use crate::node::{ClientApp, Ctx, Deferred, Node, Processing, Proto, ServerApp, SessionRecord};
+use crate::node::{
+    ClientApp, Ctx, Datagram, Deferred, Node, Processing, Proto, ServerApp, SessionRecord,
+};
 use crate::queue::EventQueue;
 use crate::scenario::{invalid, millis, secs, BundleLayer, LogSection, Scenario, ScenarioError};
 
@@ -20,13 +22,13 @@ enum Ev {
     /// A datagram reaches `node`'s receive queue (channel delivery time + the node's receive latency).
     Arrive {
         node: usize,
-        data: Bytes,
+        data: Datagram,
         proto: Proto,
     },
     /// The node's CPU finished a datagram: hand it to LTP (or the CFDP entity).
     Process {
         node: usize,
-        data: Bytes,
+        data: Datagram,
         proto: Proto,
     },
     /// Transfer `transfer` of `[[cfdp]]` is put at its sending node.
@@ -124,7 +126,7 @@ pub struct Simulation {
     stop_when_idle: bool,
     finished: bool,
     events: u64,
-    outbox: Vec<(u64, Bytes, Proto)>,
+    outbox: Vec<(u64, Datagram, Proto)>,
     deferred: Vec<(Duration, Deferred)>,
     pool: BytesMut,
     tx_buf: Vec<u8>,
@@ -384,7 +386,7 @@ impl Simulation {
                             let _ = a.register(bpv7::Eid::ipn(ns.number, t.server_service));
                         }
                     }
-                    Some(Box::new(a))
+                    Some(crate::node::TrackedAgent::new(a))
                 }
             };
             nodes.push(Node {
@@ -696,12 +698,12 @@ impl Simulation {
                     }
                     n.engine.set_link_up(now, remote);
                     let r = n.engine.span_config(remote).map_or(0, |c| c.rate_bps);
-                    if let Some(a) = n.agent.as_mut() {
+                    if let Some(a) = n.agent.as_mut().map(|a| a.get_mut()) {
                         a.link_up(dtn, remote, r);
                     }
                 } else {
                     n.engine.set_link_down(now, remote);
-                    if let Some(a) = n.agent.as_mut() {
+                    if let Some(a) = n.agent.as_mut().map(|a| a.get_mut()) {
                         a.link_down(dtn, remote);
                     }
                 }
@@ -760,25 +762,25 @@ impl Simulation {
             self.queue.push(at, Ev::CfdpPut { node, transfer });
         }
         for (remote, data, proto) in self.outbox.drain(..) {
-            let Some(l) = self
-                .links
-                .iter_mut()
-                .find(|l| (l.an, l.bn) == (number, remote) || (l.bn, l.an) == (number, remote))
-            else {
+            let Some((k, l)) = self.links.iter_mut().enumerate().find(|(_, l)| {
+                (l.an, l.bn) == (number, remote) || (l.bn, l.an) == (number, remote)
+            }) else {
                 continue;
             };
-            let (fate, to) = if l.an == number {
-                (l.link.forward.transit(now, data.len()), l.b)
+            let (fate, to, lane) = if l.an == number {
+                (l.link.forward.transit(now, data.len()), l.b, 2 * k)
             } else {
-                (l.link.ret.transit(now, data.len()), l.a)
+                (l.link.ret.transit(now, data.len()), l.a, 2 * k + 1)
             };
             if let Fate::Deliver { at } = fate {
-                // The datagram joins the receiver's queue once through its receive pipeline.
+                // The datagram joins the receiver's queue once through its receive pipeline. A link direction
+                // delivers in order unless it has jitter: one queue lane per direction.
                 let latency = self
                     .nodes
                     .get(to)
                     .map_or(Duration::ZERO, |n| n.processing.rx_latency);
-                self.queue.push(
+                self.queue.push_lane(
+                    lane,
                     at + latency,
                     Ev::Arrive {
                         node: to,

@@ -25,7 +25,37 @@ impl Engine {
         // Tolerant: a peer deviation we know (ION's report padding) is accepted, named and
         // counted instead of being dropped as malformed (which would leave the peer's report,
         // and our session, without an answer).
-        let (seg, deviation) = match Segment::decode_tolerant(datagram) {
+        let decoded = Segment::decode_tolerant(datagram);
+        self.handle_decoded(now, decoded, datagram.len())
+    }
+
+    /// [`Engine::handle_datagram`] of the datagram `head ++ tail` as a sender's
+    /// [`Engine::poll_transmit_vectored`] made it (header, block data), without joining the
+    /// pieces: a data segment's data is `tail` itself. For a driver whose "network" hands
+    /// over the sender's buffers (the simulator); the result is the same as for the joined
+    /// bytes.
+    pub fn handle_datagram_parts(
+        &mut self,
+        now: Duration,
+        head: &Bytes,
+        tail: &Bytes,
+    ) -> Result<(), RecvError> {
+        if tail.is_empty() {
+            return self.handle_datagram(now, head);
+        }
+        // Only a report can carry the padding `decode_tolerant` accepts, and a report from a
+        // vectored sender has no tail; a data segment is decoded strictly either way.
+        let decoded = Segment::decode_parts(head, tail).map(|seg| (seg, None));
+        self.handle_decoded(now, decoded, head.len() + tail.len())
+    }
+
+    fn handle_decoded(
+        &mut self,
+        now: Duration,
+        decoded: Result<(Segment, Option<crate::Deviation>), crate::DecodeError>,
+        datagram_len: usize,
+    ) -> Result<(), RecvError> {
+        let (seg, deviation) = match decoded {
             Ok(x) => x,
             Err(e) => {
                 self.stats.malformed += 1;
@@ -79,7 +109,7 @@ impl Engine {
             }
         }
         if self.sink.is_some() {
-            self.log_rx(now, remote, &seg, datagram.len());
+            self.log_rx(now, remote, &seg, datagram_len);
         }
         let session = seg.session;
         match seg.content {

@@ -96,6 +96,11 @@ impl Engine {
         self.events.pop_front()
     }
 
+    /// True when [`Engine::poll_event`] has an event to return.
+    pub fn has_events(&self) -> bool {
+        !self.events.is_empty()
+    }
+
     /// Encode one segment of span `i` into `buf` (all of a signal; the header of a data
     /// segment) and return the block data that follows it (empty for a signal). `None` if the
     /// span had nothing.
