@@ -164,7 +164,10 @@ pub(crate) fn render(out: &Path, file: &str, data: &ChartData) -> anyhow::Result
                 data,
             )
         } else {
-            chart(SVGBackend::new(&path, (1000, 650)).into_drawing_area(), data)
+            chart(
+                SVGBackend::new(&path, (1000, 650)).into_drawing_area(),
+                data,
+            )
         };
         r.with_context(|| format!("drawing {}", path.display()))?;
     }
@@ -352,8 +355,11 @@ where
     } else {
         for (si, dots) in d.dots.iter().enumerate() {
             let col = PALETTE[si % PALETTE.len()].mix(0.35);
-            c.draw_series(dots.iter().map(|&(x, y)| Circle::new((x, y), 2, col.filled())))
-                .map_err(err)?;
+            c.draw_series(
+                dots.iter()
+                    .map(|&(x, y)| Circle::new((x, y), 2, col.filled())),
+            )
+            .map_err(err)?;
         }
         let mut idx = 0;
         for (si, s) in d.values.iter().enumerate() {

@@ -159,10 +159,7 @@ fn run_sim(
     let mut fec_m = Metrics::new();
     if fec {
         delivery::fec_from_logs(&mut fec_m, &paths);
-        fec_m.insert(
-            "fec_matrix_tx_ms".into(),
-            summary.fec_matrix_tx_s_max * 1e3,
-        );
+        fec_m.insert("fec_matrix_tx_ms".into(), summary.fec_matrix_tx_s_max * 1e3);
     }
     if !keep_logs {
         for f in &files {

@@ -795,7 +795,7 @@ fn chaos_three_node_chain() {
                     x ^= x << 13;
                     x ^= x >> 7;
                     x ^= x << 17;
-                    let dg = if x % 2 == 0 {
+                    let dg = if x.is_multiple_of(2) {
                         n += 1;
                         spoofed_data_segment(n)
                     } else {

@@ -343,7 +343,10 @@ fn ltp_ingress_pauses_by_refusing_imports_and_resumes() {
     eprintln!("paused: {last} of {N} received, {stored} bytes stored: {st2}");
     assert!(last < N, "every bundle taken while nobody read");
     assert_eq!(st2["ingress"]["paused"], true);
-    assert!(st2["ltp"]["imports_refused"]["paused"].as_u64().unwrap() > 0, "{st2}");
+    assert!(
+        st2["ltp"]["imports_refused"]["paused"].as_u64().unwrap() > 0,
+        "{st2}"
+    );
     // The limit, plus what the import budget let in while the gate closed (one bundle over).
     let bound = BACKLOG + IMPORT_BUDGET + 2 * SIZE as u64;
     assert!(stored <= bound, "{stored} bytes stored (bound {bound})");

@@ -122,7 +122,7 @@ impl Codec {
         out: &mut Vec<Bytes>,
     ) -> Result<(), CodecError> {
         let k = segments.len();
-        if !crate::header::code_exists(k, r) || t % 2 != 0 || t < 4 {
+        if !crate::header::code_exists(k, r) || !t.is_multiple_of(2) || t < 4 {
             return Err(CodecError::Invalid("no code of this shape"));
         }
         if segments
@@ -166,7 +166,7 @@ impl Codec {
         mut restored: impl FnMut(usize, Option<Bytes>),
     ) -> Result<(), CodecError> {
         let k = info.len();
-        if !crate::header::code_exists(k, r) || t % 2 != 0 || t < 4 {
+        if !crate::header::code_exists(k, r) || !t.is_multiple_of(2) || t < 4 {
             return Err(CodecError::Invalid("no code of this shape"));
         }
         let got = info.iter().flatten().count() + repair.len();

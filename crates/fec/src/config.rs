@@ -158,7 +158,7 @@ impl FecConfig {
                 ));
             }
         }
-        if !(4..=usize::from(u16::MAX) - 1).contains(&t) || t % 2 != 0 {
+        if !(4..=usize::from(u16::MAX) - 1).contains(&t) || !t.is_multiple_of(2) {
             return Err(bad(
                 "symbol_bytes",
                 t,

@@ -157,7 +157,7 @@ impl SymbolHeader {
             n: u16_at(8),
             t: u16_at(10),
         };
-        if h.k == 0 || h.n <= h.k || h.index >= h.n || h.t % 2 != 0 || h.t < 4 {
+        if h.k == 0 || h.n <= h.k || h.index >= h.n || !h.t.is_multiple_of(2) || h.t < 4 {
             return Err(HeaderError::Shape {
                 k: h.k,
                 n: h.n,

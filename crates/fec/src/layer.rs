@@ -12,7 +12,7 @@ use crate::config::{symbol_bytes, ConfigError, FecConfig};
 use crate::header::{HeaderError, SymbolHeader, ROW_PREFIX};
 use crate::rx::{Decided, Refused, RxSpan, Sinks};
 use crate::stats::FecStats;
-use crate::tx::{Closed, TxSpan};
+use crate::tx::{Closed, TxContext, TxSpan};
 
 /// Why a received datagram was dropped.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Error)]
@@ -208,13 +208,15 @@ impl Fec {
         }
         s.tx.push(
             now,
-            &s.cfg,
-            s.t,
-            local,
             segment,
-            &mut self.codec,
-            &mut s.stats,
-            &mut self.closed,
+            &mut TxContext {
+                cfg: &s.cfg,
+                t: s.t,
+                local,
+                codec: &mut self.codec,
+                stats: &mut s.stats,
+                closed: &mut self.closed,
+            },
         );
         self.flush_closed(now, remote);
         true
@@ -336,12 +338,14 @@ impl Fec {
             let remote = s.cfg.remote_engine_id;
             s.tx.on_timeout(
                 now,
-                &s.cfg,
-                s.t,
-                local,
-                &mut self.codec,
-                &mut s.stats,
-                &mut self.closed,
+                &mut TxContext {
+                    cfg: &s.cfg,
+                    t: s.t,
+                    local,
+                    codec: &mut self.codec,
+                    stats: &mut s.stats,
+                    closed: &mut self.closed,
+                },
             );
             let mut sinks = Sinks {
                 segments: &mut self.up,

@@ -155,6 +155,26 @@ impl Stack {
         self.handle_datagram(now, datagram)
     }
 
+    /// Like `Engine::handle_datagram_parts` (a datagram as `head ++ tail`, the way
+    /// [`Stack::poll_transmit_vectored`] made it, for the simulator's zero-copy links): a bare
+    /// segment goes to the engine in its parts, a FEC datagram is joined and goes through the
+    /// FEC layer. Shadows the engine's method, which would take a FEC symbol for a malformed
+    /// segment.
+    pub fn handle_datagram_parts(
+        &mut self,
+        now: Duration,
+        head: &Bytes,
+        tail: &Bytes,
+    ) -> Result<(), StackError> {
+        if !is_fec_datagram(head) {
+            return Ok(self.engine.handle_datagram_parts(now, head, tail)?);
+        }
+        let mut whole = BytesMut::with_capacity(head.len() + tail.len());
+        whole.extend_from_slice(head);
+        whole.extend_from_slice(tail);
+        self.handle_datagram(now, &whole.freeze())
+    }
+
     /// Runs the engine's and the FEC layer's timers.
     pub fn handle_timeout(&mut self, now: Duration) {
         self.engine.handle_timeout(now);

@@ -13,6 +13,16 @@ use crate::config::{FecConfig, Mode};
 use crate::header::{SymbolHeader, MAX_HEADER_LEN};
 use crate::stats::FecStats;
 
+/// What closing a matrix needs besides the sender's own state: the span's settings, row size
+/// and local engine id, the shared codec, and where counters and closed matrices go.
+pub(crate) struct TxContext<'a> {
+    pub(crate) cfg: &'a FecConfig,
+    pub(crate) t: usize,
+    pub(crate) local: u64,
+    pub(crate) codec: &'a mut Codec,
+    pub(crate) stats: &'a mut FecStats,
+    pub(crate) closed: &'a mut Vec<Closed>,
+}
 /// One datagram waiting for the link: its encoded header and its payload (the LTP segment or
 /// a repair row, zero-copy).
 #[derive(Debug)]
@@ -92,24 +102,15 @@ impl TxSpan {
     }
 
     /// Adds one LTP segment; closes matrices as the mode says. Returns the matrices closed.
-    pub(crate) fn push(
-        &mut self,
-        now: Duration,
-        cfg: &FecConfig,
-        t: usize,
-        local: u64,
-        segment: Bytes,
-        codec: &mut Codec,
-        stats: &mut FecStats,
-        closed: &mut Vec<Closed>,
-    ) {
-        stats.segments_in += 1;
+    pub(crate) fn push(&mut self, now: Duration, segment: Bytes, cx: &mut TxContext<'_>) {
+        let cfg = cx.cfg;
+        cx.stats.segments_in += 1;
         let peek = ltp::segment::peek_header(&segment).ok();
         if cfg.mode == Mode::Hsltp {
             if let Some((_, session)) = peek.filter(|(ty, _)| ty.is_data()) {
                 // One block per matrix: data of another session closes the open matrix first.
                 if self.open_session.is_some_and(|s| s != session) {
-                    self.close_into(now, cfg, t, local, codec, stats, closed);
+                    self.close_into(cx);
                 }
                 self.open_session = Some(session);
             }
@@ -120,38 +121,29 @@ impl TxSpan {
         self.open.push(segment);
         let eob = cfg.mode == Mode::Hsltp && peek.is_some_and(|(ty, _)| ty.is_eob());
         if eob || self.open.len() >= usize::from(cfg.max_k) {
-            self.close_into(now, cfg, t, local, codec, stats, closed);
+            self.close_into(cx);
         }
     }
 
     /// Closes the open matrix if its timer expired.
-    pub(crate) fn on_timeout(
-        &mut self,
-        now: Duration,
-        cfg: &FecConfig,
-        t: usize,
-        local: u64,
-        codec: &mut Codec,
-        stats: &mut FecStats,
-        closed: &mut Vec<Closed>,
-    ) {
-        if self.deadline(cfg).is_some_and(|d| d <= now) {
-            self.close_into(now, cfg, t, local, codec, stats, closed);
+    pub(crate) fn on_timeout(&mut self, now: Duration, cx: &mut TxContext<'_>) {
+        if self.deadline(cx.cfg).is_some_and(|d| d <= now) {
+            self.close_into(cx);
         }
     }
 
     /// Encodes the open matrix ("K continuous": K = the segments it holds) and queues its
     /// information symbols, then its repair symbols.
-    pub(crate) fn close_into(
-        &mut self,
-        _now: Duration,
-        cfg: &FecConfig,
-        t: usize,
-        local: u64,
-        codec: &mut Codec,
-        stats: &mut FecStats,
-        closed: &mut Vec<Closed>,
-    ) {
+    pub(crate) fn close_into(&mut self, cx: &mut TxContext<'_>) {
+        let TxContext {
+            cfg,
+            t,
+            local,
+            codec,
+            stats,
+            closed,
+        } = cx;
+        let (cfg, t, local) = (*cfg, *t, *local);
         self.open_session = None;
         if self.open.is_empty() {
             return;

@@ -232,8 +232,8 @@ fn eclsa_failed_matrix_hands_up_what_arrived_and_ltp_retransmits_the_rest() {
     let m2 = sent[12].fec.unwrap().matrix;
     let last_data = sent
         .iter()
-        .filter(|s| s.fec.is_some_and(|h| h.matrix == m2 && !h.is_repair()) && s.len > 500)
-        .last()
+        .rev()
+        .find(|s| s.fec.is_some_and(|h| h.matrix == m2 && !h.is_repair()) && s.len > 500)
         .unwrap();
     assert_eq!(blocks[0].0, last_data.arrives);
     assert_eq!(w.b.fec_stats(1).unwrap().segments_lost, 3);

@@ -22,8 +22,8 @@ const NS_PER_S: i128 = 1_000_000_000;
 /// 64 bits; a 128-bit division is a library call that cost the simulator more than the rest of the pacing.
 fn ceil_div(debt: i128, rate: u64) -> u64 {
     match u64::try_from(debt) {
-        Ok(d) if d <= u64::MAX - rate => (d + (rate - 1)) / rate,
-        _ => {
+        Ok(d) => d.div_ceil(rate),
+        Err(_) => {
             let r = i128::from(rate);
             u64::try_from((debt + r - 1) / r).unwrap_or(u64::MAX)
         }

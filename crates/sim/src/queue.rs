@@ -257,7 +257,7 @@ mod tests {
         };
         let mut now = 0u64;
         let mut lane_last = [0u64; 4];
-        let mut naive_pop = |naive: &mut Vec<(Duration, u64)>| {
+        let naive_pop = |naive: &mut Vec<(Duration, u64)>| {
             let k = (0..naive.len()).min_by_key(|&k| naive[k])?;
             Some(naive.remove(k))
         };

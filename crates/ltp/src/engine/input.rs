@@ -26,7 +26,7 @@ impl Engine {
         // counted instead of being dropped as malformed (which would leave the peer's report,
         // and our session, without an answer).
         let decoded = Segment::decode_tolerant(datagram);
-        self.handle_decoded(now, decoded, datagram.len())
+        self.handle_decoded(now, decoded, datagram.len(), accept)
     }
 
     /// [`Engine::handle_datagram`] of the datagram `head ++ tail` as a sender's
@@ -46,7 +46,7 @@ impl Engine {
         // Only a report can carry the padding `decode_tolerant` accepts, and a report from a
         // vectored sender has no tail; a data segment is decoded strictly either way.
         let decoded = Segment::decode_parts(head, tail).map(|seg| (seg, None));
-        self.handle_decoded(now, decoded, head.len() + tail.len())
+        self.handle_decoded(now, decoded, head.len() + tail.len(), |_| true)
     }
 
     fn handle_decoded(
@@ -54,6 +54,7 @@ impl Engine {
         now: Duration,
         decoded: Result<(Segment, Option<crate::Deviation>), crate::DecodeError>,
         datagram_len: usize,
+        accept: impl FnOnce(u64) -> bool,
     ) -> Result<(), RecvError> {
         let (seg, deviation) = match decoded {
             Ok(x) => x,

@@ -881,13 +881,12 @@ impl AgentThread {
             .iter()
             .map(|(n, q)| (n.to_string(), serde_json::Value::from(*q)))
             .collect();
+        let mut store =
+            super::hardening_status::store_json(&s, self.agent.store_health(), dtn_now_ms());
+        store["commit_latency"] = self.agent.store().latency().json();
         serde_json::json!({
             "node": self.node,
-            "store": {
-                let mut store = super::hardening_status::store_json(&s, self.agent.store_health(), dtn_now_ms());
-                store["commit_latency"] = self.agent.store().latency().json();
-                store
-            },
+            "store": store,
             "backoff": super::hardening_status::backoff_json(&self.agent, dtn_now_ms()),
             "queues": {
                 "per_neighbour": queues,
