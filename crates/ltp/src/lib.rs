@@ -90,7 +90,11 @@
 //! - **Segmentation**: a segment never exceeds the span's `max_segment_size`; red segments keep
 //!   6 bytes free for checkpoint fields so any of them can be resent as a checkpoint unsplit.
 //! - **Timers** start when a segment leaves `poll_transmit` and run on a per-span clock that
-//!   stops while the link is down.
+//!   stops while the link is down. Every retransmission waits one RTO, or with
+//!   `SpanConfig::rto_backoff` (off by default) the round trip plus the rest of the RTO
+//!   doubled per retransmission of the same checkpoint or report, up to [`MAX_RTO_BACKOFF`]
+//!   times ([`SpanConfig::retransmission_interval`]): a peer slow to answer then neither
+//!   loses sessions it completed nor gets flooded with checkpoints.
 //! - **Memory**: received red data is held as zero-copy slices of the datagrams until the red
 //!   part is complete, then assembled once (no copy at all for a one-segment block). A segment
 //!   beyond `max_red_bytes_per_session`, or red data beyond
@@ -122,7 +126,9 @@ pub mod stats;
 
 /// Re-export of the `bytes` crate used in the API (payloads are `Bytes` slices).
 pub use bytes;
-pub use config::{AdaptiveRate, EngineConfig, SpanConfig, DEFAULT_PACING_BURST_TIME};
+pub use config::{
+    AdaptiveRate, EngineConfig, SpanConfig, DEFAULT_PACING_BURST_TIME, MAX_RTO_BACKOFF,
+};
 pub use deviation::{Deviation, DeviationCounts};
 pub use engine::{Engine, SendOutcome, Transmit, VectoredTransmit, MIN_SEGMENT_SIZE};
 pub use error::{DecodeError, RecvError, SendError};

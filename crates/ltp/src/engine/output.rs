@@ -191,16 +191,17 @@ impl Engine {
                 number,
                 serial: cp.checkpoint_serial,
             };
-            let deadline = s.arm(now, rto, key);
             if plan.checkpoint_resend {
                 if let Some(c) = ex
                     .checkpoints
                     .iter_mut()
                     .find(|c| c.serial == cp.checkpoint_serial)
                 {
-                    c.deadline = Some(deadline);
+                    let wait = s.cfg.retransmission_interval(c.retransmissions);
+                    c.deadline = Some(s.arm(now, wait, key));
                 }
             } else {
+                let deadline = s.arm(now, rto, key);
                 ex.checkpoints.push(Checkpoint {
                     serial: cp.checkpoint_serial,
                     report_serial: cp.report_serial,
@@ -316,7 +317,8 @@ impl Engine {
                         session: sig.session,
                         serial,
                     };
-                    rep.deadline = Some(s.arm(now, rto, key));
+                    let wait = s.cfg.retransmission_interval(rep.retransmissions);
+                    rep.deadline = Some(s.arm(now, wait, key));
                 }
                 s.stats.reports_sent += 1;
                 rec_fields = (

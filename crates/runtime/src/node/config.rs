@@ -296,6 +296,12 @@ pub struct SpanSection {
     /// Explicit retransmission timeout in ms (default: 2 × OWLT + 100 ms).
     #[serde(default)]
     pub rto_ms: Option<f64>,
+    /// Timer back-off (`ltp::SpanConfig::rto_backoff`): each retransmission of the same
+    /// checkpoint or report waits twice as long beyond the round trip as the previous one.
+    /// Default: on when `rto_ms` is not set (the derived RTO's 100 ms margin is a guess at the
+    /// peer's processing time, which a busy peer exceeds), off when it is.
+    #[serde(default)]
+    pub rto_backoff: Option<bool>,
     /// Transmission rate in bit/s when no contact plan sets it (0 = unlimited).
     #[serde(default)]
     pub rate_bps: u64,
@@ -429,6 +435,12 @@ impl Span {
         self.cfg
             .adaptive_rate
             .unwrap_or(self.cfg.rate_bps == 0 && !planned)
+    }
+
+    /// Whether the span's checkpoint and report timers back off: `rto_backoff` when set, else
+    /// exactly when the RTO is derived (no `rto_ms`).
+    pub fn rto_backoff(&self) -> bool {
+        self.cfg.rto_backoff.unwrap_or(self.rto.is_none())
     }
 
     /// The start-up warning for a span whose settings make its peer lose bundles: an HDTN
@@ -1099,6 +1111,23 @@ via = 3
             assert!(e.contains(needle), "{e:?} should mention {needle}");
             assert!(!e.contains('\n'), "one line: {e:?}");
         }
+    }
+
+    #[test]
+    fn timer_backoff_defaults_on_with_a_derived_rto_and_off_with_rto_ms() {
+        let explicit = parse(GOOD).unwrap();
+        assert_eq!(explicit.spans[0].rto, Some(Duration::from_millis(50)));
+        assert!(
+            !explicit.spans[0].rto_backoff(),
+            "rto_ms chosen: fixed timers"
+        );
+        let derived = parse(&GOOD.replace("rto_ms = 50", "")).unwrap();
+        assert_eq!(derived.spans[0].rto, None);
+        assert!(derived.spans[0].rto_backoff(), "derived RTO: back-off");
+        let forced = parse(&(GOOD.to_string() + "rto_backoff = true\n")).unwrap();
+        assert!(forced.spans[0].rto_backoff());
+        let off = parse(&(GOOD.replace("rto_ms = 50", "") + "rto_backoff = false\n")).unwrap();
+        assert!(!off.spans[0].rto_backoff());
     }
 
     #[test]

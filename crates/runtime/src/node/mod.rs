@@ -314,6 +314,7 @@ impl Node {
             sc.aggregation_max_items = s.max_bundles_per_block;
             sc.pacing_max_burst_bytes = s.max_burst_bytes;
             sc.rto = s.rto;
+            sc.rto_backoff = s.rto_backoff();
             sc.owlt = s.owlt;
             sc.rate_bps = s.cfg.rate_bps;
             if s.cfg.burst_bytes > 0 {
