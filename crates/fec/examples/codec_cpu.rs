@@ -43,7 +43,13 @@ fn main() {
     for k in [64usize, 256, 1024, 4096] {
         let r = cfg.repair_for(k);
         let segs: Vec<Bytes> = (0..k)
-            .map(|i| Bytes::from((0..T - 2).map(|j| (i * 31 + j * 7) as u8).collect::<Vec<_>>()))
+            .map(|i| {
+                Bytes::from(
+                    (0..T - 2)
+                        .map(|j| (i * 31 + j * 7) as u8)
+                        .collect::<Vec<_>>(),
+                )
+            })
             .collect();
         let mut codec = Codec::new();
         let mut out = Vec::new();

@@ -370,10 +370,22 @@ fn engine_is_send_and_session_numbers_respect_the_configured_width() {
 #[test]
 fn silent_sender_times_out_the_import_session() {
     let mut e = receiver(1 << 20, 1 << 30);
+    // Two segments: a session that made progress and then went silent runs to the inactivity
+    // timeout (one that never progressed is dropped earlier, `import_admission.rs`).
     e.handle_datagram(Duration::ZERO, &data_seg(5, SegmentType::RedData, 0, 100))
+        .unwrap();
+    e.handle_datagram(Duration::ZERO, &data_seg(5, SegmentType::RedData, 100, 100))
         .unwrap();
     assert_eq!(e.import_sessions(), 1);
     let limit = SpanConfig::new(1).effective_inactivity_timeout();
+    // Earlier timers (the stall check for sessions that never progressed) leave it alone.
+    for _ in 0..8 {
+        match e.poll_timeout() {
+            Some(t) if t < limit => e.handle_timeout(t),
+            _ => break,
+        }
+        assert_eq!(e.import_sessions(), 1);
+    }
     assert_eq!(e.poll_timeout(), Some(limit));
     e.handle_timeout(limit - Duration::from_nanos(1));
     assert_eq!(e.import_sessions(), 1);

@@ -98,10 +98,15 @@ impl ImportSession {
         }
     }
 
-    /// Whether the session got anywhere: more than one data segment, or its block delivered.
-    /// A session opened by one (possibly spoofed) segment and then silent has not.
+    /// Whether the session got anywhere: more than one data segment, its block delivered, or a
+    /// report of ours awaiting the sender's answer. A session opened by one (possibly spoofed)
+    /// segment and then silent has not. The report counts because a session refused while the
+    /// span was full reopens with its sender's retransmitted checkpoint alone: until the
+    /// retransmission our report asks for arrives (a round trip), it holds one segment, and
+    /// treating it as half-open let two such sessions evict each other for ever at a span with
+    /// one import slot.
     pub(crate) fn progressed(&self) -> bool {
-        self.delivered || self.data_segments > 1
+        self.delivered || self.data_segments > 1 || !self.reports.is_empty()
     }
 
     /// Whether the red part is complete (and not yet delivered).
