@@ -176,9 +176,12 @@ fn a_failed_commit_fails_every_staged_request_and_changes_nothing() {
     assert_eq!(st.unrouted, 0);
     assert_eq!(a.store().bundle_count(), 0);
     assert!(events.0.lock().expect("lock").is_empty(), "no events");
-    // The quota the failed batch staged is free again: the retry fits entirely.
+    // The quota the failed batch staged is free again: the retry, once the degraded store has
+    // recovered (its recovery timer, docs/store.md), fits entirely.
     a.register(eid("ipn:1.5")).expect("register");
-    let rs = a.send_batch(T0, vec![req("ipn:2.1", 4000), req("ipn:1.5", 4000)]);
+    let retry_at = a.poll_timeout().expect("recovery timer");
+    a.handle_timeout(retry_at).expect("recovered");
+    let rs = a.send_batch(retry_at, vec![req("ipn:2.1", 4000), req("ipn:1.5", 4000)]);
     assert!(rs.iter().all(Result::is_ok), "{rs:?}");
     assert_eq!(a.status().stored_bundles, 2);
     let d = a.poll_delivery().expect("local bundle ready");

@@ -51,7 +51,7 @@ fn bundle_rows(text: &str) -> Vec<Vec<String>> {
     lines
         .map(|l| {
             let cols: Vec<String> = l.split(',').map(str::to_string).collect();
-            assert_eq!(cols.len(), 11, "{l}");
+            assert_eq!(cols.len(), 12, "{l}");
             cols
         })
         .collect()

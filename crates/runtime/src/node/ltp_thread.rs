@@ -304,13 +304,23 @@ impl LtpThread {
                         FromLtp::Done { tokens, ok: true }
                     }
                     Event::ExportCancelled {
+                        remote,
                         tokens,
                         reason,
                         by_receiver,
                         ..
                     } => {
                         self.counters.exports_cancelled.fetch_add(1, Relaxed);
-                        if receiver_refused(reason, by_receiver) {
+                        // An HSLTP receiver cancels a block whose matrix failed to decode with
+                        // SYS_CNCLD, and the bundle must go again at once in a new session
+                        // (docs/fec.md): not a refusal to back off from.
+                        let hsltp_decode_failure = reason == ltp::CancelReason::SystemCancelled
+                            && self
+                                .engine
+                                .fec()
+                                .config(remote)
+                                .is_some_and(|c| c.mode == fec::Mode::Hsltp);
+                        if receiver_refused(reason, by_receiver) && !hsltp_decode_failure {
                             self.counters.exports_refused.fetch_add(1, Relaxed);
                             FromLtp::Refused { tokens }
                         } else {

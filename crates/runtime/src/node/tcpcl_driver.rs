@@ -482,7 +482,7 @@ impl Driver<'_> {
             if !sans.iter().any(|u| u == peer_node_id) {
                 self.shared.counters.refused("node_id_not_in_certificate");
                 eprintln!(
-                    "dtnkit node: TCPCL session from {} refused: node id {peer_node_id} is not a URI                      subject alternative name of its certificate ({}; RFC 9174 4.4.1,                      [tcpcl.tls] check_node_id)",
+                    "dtnkit node: TCPCL session from {} refused: node id {peer_node_id} is not a URI subject alternative name of its certificate ({}; RFC 9174 4.4.1, [tcpcl.tls] check_node_id)",
                     self.remote,
                     if sans.is_empty() {
                         "it has none".to_string()
