@@ -51,9 +51,6 @@ fn rows(p: &Path, name: &str) -> Vec<Vec<String>> {
 }
 
 #[test]
-#[ignore = "fails since the FEC branch was merged with the hardening and simulator branches: 1000 export \
-            sessions complete at node 1 but node 2 delivers 976 blocks (HSLTP with one import slot); under \
-            investigation, see the closing note of issue 17"]
 fn two_nodes_with_fec_deliver_1000_bundles_through_10_percent_loss() {
     let scn = sim::Scenario::from_toml_str(SCENARIO, "lab-fec.toml", Path::new(".")).unwrap();
     let work = std::env::temp_dir().join(format!("dtnkit-lab-fec-{}", std::process::id()));

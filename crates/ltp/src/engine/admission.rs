@@ -10,7 +10,9 @@
 //! - **Eviction**: when a new session arrives at a full span, the oldest *incomplete* session
 //!   gives way: first one that never progressed (a single data segment received), else the
 //!   oldest incomplete one that has been silent for at least an RTO (a session that is
-//!   receiving data right now is never evicted). An evicted session is dropped silently (no
+//!   receiving data right now is never evicted). A session we sent a report for never gives
+//!   way: its sender counts the claimed bytes as received, so dropping them silently would let
+//!   a later report complete a block we no longer hold. An evicted session is dropped silently (no
 //!   cancel segment: it may be spoofed, and a cancel would be reflected at the real peer) and
 //!   is not remembered as closed, so if it was real, its sender's next segment or checkpoint
 //!   opens it again and reports recover what is missing. Only if nothing can give way is the
@@ -105,9 +107,9 @@ impl Engine {
         let imports = &self.imports;
         // Forget sessions that closed or completed (they never give way).
         let evictable = |id: &SessionId| {
-            imports
-                .get(id)
-                .is_some_and(|imp| !imp.delivered && imp.state == ImportState::Active)
+            imports.get(id).is_some_and(|imp| {
+                !imp.delivered && !imp.claimed && imp.state == ImportState::Active
+            })
         };
         while s.admitted.front().is_some_and(|id| !evictable(id)) {
             s.admitted.pop_front();

@@ -58,6 +58,10 @@ pub(crate) struct ImportSession {
     pub(crate) last_rx: Duration,
     /// Data segments received (saturating): a session with one has not progressed.
     pub(crate) data_segments: u32,
+    /// A report of ours claimed data of this session. The sender counts claimed bytes as
+    /// received for good and completes the block once the claims cover it, so such a session
+    /// may end only with a cancel the sender hears, never silently (eviction, stall drop).
+    pub(crate) claimed: bool,
     /// Whether the client confirmed the delivered block (always true when the span does not
     /// defer final reports). A complete-red checkpoint is answered only once this is true.
     pub(crate) confirmed: bool,
@@ -92,6 +96,7 @@ impl ImportSession {
             state: ImportState::Active,
             last_rx: clock,
             data_segments: 0,
+            claimed: false,
             confirmed: !defer_final_report,
             held_checkpoint: None,
             slot_released: false,
@@ -99,14 +104,12 @@ impl ImportSession {
     }
 
     /// Whether the session got anywhere: more than one data segment, its block delivered, or a
-    /// report of ours awaiting the sender's answer. A session opened by one (possibly spoofed)
-    /// segment and then silent has not. The report counts because a session refused while the
-    /// span was full reopens with its sender's retransmitted checkpoint alone: until the
-    /// retransmission our report asks for arrives (a round trip), it holds one segment, and
-    /// treating it as half-open let two such sessions evict each other for ever at a span with
-    /// one import slot.
+    /// report of ours sent. A session opened by one (possibly spoofed) segment and then silent
+    /// has not. The report counts because a session refused while the span was full reopens
+    /// with its sender's retransmitted checkpoint alone, and because a session whose data we
+    /// claimed must never be dropped silently (see `claimed`).
     pub(crate) fn progressed(&self) -> bool {
-        self.delivered || self.data_segments > 1 || !self.reports.is_empty()
+        self.delivered || self.data_segments > 1 || self.claimed
     }
 
     /// Whether the red part is complete (and not yet delivered).

@@ -500,6 +500,7 @@ impl Engine {
                 .collect();
             let serial = imp.next_report_serial;
             imp.next_report_serial = imp.next_report_serial.wrapping_add(1).max(1);
+            imp.claimed = true;
             imp.reports.push(IssuedReport {
                 rs: ReportSegment {
                     report_serial: serial,
