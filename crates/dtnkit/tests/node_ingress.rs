@@ -282,7 +282,13 @@ fn back_pressure_reaches_the_peer_before_the_store_fills() {
     let run = peer.join().unwrap();
     app.join().unwrap();
     assert_eq!((run.acked, run.refused), (N, 0));
-    let st = node.status();
+    // The application's last acknowledgments reach the agent a moment after it got the bundles.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut st = node.status();
+    while st["bundles"]["delivered"] != N && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+        st = node.status();
+    }
     assert_eq!(st["bundles"]["delivered"], N);
     assert_eq!(st["bundles"]["refused_store_full"], 0);
     assert_eq!(st["ingress"]["paused"], false);
