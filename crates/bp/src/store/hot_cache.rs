@@ -4,12 +4,26 @@
 //! A relay node reads almost every bundle exactly once, shortly after storing it (forwarding) and
 //! then deletes it. Keeping the `Bytes` the agent handed to [`super::Store::commit`] (a reference
 //! count, not a copy) for a bounded number of bytes turns that read into a clone. Entries leave
-//! oldest-first when over budget and immediately when their bundle is deleted or replaced, so the
-//! cache never serves bytes the store no longer holds.
+//! immediately when their bundle is deleted or replaced, so the cache never serves bytes the store
+//! no longer holds.
+//!
+//! When the budget is full, the cache keeps its *older* entries and turns the new bundle away,
+//! unless the oldest entry has waited longer than [`STALE_AFTER`]. Bundles leave a node in
+//! roughly the order they arrived, so while a backlog larger than the budget drains (an
+//! application submitting faster than the link forwards, or a receiver delivering behind its
+//! convergence layer) the oldest entries are exactly the next ones read: evicting them for the
+//! newest, as a plain insertion-ordered cache does, made every read of such a backlog miss
+//! (measured: 1 GB of 1 MB bundles over TCPCL read every bundle back from the segment log on both
+//! nodes, 10 % of both nodes' CPU). An entry older than `STALE_AFTER` belongs to a bundle that is
+//! waiting (for a contact, an application, a retry) rather than draining, and gives way.
 
 use std::collections::{HashMap, VecDeque};
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
+
+/// How long the oldest entry keeps its place against newer bundles once the budget is full.
+pub(crate) const STALE_AFTER: Duration = Duration::from_secs(1);
 
 /// A byte-bounded, insertion-ordered map from bundle key to bundle bytes.
 #[derive(Debug, Default)]
@@ -19,10 +33,12 @@ pub(crate) struct HotCache {
     /// key -> (generation, bytes). The generation tells a stale `order` entry (the key was
     /// removed, or replaced and queued again) from the live one.
     map: HashMap<u64, (u64, Bytes)>,
-    order: VecDeque<(u64, u64)>,
+    /// (key, generation, inserted at), oldest first.
+    order: VecDeque<(u64, u64, Instant)>,
     next_gen: u64,
     hits: u64,
     misses: u64,
+    refused: u64,
 }
 
 impl HotCache {
@@ -39,22 +55,24 @@ impl HotCache {
         }
     }
 
-    /// Remembers the bytes of a bundle just committed under `key` (replacing older bytes).
-    pub(crate) fn insert(&mut self, key: u64, data: &Bytes) {
+    /// Remembers the bytes of a bundle just committed under `key` (replacing older bytes), if
+    /// the budget has room for them or entries older than [`STALE_AFTER`] can make it.
+    pub(crate) fn insert(&mut self, key: u64, data: &Bytes, now: Instant) {
         self.remove(key);
         let len = data.len() as u64;
         if len == 0 || len > self.budget {
             return;
         }
         while self.held + len > self.budget {
-            if !self.evict_oldest() {
-                break;
+            if !self.evict_oldest_older_than(now, STALE_AFTER) {
+                self.refused += 1;
+                return;
             }
         }
         let g = self.next_gen;
         self.next_gen += 1;
         self.map.insert(key, (g, data.clone()));
-        self.order.push_back((key, g));
+        self.order.push_back((key, g, now));
         self.held += len;
     }
 
@@ -65,7 +83,7 @@ impl HotCache {
         }
         // Stale `order` entries are skipped at eviction; drop them early when they pile up at the
         // front (the common case: bundles are deleted in roughly the order they were stored).
-        while let Some(&(k, g)) = self.order.front() {
+        while let Some(&(k, g, _)) = self.order.front() {
             if self.map.get(&k).is_some_and(|(gen, _)| *gen == g) {
                 break;
             }
@@ -76,7 +94,7 @@ impl HotCache {
         if self.order.len() > 2 * self.map.len() + 64 {
             let map = &self.map;
             self.order
-                .retain(|(k, g)| map.get(k).is_some_and(|(gen, _)| gen == g));
+                .retain(|(k, g, _)| map.get(k).is_some_and(|(gen, _)| gen == g));
         }
     }
 
@@ -94,14 +112,21 @@ impl HotCache {
         }
     }
 
-    fn evict_oldest(&mut self) -> bool {
-        while let Some((k, g)) = self.order.pop_front() {
-            if self.map.get(&k).is_some_and(|(gen, _)| *gen == g) {
-                if let Some((_, d)) = self.map.remove(&k) {
-                    self.held -= d.len() as u64;
-                }
-                return true;
+    /// Evicts the oldest live entry if it was inserted more than `age` before `now`.
+    fn evict_oldest_older_than(&mut self, now: Instant, age: Duration) -> bool {
+        while let Some(&(k, g, at)) = self.order.front() {
+            if self.map.get(&k).is_none_or(|(gen, _)| *gen != g) {
+                self.order.pop_front();
+                continue;
             }
+            if now.saturating_duration_since(at) <= age {
+                return false;
+            }
+            self.order.pop_front();
+            if let Some((_, d)) = self.map.remove(&k) {
+                self.held -= d.len() as u64;
+            }
+            return true;
         }
         false
     }
@@ -109,6 +134,11 @@ impl HotCache {
     /// (hits, misses, bytes held).
     pub(crate) fn stats(&self) -> (u64, u64, u64) {
         (self.hits, self.misses, self.held)
+    }
+
+    /// Bundles turned away because the budget was full of entries younger than [`STALE_AFTER`].
+    pub(crate) fn refused(&self) -> u64 {
+        self.refused
     }
 }
 
@@ -121,33 +151,69 @@ mod tests {
     }
 
     #[test]
-    fn bounded_oldest_first_and_removal() {
+    fn full_budget_keeps_the_older_entries_until_they_are_stale() {
+        let t0 = Instant::now();
         let mut c = HotCache::new(100);
-        c.insert(1, &b(40, 1));
-        c.insert(2, &b(40, 2));
-        c.insert(3, &b(40, 3)); // evicts 1
+        c.insert(1, &b(40, 1), t0);
+        c.insert(2, &b(40, 2), t0);
+        // Full of fresh entries: the newest bundle is turned away, the next ones to be read stay.
+        c.insert(3, &b(40, 3), t0 + STALE_AFTER);
+        assert_eq!(c.get(3), None);
+        assert_eq!(c.get(1), Some(b(40, 1)));
+        assert_eq!((c.stats().2, c.refused()), (80, 1));
+        // Once the oldest has waited longer than STALE_AFTER it gives way, oldest first.
+        let later = t0 + STALE_AFTER + Duration::from_millis(1);
+        c.insert(3, &b(40, 3), later);
         assert_eq!(c.get(1), None);
         assert_eq!(c.get(2), Some(b(40, 2)));
-        assert_eq!(c.stats().2, 80);
+        assert_eq!(c.get(3), Some(b(40, 3)));
+        // Deleting frees room at once.
         c.remove(2);
         assert_eq!(c.get(2), None);
         assert_eq!(c.stats().2, 40);
+        c.insert(4, &b(40, 4), later);
+        assert_eq!(c.get(4), Some(b(40, 4)));
         // Replacing a key keeps one copy and its new bytes.
-        c.insert(3, &b(10, 9));
+        c.insert(3, &b(10, 9), later);
         assert_eq!(c.get(3), Some(b(10, 9)));
-        assert_eq!(c.stats().2, 10);
+        assert_eq!(c.stats().2, 50);
         // Too large for the budget: not cached, and nothing else evicted for it.
-        c.insert(4, &b(101, 4));
-        assert_eq!(c.get(4), None);
+        c.insert(5, &b(101, 5), later + STALE_AFTER * 2);
+        assert_eq!(c.get(5), None);
         assert_eq!(c.get(3), Some(b(10, 9)));
         let (hits, misses, _) = c.stats();
-        assert_eq!((hits, misses), (3, 3));
+        assert_eq!((hits, misses), (6, 4));
+    }
+
+    #[test]
+    fn a_backlog_larger_than_the_budget_drains_through_the_cache() {
+        // Bundles 0..N stored at once, then read and deleted in order: with the old
+        // evict-oldest policy every read missed; now the first budget's worth hits, and each
+        // deletion admits the next bundle stored.
+        let t0 = Instant::now();
+        let mut c = HotCache::new(10 * 40);
+        for k in 0..100u64 {
+            c.insert(k, &b(40, 0), t0);
+        }
+        let mut hits = 0;
+        for k in 0..100u64 {
+            hits += usize::from(c.get(k).is_some());
+            c.remove(k);
+            c.insert(1000 + k, &b(40, 0), t0);
+        }
+        assert_eq!(hits, 10);
+        for k in 0..100u64 {
+            hits += usize::from(c.get(1000 + k).is_some());
+            c.remove(1000 + k);
+        }
+        // The second wave was admitted one-for-one as the first drained.
+        assert_eq!(hits, 20);
     }
 
     #[test]
     fn zero_budget_disables() {
         let mut c = HotCache::new(0);
-        c.insert(1, &b(1, 1));
+        c.insert(1, &b(1, 1), Instant::now());
         assert_eq!(c.get(1), None);
         assert_eq!(c.stats().2, 0);
     }
@@ -155,8 +221,9 @@ mod tests {
     #[test]
     fn order_queue_stays_bounded_under_churn() {
         let mut c = HotCache::new(1000);
+        let t0 = Instant::now();
         for k in 0..10_000u64 {
-            c.insert(k, &b(10, 0));
+            c.insert(k, &b(10, 0), t0);
             if k >= 5 {
                 c.remove(k - 5);
             }

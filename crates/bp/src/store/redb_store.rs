@@ -192,6 +192,11 @@ impl RedbStore {
         self.hot.stats()
     }
 
+    /// Bundles the hot cache turned away because its budget was full of younger entries.
+    pub fn hot_cache_refused(&self) -> u64 {
+        self.hot.refused()
+    }
+
     /// Number of payload segment files currently on disk.
     pub fn segment_count(&self) -> usize {
         self.segments.segment_count()
@@ -423,6 +428,7 @@ impl Store for RedbStore {
             }
             self.hot.remove(key);
         }
+        let now = std::time::Instant::now();
         for op in batch.ops() {
             if let Op::Put { key, data, .. } = op {
                 // Only segment-log payloads: their reads are the expensive ones, and a small
@@ -430,7 +436,7 @@ impl Store for RedbStore {
                 // would keep alive beyond the budget.
                 let large = data.len() as u64 >= self.segment_threshold;
                 if large && self.index.contains_key(&key.0) {
-                    self.hot.insert(key.0, data);
+                    self.hot.insert(key.0, data, now);
                 }
             }
         }
