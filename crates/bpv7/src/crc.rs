@@ -108,8 +108,179 @@ impl std::fmt::Display for CrcType {
     }
 }
 
+/// The CRC-32C of an encoded bundle's bytes, derived from the CRC-32C values its blocks carry instead of a
+/// second pass over the data.
+///
+/// A store that checksums each bundle it writes (to detect a damaged disk at the next read) would otherwise read
+/// every byte once more right after the bundle's own CRCs were computed (a bundle built here) or verified (a bundle
+/// received). CRC-32C is affine: for a block `X ‖ T` whose 4-byte CRC field `T` holds `v = crc(X ‖ 0000)`,
+/// `crc(X ‖ T) = v ⊕ crc(T) ⊕ crc(0000)`, and the CRCs of consecutive spans combine in O(log n)
+/// (`crc32c_combine`). Blocks without a CRC-32C (none, CRC-16) and the framing bytes are CRC'd directly, and
+/// anything that does not walk as a bundle (indefinite array of definite-array blocks) falls back to one full pass.
+///
+/// The result equals `crc32c(bytes)` whenever every CRC-32C field holds its block's correct value — true for any
+/// bundle this crate encoded or decoded with CRC verification. For a block whose field is wrong it differs, so a
+/// later read verified against it reports the bundle damaged (which it is), never the reverse.
+pub fn bundle_bytes_crc32c(buf: &bytes::Bytes) -> u32 {
+    derived_bundle_crc32c(buf).unwrap_or_else(|| crc32c::crc32c(buf))
+}
+
+fn derived_bundle_crc32c(buf: &bytes::Bytes) -> Option<u32> {
+    use crate::cbor::{ArrayLen, Reader, BREAK};
+    let zero_tail = crc32c::crc32c(&[0u8; 4]);
+    let mut r = Reader::new(buf, 0);
+    if !matches!(r.array("bundle").ok()?, (ArrayLen::Indefinite, _)) {
+        return None;
+    }
+    let mut acc = crc32c::crc32c(buf.get(..r.pos())?);
+    let mut primary = true;
+    loop {
+        let start = r.pos();
+        if r.peek("bundle").ok()? == BREAK {
+            let rest = buf.get(start..)?;
+            return (rest.len() == 1).then(|| crc32c::crc32c_append(acc, rest));
+        }
+        r.skip_item("block").ok()?;
+        let block = buf.get(start..r.pos())?;
+        // The CRC type is the third field of the primary block, the fourth of a canonical one.
+        let mut h = Reader::new(buf, start);
+        h.definite_array("block").ok()?;
+        for _ in 0..if primary { 2 } else { 3 } {
+            h.uint("block").ok()?;
+        }
+        let crc_type = h.uint("block").ok()?;
+        primary = false;
+        let n = block.len();
+        let block_crc = match block.get(n.checked_sub(5)?..) {
+            // A 4-byte byte string (0x44) closes a CRC-32C block: its CRC field.
+            Some([0x44, t @ ..]) if crc_type == CrcType::Crc32c.code() => {
+                let tail: [u8; 4] = t.try_into().ok()?;
+                u32::from_be_bytes(tail) ^ crc32c::crc32c(&tail) ^ zero_tail
+            }
+            _ => crc32c::crc32c(block),
+        };
+        acc = crc32c_combine(acc, block_crc, n);
+    }
+}
+
+/// CRC-32C (reflected) polynomial.
+const CASTAGNOLI: u32 = 0x82F6_3B78;
+
+/// `a · b` modulo the CRC-32C polynomial, both as reflected polynomials (bit 31 = x⁰).
+const fn mul_mod_p(a: u32, mut b: u32) -> u32 {
+    let mut m: u32 = 1 << 31;
+    let mut p: u32 = 0;
+    loop {
+        if a & m != 0 {
+            p ^= b;
+            if a & (m - 1) == 0 {
+                return p;
+            }
+        }
+        m >>= 1;
+        b = if b & 1 != 0 {
+            (b >> 1) ^ CASTAGNOLI
+        } else {
+            b >> 1
+        };
+    }
+}
+
+/// `X_POW_2K[k]` = x^(2^k) modulo the polynomial, for every bit of `8 · usize::MAX`.
+const X_POW_2K: [u32; 67] = {
+    let mut t = [0u32; 67];
+    let mut p: u32 = 1 << 30; // x¹
+    let mut k = 0;
+    while k < 67 {
+        t[k] = p;
+        p = mul_mod_p(p, p);
+        k += 1;
+    }
+    t
+};
+
+/// The CRC-32C of `A ‖ B` from `crc(A)`, `crc(B)` and `len(B)`: `crc(A) · x^(8·len(B)) ⊕ crc(B)` (the
+/// initial and final inversions cancel). About 2 µs less than the `crc32c` crate's matrix-squaring
+/// version per call, which made it cost more than the pass it replaces for a 1 MB bundle.
+fn crc32c_combine(crc1: u32, crc2: u32, len2: usize) -> u32 {
+    if len2 == 0 {
+        return crc1;
+    }
+    // x^(8·len2) = Π over the set bits k of 8·len2 of x^(2^k); 8·len2 has bit k+3 where len2 has bit k.
+    let mut shift: u32 = 1 << 31; // x⁰
+    let mut n = len2;
+    let mut k = 3;
+    while n != 0 {
+        if n & 1 != 0 {
+            shift = mul_mod_p(X_POW_2K[k], shift);
+        }
+        n >>= 1;
+        k += 1;
+    }
+    mul_mod_p(shift, crc1) ^ crc2
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn combine_agrees_with_the_reference() {
+        let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+        let mut next = || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        for len in [
+            0usize,
+            1,
+            2,
+            3,
+            4,
+            5,
+            8,
+            255,
+            4096,
+            1_000_000,
+            123_456_789,
+            usize::MAX >> 3,
+        ] {
+            let (a, b) = (next() as u32, next() as u32);
+            assert_eq!(
+                super::crc32c_combine(a, b, len),
+                crc32c::crc32c_combine(a, b, len),
+                "len {len}"
+            );
+        }
+        let (a, b) = (b"hello, ".as_slice(), b"bundle".as_slice());
+        let whole = [a, b].concat();
+        assert_eq!(
+            super::crc32c_combine(crc32c::crc32c(a), crc32c::crc32c(b), b.len()),
+            crc32c::crc32c(&whole)
+        );
+    }
+
+    #[test]
+    fn bundle_checksum_is_derived_without_a_pass_over_the_payload() {
+        use crate::{BundleBuilder, Eid};
+        let b = BundleBuilder::new(Eid::ipn(1, 1), Eid::ipn(2, 1))
+            .payload(vec![7u8; 300_000])
+            .build()
+            .unwrap();
+        let wire = bytes::Bytes::from(b.encode());
+        // The derivation walks the bundle (no fallback) and agrees with a full pass.
+        assert_eq!(derived_bundle_crc32c(&wire), Some(crc32c::crc32c(&wire)));
+        // Not a bundle: one full pass.
+        let junk = bytes::Bytes::from_static(b"not a bundle");
+        assert_eq!(derived_bundle_crc32c(&junk), None);
+        assert_eq!(bundle_bytes_crc32c(&junk), crc32c::crc32c(&junk));
+        // Trailing bytes after the break: not a single bundle, so a full pass.
+        let mut longer = wire.to_vec();
+        longer.push(0);
+        let longer = bytes::Bytes::from(longer);
+        assert_eq!(derived_bundle_crc32c(&longer), None);
+    }
+
     use super::*;
 
     #[test]

@@ -54,6 +54,27 @@ proptest! {
         prop_assert_eq!(id.source, spec.source);
     }
 
+    /// The store's checksum derived from the blocks' own CRC-32C fields equals a full CRC-32C pass over the
+    /// bytes for every bundle we encode (any mix of CRC types), and a CRC-32C payload block whose data or CRC
+    /// field was damaged after its CRC was computed never matches its bytes.
+    #[test]
+    fn derived_bundle_crc32c_matches_a_full_pass(spec in spec_strategy(), at in any::<prop::sample::Index>()) {
+        let built = common::ours_from_spec(&spec);
+        let wire = Bytes::from(built.encode());
+        prop_assert_eq!(bpv7::crc::bundle_bytes_crc32c(&wire), crc32c::crc32c(&wire));
+        let payload = built.payload_block().unwrap();
+        if payload.crc_type() == bpv7::CrcType::Crc32c {
+            // The payload block ends the bundle: [.. data][0x44 CRC CRC CRC CRC][0xFF].
+            let dlen = payload.data().len();
+            let k = at.index(dlen + 4);
+            let i = if k < dlen { wire.len() - 6 - dlen + k } else { wire.len() - 5 + (k - dlen) };
+            let mut bad = wire.to_vec();
+            bad[i] ^= 0x01;
+            let bad = Bytes::from(bad);
+            prop_assert_ne!(bpv7::crc::bundle_bytes_crc32c(&bad), crc32c::crc32c(&bad));
+        }
+    }
+
     #[test]
     fn back_to_back_bundles_split(specs in proptest::collection::vec(spec_strategy(), 1..5)) {
         let bundles: Vec<Bundle> = specs.iter().map(common::ours_from_spec).collect();

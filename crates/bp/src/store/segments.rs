@@ -338,7 +338,9 @@ impl SegmentLog {
                 seg: id,
                 offset,
                 len,
-                crc: crc32c::crc32c(p),
+                // Derived from the bundle's own CRC-32C fields (computed or verified just
+                // before the commit) instead of a second pass over the bytes.
+                crc: bpv7::crc::bundle_bytes_crc32c(p),
             });
         }
         Ok(())
