@@ -112,53 +112,61 @@ def run_iperf(args, tcp, length):
             server.kill()
 
 
-class NodePair:
-    """Two `dtnkit node` processes on loopback, joined by one LTP span or one TCPCL connection."""
+class NodeChain:
+    """`dtnkit node` processes on loopback in a line, node 1 -> 2 -> ... -> N, neighbours joined by one LTP span or
+    one TCPCL connection; node 1 reaches node N through static routes (N = 2: the direct pair)."""
 
-    def __init__(self, args, work, cla, segment, bundle, durable):
-        self.args, self.work, self.procs = args, work, []
-        ports = [free_port(), free_port()]
-        tcp_ports = [free_port(socket.SOCK_STREAM), free_port(socket.SOCK_STREAM)]
-        for n in (1, 2):
-            me, peer = n - 1, 2 - n
+    def __init__(self, args, work, cla, segment, bundle, durable, nodes=2):
+        self.args, self.work, self.procs, self.nodes = args, work, [], nodes
+        ports = [free_port() for _ in range(nodes)]
+        tcp_ports = [free_port(socket.SOCK_STREAM) for _ in range(nodes)]
+        for n in range(1, nodes + 1):
             lines = [
                 f"node = {n}",
-                f'bind = "127.0.0.1:{ports[me]}"',
+                f'bind = "127.0.0.1:{ports[n - 1]}"',
                 "[store]",
                 f'path = "{work}/s{n}"',
                 f"durable = {'true' if durable else 'false'}",
             ]
+            neighbours = [p for p in (n - 1, n + 1) if 1 <= p <= nodes]
             if cla == "ltp":
-                lines += [
-                    "[[span]]",
-                    f"peer = {3 - n}",
-                    f'address = "127.0.0.1:{ports[peer]}"',
-                    f"max_segment_size = {segment}",
-                    "max_sessions = 64",
-                    f"aggregation_bytes = {bundle}",
-                    "aggregation_ms = 1",
-                    "rto_ms = 500",
-                ]
+                for peer in neighbours:
+                    lines += [
+                        "[[span]]",
+                        f"peer = {peer}",
+                        f'address = "127.0.0.1:{ports[peer - 1]}"',
+                        f"max_segment_size = {segment}",
+                        "max_sessions = 64",
+                        f"aggregation_bytes = {bundle}",
+                        "aggregation_ms = 1",
+                        "rto_ms = 500",
+                    ]
             else:
-                lines += tcpcl_config(n, tcp_ports[me], tcp_ports[peer])
+                lines += tcpcl_config(n, nodes, tcp_ports)
+            # Towards the last node through the next one, and back through the previous one.
+            if n < nodes - 1:
+                lines += ["[[route]]", f"dest = {nodes}", f"via = {n + 1}"]
+            if n > 2:
+                lines += ["[[route]]", "dest = 1", f"via = {n - 1}"]
             Path(work, f"n{n}.toml").write_text("\n".join(lines) + "\n")
-        for n in (1, 2):
+        for n in range(1, nodes + 1):
             self.procs.append(subprocess.Popen([args.bin, "node", "--config", f"{work}/n{n}.toml"],
                                                stdout=subprocess.DEVNULL,
                                                stderr=open(f"{work}/n{n}.log", "w")))
         deadline = time.time() + 15
-        while not all(Path(work, f"s{n}", "app.sock").exists() for n in (1, 2)):
+        while not all(Path(work, f"s{n}", "app.sock").exists() for n in range(1, nodes + 1)):
             if time.time() > deadline or any(p.poll() is not None for p in self.procs):
-                raise RuntimeError(f"nodes did not start; see {work}/n1.log and {work}/n2.log")
+                raise RuntimeError(f"nodes did not start; see the n*.log files in {work}")
             time.sleep(0.05)
 
     def stop(self):
+        """Stops every node; returns per node (CPU seconds, peak RSS MB, {thread name: CPU seconds})."""
         stats = []
         for p in self.procs:
             try:
-                stats.append((proc_cpu_seconds(p.pid), proc_peak_rss_mb(p.pid)))
+                stats.append((proc_cpu_seconds(p.pid), proc_peak_rss_mb(p.pid), thread_cpu_seconds(p.pid)))
             except (OSError, IndexError, ValueError):
-                stats.append((float("nan"), float("nan")))
+                stats.append((float("nan"), float("nan"), {}))
             p.send_signal(signal.SIGTERM)
         for p in self.procs:
             try:
@@ -168,31 +176,49 @@ class NodePair:
         return stats
 
 
-def tcpcl_config(n, my_port, peer_port):
-    """Node configuration lines for one TCPCLv4 neighbour (docs/node.md, section TCPCL)."""
-    lines = ["[tcpcl]", f'listen = "127.0.0.1:{my_port}"']
-    if n == 1:
-        # Node 1 keeps the session open; node 2 accepts it and answers over it.
-        lines += ["[[tcp_peer]]", "peer = 2", f'address = "127.0.0.1:{peer_port}"']
-    else:
-        lines += ["[[tcp_peer]]", "peer = 1"]
+def thread_cpu_seconds(pid):
+    """CPU seconds (user + system) of a live process's threads, summed by thread name with digits dropped
+    (`app-conn-3` and `app-conn-4` count as `app-conn-`)."""
+    shares = {}
+    for task in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{task}/stat") as f:
+                head, tail = f.read().rsplit(")", 1)
+        except OSError:
+            continue
+        name = head.split("(", 1)[1].rstrip("0123456789")
+        fields = tail.split()
+        shares[name] = shares.get(name, 0.0) + (int(fields[11]) + int(fields[12])) / CLK_TCK
+    return shares
+
+
+def tcpcl_config(n, nodes, tcp_ports):
+    """Node configuration lines for the TCPCLv4 neighbours of node n in a line of nodes (docs/node.md, TCPCL):
+    each node connects to the next one and accepts the previous one's session, answering over it."""
+    lines = ["[tcpcl]", f'listen = "127.0.0.1:{tcp_ports[n - 1]}"']
+    if n > 1:
+        lines += ["[[tcp_peer]]", f"peer = {n - 1}"]
+    if n < nodes:
+        lines += ["[[tcp_peer]]", f"peer = {n + 1}", f'address = "127.0.0.1:{tcp_ports[n]}"']
     return lines
 
 
-def run_dtnkit(args, cla, segment, bundle, durable, total_bytes):
-    """One transfer of total_bytes; returns (goodput Mbit/s, CPU s per GB (sum of both nodes), RSS MB n1, n2)."""
+def run_dtnkit(args, cla, segment, bundle, durable, total_bytes, nodes=2, detail=False):
+    """One transfer of total_bytes from node 1 to node `nodes`; returns (goodput Mbit/s, CPU s per GB (sum of all
+    nodes), peak RSS MB of the sender, of the receiver), and with detail=True also the per-node stats of
+    NodeChain.stop."""
     count = max(1, total_bytes // bundle)
     work = tempfile.mkdtemp(prefix="dtnkit-bench-", dir=args.workdir)
-    pair = None
+    chain = None
     try:
-        pair = NodePair(args, work, cla, segment, bundle, durable)
+        chain = NodeChain(args, work, cla, segment, bundle, durable, nodes)
         timeout = str(args.transfer_timeout)
-        recv = subprocess.Popen([args.bin, "recv", "--socket", f"{work}/s2/app.sock", "--endpoint", "ipn:2.1",
-                                 "--count", str(count), "--timeout", timeout],
+        recv = subprocess.Popen([args.bin, "recv", "--socket", f"{work}/s{nodes}/app.sock", "--endpoint",
+                                 f"ipn:{nodes}.1", "--count", str(count), "--timeout", timeout],
                                 stdout=subprocess.DEVNULL, stderr=open(f"{work}/recv.log", "w"))
         time.sleep(0.3)
         t0 = time.monotonic()
-        subprocess.run([args.bin, "send", "--socket", f"{work}/s1/app.sock", "--dst", "ipn:2.1",
+        subprocess.run([args.bin, "send", "--socket", f"{work}/s1/app.sock", "--dst", f"ipn:{nodes}.1",
                         "--size", str(bundle), "--count", str(count), "--quiet",
                         "--store-full-wait", str(args.transfer_timeout)],
                        check=True, stdout=subprocess.DEVNULL, stderr=open(f"{work}/send.log", "w"),
@@ -201,14 +227,15 @@ def run_dtnkit(args, cla, segment, bundle, durable, total_bytes):
         elapsed = time.monotonic() - t0
         if rc != 0:
             raise RuntimeError(f"recv failed ({rc}): {Path(work, 'recv.log').read_text().strip()}")
-        stats = pair.stop()
-        pair = None
+        stats = chain.stop()
+        chain = None
         gb = count * bundle / 1e9
         cpu = sum(s[0] for s in stats) / gb
-        return count * bundle * 8 / elapsed / 1e6, cpu, stats[0][1], stats[1][1]
+        result = (count * bundle * 8 / elapsed / 1e6, cpu, stats[0][1], stats[-1][1])
+        return result + (stats,) if detail else result
     finally:
-        if pair:
-            pair.stop()
+        if chain:
+            chain.stop()
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)
 
@@ -218,7 +245,7 @@ def run_cfdp(args, cla, segment, file_segment, checksum, durable, total_bytes):
     work = tempfile.mkdtemp(prefix="dtnkit-bench-cfdp-", dir=args.workdir)
     pair = None
     try:
-        pair = NodePair(args, work, cla, segment, file_segment + 64, durable)
+        pair = NodeChain(args, work, cla, segment, file_segment + 64, durable)
         src = Path(work, "src.bin")
         with open(src, "wb") as f:
             block = os.urandom(1 << 20)
@@ -281,6 +308,64 @@ def cfdp_family(args, out):
     print("\n".join(md))
 
 
+def relay_family(args, out, modes):
+    """A -> B -> C with B storing and forwarding, next to the direct pair A -> C of the same repetition (issue 21):
+    goodput of both, their ratio, the relay's spread, and the middle node's CPU and peak RSS."""
+    points = []
+    for spec in args.relay_points.split(","):
+        cla, seg, bundle = spec.split(":")
+        points.extend((cla, int(seg), int(bundle), m) for m in modes)
+    f = open(out / "relay.csv", "w", newline="")
+    w = csv.writer(f)
+    w.writerow(["cla", "segment_bytes", "bundle_bytes", "store", "rep", "direct_mbps", "relay_mbps", "ratio",
+                "cpu_s_per_gb_direct", "cpu_s_per_gb_relay", "rss_mb_middle", "cpu_s_per_gb_middle"])
+    rows = []
+    for cla, seg, bundle, mode in points:
+        durable = mode == "durable"
+        ds, rs, mids, mcpus = [], [], [], []
+        for r in range(1, args.reps + 1):
+            d, dcpu, _, _ = run_dtnkit(args, cla, seg, bundle, durable, args.relay_bytes, nodes=2)
+            rl, rcpu, _, _, stats = run_dtnkit(args, cla, seg, bundle, durable, args.relay_bytes, nodes=3,
+                                               detail=True)
+            mid_cpu = stats[1][0] / (max(1, args.relay_bytes // bundle) * bundle / 1e9)
+            ds.append(d), rs.append(rl), mids.append(stats[1][1]), mcpus.append(mid_cpu)
+            w.writerow([cla, seg, bundle, mode, r, f"{d:.1f}", f"{rl:.1f}", f"{rl / d:.3f}", f"{dcpu:.2f}",
+                        f"{rcpu:.2f}", f"{stats[1][1]:.1f}", f"{mid_cpu:.2f}"])
+            f.flush()
+            print(f"[relay] {cla} seg={seg or '-'} bundle={bundle} {mode} rep {r}: direct {d:.0f} Mbit/s, "
+                  f"relay {rl:.0f} Mbit/s ({rl / d:.2f}), middle node RSS {stats[1][1]:.0f} MB", flush=True)
+        med = statistics.median(rs)
+        rows.append((cla, seg, bundle, mode, min(ds), statistics.median(ds), max(ds), min(rs), med, max(rs),
+                     med / statistics.median(ds), (max(rs) - min(rs)) / med, max(mids), statistics.median(mcpus)))
+    f.close()
+    md = [f"Relay: {args.relay_bytes / 1e6:.0f} MB per run, {args.reps} reps; the direct pair and the three-node "
+          "line run back to back in each repetition.", "",
+          "| CLA | segment B | bundle B | store | direct Mbit/s (min/med/max) | relay Mbit/s (min/med/max) | "
+          "relay / direct | relay spread | middle node peak RSS MB | middle node CPU s/GB |",
+          "|---|---|---|---|---|---|---|---|---|---|"]
+    for cla, seg, b, mode, d0, d1, d2, r0, r1, r2, ratio, spread, mid, mcpu in rows:
+        md.append(f"| {cla} | {seg or '-'} | {b} | {mode} | {d0:.0f} / {d1:.0f} / {d2:.0f} | "
+                  f"{r0:.0f} / {r1:.0f} / {r2:.0f} | **{ratio:.2f}** | {100 * spread:.0f} % | {mid:.0f} | "
+                  f"{mcpu:.2f} |")
+    md += ["", "Spread = (max - min) / median of the relay's goodput."]
+    (out / "relay.md").write_text("\n".join(md) + "\n")
+    print("\n".join(md))
+
+
+def thread_table(thread_rows):
+    """Markdown table of CPU seconds per GB by thread, per point and node (medians over repetitions)."""
+    md = ["| CLA | segment B | bundle B | store | node | CPU s/GB by thread (median; share of the node) |",
+          "|---|---|---|---|---|---|"]
+    for (cla, seg, b, mode, role), reps in thread_rows.items():
+        names = sorted({n for r in reps for n in r})
+        med = {n: statistics.median(r.get(n, 0.0) for r in reps) for n in names}
+        total = sum(med.values()) or float("nan")
+        top = sorted(med.items(), key=lambda kv: -kv[1])
+        cells = ", ".join(f"{n} {v:.2f} ({100 * v / total:.0f} %)" for n, v in top if v / total >= 0.02)
+        md.append(f"| {cla} | {seg or '-'} | {b} | {mode} | {role} | {cells} |")
+    return md
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--bin", required=True, help="release dtnkit binary")
@@ -291,7 +376,10 @@ def main():
     ap.add_argument("--segment-sizes", default="1024,1400,8192,65000")
     ap.add_argument("--ltp-bundle-sizes", default="500000,5000000")
     ap.add_argument("--tcpcl-bundle-sizes", default="100000,1000000,5000000")
-    ap.add_argument("--only", choices=["ltp", "tcpcl", "cfdp"], help="run one family of points")
+    ap.add_argument("--only", choices=["ltp", "tcpcl", "relay", "cfdp"], help="run one family of points")
+    ap.add_argument("--relay-bytes", type=int, default=200_000_000, help="payload bytes per relay row run")
+    ap.add_argument("--relay-points", default="ltp:8192:500000,tcpcl:0:1000000",
+                    help="relay rows as CLA:SEGMENT:BUNDLE, comma-separated")
     ap.add_argument("--cfdp-bytes", type=int, default=500_000_000, help="file size of the CFDP rows")
     ap.add_argument("--cfdp-segment", type=int, default=60_000, help="CFDP file data bytes per PDU (and bundle)")
     ap.add_argument("--cfdp-checksums", default="crc32c,crc32,modular,null,proximity1")
@@ -324,12 +412,16 @@ def main():
     if args.only == "cfdp":
         cfdp_family(args, out)
         return
+    if args.only == "relay":
+        relay_family(args, out, modes)
+        return
     runs_f = open(out / "throughput.csv", "w", newline="")
     runs = csv.writer(runs_f)
     runs.writerow(["cla", "segment_bytes", "bundle_bytes", "store", "rep", "network_ceiling_mbps",
                    "disk_write_mbps", "ceiling_mbps", "dtnkit_mbps", "cpu_s_per_gb", "rss_mb_sender",
                    "rss_mb_receiver"])
     summary = []
+    thread_rows = {}
     for i, (cla, seg, b, mode) in enumerate(points, 1):
         durable = mode == "durable"
         cs, disks, eff, ds, cpus, rss1, rss2 = [], [], [], [], [], [], []
@@ -338,7 +430,11 @@ def main():
             c = run_iperf(args, cla == "tcpcl", seg)
             disk = disk_write_mbps(args) if durable else float("nan")
             ceiling = min(c, disk / 2) if durable else c
-            d, cpu, m1, m2 = run_dtnkit(args, cla, seg, b, durable, args.bytes)
+            d, cpu, m1, m2, stats = run_dtnkit(args, cla, seg, b, durable, args.bytes, detail=True)
+            gb = max(1, args.bytes // b) * b / 1e9
+            for role, st in (("sender", stats[0]), ("receiver", stats[-1])):
+                thread_rows.setdefault((cla, seg, b, mode, role), []).append(
+                    {n: v / gb for n, v in st[2].items()})
             cs.append(c), disks.append(disk), eff.append(ceiling), ds.append(d)
             cpus.append(cpu), rss1.append(m1), rss2.append(m2)
             runs.writerow([cla, seg, b, mode, r, f"{c:.1f}", f"{disk:.1f}", f"{ceiling:.1f}", f"{d:.1f}",
@@ -398,9 +494,12 @@ def main():
                "|---|---|---|---|---|"]
         for cla, seg, d, m1, m2 in memory:
             md.append(f"| {cla} | {seg or '-'} | {d:.0f} | {m1:.0f} | {m2:.0f} |")
+    md += ["", "CPU by thread (user + system, per GB moved; threads under 2 % of their node left out):", ""]
+    md += thread_table(thread_rows)
     (out / "summary.md").write_text("\n".join(md) + "\n")
     print("\n".join(md))
     if args.only is None:
+        relay_family(args, out, modes)
         cfdp_family(args, out)
     print(f"\nresults: {out}/throughput.csv, {out}/summary.csv, {out}/summary.md")
 
