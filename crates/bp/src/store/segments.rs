@@ -418,10 +418,9 @@ impl SegmentLog {
         }
         let len = usize::try_from(r.len)
             .map_err(|_| ReadError::OutOfBounds(format!("length {} too large", r.len)))?;
-        let mut buf = BytesMut::zeroed(len);
         let active = self.active.as_ref().filter(|a| a.id == r.seg);
         let res = match active {
-            Some(a) => a.file.read_exact_at(&mut buf, r.offset),
+            Some(a) => read_new_buffer_at(&a.file, len, r.offset),
             None => {
                 if !self.readers.contains_key(&r.seg) {
                     if self.readers.len() >= MAX_READERS {
@@ -431,12 +430,12 @@ impl SegmentLog {
                     self.readers.insert(r.seg, f);
                 }
                 match self.readers.get(&r.seg) {
-                    Some(f) => f.read_exact_at(&mut buf, r.offset),
+                    Some(f) => read_new_buffer_at(f, len, r.offset),
                     None => Err(std::io::Error::other("segment reader vanished")),
                 }
             }
         };
-        res.map_err(ReadError::Io)?;
+        let buf = res.map_err(ReadError::Io)?;
         let actual = crc32c::crc32c(&buf);
         if actual != r.crc {
             return Err(ReadError::Checksum {
@@ -446,6 +445,40 @@ impl SegmentLog {
         }
         Ok(buf.freeze())
     }
+}
+
+/// Reads `len` bytes at `offset` into a new buffer, without zero-filling it first: the buffer is
+/// about to be overwritten by the kernel, and the zeroing was 3 % of a node's CPU forwarding 1 MB
+/// bundles. Short reads continue; end of file before `len` bytes is an error.
+fn read_new_buffer_at(file: &File, len: usize, offset: u64) -> std::io::Result<BytesMut> {
+    use std::os::fd::AsRawFd;
+    let mut buf = BytesMut::with_capacity(len);
+    while buf.len() < len {
+        let at = offset
+            .checked_add(buf.len() as u64)
+            .and_then(|o| libc::off_t::try_from(o).ok())
+            .ok_or_else(|| std::io::Error::other("segment offset out of range"))?;
+        let left = len - buf.len();
+        let spare = buf.spare_capacity_mut();
+        let want = left.min(spare.len());
+        // SAFETY: `spare` is writable memory owned by `buf` of at least `want` bytes; pread writes
+        // at most `want` bytes there and reports how many, and only those are exposed below.
+        let n = unsafe { libc::pread(file.as_raw_fd(), spare.as_mut_ptr().cast(), want, at) };
+        if n < 0 {
+            let e = std::io::Error::last_os_error();
+            if e.kind() == std::io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(e);
+        }
+        let n = n as usize;
+        if n == 0 {
+            return Err(std::io::ErrorKind::UnexpectedEof.into());
+        }
+        // SAFETY: pread initialised the next `n` (≤ `want`) bytes after the current length.
+        unsafe { buf.set_len(buf.len() + n) };
+    }
+    Ok(buf)
 }
 
 #[cfg(test)]
