@@ -2,12 +2,14 @@
 # Throughput of dtnkit next to the machine's own ceiling, measured in the same run (issue 9, docs/throughput.md):
 # BP over LTP for 1024/1400/8192/65000-byte segments and 500 kB / 5 MB bundles against iperf3 UDP at the same
 # datagram size, BP over TCPCLv4 for 100 kB / 1 MB / 5 MB bundles against iperf3 TCP, node CPU time per GB and peak
-# RSS. Every point is repeated (default 3) and reported as min / median / max plus the ratio of the medians, with
+# RSS, and the CPU each node thread spends per GB. Relay rows (--only relay, or after the others): A -> B -> C with B
+# storing and forwarding, next to the direct pair in the same repetition, with the middle node's RSS. Every point is
+# repeated (default 3) and reported as min / median / max plus the ratio of the medians, with
 # durable stores (ceiling: min(network, disk/2), the disk rate measured in the same run) and without fsync, and a
 # 5 GB transfer checks each node's peak memory. CFDP rows (--only cfdp, or after the others): a class-2 CFDP put over
 # BP (one PDU per bundle, per checksum) next to plain BP with bundles of the same size (docs/cfdp.md).
 #
-# Usage: scripts/bench.sh [--out DIR] [--reps N] [--bytes B] [--only ltp|tcpcl] [--store both|durable|volatile] ...
+# Usage: scripts/bench.sh [--out DIR] [--reps N] [--bytes B] [--only ltp|tcpcl|relay|cfdp] [--store both|durable|volatile] ...
 #        (all options: python3 scripts/throughput.py --help)
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -21,6 +21,12 @@ Points:
          size in --segment-sizes and every bundle size in --ltp-bundle-sizes; ceiling = iperf3 UDP at -l SEGMENT.
   tcpcl  BP over TCPCLv4 between two nodes on loopback for every bundle size in --tcpcl-bundle-sizes;
          ceiling = iperf3 TCP.
+  relay  A -> B -> C (B stores and forwards; static routes) next to the direct pair A -> C, run back to back in
+         each repetition, for every CLA:SEGMENT:BUNDLE in --relay-points: goodput of both, their ratio, the relay's
+         spread, and the middle node's peak RSS and CPU per GB (OUT/relay.csv, OUT/relay.md).
+
+Every point also records the CPU seconds per GB of each node thread (from /proc/PID/task/*/stat), summarised in
+summary.md.
 
 Outputs: OUT/throughput.csv (one row per run), OUT/summary.csv and OUT/summary.md (one row per point).
 """
