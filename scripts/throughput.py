@@ -170,7 +170,11 @@ class NodeChain:
         stats = []
         for p in self.procs:
             try:
-                stats.append((proc_cpu_seconds(p.pid), proc_peak_rss_mb(p.pid), thread_cpu_seconds(p.pid)))
+                total, threads = proc_cpu_seconds(p.pid), thread_cpu_seconds(p.pid)
+                # Threads that already ended (an application connection's reader and writer once its
+                # client left) are in the process's total but no longer listed.
+                threads["(ended threads)"] = max(0.0, total - sum(threads.values()))
+                stats.append((total, proc_peak_rss_mb(p.pid), threads))
             except (OSError, IndexError, ValueError):
                 stats.append((float("nan"), float("nan"), {}))
             p.send_signal(signal.SIGTERM)
