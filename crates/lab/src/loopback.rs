@@ -16,6 +16,7 @@
 //! Every wait is bounded: the streams by `transfer.time_limit_s`, a node that stops answering by a watchdog that
 //! kills the nodes (the blocked request then fails), and children that outlive the lab die with it.
 
+mod cfdp;
 mod layout;
 mod procstat;
 mod scenario;
@@ -34,8 +35,8 @@ use crate::procs::Child;
 use crate::LabError;
 use layout::{Layout, NodeAddrs};
 pub use scenario::{
-    Affinity, ChainSection, Cla, LoopbackScenario, LtpSection, StoreSection, TcpclSection,
-    Topology, TransferSection, UdpclSection, MAX_BUNDLE_BYTES,
+    Affinity, CfdpSection, ChainSection, Cla, LoopbackScenario, LtpSection, Method, StoreSection,
+    TcpclSection, Topology, TransferSection, UdpclSection, MAX_BUNDLE_BYTES,
 };
 
 /// The CPU everything runs on with `affinity = "single-core"`.
@@ -248,9 +249,10 @@ pub fn run_loopback(
         }
     }
 
-    // Receivers registered before any sender starts.
+    // Receivers registered before any sender starts (a CFDP put's receiver is `dtnkit cfdp serve`).
+    let cfdp = sc.transfer.method == Method::Cfdp;
     let mut receivers = Vec::new();
-    for &(_, dst) in &layout.streams {
+    for &(_, dst) in layout.streams.iter().filter(|_| !cfdp) {
         let name = format!("receiver at node {dst}");
         let mut rx = Client::connect(socket_of(dst)).map_err(|e| startup(name.clone(), e))?;
         rx.register(&format!("ipn:{dst}.1"))
@@ -270,7 +272,19 @@ pub fn run_loopback(
     let (done_tx, done_rx) = std::sync::mpsc::channel();
     let watchdog = crate::procs::watchdog(pids.clone(), limit + Duration::from_secs(30), done_rx);
     let abort = Arc::new(AtomicBool::new(false));
-    let results: Vec<Result<(stream::SendReport, stream::RecvReport), String>> =
+    let results: Vec<Result<(stream::SendReport, stream::RecvReport), String>> = if cfdp {
+        let (src, dst) = layout.streams.first().copied().unwrap_or((1, 2));
+        vec![cfdp::run(
+            sc,
+            &opts.dtnkit,
+            &work,
+            (src, dst),
+            (&socket_of(src), &socket_of(dst)),
+            cpu,
+            deadline,
+        )
+        .map_err(|e| e.to_string())]
+    } else {
         std::thread::scope(|s| {
             let handles: Vec<_> = layout
                 .streams
@@ -306,7 +320,8 @@ pub fn run_loopback(
                         .unwrap_or_else(|_| Err("a stream thread panicked".into()))
                 })
                 .collect()
-        });
+        })
+    };
     let _ = done_tx.send(());
     let killed = watchdog.join().unwrap_or(true);
 

@@ -86,10 +86,24 @@ impl Default for ChainSection {
     }
 }
 
+/// What moves the data.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum Method {
+    /// Bundles of `bundle_bytes` submitted by an application thread.
+    #[default]
+    Bp,
+    /// One CFDP class-2 put of `bytes` over BP, one File Data PDU of `bundle_bytes` per bundle.
+    Cfdp,
+}
+
 /// `[transfer]`: what each stream sends.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct TransferSection {
+    /// Bundles from an application, or a CFDP put.
+    #[serde(default)]
+    pub method: Method,
     /// Payload bytes per bundle.
     pub bundle_bytes: usize,
     /// Bytes per stream (rounded up to whole bundles; the last bundle is shorter). Exactly one of `bytes` and
@@ -192,6 +206,30 @@ pub struct UdpclSection {
     pub socket_buffer_bytes: Option<u64>,
 }
 
+/// `[cfdp]`: the put of `transfer.method = "cfdp"`.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CfdpSection {
+    /// `dtnkit cfdp put --checksum`: modular, proximity1, crc32c, crc32 or null.
+    #[serde(default = "d_checksum")]
+    pub checksum: String,
+}
+
+fn d_checksum() -> String {
+    "null".into()
+}
+
+impl Default for CfdpSection {
+    fn default() -> Self {
+        CfdpSection {
+            checksum: d_checksum(),
+        }
+    }
+}
+
+/// Checksums `dtnkit cfdp put` offers.
+const CHECKSUMS: [&str; 5] = ["modular", "proximity1", "crc32c", "crc32", "null"];
+
 /// `[store]`: every node's bundle store.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -241,6 +279,9 @@ pub struct LoopbackScenario {
     /// Store settings.
     #[serde(default)]
     pub store: StoreSection,
+    /// CFDP settings.
+    #[serde(default)]
+    pub cfdp: CfdpSection,
 }
 
 /// Largest bundle payload a loopback run sends: what one send request of the application protocol can carry
@@ -360,6 +401,36 @@ impl LoopbackScenario {
                 }
             }
         }
+        if t.method == Method::Cfdp {
+            if t.bytes.is_none() {
+                return bad(
+                    "transfer.method",
+                    "\"cfdp\"".into(),
+                    "transfer.bytes (the file size) with a CFDP put, not duration_s",
+                );
+            }
+            if t.bundle_bytes > 65_000 {
+                return bad(
+                    "transfer.bundle_bytes",
+                    t.bundle_bytes.to_string(),
+                    "at most 65000 with method = \"cfdp\" (the File Data PDU segment size)",
+                );
+            }
+            if c.streams != 1 {
+                return bad(
+                    "chain.streams",
+                    c.streams.to_string(),
+                    "1 with method = \"cfdp\"",
+                );
+            }
+        }
+        if !CHECKSUMS.contains(&self.cfdp.checksum.as_str()) {
+            return bad(
+                "cfdp.checksum",
+                format!("{:?}", self.cfdp.checksum),
+                &format!("one of {}", CHECKSUMS.join(", ")),
+            );
+        }
         if self.store.quota_bytes < 2 * t.bundle_bytes as u64 {
             return bad(
                 "store.quota_bytes",
@@ -441,6 +512,18 @@ mod tests {
                 "unknown field `fsync`",
             ),
             ("[chain]\nnodes = 2\n", "missing field `transfer`"),
+            (
+                "[transfer]\nmethod = \"cfdp\"\nbundle_bytes = 1000\nduration_s = 1.0\n",
+                "transfer.method = \"cfdp\": expected transfer.bytes",
+            ),
+            (
+                "[transfer]\nmethod = \"cfdp\"\nbundle_bytes = 65001\nbytes = 10\n",
+                "transfer.bundle_bytes = 65001: expected at most 65000",
+            ),
+            (
+                "[transfer]\nbundle_bytes = 1000\nbytes = 10\n[cfdp]\nchecksum = \"md5\"\n",
+                "cfdp.checksum = \"md5\": expected one of modular, proximity1, crc32c, crc32, null",
+            ),
         ];
         for (text, want) in cases {
             let e = parse(text).unwrap_err();
