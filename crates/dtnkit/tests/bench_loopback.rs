@@ -1,7 +1,8 @@
 //! `dtnkit bench --mode loopback` (real nodes on loopback, no emulator; docs/bench.md): a 3-node TCPCL chain and a
 //! 2-node LTP pair move 20 MB each (testdata/experiments/seed002_ci_loopback.toml) and every byte must arrive with
 //! the CPU and memory metrics present; seed 002's five-node star with two streams through node 3, pinned to one
-//! CPU, through the library; a bad scenario value is refused before any node starts.
+//! CPU, through the library; a CFDP put over BP through a 3-node LTP chain; a bad scenario value is refused
+//! before any node starts.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -141,4 +142,26 @@ fn a_bad_scenario_value_is_refused_before_any_node_starts() {
         "{err}"
     );
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_cfdp_put_over_bp_through_a_three_node_chain_delivers_the_file() {
+    let work = tmp("cfdp");
+    let sc = lab::LoopbackScenario::from_toml_str(
+        "[chain]\nnodes = 3\ncla = \"ltp\"\n[transfer]\nmethod = \"cfdp\"\nbundle_bytes = 8000\n\
+         bytes = 4000000\ntime_limit_s = 60.0\n[cfdp]\nchecksum = \"crc32\"\n",
+        "cfdp.toml",
+    )
+    .unwrap();
+    let o = lab::run_loopback(
+        &sc,
+        &lab::LoopbackOptions::new(env!("CARGO_BIN_EXE_dtnkit"), &work),
+    )
+    .unwrap();
+    assert!(o.completed, "{o:?}");
+    assert_eq!(o.delivered_bytes, 4_000_000);
+    assert!(o.goodput_mbps > 0.0 && o.transfer_s > 0.0, "{o:?}");
+    let received = std::fs::metadata(o.work_dir.join("cfdp-rx").join("dst.bin")).unwrap();
+    assert_eq!(received.len(), 4_000_000);
+    let _ = std::fs::remove_dir_all(&work);
 }

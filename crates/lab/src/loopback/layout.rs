@@ -100,6 +100,15 @@ fn s(v: impl ToString) -> Value {
     Value::String(v.to_string())
 }
 
+/// The `[ltp]` keys that are not per span (the forwarding window applies to every layer).
+fn ltp_table(sc: &LoopbackScenario) -> Table {
+    let mut ltp = Table::new();
+    if let Some(w) = sc.store.window_bytes {
+        ltp.insert("window_bytes".into(), int(w));
+    }
+    ltp
+}
+
 /// Node `me`'s configuration (`addrs[i]` belongs to node i + 1).
 pub(crate) fn node_toml(
     sc: &LoopbackScenario,
@@ -117,6 +126,9 @@ pub(crate) fn node_toml(
     store.insert("path".into(), s("store"));
     store.insert("durable".into(), Value::Boolean(sc.store.durable));
     store.insert("quota_bytes".into(), int(sc.store.quota_bytes));
+    if let Some(mb) = sc.store.hot_cache_mb {
+        store.insert("hot_cache_mb".into(), int(mb));
+    }
     t.insert("store".into(), Value::Table(store));
     let mut bp = Table::new();
     // Room for the largest bundle plus its blocks; the node default (64 MiB) would refuse 100 MB bundles.
@@ -131,7 +143,7 @@ pub(crate) fn node_toml(
         Cla::Ltp => {
             let l = &sc.ltp;
             let aggregation = l.aggregation_bytes.unwrap_or(bundle.max(65_536));
-            let mut ltp = Table::new();
+            let mut ltp = ltp_table(sc);
             if let Some(b) = l.socket_buffer_bytes {
                 ltp.insert("socket_buffer_bytes".into(), int(b));
             }
@@ -140,7 +152,6 @@ pub(crate) fn node_toml(
                 "max_import_bytes".into(),
                 int((4 * aggregation).max(128 << 20)),
             );
-            t.insert("ltp".into(), Value::Table(ltp));
             let spans = neighbours
                 .iter()
                 .map(|&p| {
@@ -155,6 +166,7 @@ pub(crate) fn node_toml(
                     Value::Table(span)
                 })
                 .collect();
+            t.insert("ltp".into(), Value::Table(ltp));
             t.insert("span".into(), Value::Array(spans));
         }
         Cla::Tcpcl => {
@@ -199,6 +211,12 @@ pub(crate) fn node_toml(
                 })
                 .collect();
             t.insert("udp_peer".into(), Value::Array(peers));
+        }
+    }
+    if sc.chain.cla != Cla::Ltp {
+        let ltp = ltp_table(sc);
+        if !ltp.is_empty() {
+            t.insert("ltp".into(), Value::Table(ltp));
         }
     }
     let routes: Vec<Value> = layout
@@ -257,8 +275,10 @@ mod tests {
 
     #[test]
     fn node_files_parse_and_carry_routes_and_peers() {
-        let sc =
-            scenario("[chain]\nnodes = 3\ncla = \"tcpcl\"\n[tcpcl]\nsocket_buffer_bytes = 65536");
+        let sc = scenario(
+            "[chain]\nnodes = 3\ncla = \"tcpcl\"\n[tcpcl]\nsocket_buffer_bytes = 65536\n\
+             [store]\nwindow_bytes = 536870912",
+        );
         let l = Layout::of(&sc);
         let a: SocketAddr = "127.0.0.1:1".parse().unwrap();
         let addrs = vec![
@@ -274,6 +294,7 @@ mod tests {
         assert_eq!(route["dest"].as_integer(), Some(3));
         assert_eq!(route["via"].as_integer(), Some(2));
         assert_eq!(t["tcpcl"]["socket_buffer_bytes"].as_integer(), Some(65536));
+        assert_eq!(t["ltp"]["window_bytes"].as_integer(), Some(536_870_912));
         let t2: Table = toml::from_str(&node_toml(&sc, &l, 2, &addrs)).unwrap();
         let peers = t2["tcp_peer"].as_array().unwrap();
         assert_eq!(peers.len(), 2);

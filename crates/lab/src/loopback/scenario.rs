@@ -240,6 +240,13 @@ pub struct StoreSection {
     /// Quota of each node's store.
     #[serde(default = "d_quota")]
     pub quota_bytes: u64,
+    /// `[store] hot_cache_mb`: large bundles kept in memory after storing (node default 32 MiB).
+    #[serde(default)]
+    pub hot_cache_mb: Option<u64>,
+    /// `[ltp] window_bytes`: bundle bytes each node hands to its convergence layers and has not yet seen
+    /// delivered (every layer, not only LTP; node default 32 to 64 MiB, which admits one 50 MB bundle at a time).
+    #[serde(default)]
+    pub window_bytes: Option<u64>,
 }
 
 fn d_quota() -> u64 {
@@ -251,6 +258,8 @@ impl Default for StoreSection {
         StoreSection {
             durable: false,
             quota_bytes: d_quota(),
+            hot_cache_mb: None,
+            window_bytes: None,
         }
     }
 }
@@ -382,6 +391,7 @@ impl LoopbackScenario {
         }
         for (f, v, min) in [
             ("ltp.aggregation_bytes", l.aggregation_bytes, 1),
+            ("store.window_bytes", self.store.window_bytes, 1),
             ("ltp.socket_buffer_bytes", l.socket_buffer_bytes, 4096),
             ("tcpcl.max_segment_size", self.tcpcl.max_segment_size, 1),
             (
@@ -430,6 +440,11 @@ impl LoopbackScenario {
                 format!("{:?}", self.cfdp.checksum),
                 &format!("one of {}", CHECKSUMS.join(", ")),
             );
+        }
+        if let Some(mb) = self.store.hot_cache_mb {
+            if mb > 65_536 {
+                return bad("store.hot_cache_mb", mb.to_string(), "0 to 65536 MiB");
+            }
         }
         if self.store.quota_bytes < 2 * t.bundle_bytes as u64 {
             return bad(

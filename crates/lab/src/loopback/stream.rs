@@ -91,7 +91,9 @@ pub(crate) fn send(p: &StreamPlan, sh: &Shared) -> Result<SendReport, String> {
             };
             // Bytes submitted and not delivered: wait (bounded by the deadline) while the path holds enough.
             while p.in_flight_bytes > 0
-                && r.bytes - sh.delivered_bytes.load(Ordering::Relaxed) >= p.in_flight_bytes
+                && r.bytes
+                    .saturating_sub(sh.delivered_bytes.load(Ordering::Relaxed))
+                    >= p.in_flight_bytes
                 && !sh.abort.load(Ordering::Relaxed)
                 && Instant::now() < p.deadline
             {
