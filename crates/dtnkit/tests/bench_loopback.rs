@@ -20,6 +20,16 @@ fn tmp(name: &str) -> PathBuf {
     d
 }
 
+/// Runs a loopback scenario given as text in a fresh work directory.
+fn run(name: &str, scenario: &str) -> lab::LoopbackOutcome {
+    let sc = lab::LoopbackScenario::from_toml_str(scenario, name).unwrap();
+    lab::run_loopback(
+        &sc,
+        &lab::LoopbackOptions::new(env!("CARGO_BIN_EXE_dtnkit"), tmp(name)),
+    )
+    .unwrap()
+}
+
 fn num(v: &Value) -> f64 {
     v.as_f64().unwrap_or(f64::NAN)
 }
@@ -76,18 +86,11 @@ fn tcpcl_chain_and_ltp_pair_deliver_every_byte_with_metrics() {
 
 #[test]
 fn star_with_two_streams_pinned_to_one_cpu_delivers_both() {
-    let work = tmp("star");
-    let sc = lab::LoopbackScenario::from_toml_str(
+    let o = run(
+        "star",
         "[chain]\nnodes = 5\ntopology = \"star\"\nstreams = 2\naffinity = \"single-core\"\n\
          [transfer]\nbundle_bytes = 50000\nbytes = 5000000\ntime_limit_s = 60.0\n",
-        "star.toml",
-    )
-    .unwrap();
-    let o = lab::run_loopback(
-        &sc,
-        &lab::LoopbackOptions::new(env!("CARGO_BIN_EXE_dtnkit"), &work),
-    )
-    .unwrap();
+    );
     assert!(o.completed, "{o:?}");
     assert_eq!(o.streams.len(), 2);
     for s in &o.streams {
@@ -112,7 +115,7 @@ fn star_with_two_streams_pinned_to_one_cpu_delivers_both() {
     let relay = o.nodes.iter().find(|n| n.number == 3).unwrap();
     assert!(relay.cpu_s > 0.0, "{o:?}");
     assert!(o.nodes.iter().all(|n| n.clean_exit), "{o:?}");
-    let _ = std::fs::remove_dir_all(&work);
+    let _ = std::fs::remove_dir_all(&o.work_dir);
 }
 
 #[test]
@@ -146,22 +149,15 @@ fn a_bad_scenario_value_is_refused_before_any_node_starts() {
 
 #[test]
 fn a_cfdp_put_over_bp_through_a_three_node_chain_delivers_the_file() {
-    let work = tmp("cfdp");
-    let sc = lab::LoopbackScenario::from_toml_str(
+    let o = run(
+        "cfdp",
         "[chain]\nnodes = 3\ncla = \"ltp\"\n[transfer]\nmethod = \"cfdp\"\nbundle_bytes = 8000\n\
          bytes = 4000000\ntime_limit_s = 60.0\n[cfdp]\nchecksum = \"crc32\"\n",
-        "cfdp.toml",
-    )
-    .unwrap();
-    let o = lab::run_loopback(
-        &sc,
-        &lab::LoopbackOptions::new(env!("CARGO_BIN_EXE_dtnkit"), &work),
-    )
-    .unwrap();
+    );
     assert!(o.completed, "{o:?}");
     assert_eq!(o.delivered_bytes, 4_000_000);
     assert!(o.goodput_mbps > 0.0 && o.transfer_s > 0.0, "{o:?}");
     let received = std::fs::metadata(o.work_dir.join("cfdp-rx").join("dst.bin")).unwrap();
     assert_eq!(received.len(), 4_000_000);
-    let _ = std::fs::remove_dir_all(&work);
+    let _ = std::fs::remove_dir_all(&o.work_dir);
 }

@@ -30,7 +30,7 @@ use std::time::{Duration, Instant};
 
 use client::Client;
 
-use crate::emulated::{io, prepare_work_dir, wait_node, MAX_SOCKET_PATH};
+use crate::emulated::{check_socket_path, io, prepare_work_dir, wait_node};
 use crate::procs::Child;
 use crate::LabError;
 use layout::{Layout, NodeAddrs};
@@ -213,16 +213,7 @@ pub fn run_loopback(
         let cfg = dir.join("node.toml");
         std::fs::write(&cfg, layout::node_toml(sc, &layout, n, &addrs))
             .map_err(io(format!("writing {}", cfg.display())))?;
-        let socket = dir.join("store").join("app.sock");
-        if socket.as_os_str().len() > MAX_SOCKET_PATH {
-            return Err(LabError::WorkDir {
-                path: work.clone(),
-                reason: format!(
-                    "the node socket path {} is longer than {MAX_SOCKET_PATH} bytes; use a shorter directory",
-                    socket.display()
-                ),
-            });
-        }
+        check_socket_path(&work, &dir.join("store").join("app.sock"))?;
         let cfg_s = cfg.to_string_lossy().into_owned();
         let args = ["node", "--config", cfg_s.as_str()];
         let name = format!("node{n}");
@@ -265,7 +256,7 @@ pub fn run_loopback(
         .iter()
         .map(|&p| procstat::cpu_seconds(p).unwrap_or(f64::NAN))
         .collect();
-    let load_start = procstat::load_average();
+    let load_start = crate::ipnet::load_average();
     let t = &sc.transfer;
     let limit = Duration::try_from_secs_f64(t.time_limit_s).unwrap_or(Duration::from_secs(60));
     let deadline = Instant::now() + limit;

@@ -1,5 +1,5 @@
-//! What the kernel says about a process or thread: CPU time, peak resident memory, the load average, and CPU
-//! affinity of the calling thread. Linux only (`/proc`); elsewhere the readings are `None`/NaN.
+//! What the kernel says about a process or thread: CPU time and peak resident memory, and CPU affinity of the
+//! calling thread. Linux only (`/proc`); elsewhere the readings are `None`/NaN.
 
 /// User + system CPU seconds of process `pid`, all its threads (`/proc/PID/stat` fields 14 and 15).
 pub(crate) fn cpu_seconds(pid: u32) -> Option<f64> {
@@ -34,14 +34,6 @@ pub(crate) fn peak_rss_mb(pid: u32) -> Option<f64> {
         .parse()
         .ok()?;
     Some(kb * 1024.0 / 1e6)
-}
-
-/// The 1-minute load average.
-pub(crate) fn load_average() -> f64 {
-    std::fs::read_to_string("/proc/loadavg")
-        .ok()
-        .and_then(|s| s.split_whitespace().next()?.parse().ok())
-        .unwrap_or(f64::NAN)
 }
 
 /// User + system CPU seconds of the calling thread.
@@ -87,7 +79,6 @@ mod tests {
         assert!(cpu_seconds(pid).is_some_and(|c| c > 0.0));
         assert!(peak_rss_mb(pid).is_some_and(|m| m > 0.1));
         assert!(thread_cpu_seconds() > 0.0);
-        assert!(load_average() >= 0.0);
         assert!(cpu_seconds(u32::MAX).is_none());
     }
 }
