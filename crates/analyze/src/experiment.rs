@@ -11,7 +11,7 @@
 //! name = "fig05_rto"
 //! title = "Fig. 5: Tx session duration split vs RTO (trace A, 7 sessions)"
 //! scenario = "../testdata/sim/seed000.toml"   # relative to this file
-//! mode = "sim"                                # or "emu", "ip"
+//! mode = "sim"                                # or "emu", "ip", "loopback"
 //! repetitions = 3                             # seeds: seed, seed + 1, ...
 //! seed = 1
 //! unset = []                                  # paths removed from the base scenario
@@ -56,6 +56,9 @@ pub enum Mode {
     /// Real-time transfers across the emulator's IP mode (network namespaces; kernel TCP, a splitting gateway,
     /// BP over LTP or TCPCL), one run at a time; the base scenario is an IP-lab scenario, not a simulator one.
     Ip,
+    /// Real nodes on loopback without the emulator (a chain of 2 to 5 nodes, one or two streams), one run at a
+    /// time; the base scenario is a loopback scenario (`lab::loopback`).
+    Loopback,
 }
 
 /// One point of an axis: a label and the overrides it applies.

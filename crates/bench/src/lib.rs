@@ -1,6 +1,7 @@
 //! The experiment runner behind `dtnkit bench`: an experiment file (`analyze::experiment`) expands into a grid of
 //! runs — scenario overrides × repetitions — each run executes in the simulator, the real-time lab
-//! (`lab::run_emulated`) or the emulator's IP mode (`lab::run_ip_transfer`) and yields metrics, and the finished
+//! (`lab::run_emulated`), the emulator's IP mode (`lab::run_ip_transfer`) or real nodes on loopback
+//! (`lab::run_loopback`) and yields metrics, and the finished
 //! grid is aggregated into means with 95 % Student-t confidence intervals, plotted (PNG + SVG) and summarised in
 //! a markdown report. File format and outputs: docs/bench.md.
 //!
@@ -18,6 +19,7 @@ mod delivery;
 mod grid;
 mod ip;
 mod local;
+mod loopback;
 pub mod metrics;
 mod outputs;
 pub mod plot;

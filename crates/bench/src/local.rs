@@ -43,7 +43,7 @@ pub fn run_local(
     let next = AtomicUsize::new(0);
     let workers = match grid.experiment().mode {
         Mode::Sim => opts.jobs.min(specs.len()).max(1),
-        Mode::Emu | Mode::Ip => 1,
+        Mode::Emu | Mode::Ip | Mode::Loopback => 1,
     };
     std::thread::scope(|scope| {
         for _ in 0..workers {

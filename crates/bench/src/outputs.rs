@@ -171,6 +171,7 @@ fn report(
             Mode::Sim => "sim",
             Mode::Emu => "emu",
             Mode::Ip => "ip",
+            Mode::Loopback => "loopback",
         },
         exp.scenario.display(),
         points.len(),
@@ -214,6 +215,8 @@ fn report(
         .any(|r| r.metrics.contains_key("cfdp_completed"))
     {
         &cfdp_cols
+    } else if exp.mode == Mode::Loopback {
+        &crate::loopback::REPORT_COLUMNS
     } else if runs.iter().any(|r| r.metrics.contains_key("transfer_s")) {
         &crate::ip::REPORT_COLUMNS
     } else {

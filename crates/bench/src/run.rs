@@ -31,10 +31,10 @@ pub(crate) fn check(
     doc: &Value,
     scn_dir: &Path,
 ) -> anyhow::Result<()> {
-    if exp.mode == Mode::Ip {
-        crate::ip::validate(doc, exp, spec)
-    } else {
-        build_scenario(doc, exp, spec, scn_dir, None).map(drop)
+    match exp.mode {
+        Mode::Ip => crate::ip::validate(doc, exp, spec),
+        Mode::Loopback => crate::loopback::validate(doc, exp, spec),
+        Mode::Sim | Mode::Emu => build_scenario(doc, exp, spec, scn_dir, None).map(drop),
     }
 }
 
@@ -50,6 +50,7 @@ pub(crate) fn execute(
         Mode::Sim => run_sim(exp, spec, doc, scn_dir, ctx),
         Mode::Emu => run_emu(exp, spec, doc, scn_dir, ctx),
         Mode::Ip => crate::ip::run_ip(exp, spec, doc, ctx),
+        Mode::Loopback => crate::loopback::run_loopback(exp, spec, doc, ctx),
     }
 }
 

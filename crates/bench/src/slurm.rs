@@ -32,7 +32,7 @@ use crate::Grid;
 pub fn default_cpus_per_task(mode: Mode) -> u32 {
     match mode {
         Mode::Sim => 1,
-        Mode::Emu | Mode::Ip => 4,
+        Mode::Emu | Mode::Ip | Mode::Loopback => 4,
     }
 }
 

@@ -208,6 +208,20 @@ pub(crate) fn free_addrs() -> Result<Addresses, LabError> {
     })
 }
 
+/// Refuses a node application socket path the kernel cannot bind (Unix socket paths are short).
+pub(crate) fn check_socket_path(work: &Path, socket: &Path) -> Result<(), LabError> {
+    if socket.as_os_str().len() > MAX_SOCKET_PATH {
+        return Err(LabError::WorkDir {
+            path: work.to_path_buf(),
+            reason: format!(
+                "the node socket path {} is longer than {MAX_SOCKET_PATH} bytes; use a shorter directory",
+                socket.display()
+            ),
+        });
+    }
+    Ok(())
+}
+
 /// Waits until a node answers on its application socket.
 pub(crate) fn wait_node(
     child: &mut Child,
@@ -341,15 +355,7 @@ pub fn run_emulated(
         )
         .map_err(io(format!("writing {}", cfg.display())))?;
         let socket = dir.join("store").join("app.sock");
-        if socket.as_os_str().len() > MAX_SOCKET_PATH {
-            return Err(LabError::WorkDir {
-                path: work.clone(),
-                reason: format!(
-                    "the node socket path {} is longer than {MAX_SOCKET_PATH} bytes; use a shorter directory",
-                    socket.display()
-                ),
-            });
-        }
+        check_socket_path(&work, &socket)?;
         nodes.push(NodeRun {
             number: *n,
             segment_log: dir.join("segments.csv"),

@@ -359,7 +359,7 @@ impl ReadyNode {
     }
 }
 
-fn load_average() -> f64 {
+pub(crate) fn load_average() -> f64 {
     std::fs::read_to_string("/proc/loadavg")
         .ok()
         .and_then(|s| s.split_whitespace().next()?.parse().ok())

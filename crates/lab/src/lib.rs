@@ -17,6 +17,8 @@
 //! A scenario with `[[cfdp]]` transfers instead of a flow runs through [`run_emulated_cfdp`]: two real CFDP
 //! entities (`dtnkit cfdp put` / `serve` over UDP) through the same relay. [`run_ip_transfer`] runs a file transfer
 //! (kernel TCP, TCP through a splitting gateway, BP over LTP or TCPCL) across the emulator's IP mode ([`ipnet`]).
+//! [`run_loopback`] runs a chain of 2 to 5 real nodes on loopback without the emulator, one or two streams of
+//! bundles through it, with each node's CPU time and peak memory ([`loopback`]; seed 002's experiments).
 
 #![warn(missing_docs)]
 
@@ -26,6 +28,7 @@ pub mod emu_report;
 mod emulated;
 pub mod ipnet;
 mod ipnet_bp;
+pub mod loopback;
 pub mod perf;
 pub mod procs;
 
@@ -33,6 +36,7 @@ pub use cfdp::{run_emulated_cfdp, CfdpLabOutcome};
 pub use emu_report::{DirectionCounters, EmuCounters};
 pub use emulated::{run_emulated, LabOptions, LabOutcome, LabProgress, NodeRun, Phase};
 pub use ipnet::{run_ip_transfer, IpLabOptions, IpOutcome, IpScenario};
+pub use loopback::{run_loopback, LoopbackOptions, LoopbackOutcome, LoopbackScenario};
 
 /// The scenario `dtnkit demo` runs: seed 000's optical LEO downlink (500 Mb/s, 10 ms forward delay, trace H,
 /// RTO 30 ms, 500 kB bundles, DTNperf window), sized for a 30-second real-time run.

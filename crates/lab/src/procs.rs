@@ -40,6 +40,31 @@ impl Child {
         dir: &Path,
         netns: Option<&Path>,
     ) -> Result<Child, LabError> {
+        Child::spawn_with(name, program, args, dir, netns, None)
+    }
+
+    /// [`Child::spawn`] with the child (and every thread it starts) restricted to CPU `cpu` by
+    /// `sched_setaffinity` between fork and exec, as `taskset -c CPU` would.
+    pub fn spawn_pinned(
+        name: &str,
+        program: &Path,
+        args: &[&str],
+        dir: &Path,
+        cpu: usize,
+    ) -> Result<Child, LabError> {
+        Child::spawn_with(name, program, args, dir, None, Some(cpu))
+    }
+
+    fn spawn_with(
+        name: &str,
+        program: &Path,
+        args: &[&str],
+        dir: &Path,
+        netns: Option<&Path>,
+        cpu: Option<usize>,
+    ) -> Result<Child, LabError> {
+        #[cfg(not(target_os = "linux"))]
+        let _ = cpu;
         let ns = match netns {
             Some(p) => {
                 Some(std::fs::File::open(p).map_err(io(format!("opening {}", p.display())))?)
@@ -66,8 +91,9 @@ impl Child {
         #[cfg(target_os = "linux")]
         {
             use std::os::unix::process::CommandExt;
-            // SAFETY: the closure runs in the forked child before exec and only calls setpgid(2), prctl(2) and
-            // setns(2), which are async-signal-safe; it touches no memory of the parent.
+            // SAFETY: the closure runs in the forked child before exec and only calls setpgid(2), prctl(2),
+            // setns(2) and sched_setaffinity(2), which are async-signal-safe, on a CPU set on its own stack; it
+            // touches no memory of the parent.
             unsafe {
                 cmd.pre_exec(move || {
                     // Own process group: a terminal Ctrl-C reaches only the lab, which then stops the children
@@ -77,6 +103,15 @@ impl Child {
                     }
                     if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) != 0 {
                         return Err(std::io::Error::last_os_error());
+                    }
+                    if let Some(cpu) = cpu {
+                        let mut set: libc::cpu_set_t = std::mem::zeroed();
+                        libc::CPU_SET(cpu, &mut set);
+                        if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set)
+                            != 0
+                        {
+                            return Err(std::io::Error::last_os_error());
+                        }
                     }
                     // The namespace descriptor stays open in the parent until spawn returns.
                     if let Some(fd) = ns_fd {

@@ -69,7 +69,7 @@ struct GridArgs {
     #[arg(long)]
     out: Option<PathBuf>,
     /// Override the experiment's mode.
-    #[arg(long, value_parser = ["sim", "emu", "ip"])]
+    #[arg(long, value_parser = ["sim", "emu", "ip", "loopback"])]
     mode: Option<String>,
     /// Override the number of repetitions.
     #[arg(long)]
@@ -151,6 +151,7 @@ fn run_grid(a: GridArgs) -> anyhow::Result<()> {
         exp.mode = match m.as_str() {
             "emu" => Mode::Emu,
             "ip" => Mode::Ip,
+            "loopback" => Mode::Loopback,
             _ => Mode::Sim,
         };
     }
