@@ -199,17 +199,13 @@ fn json_lines(path: &Path) -> Vec<serde_json::Value> {
         .collect()
 }
 
-/// Waits for a child to exit by itself, up to `limit`; kills it after that. Returns true if it exited in time.
+/// Waits for a child to end by itself within `limit`, stopping it otherwise; whether it ended in time.
 fn wait_exit(child: &mut Child, limit: Duration) -> bool {
-    let deadline = Instant::now() + limit;
-    while Instant::now() < deadline {
-        if child.exited().is_some() {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(20));
+    let ended = child.wait_exit(limit).is_some();
+    if !ended {
+        let _ = child.stop(Duration::from_secs(1));
     }
-    let _ = child.stop(Duration::from_secs(1));
-    false
+    ended
 }
 
 /// Runs the scenario's `[[cfdp]]` transfers one after another between a `dtnkit cfdp serve` (the receiving node's

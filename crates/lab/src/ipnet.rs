@@ -463,17 +463,16 @@ fn spawn(
     Child::spawn_in(name, &opts.dtnkit, &a, dir, Some(&node.path()))
 }
 
-/// Waits for a child to exit by itself within `limit`; kills it otherwise. True if it exited successfully.
+/// Waits for a child to end by itself within `limit`, stopping it otherwise; whether it ended in time and
+/// successfully.
 fn wait_exit(child: &mut Child, limit: Duration) -> bool {
-    let deadline = Instant::now() + limit;
-    while Instant::now() < deadline {
-        if let Some(st) = child.exited() {
-            return st.success();
+    match child.wait_exit(limit) {
+        Some(st) => st.success(),
+        None => {
+            child.stop(Duration::from_secs(1));
+            false
         }
-        std::thread::sleep(Duration::from_millis(20));
     }
-    child.stop(Duration::from_secs(1));
-    false
 }
 
 fn link_counters(summary: &serde_json::Value, data_link: usize) -> LinkCounters {

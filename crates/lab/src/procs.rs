@@ -154,6 +154,21 @@ impl Child {
             .and_then(|c| c.try_wait().ok().flatten())
     }
 
+    /// Waits up to `limit` for the child to end by itself (polled every 5 ms); its exit status, or `None` if it is
+    /// still running (the caller decides whether to stop it).
+    pub fn wait_exit(&mut self, limit: Duration) -> Option<ExitStatus> {
+        let deadline = Instant::now() + limit;
+        loop {
+            if let Some(st) = self.exited() {
+                return Some(st);
+            }
+            if Instant::now() >= deadline {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
     /// Polls `ready` every `poll` until it gives a value, the child exits (an error with its standard error's
     /// tail) or `timeout` passes (an error saying `what` did not happen in time).
     pub fn wait_for<T>(

@@ -87,10 +87,7 @@ pub(crate) fn run(
         ],
     )?;
     // The put ends by itself at its own timeout; the bound here only adds a margin for its shutdown.
-    let end = Instant::now() + limit + Duration::from_secs(10);
-    while put.exited().is_none() && Instant::now() < end {
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    put.wait_exit(limit + Duration::from_secs(10));
     let finished = Instant::now();
     put.stop(Duration::from_secs(1));
     serve.stop(Duration::from_secs(2));
