@@ -52,8 +52,9 @@ pub mod store;
 
 pub use agent::{
     split_failure_reason, Accepted, AdminNotice, Agent, AgentConfig, AgentError, AgentStatus,
-    BundleEvent, BundleEventKind, BundleEventSink, ClaOutcome, CsvBundleLog, Degraded, Delivery,
-    DtnTime, Forward, NeighbourBackoff, ReportFlags, RxError, SendError, SendRequest, StoreHealth,
+    BlockDiscard, BlockVerdict, BundleEvent, BundleEventKind, BundleEventSink, ClaBlock,
+    ClaOutcome, CsvBundleLog, Degraded, Delivery, DtnTime, Forward, NeighbourBackoff, ReportFlags,
+    RxError, SendError, SendRequest, StoreHealth,
 };
 pub use contact_plan::{
     Contact, ContactId, ContactPlan, LinkEvent, LinkEventKind, NodeNum, PlanError, PlannedContact,

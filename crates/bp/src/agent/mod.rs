@@ -44,6 +44,7 @@
 //! ```
 
 mod backoff;
+mod blocks;
 mod discards;
 mod events;
 mod health;
@@ -55,6 +56,7 @@ mod tx;
 mod types;
 
 pub use backoff::NeighbourBackoff;
+pub use blocks::{BlockDiscard, BlockVerdict, ClaBlock};
 pub use discards::split_failure_reason;
 pub use events::{BundleEvent, BundleEventKind, BundleEventSink, CsvBundleLog, CSV_HEADER};
 pub use health::{Degraded, StoreHealth};
