@@ -27,9 +27,11 @@
 //!   `ltp::SpanConfig::immediate_import_close`, set by [`Stack::add_fec_span`]) closes at its
 //!   final report without waiting for the report-ack: one receive buffer serves consecutive
 //!   blocks and the sender's export sessions are no longer bounded by the receiver's buffers. A
-//!   matrix that fails hands its signals up and cancels its block's import session
-//!   ([`FecEvent::SessionLost`] → `ltp::Engine::cancel_import`), so the sender's bundle layer
-//!   re-forwards the bundles in a new session. Protect the final report with the span's
+//!   matrix that fails hands its signals up and cancels its block's import session with
+//!   `RXMTCYCEXC` ([`FecEvent::SessionLost`] → `ltp::Engine::cancel_import`, see
+//!   [`Stack::cancel_reason_for_lost_matrix`]), so the sender's bundle layer re-forwards the
+//!   bundles in a new session at once (a refusal for lack of resources is `SYS_CNCLD`, which the
+//!   sender backs off from). Protect the final report with the span's
 //!   `signal_replication`.
 //!
 //! # Policies worth knowing

@@ -1,11 +1,13 @@
 //! [`Stack`]: an LTP engine with its FEC layer, driven exactly like an engine alone. The
 //! real-time node and the simulator both drive this type, so FEC behaves identically in both.
 
-use std::ops::{Deref, DerefMut};
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
-use ltp::{CancelReason, Engine, RecvError, Transmit, VectoredTransmit};
+use ltp::{
+    CancelReason, Engine, Event, RecvError, SegmentSink, SendError, SessionId, SpanConfig,
+    Transmit, VectoredTransmit,
+};
 use thiserror::Error;
 
 use crate::config::{ConfigError, FecConfig, Mode};
@@ -26,10 +28,14 @@ pub enum StackError {
 
 /// An `ltp::Engine` and the FEC layer below it.
 ///
-/// The I/O methods (`handle_datagram`, `handle_timeout`, `poll_transmit`,
-/// `poll_transmit_vectored`, `poll_timeout`, `is_idle`, `set_span_rate`, `set_link_down`,
-/// `set_link_up`) route through the FEC layer for spans that have one and straight to the
-/// engine for the others; every other engine method is reached through `Deref`.
+/// The stack owns its engine and offers only what cannot bypass the FEC layer: the I/O methods
+/// (`handle_datagram*`, `handle_timeout`, `poll_transmit*`, `poll_timeout`, `is_idle`), span
+/// control that the FEC layer must see (`add_span`, `add_fec_span`, `set_span_rate`,
+/// `set_link_down`, `set_link_up`), the client methods that only queue work or answer the engine
+/// (`send_block`, `enqueue_item`, `confirm_block`, `poll_event`, …), and the engine itself
+/// read-only ([`Stack::engine`]) for statistics and configuration. There is no `Deref` to the
+/// engine: an engine input method added later is unreachable here until it is forwarded, so the
+/// compiler, not the order of calls, keeps FEC spans' datagrams in the FEC layer.
 ///
 /// Transmission: FEC datagrams first (paced by the FEC layer); then, while the FEC layer
 /// [accepts](Fec::accepting) more, the engine's next segment — into the FEC layer for a FEC
@@ -38,7 +44,8 @@ pub enum StackError {
 ///
 /// Reception: a datagram starting with the FEC magic byte goes to the FEC layer, whose
 /// decoded segments reach the engine at once, in order; a failed HSLTP matrix cancels its
-/// import session (`SYS_CNCLD`). Anything else goes to the engine.
+/// import session with `RXMTCYCEXC` (see [`Stack::cancel_reason_for_lost_matrix`]). Anything
+/// else goes to the engine.
 pub struct Stack {
     engine: Engine,
     fec: Fec,
@@ -54,14 +61,15 @@ impl std::fmt::Debug for Stack {
     }
 }
 
-impl Deref for Stack {
+// Kept until the node drives `cla::LtpCla` (the next commits remove it).
+impl std::ops::Deref for Stack {
     type Target = Engine;
     fn deref(&self) -> &Engine {
         &self.engine
     }
 }
 
-impl DerefMut for Stack {
+impl std::ops::DerefMut for Stack {
     fn deref_mut(&mut self) -> &mut Engine {
         &mut self.engine
     }
@@ -84,6 +92,122 @@ impl Stack {
     pub fn with_seed(mut self, seed: u64) -> Self {
         self.fec = Fec::new(self.engine.local_engine_id(), seed);
         self
+    }
+
+    /// The engine, read-only: statistics, span configuration and state, session counts.
+    pub fn engine(&self) -> &Engine {
+        &self.engine
+    }
+
+    /// Why a receiver cancels the import session of a block whose HSLTP matrix failed:
+    /// `RXMTCYCEXC`. HSLTP allows no retransmission cycle (the block's data is never asked for
+    /// again), so a matrix that cannot be decoded has exhausted the session's cycles. The code
+    /// tells the sender this is a failed transfer, to re-forward at once, and not a refusal
+    /// (`SYS_CNCLD`/`USR_CNCLD`, which a receiver sends when its store or import budget is full
+    /// and which the sender backs off from).
+    pub fn cancel_reason_for_lost_matrix() -> CancelReason {
+        CancelReason::RetransmissionCyclesExceeded
+    }
+
+    /// Adds (or replaces) a span of the engine. On a span that already has FEC the FEC layer's
+    /// settings stay in force: the engine is not paced (the FEC layer paces), and an HSLTP span
+    /// closes its import sessions at their final report. (Adding a span after
+    /// [`Stack::add_fec_span`] therefore cannot undo FEC.)
+    pub fn add_span(&mut self, mut cfg: SpanConfig) {
+        if let Some(f) = self.fec.config(cfg.remote_engine_id) {
+            cfg.rate_bps = 0;
+            cfg.adaptive_rate = None;
+            cfg.immediate_import_close = f.mode == Mode::Hsltp;
+        }
+        self.engine.add_span(cfg);
+    }
+
+    /// Installs (or removes) the engine's segment log sink (see [`Stack::set_fec_logging`]).
+    pub fn set_segment_sink(&mut self, sink: Option<Box<dyn SegmentSink + Send>>) {
+        self.engine.set_segment_sink(sink);
+    }
+
+    /// Takes the segment log sink back (to flush it at the end of a run).
+    pub fn take_segment_sink(&mut self) -> Option<Box<dyn SegmentSink + Send>> {
+        self.engine.take_segment_sink()
+    }
+
+    /// `Engine::send_block`: one block in its own export session.
+    pub fn send_block(
+        &mut self,
+        now: Duration,
+        remote: u64,
+        client_service_id: u64,
+        data: Bytes,
+        red_len: usize,
+        token: u64,
+    ) -> Result<ltp::SendOutcome, SendError> {
+        self.engine
+            .send_block(now, remote, client_service_id, data, red_len, token)
+    }
+
+    /// `Engine::enqueue_item`: one item into the span's aggregate.
+    pub fn enqueue_item(
+        &mut self,
+        now: Duration,
+        remote: u64,
+        client_service_id: u64,
+        item: Bytes,
+        token: u64,
+        red: bool,
+    ) -> Result<(), SendError> {
+        self.engine
+            .enqueue_item(now, remote, client_service_id, item, token, red)
+    }
+
+    /// `Engine::flush_aggregation`: the span's aggregates become blocks now.
+    pub fn flush_aggregation(&mut self, now: Duration, remote: u64) {
+        self.engine.flush_aggregation(now, remote);
+    }
+
+    /// `Engine::confirm_block`: the client stored (or refused) a delivered red block.
+    pub fn confirm_block(&mut self, now: Duration, session: SessionId, ok: bool) -> bool {
+        self.engine.confirm_block(now, session, ok)
+    }
+
+    /// `Engine::cancel_export` (the cancel segment leaves through the FEC layer).
+    pub fn cancel_export(&mut self, now: Duration, session: SessionId) -> bool {
+        self.engine.cancel_export(now, session)
+    }
+
+    /// `Engine::cancel_import` (the cancel segment leaves through the FEC layer).
+    pub fn cancel_import(
+        &mut self,
+        now: Duration,
+        session: SessionId,
+        reason: CancelReason,
+    ) -> bool {
+        self.engine.cancel_import(now, session, reason)
+    }
+
+    /// `Engine::set_accepting_imports`: the client's ingress gate.
+    pub fn set_accepting_imports(&mut self, accept: bool) {
+        self.engine.set_accepting_imports(accept);
+    }
+
+    /// `Engine::set_span_owlt`.
+    pub fn set_span_owlt(&mut self, remote: u64, owlt: Duration) -> bool {
+        self.engine.set_span_owlt(remote, owlt)
+    }
+
+    /// `Engine::set_span_rto`.
+    pub fn set_span_rto(&mut self, remote: u64, rto: Option<Duration>) -> bool {
+        self.engine.set_span_rto(remote, rto)
+    }
+
+    /// `Engine::poll_event`: the next event for the client.
+    pub fn poll_event(&mut self) -> Option<Event> {
+        self.engine.poll_event()
+    }
+
+    /// `Engine::has_events`.
+    pub fn has_events(&self) -> bool {
+        self.engine.has_events()
     }
 
     /// Puts FEC on the engine's span to `cfg.remote_engine_id` (which must exist): the FEC
@@ -190,7 +314,7 @@ impl Stack {
         }
         while let Some(FecEvent::SessionLost { session, .. }) = self.fec.poll_event() {
             self.engine
-                .cancel_import(now, session, CancelReason::SystemCancelled);
+                .cancel_import(now, session, Self::cancel_reason_for_lost_matrix());
         }
         self.flush_log();
     }
