@@ -1,19 +1,23 @@
-//! A simulated node: the real LTP engine, a bundle layer, DTNperf-style applications and a modelled CPU.
+//! A simulated node: the real LTP adapter (`cla::LtpCla`: engine, FEC layer and the glue to the agent, the same code
+//! as a real node's), a bundle layer, DTNperf-style applications and a modelled CPU.
 //!
-//! Bundle layer: either the real `bp` agent (in-memory store; bundles handed to LTP one per block with the store
-//! key as token, `cla_result` on completion/cancel, deliveries acknowledged with `delivered`), or — with
+//! Bundle layer: either the real `bp` agent (in-memory store; bundles handed to the LTP adapter with the store key
+//! as token; the adapter's classified outcomes applied with `cla::Outcome::apply`; received blocks split with
+//! `Agent::split_block` and committed with `Agent::accept_blocks` after their modelled processing time, as a node
+//! does; deliveries acknowledged with `delivered`), or — with
 //! `bundle_layer = "static"` — a deliberately small layer that is clearly not the agent: it encodes bundles with
 //! `bpv7`, forwards them verbatim by a static next hop (no store quota, no status reports, no hop-count or
 //! previous-node update), re-queues the bundles of a cancelled LTP session, and delivers bundles addressed to a
 //! local application.
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{HashMap, VecDeque};
 use std::time::Duration;
 
-use bp::{BundleEvent, BundleEventKind, BundleEventSink, BundleKey};
+use bp::{BundleEvent, BundleEventKind, BundleEventSink, BundleKey, ClaBlock, ClaOutcome};
 use bpv7::{Bundle, BundleBuilder, BundleId, CreationTimestamp, Eid};
 use bytes::{Bytes, BytesMut};
-use ltp::{Event, SendError, SessionId};
+use cla::{Cause, LtpCla, LtpEvent, Outcome, ReceivedBlock};
+use ltp::SessionId;
 
 use crate::cfdp_app::{CfdpApp, TransferBook};
 use crate::log::{SharedBundleLog, SharedSegmentState};
@@ -54,10 +58,7 @@ impl Datagram {
 }
 
 /// LTP client service id carrying bundles.
-pub const BUNDLE_CLIENT_SERVICE: u64 = 1;
-
-/// Partially received green blocks kept at most (the oldest is dropped beyond).
-const MAX_GREEN_PARTIAL: usize = 256;
+pub const BUNDLE_CLIENT_SERVICE: u64 = cla::BP_CLIENT_SERVICE;
 
 /// Transmission attempts of a red bundle in the static layer before it is deleted.
 const STATIC_MAX_ATTEMPTS: u32 = 16;
@@ -140,12 +141,12 @@ pub(crate) struct ServerApp {
 pub(crate) enum Deferred {
     /// Static layer: a decoded bundle becomes ready after its processing cost.
     Bundle(Box<(Bundle, Bytes)>, u64),
-    /// Agent: the bundles of one received block, processed and committed; the agent accepts them in one batch and
-    /// (red block) LTP is told to release or refuse the final report.
+    /// Agent: one received block, split into its bundles, processed and committed; the agent accepts it and (red
+    /// block) LTP is told to release or refuse the final report.
     Block {
         from: u64,
         session: Option<SessionId>,
-        bundles: Vec<Bytes>,
+        block: ClaBlock,
     },
 }
 
@@ -195,8 +196,10 @@ pub struct BundleCounters {
     pub delivered: u64,
     /// Bundles confirmed forwarded by LTP.
     pub forwarded: u64,
-    /// Bundles whose LTP session was cancelled (re-queued).
+    /// Bundles whose LTP session failed (forwarded again at once).
     pub failed: u64,
+    /// Bundles the next hop refused for lack of resources (kept; the agent backs off from it).
+    pub refused_by_next_hop: u64,
     /// Bundles dropped (no route, no application, malformed, LTP refused).
     pub dropped: u64,
     /// Received bundles the agent refused for now (store full): their red block was refused
@@ -260,8 +263,9 @@ impl TrackedAgent {
 pub struct Node {
     pub(crate) number: u64,
     pub(crate) epoch_dtn_ms: u64,
-    /// The LTP engine with its FEC layer (spans without FEC pass straight through).
-    pub(crate) engine: fec::Stack,
+    /// The LTP adapter: engine, FEC layer (spans without FEC pass straight through) and the glue to the bundle
+    /// layer, the same code as a real node's LTP thread drives.
+    pub(crate) ltp: LtpCla,
     pub(crate) processing: Processing,
     /// When the CPU finishes the work booked so far.
     pub(crate) cpu_free: Duration,
@@ -278,12 +282,11 @@ pub struct Node {
     pub(crate) neighbours: Vec<u64>,
     pub(crate) clients: Vec<ClientApp>,
     pub(crate) servers: Vec<ServerApp>,
-    pub(crate) waiting: VecDeque<(u64, Outbound)>,
+    /// Bundles handed to the LTP adapter and not yet reported, by token.
     pub(crate) in_flight: HashMap<u64, (u64, Outbound)>,
     /// Static layer: next bundle key (also the LTP token).
     pub(crate) next_token: u64,
     pub(crate) creation_seq: u64,
-    pub(crate) green: BTreeMap<(u64, u64, u64), Vec<(u64, Bytes)>>,
     /// The engine's segment sink state: session starts and the segment CSV.
     pub(crate) segments: SharedSegmentState,
     /// This node's bundle event log (installed in the agent, or written by the static layer).
@@ -415,11 +418,11 @@ impl Node {
         k
     }
 
-    /// Static layer: queues a bundle towards its next hop, or deletes it when there is none.
+    /// Static layer: hands a bundle to LTP towards its next hop, or deletes it when there is none.
     fn route(&mut self, ctx: &mut Ctx<'_>, ob: Outbound) {
         let dest = ob.meta.as_ref().and_then(Meta::dest_node);
         match dest.and_then(|d| self.next_hop(d)) {
-            Some(via) => self.waiting.push_back((via, ob)),
+            Some(via) => self.hand_to_ltp(ctx.now, via, ob),
             None => self.delete(ctx, &ob),
         }
     }
@@ -432,32 +435,12 @@ impl Node {
         }
     }
 
-    /// Hands waiting bundles to LTP while the spans accept them (order kept per node).
-    fn flush_waiting(&mut self, ctx: &mut Ctx<'_>) {
-        while let Some((via, ob)) = self.waiting.pop_front() {
-            let red_len = if ob.red { ob.wire.len() } else { 0 };
-            match self.engine.send_block(
-                ctx.now,
-                via,
-                BUNDLE_CLIENT_SERVICE,
-                ob.wire.clone(),
-                red_len,
-                ob.key,
-            ) {
-                Ok(_) => {
-                    self.in_flight.insert(ob.key, (via, ob));
-                }
-                Err(SendError::SpanFull(_)) => {
-                    self.waiting.push_front((via, ob));
-                    return;
-                }
-                Err(_) => {
-                    // LTP refused the block for good (no span, too large): counted. The agent's copy stays
-                    // handed over (reporting a failure would only make it offer the bundle again at once).
-                    self.delete(ctx, &ob);
-                }
-            }
-        }
+    /// Hands a bundle to the LTP adapter (which keeps it, in order, while the span's queue is full); its outcome
+    /// comes back as an event.
+    fn hand_to_ltp(&mut self, now: Duration, via: u64, ob: Outbound) {
+        let (key, wire, red) = (ob.key, ob.wire.clone(), ob.red);
+        self.in_flight.insert(key, (via, ob));
+        self.ltp.send(now, via, key, wire, red);
     }
 
     /// A datagram reached its protocol engine (LTP, or the CFDP entity).
@@ -471,9 +454,7 @@ impl Node {
         match proto {
             // Malformed datagrams are counted by the engine; nothing else to do.
             Proto::Ltp => {
-                let _ = self
-                    .engine
-                    .handle_datagram_parts(now, &data.head, &data.tail);
+                let _ = self.ltp.handle_datagram_parts(now, &data.head, &data.tail);
             }
             // CFDP PDUs travel whole (`Datagram::whole`).
             Proto::Cfdp => self.cfdp_input(now, book, &data.head),
@@ -498,17 +479,21 @@ impl Node {
         session: Option<SessionId>,
         data: Bytes,
     ) {
-        let mut bundles = Vec::new();
-        if Bundle::split_concatenated(&data, &mut bundles) > 0 {
-            // Garbage after the last decodable bundle can never be accepted: counted, and the block is
-            // acknowledged for what decoded (refusing it would only make the sender loop), as on a real node.
+        let dtn_ms = ctx.dtn_ms();
+        let Some(agent) = self.agent.as_mut().map(TrackedAgent::get_mut) else {
+            return;
+        };
+        // The agent splits the block as on a real node: garbage after the last bundle is counted and logged as a
+        // discard, and the block is acknowledged for what split (refusing it would only make the sender loop).
+        let block = agent.split_block(dtn_ms, Some(from), &data);
+        if block.discarded.is_some() {
             self.counters.dropped += 1;
         }
         if session.is_none() {
             // The colour is kept along the path: a bundle that came in a green block and goes on to another
             // node leaves green too (between real nodes ION marks such bundles best-effort in their extended
             // class of service).
-            for raw in &bundles {
+            for raw in &block.bundles {
                 if let Ok((b, _)) = Bundle::decode_prefix(raw) {
                     let here = matches!(b.primary().destination, bpv7::Eid::Ipn { node, .. } if node == self.number);
                     if !here {
@@ -517,7 +502,7 @@ impl Node {
                 }
             }
         }
-        let n = u32::try_from(bundles.len()).unwrap_or(u32::MAX);
+        let n = u32::try_from(block.bundles.len()).unwrap_or(u32::MAX);
         let p = self.processing;
         let done = ctx.now.max(self.cpu_free) + p.per_bundle.saturating_mul(n);
         if !p.per_bundle.is_zero() {
@@ -533,7 +518,7 @@ impl Node {
             Deferred::Block {
                 from,
                 session,
-                bundles,
+                block,
             },
         ));
     }
@@ -573,8 +558,8 @@ impl Node {
             Deferred::Block {
                 from,
                 session,
-                bundles,
-            } => self.commit_block(ctx, from, session, &bundles),
+                block,
+            } => self.commit_block(ctx, from, session, block),
         }
     }
 
@@ -585,24 +570,24 @@ impl Node {
         ctx: &mut Ctx<'_>,
         from: u64,
         session: Option<SessionId>,
-        bundles: &[Bytes],
+        block: ClaBlock,
     ) {
         let Some(agent) = self.agent.as_mut().map(TrackedAgent::get_mut) else {
             return;
         };
-        let mut ok = true;
-        for r in agent.accept_from_cla_batch(ctx.dtn_ms(), Some(from), bundles) {
+        let verdicts = agent.accept_blocks(ctx.dtn_ms(), Some(from), std::slice::from_ref(&block));
+        let Some(verdict) = verdicts.first() else {
+            return;
+        };
+        for r in &verdict.bundles {
             match r {
                 Ok(_) => self.counters.received += 1,
-                Err(e) if e.is_transient() => {
-                    ok = false;
-                    self.counters.refused += 1;
-                }
+                Err(e) if e.is_transient() => self.counters.refused += 1,
                 Err(_) => self.counters.dropped += 1,
             }
         }
         if let Some(s) = session {
-            self.engine.confirm_block(ctx.now, s, ok);
+            self.ltp.confirm(ctx.now, s, verdict.confirm);
         }
     }
 
@@ -676,143 +661,71 @@ impl Node {
         }
     }
 
-    fn on_green(
-        &mut self,
-        ctx: &mut Ctx<'_>,
-        remote: u64,
-        session: SessionId,
-        offset: u64,
-        data: Bytes,
-        eob: bool,
-    ) {
-        if offset == 0 && eob {
-            self.on_block(ctx, remote, None, data);
-            return;
+    /// What the LTP adapter tells the bundle layer: a block arrived, or bundles handed over reached an outcome.
+    fn on_event(&mut self, ctx: &mut Ctx<'_>, ev: LtpEvent) {
+        match ev {
+            LtpEvent::Block(ReceivedBlock {
+                peer,
+                session,
+                data,
+            }) => self.on_block(ctx, peer, session, data),
+            LtpEvent::Outcome(o) => self.on_outcome(ctx, &o),
         }
-        let key = (remote, session.originator, session.number);
-        let parts = self.green.entry(key).or_default();
-        parts.push((offset, data));
-        if !eob {
-            if self.green.len() > MAX_GREEN_PARTIAL {
-                if let Some(k) = self.green.keys().next().copied() {
-                    self.green.remove(&k);
-                }
-            }
-            return;
-        }
-        let Some(mut parts) = self.green.remove(&key) else {
-            return;
-        };
-        parts.sort_by_key(|p| p.0);
-        let mut next = 0u64;
-        let mut block = BytesMut::new();
-        for (off, d) in parts {
-            if off != next {
-                return; // a green segment was lost: the block is incomplete
-            }
-            next += d.len() as u64;
-            block.extend_from_slice(&d);
-        }
-        self.on_block(ctx, remote, None, block.freeze());
     }
 
-    fn on_event(&mut self, ctx: &mut Ctx<'_>, ev: Event) {
-        match ev {
-            Event::BlockReceived {
-                remote,
-                session,
-                client_service_id,
-                data,
-            } => {
-                if client_service_id == BUNDLE_CLIENT_SERVICE {
-                    self.on_block(ctx, remote, Some(session), data);
-                } else {
-                    // Not for the bundle protocol: refused (a no-op on spans without deferred reports).
-                    self.engine.confirm_block(ctx.now, session, false);
-                }
+    /// Bundles handed to LTP reached an outcome (classified by the adapter).
+    fn on_outcome(&mut self, ctx: &mut Ctx<'_>, o: &Outcome) {
+        if let Some(session) = o.session {
+            let start = self
+                .segments
+                .lock()
+                .ok()
+                .and_then(|mut s| s.take_start(session.originator, session.number));
+            if let (Some(start), Cause::Completed) = (start, o.cause) {
+                let red = o
+                    .tokens
+                    .first()
+                    .and_then(|t| self.in_flight.get(t))
+                    .is_some_and(|(_, ob)| ob.red);
+                ctx.sessions.push(SessionRecord {
+                    node: self.number,
+                    remote: o.peer,
+                    number: session.number,
+                    start,
+                    end: ctx.now,
+                    red,
+                });
             }
-            Event::GreenSegment {
-                remote,
-                session,
-                client_service_id,
-                offset,
-                data,
-                end_of_block,
-            } => {
-                if client_service_id == BUNDLE_CLIENT_SERVICE {
-                    self.on_green(ctx, remote, session, offset, data, end_of_block);
-                }
+        }
+        for &t in &o.tokens {
+            let Some((via, mut ob)) = self.in_flight.remove(&t) else {
+                continue;
+            };
+            match o.outcome {
+                ClaOutcome::Sent => self.counters.forwarded += 1,
+                ClaOutcome::Failed => self.counters.failed += 1,
+                ClaOutcome::Refused => self.counters.refused_by_next_hop += 1,
             }
-            Event::ExportCompleted {
-                remote,
-                session,
-                tokens,
-            } => {
-                let start = self
-                    .segments
-                    .lock()
-                    .ok()
-                    .and_then(|mut s| s.take_start(session.originator, session.number));
-                if let Some(start) = start {
-                    let red = tokens
-                        .first()
-                        .and_then(|t| self.in_flight.get(t))
-                        .is_some_and(|(_, ob)| ob.red);
-                    ctx.sessions.push(SessionRecord {
-                        node: self.number,
-                        remote,
-                        number: session.number,
-                        start,
-                        end: ctx.now,
-                        red,
-                    });
-                }
-                for t in tokens {
-                    let Some((via, ob)) = self.in_flight.remove(&t) else {
-                        continue;
-                    };
-                    self.counters.forwarded += 1;
-                    if let Some(m) = &ob.meta {
-                        self.log(ctx, BundleEventKind::Forwarded, m, Some(via));
-                    } else if let Some(agent) = self.agent.as_mut().map(TrackedAgent::get_mut) {
-                        let _ = agent.cla_result(
-                            ctx.dtn_ms(),
-                            BundleKey::from_token(t),
-                            bp::ClaOutcome::Sent,
-                        );
-                    }
-                }
+            let Some(m) = ob.meta.clone() else {
+                continue;
+            };
+            // Static layer: no store and no back-off; it re-sends what did not arrive, a limited number of times.
+            if o.outcome == ClaOutcome::Sent {
+                self.log(ctx, BundleEventKind::Forwarded, &m, Some(via));
+                continue;
             }
-            Event::ExportCancelled {
-                session, tokens, ..
-            } => {
-                if let Ok(mut s) = self.segments.lock() {
-                    s.take_start(session.originator, session.number);
-                }
-                for t in tokens {
-                    let Some((via, mut ob)) = self.in_flight.remove(&t) else {
-                        continue;
-                    };
-                    self.counters.failed += 1;
-                    ob.attempts += 1;
-                    if let Some(m) = &ob.meta {
-                        self.log(ctx, BundleEventKind::Failed, m, Some(via));
-                        if ob.red && ob.attempts < STATIC_MAX_ATTEMPTS {
-                            self.route(ctx, ob);
-                        } else {
-                            self.delete(ctx, &ob);
-                        }
-                    } else if let Some(agent) = self.agent.as_mut().map(TrackedAgent::get_mut) {
-                        // The agent logs `failed`, re-routes and offers it again through poll_transmit.
-                        let _ = agent.cla_result(
-                            ctx.dtn_ms(),
-                            BundleKey::from_token(t),
-                            bp::ClaOutcome::Failed,
-                        );
-                    }
-                }
+            self.log(ctx, BundleEventKind::Failed, &m, Some(via));
+            ob.attempts += 1;
+            let carried = !matches!(o.cause, Cause::NotCarried(_));
+            if carried && ob.red && ob.attempts < STATIC_MAX_ATTEMPTS {
+                self.route(ctx, ob);
+            } else {
+                self.delete(ctx, &ob);
             }
-            Event::ImportCancelled { .. } => {}
+        }
+        // The agent logs `forwarded`/`failed`, re-routes and backs off itself.
+        if let Some(agent) = self.agent.as_mut().map(TrackedAgent::get_mut) {
+            let _ = o.apply(agent, ctx.dtn_ms());
         }
     }
 
@@ -820,11 +733,11 @@ impl Node {
     pub(crate) fn drive(&mut self, ctx: &mut Ctx<'_>) {
         let now = ctx.now;
         loop {
-            if self.engine.poll_timeout().is_some_and(|t| t <= now) {
-                self.engine.handle_timeout(now);
+            if self.ltp.poll_timeout().is_some_and(|t| t <= now) {
+                self.ltp.handle_timeout(now);
             }
             let mut progress = false;
-            while let Some(ev) = self.engine.poll_event() {
+            while let Some(ev) = self.ltp.poll_event(now) {
                 progress = true;
                 self.on_event(ctx, ev);
             }
@@ -850,17 +763,12 @@ impl Node {
             if self.cfdp.is_some() {
                 progress |= self.drive_cfdp(ctx);
             }
-            let mut flushed = false;
-            if !self.waiting.is_empty() {
-                let before = self.waiting.len();
-                self.flush_waiting(ctx);
-                flushed = self.waiting.len() != before;
-            }
+            let flushed = self.ltp.backlog_len() > 0 && self.ltp.flush_backlog(now);
             // Header into `tx_buf` and from there into the shared pool; block data stays a slice of the block
             // (the receiving engine takes it as it is: `handle_datagram_parts`).
             let mut sent = false;
             ctx.tx_buf.clear();
-            while let Some(t) = self.engine.poll_transmit_vectored(now, ctx.tx_buf) {
+            while let Some(t) = self.ltp.poll_transmit_vectored(now, ctx.tx_buf) {
                 if ctx.pool.capacity() < ctx.tx_buf.len() {
                     ctx.pool.reserve(64 * 1024);
                 }
@@ -881,8 +789,8 @@ impl Node {
             let again = progress
                 || (sent
                     && (flushed
-                        || self.engine.has_events()
-                        || self.engine.poll_timeout().is_some_and(|t| t <= now)));
+                        || self.ltp.has_events()
+                        || self.ltp.poll_timeout().is_some_and(|t| t <= now)));
             if !again {
                 break;
             }
@@ -906,7 +814,7 @@ impl Node {
         // Whether the agent had nothing more to forward (rather than LTP having no room for it).
         let mut drained = false;
         // Only take bundles from the agent while LTP has room: the rest stay in the agent's store.
-        while self.waiting.is_empty() {
+        while self.ltp.backlog_len() == 0 {
             let Some(agent) = self.agent.as_mut().map(TrackedAgent::get_mut) else {
                 break;
             };
@@ -921,7 +829,8 @@ impl Node {
                     Ok((b, _)) => !self.green_ids.remove(&b.id()),
                     Err(_) => true,
                 };
-            self.waiting.push_back((
+            self.hand_to_ltp(
+                ctx.now,
                 fwd.neighbour,
                 Outbound {
                     key: fwd.key.as_token(),
@@ -930,8 +839,7 @@ impl Node {
                     meta: None,
                     attempts: 0,
                 },
-            ));
-            self.flush_waiting(ctx);
+            );
         }
         let mut delivered = false;
         while let Some(d) = self
@@ -960,7 +868,7 @@ impl Node {
 
     /// Earliest time this node needs to run again on its own.
     pub(crate) fn next_wake(&mut self) -> Option<Duration> {
-        let mut t = self.engine.poll_timeout();
+        let mut t = self.ltp.poll_timeout();
         if let Some(c) = self.cfdp.as_mut().and_then(CfdpApp::next_wake) {
             t = Some(t.map_or(c, |x| x.min(c)));
         }
@@ -978,13 +886,12 @@ impl Node {
 
     /// True when nothing is queued or in progress here.
     pub(crate) fn is_quiet(&self, now: Duration) -> bool {
-        self.engine.is_idle()
+        self.ltp.is_idle()
             && self.agent.as_ref().is_none_or(|a| {
                 let st = a.get().status();
                 st.stored_bundles == 0
             })
             && self.pending_work == 0
-            && self.waiting.is_empty()
             && self.in_flight.is_empty()
             && self.clients.iter().all(|c| c.client.is_finished(now))
             && self.cfdp.as_ref().is_none_or(CfdpApp::is_quiet)
@@ -997,12 +904,17 @@ impl Node {
 
     /// The LTP engine (read-only: statistics, configuration).
     pub fn engine(&self) -> &ltp::Engine {
-        &self.engine
+        self.ltp.engine()
+    }
+
+    /// The LTP adapter's counters (blocks received, exports completed, cancelled and refused).
+    pub fn ltp_stats(&self) -> &cla::LtpClaStats {
+        self.ltp.stats()
     }
 
     /// FEC counters of the span to `remote` (None without FEC).
     pub fn fec_stats(&self, remote: u64) -> Option<&fec::FecStats> {
-        self.engine.fec_stats(remote)
+        self.ltp.fec_stats(remote)
     }
 
     /// Bundle-layer counters.

@@ -215,6 +215,11 @@ pub struct LtpSection {
     /// Maximum claims per report segment.
     #[serde(default = "d_claims")]
     pub max_claims_per_report: usize,
+    /// Bundles aggregated into one LTP block at most (the node's `max_bundles_per_block`;
+    /// aggregation also ends at 64 KiB or 1 ms). 1: every bundle in a block of its own; 0: no
+    /// count limit.
+    #[serde(default = "d_bundles_per_block")]
+    pub max_bundles_per_block: usize,
 }
 
 fn d_mss() -> usize {
@@ -241,6 +246,9 @@ fn d_cycles() -> u32 {
 fn d_claims() -> usize {
     20
 }
+fn d_bundles_per_block() -> usize {
+    1
+}
 
 impl Default for LtpSection {
     fn default() -> Self {
@@ -259,6 +267,7 @@ impl Default for LtpSection {
             max_report_retransmissions: d_retx(),
             max_retransmission_cycles: d_cycles(),
             max_claims_per_report: d_claims(),
+            max_bundles_per_block: d_bundles_per_block(),
         }
     }
 }

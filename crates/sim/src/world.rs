@@ -265,8 +265,7 @@ impl Simulation {
             let cfdp = setup.app(ns.number, &mut book);
             let mut ec = EngineConfig::new(ns.number);
             ec.seed = mix(seed, ns.number, 2);
-            let mut engine =
-                fec::Stack::new(ltp::Engine::new(ec)).with_seed(mix(seed, ns.number, 300));
+            let mut adapter = cla::LtpCla::new(ec, mix(seed, ns.number, 300));
             let mut neighbours = Vec::new();
             for (l, (f, r)) in scn.links.iter().zip(&models) {
                 let (remote, dir, back) = if l.a == ns.number {
@@ -300,20 +299,22 @@ impl Simulation {
                 sc.max_claims_per_report = lt.max_claims_per_report;
                 // As on a real node, the agent confirms each red block once its bundles are committed.
                 sc.defer_final_report = agent_layer;
+                // One bundle per block unless the scenario aggregates (`node.ltp.max_bundles_per_block`).
+                sc.aggregation_max_items = lt.max_bundles_per_block;
                 let rate_bps = sc.rate_bps;
-                engine.add_span(sc);
-                if let Some(f) = &ns.fec {
-                    // Validated with the scenario; the FEC layer paces at the span's rate.
-                    let added = f
-                        .to_config(remote, rate_bps)
-                        .and_then(|c| engine.add_fec_span(c));
-                    if let Err(e) = added {
-                        return Err(invalid(
-                            format!("node.fec.{}", e.field),
-                            e.value,
-                            &e.expected,
-                        ));
-                    }
+                // Validated with the scenario; the FEC layer paces at the span's rate.
+                let fec = ns
+                    .fec
+                    .as_ref()
+                    .map(|f| f.to_config(remote, rate_bps))
+                    .transpose();
+                let added = fec.and_then(|f| adapter.add_peer(remote, sc, f));
+                if let Err(e) = added {
+                    return Err(invalid(
+                        format!("node.fec.{}", e.field),
+                        e.value,
+                        &e.expected,
+                    ));
                 }
             }
             let segment_csv = match &scn.log.segment_csv {
@@ -326,8 +327,7 @@ impl Simulation {
                 None => None,
             };
             let segments = Arc::new(Mutex::new(SegmentState::new(segment_csv)));
-            engine.set_segment_sink(Some(Box::new(NodeSink(segments.clone()))));
-            engine.set_fec_logging(ns.fec.is_some());
+            adapter.set_segment_log(Some(Box::new(NodeSink(segments.clone()))), ns.fec.is_some());
             let bundle_log = match &scn.log.bundle_csv {
                 Some(p) => Some(SharedBundleLog::new(open(
                     scn,
@@ -371,7 +371,7 @@ impl Simulation {
                             a.link_up(
                                 scn.sim.epoch_dtn_ms,
                                 nb,
-                                engine.span_config(nb).map_or(0, |c| c.rate_bps),
+                                adapter.engine().span_config(nb).map_or(0, |c| c.rate_bps),
                             );
                         }
                     }
@@ -394,7 +394,7 @@ impl Simulation {
                 epoch_dtn_ms: scn.sim.epoch_dtn_ms,
                 agent,
                 green_ids: Default::default(),
-                engine,
+                ltp: adapter,
                 processing: Processing {
                     rx_latency: secs(p.rx_latency_us / 1e6),
                     per_segment: secs(p.per_segment_us / 1e6),
@@ -412,11 +412,9 @@ impl Simulation {
                 neighbours,
                 clients: Vec::new(),
                 servers: Vec::new(),
-                waiting: Default::default(),
                 in_flight: Default::default(),
                 next_token: 1,
                 creation_seq: 0,
-                green: Default::default(),
                 segments,
                 bundle_log,
                 counters: Default::default(),
@@ -466,7 +464,7 @@ impl Simulation {
         for c in &contacts {
             let node = index(c.from);
             if let Some(n) = nodes.get_mut(node) {
-                n.engine.set_link_down(Duration::ZERO, c.to);
+                n.ltp.link_down(Duration::ZERO, c.to);
             }
             queue.push(
                 secs(c.start_s),
@@ -693,16 +691,13 @@ impl Simulation {
                     }
                 }
                 if up {
-                    if let Some(r) = rate {
-                        n.engine.set_span_rate(now, remote, r);
-                    }
-                    n.engine.set_link_up(now, remote);
-                    let r = n.engine.span_config(remote).map_or(0, |c| c.rate_bps);
+                    n.ltp.link_up(now, remote, rate, None);
+                    let r = n.engine().span_config(remote).map_or(0, |c| c.rate_bps);
                     if let Some(a) = n.agent.as_mut().map(|a| a.get_mut()) {
                         a.link_up(dtn, remote, r);
                     }
                 } else {
-                    n.engine.set_link_down(now, remote);
+                    n.ltp.link_down(now, remote);
                     if let Some(a) = n.agent.as_mut().map(|a| a.get_mut()) {
                         a.link_down(dtn, remote);
                     }
@@ -811,7 +806,7 @@ impl Simulation {
                 s.bundles_delivered += st.received;
             }
             for &remote in &n.neighbours {
-                if let Some(st) = n.engine.span_stats(remote) {
+                if let Some(st) = n.engine().span_stats(remote) {
                     s.ltp_sessions += st.exports_completed;
                     s.ltp_sessions_cancelled += st.exports_cancelled;
                     s.retransmission_cycles += st.retransmission_cycles;
