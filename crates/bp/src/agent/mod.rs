@@ -408,6 +408,7 @@ impl<S: Store> Agent<S> {
         if self.pending.is_empty() || !self.health.is_ok() {
             return Ok(());
         }
+        self.pending.set_time(self.clock);
         if let Err(e) = self.store.commit(&self.pending) {
             self.health.fail(self.clock, &e);
             return Err(e.into());
@@ -441,6 +442,7 @@ impl<S: Store> Agent<S> {
             let mut probe = self.pending.clone();
             let (time_ms, sequence) = self.creation_cursor;
             probe.push(Op::SetCreationCursor { time_ms, sequence });
+            probe.set_time(now);
             self.store.commit(&probe)
         })();
         match attempt {
@@ -644,6 +646,7 @@ impl<S: Store> Agent<S> {
             }
             let mut batch = self.pending.clone();
             batch.append(&mut txn.batch);
+            batch.set_time(now);
             if let Err(e) = self.store.commit(&batch) {
                 self.health.fail(now, &e);
                 self.pending = Batch::new();

@@ -8,22 +8,24 @@
 //! no longer holds.
 //!
 //! When the budget is full, the cache keeps its *older* entries and turns the new bundle away,
-//! unless the oldest entry has waited longer than [`STALE_AFTER`]. Bundles leave a node in
+//! unless the oldest entry has waited longer than [`STALE_AFTER_MS`]. Bundles leave a node in
 //! roughly the order they arrived, so while a backlog larger than the budget drains (an
 //! application submitting faster than the link forwards, or a receiver delivering behind its
 //! convergence layer) the oldest entries are exactly the next ones read: evicting them for the
 //! newest, as a plain insertion-ordered cache does, made every read of such a backlog miss
 //! (measured: 1 GB of 1 MB bundles over TCPCL read every bundle back from the segment log on both
-//! nodes, 10 % of both nodes' CPU). An entry older than `STALE_AFTER` belongs to a bundle that is
-//! waiting (for a contact, an application, a retry) rather than draining, and gives way.
+//! nodes, 10 % of both nodes' CPU). An entry older than `STALE_AFTER_MS` belongs to a bundle that
+//! is waiting (for a contact, an application, a retry) rather than draining, and gives way.
+//!
+//! Time is the DTN time (ms) of the commit that inserted an entry, as the agent stamps it on the
+//! batch ([`super::Batch::set_time`]): the store reads no clock.
 
 use std::collections::{HashMap, VecDeque};
-use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 
-/// How long the oldest entry keeps its place against newer bundles once the budget is full.
-pub(crate) const STALE_AFTER: Duration = Duration::from_secs(1);
+/// How long (ms) the oldest entry keeps its place against newer bundles once the budget is full.
+pub(crate) const STALE_AFTER_MS: u64 = 1_000;
 
 /// A byte-bounded, insertion-ordered map from bundle key to bundle bytes.
 #[derive(Debug, Default)]
@@ -33,8 +35,8 @@ pub(crate) struct HotCache {
     /// key -> (generation, bytes). The generation tells a stale `order` entry (the key was
     /// removed, or replaced and queued again) from the live one.
     map: HashMap<u64, (u64, Bytes)>,
-    /// (key, generation, inserted at), oldest first.
-    order: VecDeque<(u64, u64, Instant)>,
+    /// (key, generation, inserted at (DTN ms)), oldest first.
+    order: VecDeque<(u64, u64, u64)>,
     next_gen: u64,
     hits: u64,
     misses: u64,
@@ -56,15 +58,16 @@ impl HotCache {
     }
 
     /// Remembers the bytes of a bundle just committed under `key` (replacing older bytes), if
-    /// the budget has room for them or entries older than [`STALE_AFTER`] can make it.
-    pub(crate) fn insert(&mut self, key: u64, data: &Bytes, now: Instant) {
+    /// the budget has room for them or entries older than [`STALE_AFTER_MS`] can make it. `now`:
+    /// the DTN time (ms) of the commit.
+    pub(crate) fn insert(&mut self, key: u64, data: &Bytes, now: u64) {
         self.remove(key);
         let len = data.len() as u64;
         if len == 0 || len > self.budget {
             return;
         }
         while self.held + len > self.budget {
-            if !self.evict_oldest_older_than(now, STALE_AFTER) {
+            if !self.evict_oldest_older_than(now, STALE_AFTER_MS) {
                 self.refused += 1;
                 return;
             }
@@ -112,14 +115,14 @@ impl HotCache {
         }
     }
 
-    /// Evicts the oldest live entry if it was inserted more than `age` before `now`.
-    fn evict_oldest_older_than(&mut self, now: Instant, age: Duration) -> bool {
+    /// Evicts the oldest live entry if it was inserted more than `age` ms before `now`.
+    fn evict_oldest_older_than(&mut self, now: u64, age: u64) -> bool {
         while let Some(&(k, g, at)) = self.order.front() {
             if self.map.get(&k).is_none_or(|(gen, _)| *gen != g) {
                 self.order.pop_front();
                 continue;
             }
-            if now.saturating_duration_since(at) <= age {
+            if now.saturating_sub(at) <= age {
                 return false;
             }
             self.order.pop_front();
@@ -136,7 +139,7 @@ impl HotCache {
         (self.hits, self.misses, self.held)
     }
 
-    /// Bundles turned away because the budget was full of entries younger than [`STALE_AFTER`].
+    /// Bundles turned away because the budget was full of entries younger than [`STALE_AFTER_MS`].
     pub(crate) fn refused(&self) -> u64 {
         self.refused
     }
@@ -152,17 +155,17 @@ mod tests {
 
     #[test]
     fn full_budget_keeps_the_older_entries_until_they_are_stale() {
-        let t0 = Instant::now();
+        let t0 = 5_000u64;
         let mut c = HotCache::new(100);
         c.insert(1, &b(40, 1), t0);
         c.insert(2, &b(40, 2), t0);
         // Full of fresh entries: the newest bundle is turned away, the next ones to be read stay.
-        c.insert(3, &b(40, 3), t0 + STALE_AFTER);
+        c.insert(3, &b(40, 3), t0 + STALE_AFTER_MS);
         assert_eq!(c.get(3), None);
         assert_eq!(c.get(1), Some(b(40, 1)));
         assert_eq!((c.stats().2, c.refused()), (80, 1));
-        // Once the oldest has waited longer than STALE_AFTER it gives way, oldest first.
-        let later = t0 + STALE_AFTER + Duration::from_millis(1);
+        // Once the oldest has waited longer than STALE_AFTER_MS it gives way, oldest first.
+        let later = t0 + STALE_AFTER_MS + 1;
         c.insert(3, &b(40, 3), later);
         assert_eq!(c.get(1), None);
         assert_eq!(c.get(2), Some(b(40, 2)));
@@ -178,7 +181,7 @@ mod tests {
         assert_eq!(c.get(3), Some(b(10, 9)));
         assert_eq!(c.stats().2, 50);
         // Too large for the budget: not cached, and nothing else evicted for it.
-        c.insert(5, &b(101, 5), later + STALE_AFTER * 2);
+        c.insert(5, &b(101, 5), later + STALE_AFTER_MS * 2);
         assert_eq!(c.get(5), None);
         assert_eq!(c.get(3), Some(b(10, 9)));
         let (hits, misses, _) = c.stats();
@@ -190,7 +193,7 @@ mod tests {
         // Bundles 0..N stored at once, then read and deleted in order: with the old
         // evict-oldest policy every read missed; now the first budget's worth hits, and each
         // deletion admits the next bundle stored.
-        let t0 = Instant::now();
+        let t0 = 5_000u64;
         let mut c = HotCache::new(10 * 40);
         for k in 0..100u64 {
             c.insert(k, &b(40, 0), t0);
@@ -213,7 +216,7 @@ mod tests {
     #[test]
     fn zero_budget_disables() {
         let mut c = HotCache::new(0);
-        c.insert(1, &b(1, 1), Instant::now());
+        c.insert(1, &b(1, 1), 0);
         assert_eq!(c.get(1), None);
         assert_eq!(c.stats().2, 0);
     }
@@ -221,7 +224,7 @@ mod tests {
     #[test]
     fn order_queue_stays_bounded_under_churn() {
         let mut c = HotCache::new(1000);
-        let t0 = Instant::now();
+        let t0 = 5_000u64;
         for k in 0..10_000u64 {
             c.insert(k, &b(10, 0), t0);
             if k >= 5 {

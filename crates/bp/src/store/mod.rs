@@ -98,9 +98,14 @@ pub enum Op {
 }
 
 /// Changes committed atomically: all of them become durable, or none.
+///
+/// A batch may carry the DTN time (ms) of its commit ([`Batch::set_time`]; the agent stamps every
+/// batch it commits): a store that keeps time-dependent state (the redb store's hot cache) takes
+/// its time from there and reads no clock.
 #[derive(Debug, Clone, Default)]
 pub struct Batch {
     ops: Vec<Op>,
+    time_ms: Option<u64>,
 }
 
 impl Batch {
@@ -129,14 +134,26 @@ impl Batch {
         self.ops.len()
     }
 
-    /// Moves every change of `other` to the end of this batch.
+    /// Moves every change of `other` to the end of this batch (the later of the two times stays).
     pub fn append(&mut self, other: &mut Batch) {
         self.ops.append(&mut other.ops);
+        self.time_ms = self.time_ms.max(other.time_ms.take());
     }
 
-    /// Removes every change.
+    /// Removes every change and the time.
     pub fn clear(&mut self) {
         self.ops.clear();
+        self.time_ms = None;
+    }
+
+    /// Stamps the batch with the DTN time (ms) of its commit.
+    pub fn set_time(&mut self, now_ms: u64) {
+        self.time_ms = Some(now_ms);
+    }
+
+    /// The DTN time (ms) the batch was stamped with, if any.
+    pub fn time(&self) -> Option<u64> {
+        self.time_ms
     }
 }
 

@@ -100,6 +100,8 @@ pub struct RedbStore {
     segments: SegmentLog,
     index: HashMap<u64, Loc>,
     hot: HotCache,
+    /// DTN time (ms) of the latest stamped commit (see [`Batch::set_time`]).
+    last_commit_ms: u64,
     segment_threshold: u64,
     used: u64,
     durable: bool,
@@ -157,6 +159,7 @@ impl RedbStore {
             segments,
             index,
             hot: HotCache::new(opts.hot_cache_bytes),
+            last_commit_ms: 0,
             segment_threshold: opts.segment_threshold,
             used,
             durable: opts.durable,
@@ -428,7 +431,12 @@ impl Store for RedbStore {
             }
             self.hot.remove(key);
         }
-        let now = std::time::Instant::now();
+        // The commit's time as the agent stamped it; a batch without one counts as the latest seen.
+        let now = batch
+            .time()
+            .unwrap_or(self.last_commit_ms)
+            .max(self.last_commit_ms);
+        self.last_commit_ms = now;
         for op in batch.ops() {
             if let Op::Put { key, data, .. } = op {
                 // Only segment-log payloads: their reads are the expensive ones, and a small
