@@ -530,6 +530,22 @@ fn echo_service_answers() {
 }
 
 #[test]
+fn an_echo_request_from_an_echo_endpoint_is_not_answered() {
+    // One bundle from node 1's echo endpoint to node 2's: before, node 2 answered it, node 1's
+    // echo service answered the answer, and the two exchanged echoes until the lifetimes ended.
+    let mut net = Net::memory(&[1, 2], cfg);
+    net.connect(1, 2);
+    net.agent(1)
+        .send(T0, req("ipn:1.7", "ipn:2.7", b"forged"))
+        .expect("send");
+    net.run_until(T0 + 1_000, 10);
+    let (s1, s2) = (net.agent(1).status(), net.agent(2).status());
+    assert_eq!((s2.echoed, s2.echo_replies_ignored), (0, 1));
+    assert_eq!((s1.echoed, s1.received), (0, 0));
+    assert_eq!((s1.stored_bundles, s2.stored_bundles), (0, 0));
+}
+
+#[test]
 fn dtn_scheme_delivery_and_static_route() {
     let mut net = Net::memory(&[1, 2], |n| AgentConfig {
         dtn_node_name: Some(format!("node{n}")),

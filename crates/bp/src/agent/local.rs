@@ -333,6 +333,13 @@ impl<S: Store> Agent<S> {
         if to.is_none() || request.is_admin_record() {
             return Ok(());
         }
+        // A request from an echo endpoint is another node's echo reply (or a forgery made to
+        // look like one): answering it would start an exchange between two echo services that
+        // only the bundles' lifetimes end, from one bundle.
+        if matches!(to, Eid::Ipn { service, .. } if Some(service) == self.cfg.echo_service) {
+            self.counters.echo_replies_ignored += 1;
+            return Ok(());
+        }
         let from = request.primary().destination.clone();
         let ts = self.next_creation(now, txn);
         let mut b = BundleBuilder::new(from, to)

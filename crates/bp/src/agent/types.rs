@@ -356,6 +356,9 @@ pub struct AgentStatus {
     pub admin_dropped: u64,
     /// Echo requests answered.
     pub echoed: u64,
+    /// Echo requests left unanswered because they came from an echo endpoint (another node's
+    /// echo reply): answering would start an endless exchange between two echo services.
+    pub echo_replies_ignored: u64,
     /// Duplicate-suppression records held.
     pub dedup_records: u64,
     /// Store commits issued by the agent.
