@@ -12,8 +12,9 @@
 //! `now` always from the caller.
 //!
 //! - [`LtpCla`]: bundles over LTP, with packet-layer FEC below it where a span has it
-//!   (`fec::Stack`). The runnable example `examples/ltp_pair.rs` drives two of them with two
-//!   agents over a lossy link in virtual time.
+//!   (`fec::Stack`).
+//! - [`pair`]: two nodes (adapter + agent each) in virtual time, driven the way the node's
+//!   threads drive them; the runnable example `examples/ltp_pair.rs` uses it.
 //!
 //! On the agent side, a received block becomes bundles in one way for every driver:
 //! [`bp::Agent::split_block`] when it arrives, [`bp::Agent::accept_blocks`] when the driver
@@ -46,6 +47,7 @@
 #![warn(missing_docs)]
 
 mod ltp_adapter;
+pub mod pair;
 
 pub use crate::ltp_adapter::{
     classify_cancel, Cause, LtpCla, LtpClaStats, LtpEvent, Outcome, ReceivedBlock,

@@ -284,6 +284,8 @@ pub struct Node {
     pub(crate) servers: Vec<ServerApp>,
     /// Bundles handed to the LTP adapter and not yet reported, by token.
     pub(crate) in_flight: HashMap<u64, (u64, Outbound)>,
+    /// Items injected with `Simulation::inject_ltp_item` (their tokens count down from `u64::MAX`).
+    pub(crate) injected: u64,
     /// Static layer: next bundle key (also the LTP token).
     pub(crate) next_token: u64,
     pub(crate) creation_seq: u64,
@@ -905,6 +907,11 @@ impl Node {
     /// The LTP engine (read-only: statistics, configuration).
     pub fn engine(&self) -> &ltp::Engine {
         self.ltp.engine()
+    }
+
+    /// The agent's status (None with the static bundle layer).
+    pub fn agent_status(&self) -> Option<bp::AgentStatus> {
+        self.agent.as_ref().map(|a| a.get().status())
     }
 
     /// The LTP adapter's counters (blocks received, exports completed, cancelled and refused).

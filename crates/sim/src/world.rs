@@ -3,7 +3,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use bytes::BytesMut;
+use bytes::{Bytes, BytesMut};
 use channel::gen::Preset;
 use channel::Fate;
 use ltp::{CsvSegmentLog, EngineConfig, SpanConfig};
@@ -413,6 +413,7 @@ impl Simulation {
                 clients: Vec::new(),
                 servers: Vec::new(),
                 in_flight: Default::default(),
+                injected: 0,
                 next_token: 1,
                 creation_seq: 0,
                 segments,
@@ -542,6 +543,25 @@ impl Simulation {
     /// The nodes.
     pub fn nodes(&self) -> &[Node] {
         &self.nodes
+    }
+
+    /// Hands `data` to node `from`'s LTP adapter as one item for its neighbour `to`, now, the way
+    /// a bundle layer that does not check what it sends would (a foreign or misbehaving peer, for
+    /// experiments with hostile input): the receiver splits and checks it like any block. The
+    /// item's outcome reaches no bundle layer (its token is none of the agent's). False when
+    /// `from` is not a node.
+    pub fn inject_ltp_item(&mut self, from: u64, to: u64, data: Bytes, red: bool) -> bool {
+        let Some(i) = self.nodes.iter().position(|n| n.number == from) else {
+            return false;
+        };
+        let now = self.now;
+        if let Some(n) = self.nodes.get_mut(i) {
+            n.injected += 1;
+            let token = u64::MAX - n.injected;
+            n.ltp.send(now, to, token, data, red);
+        }
+        self.drive(i);
+        true
     }
 
     /// Completed export sessions in completion order.
