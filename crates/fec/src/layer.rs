@@ -231,7 +231,15 @@ impl Fec {
             let Some(s) = self.spans.get_mut(i) else {
                 continue;
             };
-            if !s.tx.link_up || s.tx.out.is_empty() || s.tx.bucket.ready_at(now).is_some() {
+            if !s.tx.link_up || s.tx.out.is_empty() {
+                s.tx.pacer_idle = true;
+                continue;
+            }
+            if s.tx.pacer_idle {
+                s.tx.pacer_idle = false;
+                s.tx.bucket.restart(now);
+            }
+            if s.tx.bucket.ready_at(now).is_some() {
                 continue;
             }
             let Some(sym) = s.tx.out.pop_front() else {

@@ -57,6 +57,9 @@ pub(crate) struct TxSpan {
     pub(crate) out: VecDeque<OutSymbol>,
     next_matrix: u32,
     pub(crate) bucket: TokenBucket,
+    /// Nothing to send (or link down) when `poll_transmit` last looked: the bucket is
+    /// restarted before the next symbol (`TokenBucket::restart`, idle time is no burst credit).
+    pub(crate) pacer_idle: bool,
     pub(crate) link_up: bool,
     /// When the first symbol of the matrix now leaving left.
     pub(crate) matrix_started: Option<Duration>,
@@ -73,6 +76,7 @@ impl TxSpan {
             out: VecDeque::new(),
             next_matrix: first_matrix,
             bucket: TokenBucket::with_burst_time(cfg.rate_bps, 0, cfg.burst_time, Duration::ZERO),
+            pacer_idle: true,
             link_up: true,
             matrix_started: None,
             repair: Vec::new(),

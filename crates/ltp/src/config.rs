@@ -105,6 +105,9 @@ pub struct SpanConfig {
     pub adaptive_rate: Option<AdaptiveRate>,
     /// Token bucket depth in bytes: how far the engine may burst ahead of the rate. The
     /// depth in effect is the larger of this and `pacing_burst_time` at the current rate.
+    /// The bucket banks only while segments wait (late wake-ups of the driver): when a span
+    /// that had nothing to send (or whose link was down) gets output again, its first segment
+    /// leaves at once and the next ones a serialization time apart, whatever the depth.
     pub pacing_burst_bytes: u64,
     /// Token bucket depth as time at the current rate (default [`DEFAULT_PACING_BURST_TIME`]).
     /// A driver (a real thread) wakes up late by up to a scheduler latency; the bucket

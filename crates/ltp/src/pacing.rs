@@ -149,6 +149,24 @@ impl TokenBucket {
         self.last + Duration::from_nanos(ceil_div(-self.balance, self.rate_bps))
     }
 
+    /// The sender had nothing to send (or its link was down) until `now` and now has: the
+    /// time it spent idle is not lateness, so it is not credited. The balance is brought to
+    /// `now` and capped at zero (one segment may leave at once, the next one a serialization
+    /// time later); a debt is kept.
+    ///
+    /// The depth exists for a driver that wakes up late while segments wait: it may then
+    /// catch up by up to the depth. Banking idle time instead makes every start after a
+    /// pause a burst of the whole depth; a link whose rate is the pacing rate queues that
+    /// burst, and a sender that stays busy at that rate never lets the queue drain (4 ms at
+    /// the default depth added to every segment's transit, for as long as the sender is busy).
+    pub fn restart(&mut self, now: Duration) {
+        if self.rate_bps == 0 {
+            return;
+        }
+        self.refill(now);
+        self.balance = self.balance.min(0);
+    }
+
     /// Debit `bytes` just sent.
     pub fn consume(&mut self, bytes: usize, now: Duration) {
         if self.rate_bps == 0 {

@@ -189,6 +189,7 @@ impl Engine {
         if let Some(&i) = self.span_index.get(&cfg.remote_engine_id) {
             if let Some(span) = self.spans.get_mut(i) {
                 (span.bucket, span.rate_ctl) = Span::pacing(&cfg);
+                span.pacer_idle = true;
                 span.cfg = cfg;
             }
             return;

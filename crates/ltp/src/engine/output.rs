@@ -37,7 +37,13 @@ impl Engine {
                 continue;
             };
             if !s.link_up || !s.has_output() {
+                s.pacer_idle = true;
                 continue;
+            }
+            if s.pacer_idle {
+                // Output after a pause: the pause is not lateness to catch up on.
+                s.pacer_idle = false;
+                s.bucket.restart(now);
             }
             if s.bucket.ready_at(now).is_some() {
                 // Data waits for the rate: what adaptive pacing needs to know before it may
@@ -64,6 +70,10 @@ impl Engine {
                     header_len,
                     payload,
                 });
+            }
+            // Nothing was left after all (stale queue entries dropped): idle from now.
+            if let Some(s) = self.spans.get_mut(i) {
+                s.pacer_idle = !s.has_output();
             }
         }
         None

@@ -100,6 +100,10 @@ pub(crate) struct Span {
     pub(crate) bucket: TokenBucket,
     /// Adaptive pacing state (`cfg.adaptive_rate`); it sets the bucket's rate.
     pub(crate) rate_ctl: Option<RateController>,
+    /// The span had nothing to send (or its link was down) when `poll_transmit` last looked:
+    /// the bucket is restarted (`TokenBucket::restart`) before the next segment, so idle
+    /// time is never credited as a burst.
+    pub(crate) pacer_idle: bool,
     pub(crate) link_up: bool,
     down_since: Duration,
     downtime: Duration,
@@ -124,6 +128,7 @@ impl Span {
             cfg,
             bucket,
             rate_ctl,
+            pacer_idle: true,
             link_up: true,
             down_since: Duration::ZERO,
             downtime: Duration::ZERO,
