@@ -136,9 +136,9 @@ fn a_full_hsltp_receiver_is_backed_off_from_too() {
 
 #[test]
 fn an_hsltp_matrix_that_cannot_be_decoded_is_sent_again_at_once() {
-    // A 5000-byte bundle: 5 segments, K = 5. The link loses three of the first matrix's
-    // symbols, so node 2 cannot decode it, gives it up `matrix_timeout` after its last symbol
-    // and cancels the import session with RXMTCYCEXC.
+    // A 5000-byte bundle: five full segments and a short last one, K = 6, N = 8. The link loses
+    // three of the first matrix's symbols, so node 2 cannot decode it, gives it up
+    // `matrix_timeout` after its last symbol and cancels the import session with RXMTCYCEXC.
     let mut p = pair(1 << 20, true);
     let mut n = 0;
     p.loss = Box::new(move |_, from, _| {
@@ -163,10 +163,11 @@ fn an_hsltp_matrix_that_cannot_be_decoded_is_sent_again_at_once() {
     assert_eq!(out.last().map(|o| o.1.outcome), Some(ClaOutcome::Sent));
     let s = p.node(1).agent.status();
     assert_eq!((s.cla_refusals, s.cla_failures, s.forwarded), (0, 1, 1));
-    // The matrix left at 0 and its surviving symbols reached node 2 at 10 ms; node 2's FEC
-    // layer gave it up `matrix_timeout` (20 ms) later, its cancel left in a signal matrix after
-    // `signal_time` (1 ms) and took one delay to arrive.
-    assert_eq!(failed.0, DELAY + 20 * MS + MS + DELAY);
+    // The matrix's eight symbols (K = 6 plus 2 repair) left paced at 100 Mb/s; node 2's FEC layer
+    // gave it up `matrix_timeout` (20 ms) after the last of them arrived, its cancel left in a
+    // signal matrix after `signal_time` (1 ms) and took one delay to arrive.
+    let last_symbol = p.sends(1, 0)[7];
+    assert_eq!(failed.0, last_symbol + DELAY + 20 * MS + MS + DELAY);
 }
 
 #[test]

@@ -41,9 +41,15 @@ impl Engine {
                 continue;
             }
             if s.pacer_idle {
-                // Output after a pause: the pause is not lateness to catch up on.
+                // Output after a pause: the pause is not lateness to catch up on. Adaptive
+                // spans keep their bucket as it is: their controller learns the rate from the
+                // bursts as they leave, and without the idle credit it converged twice as
+                // slowly onto a 50 Mb/s receiver (tests/adaptive_pacing.rs: 6.7 s instead of
+                // 3.7 s for 20 MB, three halvings in a row).
                 s.pacer_idle = false;
-                s.bucket.restart(now);
+                if s.rate_ctl.is_none() {
+                    s.bucket.restart(now);
+                }
             }
             if s.bucket.ready_at(now).is_some() {
                 // Data waits for the rate: what adaptive pacing needs to know before it may

@@ -101,8 +101,8 @@ pub(crate) struct Span {
     /// Adaptive pacing state (`cfg.adaptive_rate`); it sets the bucket's rate.
     pub(crate) rate_ctl: Option<RateController>,
     /// The span had nothing to send (or its link was down) when `poll_transmit` last looked:
-    /// the bucket is restarted (`TokenBucket::restart`) before the next segment, so idle
-    /// time is never credited as a burst.
+    /// the bucket of a span without adaptive pacing is restarted (`TokenBucket::restart`)
+    /// before the next segment, so idle time is never credited as a burst.
     pub(crate) pacer_idle: bool,
     pub(crate) link_up: bool,
     down_since: Duration,

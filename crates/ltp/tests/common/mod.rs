@@ -151,6 +151,9 @@ pub struct Harness {
     pub outages: Vec<(Duration, Duration)>,
     outage_state: bool,
     counters: [usize; 2],
+    /// A driver that sleeps: engine `i` transmits only at multiples of `wake_period[i]` (a busy
+    /// host's thread waking late), so its pacer has lateness to catch up on.
+    pub wake_period: [Option<Duration>; 2],
 }
 
 /// Link and span parameters shared by both directions.
@@ -236,6 +239,7 @@ impl Harness {
             outages: Vec::new(),
             outage_state: false,
             counters: [0, 0],
+            wake_period: [None, None],
         }
     }
 
@@ -263,6 +267,11 @@ impl Harness {
     fn transmit_all(&mut self) {
         let mut buf = Vec::with_capacity(2048);
         for from in 0..2 {
+            if let Some(p) = self.wake_period[from] {
+                if self.now.as_nanos() % p.as_nanos().max(1) != 0 {
+                    continue;
+                }
+            }
             loop {
                 buf.clear();
                 let Some(t) = self.engines[from].poll_transmit(self.now, &mut buf) else {
@@ -346,9 +355,19 @@ impl Harness {
             self.transmit_all();
             self.drain_events();
             let mut times: Vec<Duration> = Vec::new();
-            for e in &self.engines {
+            for (e, wake) in self.engines.iter().zip(self.wake_period) {
                 if let Some(t) = e.poll_timeout() {
-                    times.push(t.max(self.now));
+                    let t = t.max(self.now);
+                    // A sleeping driver looks at the engine at its next tick only.
+                    let t = match wake {
+                        Some(p) if !p.is_zero() => {
+                            let p = p.as_nanos();
+                            let ticks = t.as_nanos().div_ceil(p).max(self.now.as_nanos() / p + 1);
+                            Duration::from_nanos((ticks * p) as u64)
+                        }
+                        _ => t,
+                    };
+                    times.push(t);
                 }
             }
             if let Some(Reverse((t, ..))) = self.in_flight.peek() {
