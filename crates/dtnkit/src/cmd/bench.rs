@@ -7,6 +7,7 @@ use std::sync::OnceLock;
 
 use analyze::experiment::{Experiment, Mode, RunSpec};
 use anyhow::Context;
+use bench::provenance::Provenance;
 use bench::slurm::{Action, SlurmOptions};
 use bench::{BenchOutcome, Grid, LocalOptions, Progress, RunResult};
 use clap::{Args, Subcommand, ValueEnum};
@@ -168,13 +169,19 @@ fn run_grid(a: GridArgs) -> anyhow::Result<()> {
             .join(&exp.name)
     });
     let grid = Grid::new(exp)?;
+    // The command line without the binary's path (results are committed; a machine-local path says nothing).
+    let command = ["dtnkit".to_string()]
+        .into_iter()
+        .chain(std::env::args().skip(1))
+        .collect();
+    let provenance = Provenance::capture(command, path.parent().unwrap_or(Path::new(".")));
     match a.executor {
-        Executor::Local => run_local(&a, &grid, &out),
-        Executor::Slurm => run_slurm(&a, &grid, &out),
+        Executor::Local => run_local(&a, &grid, &out, &provenance),
+        Executor::Slurm => run_slurm(&a, &grid, &out, &provenance),
     }
 }
 
-fn run_local(a: &GridArgs, grid: &Grid, out: &Path) -> anyhow::Result<()> {
+fn run_local(a: &GridArgs, grid: &Grid, out: &Path, provenance: &Provenance) -> anyhow::Result<()> {
     let slurm_only = [
         ("--partition", a.partition.is_some()),
         ("--time", a.time.is_some()),
@@ -198,6 +205,7 @@ fn run_local(a: &GridArgs, grid: &Grid, out: &Path) -> anyhow::Result<()> {
     };
     let bar = Bar::new(a.quiet);
     let o = bench::run_local(grid, out, &opts, &bar)?;
+    provenance.write(out)?;
     if !a.quiet {
         println!("{}", outputs_line(&o));
     }
@@ -214,7 +222,9 @@ fn outputs_line(o: &BenchOutcome) -> String {
     )
 }
 
-fn run_slurm(a: &GridArgs, grid: &Grid, out: &Path) -> anyhow::Result<()> {
+/// Submits the grid's missing runs; the first submission into `out` records the provenance (every task runs the
+/// same dtnkit).
+fn run_slurm(a: &GridArgs, grid: &Grid, out: &Path, provenance: &Provenance) -> anyhow::Result<()> {
     if a.jobs.is_some() {
         return Err(usage(
             "--jobs: applies to --executor local only (Slurm places the runs)",
@@ -264,6 +274,9 @@ fn run_slurm(a: &GridArgs, grid: &Grid, out: &Path) -> anyhow::Result<()> {
             succeeded,
         } => (arrays, aggregate, log, succeeded),
     };
+    if Provenance::read(out)?.is_none() {
+        provenance.write(out)?;
+    }
     let arrays: Vec<&str> = arrays.iter().map(|x| x.job.as_str()).collect();
     say(format!(
         "{} of {} runs submitted{} ({} done, {} pending or running), aggregation job {job}; progress: dtnkit bench status {}",
