@@ -34,6 +34,8 @@
 //! title = "..."                               # optional
 //! [slurm]                                     # only for `dtnkit bench --executor slurm`
 //! cpus_per_task = 4                           # cores per run; exclusive = true: one run per node
+//! [guard]                                     # only for `dtnkit bench check`: the reduced re-run compared with
+//! points = [ { rto_ms = ["30"] } ]            #   the committed results (default: every point)
 //! ```
 
 use std::collections::BTreeMap;
@@ -163,6 +165,8 @@ struct ExperimentFile {
     plot: Vec<PlotSpec>,
     #[serde(default)]
     slurm: SlurmSettings,
+    #[serde(default)]
+    guard: Option<GuardSettings>,
 }
 
 /// What each run asks a Slurm cluster for (`[slurm]`; used by `dtnkit bench --executor slurm`, ignored by the
@@ -179,6 +183,100 @@ pub struct SlurmSettings {
     /// Time limit of one run, in sbatch's syntax (`MM:SS`, `HH:MM:SS`, `D-HH`, ...); default: the partition's.
     #[serde(default)]
     pub time: Option<String>,
+}
+
+/// The reduced re-run of a simulator experiment that `dtnkit bench check` compares with the experiment's committed
+/// results (`[guard]`, docs/bench.md "Guard"). Without it the check re-runs the cheapest committed run of every
+/// grid point.
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct GuardSettings {
+    /// Grid points re-run: a point is selected when some entry lists, for every axis the entry names, the point's
+    /// label on that axis (`{ channel = ["ideal", "H"], sessions = ["1"] }`). Empty: every point.
+    #[serde(default)]
+    pub points: Vec<BTreeMap<String, Vec<String>>>,
+    /// The repetition re-run at each point; default: the committed run of the point that took the least wall
+    /// time.
+    #[serde(default)]
+    pub repetition: Option<u32>,
+    /// Overrides applied after the point's (e.g. `"sim.duration_s" = 2.0`): a shortened re-run, compared with the
+    /// committed mean ± max(ci95, floor × |mean|) instead of the committed run.
+    #[serde(default)]
+    pub set: BTreeMap<String, Value>,
+    /// Metrics compared; default: every metric of the runs except `wall_s`. Required with `set`.
+    #[serde(default)]
+    pub metrics: Vec<String>,
+    /// Re-runs as committed: largest relative difference accepted (default [`GuardSettings::TOLERANCE`]).
+    #[serde(default)]
+    pub tolerance: Option<f64>,
+    /// Shortened re-runs: smallest half-width of the accepted interval, relative to the committed mean (default
+    /// [`GuardSettings::FLOOR`]).
+    #[serde(default)]
+    pub floor: Option<f64>,
+}
+
+impl GuardSettings {
+    /// Default relative tolerance of re-runs as committed: the simulator is deterministic, so a re-run equals its
+    /// committed run up to the last digits of the stored floats.
+    pub const TOLERANCE: f64 = 1e-6;
+    /// Default relative floor of the half-width accepted for shortened re-runs.
+    pub const FLOOR: f64 = 0.05;
+
+    /// Whether the re-runs are shortened (`set` given) rather than repeated as committed.
+    pub fn shortened(&self) -> bool {
+        !self.set.is_empty()
+    }
+
+    /// Whether `labels` (one per axis of `axes`) is a selected point.
+    pub fn selects(&self, axes: &[Axis], labels: &[String]) -> bool {
+        self.points.is_empty()
+            || self.points.iter().any(|entry| {
+                axes.iter()
+                    .zip(labels)
+                    .all(|(a, l)| entry.get(&a.name).is_none_or(|allowed| allowed.contains(l)))
+            })
+    }
+
+    fn validate(&self, file: &str, axes: &[Axis], repetitions: u32) -> Result<(), Error> {
+        let bad = |what: String| Err(Error::Invalid(format!("{file}: guard.{what}")));
+        for entry in &self.points {
+            for (name, labels) in entry {
+                let Some(a) = axes.iter().find(|a| &a.name == name) else {
+                    return bad(format!("points: axis `{name}` is not defined"));
+                };
+                if labels.is_empty() {
+                    return bad(format!(
+                        "points: axis `{name}` with no label selects nothing"
+                    ));
+                }
+                if let Some(l) = labels
+                    .iter()
+                    .find(|l| !a.points.iter().any(|p| &p.label == *l))
+                {
+                    return bad(format!("points: `{l}` is not a point of axis `{name}`"));
+                }
+            }
+        }
+        if let Some(r) = self.repetition.filter(|&r| r >= repetitions) {
+            return bad(format!(
+                "repetition = {r}: the experiment has repetitions 0..{}",
+                repetitions - 1
+            ));
+        }
+        for (key, v) in [("tolerance", self.tolerance), ("floor", self.floor)] {
+            if let Some(v) = v.filter(|v| !(v.is_finite() && *v >= 0.0)) {
+                return bad(format!("{key} = {v}: expected a number >= 0"));
+            }
+        }
+        if self.shortened() && self.metrics.is_empty() {
+            return bad(
+                "set shortens the re-runs: name the metrics to compare (`metrics = [...]`), those that do not \
+                 scale with the run's length"
+                    .into(),
+            );
+        }
+        Ok(())
+    }
 }
 
 fn default_mode() -> Mode {
@@ -219,6 +317,9 @@ pub struct Experiment {
     /// Cluster placement of each run.
     #[serde(default)]
     pub slurm: SlurmSettings,
+    /// The reduced re-run `dtnkit bench check` compares with the committed results.
+    #[serde(default)]
+    pub guard: Option<GuardSettings>,
 }
 
 /// Most runs one experiment may expand to (a typo in a grid should not start a week of runs).
@@ -376,7 +477,11 @@ impl Experiment {
             axes,
             plots: f.plot,
             slurm: f.slurm,
+            guard: f.guard,
         };
+        if let Some(g) = &e.guard {
+            g.validate(file, &e.axes, e.repetitions)?;
+        }
         if e.slurm.cpus_per_task == Some(0) {
             return Err(Error::Invalid(format!(
                 "{file}: slurm.cpus_per_task = 0: expected at least 1"
@@ -732,6 +837,76 @@ forward_trace_preset = "H"
             ("cores = 2", "unknown field `cores`"),
         ] {
             let text = format!("{EXP}\n[slurm]\n{bad}\n");
+            let err = Experiment::from_toml_str(&text, "t.toml", Path::new("/x")).unwrap_err();
+            assert!(err.to_string().contains(says), "{bad}: {err}");
+        }
+    }
+
+    #[test]
+    fn guard_settings_select_points_and_are_checked() {
+        let e = Experiment::from_toml_str(EXP, "t.toml", Path::new("/x")).unwrap();
+        assert_eq!(e.guard, None);
+        let text = format!(
+            "{EXP}\n[guard]\npoints = [{{ rto = [\"30\"], channel = [\"A\"] }}, {{ loss = [\"iid\"] }}]\n\
+             repetition = 1\nset = {{ \"sim.duration_s\" = 0.5 }}\nmetrics = [\"m\"]\nfloor = 0.1\n"
+        );
+        let e = Experiment::from_toml_str(&text, "t.toml", Path::new("/x")).unwrap();
+        let g = e.guard.clone().expect("guard");
+        assert!(g.shortened());
+        assert_eq!(
+            (g.repetition, g.floor, g.tolerance),
+            (Some(1), Some(0.1), None)
+        );
+        let selected: Vec<Vec<String>> = e
+            .runs()
+            .iter()
+            .filter(|r| r.repetition == 0)
+            .map(|r| e.labels(&r.point))
+            .filter(|l| g.selects(&e.axes, l))
+            .collect();
+        // 30/A/* from the first entry, */*/iid from the second.
+        assert_eq!(
+            selected,
+            [
+                ["1000", "ideal", "iid"],
+                ["1000", "A", "iid"],
+                ["30", "ideal", "iid"],
+                ["30", "A", "trace"],
+                ["30", "A", "iid"],
+            ]
+            .map(|l| l.map(String::from).to_vec())
+        );
+        assert!(GuardSettings::default().selects(&e.axes, &e.labels(&[0, 0, 0])));
+        let back: Experiment = toml::from_str(&toml::to_string(&e).unwrap()).unwrap();
+        assert_eq!(back, e);
+        for (bad, says) in [
+            (
+                "points = [{ speed = [\"1\"] }]",
+                "guard.points: axis `speed` is not defined",
+            ),
+            (
+                "points = [{ rto = [\"31\"] }]",
+                "guard.points: `31` is not a point of axis `rto`",
+            ),
+            (
+                "points = [{ rto = [] }]",
+                "axis `rto` with no label selects nothing",
+            ),
+            (
+                "repetition = 2",
+                "guard.repetition = 2: the experiment has repetitions 0..1",
+            ),
+            (
+                "tolerance = -1.0",
+                "guard.tolerance = -1: expected a number >= 0",
+            ),
+            (
+                "set = { \"sim.duration_s\" = 1.0 }",
+                "name the metrics to compare",
+            ),
+            ("runs = 3", "unknown field `runs`"),
+        ] {
+            let text = format!("{EXP}\n[guard]\n{bad}\n");
             let err = Experiment::from_toml_str(&text, "t.toml", Path::new("/x")).unwrap_err();
             assert!(err.to_string().contains(says), "{bad}: {err}");
         }

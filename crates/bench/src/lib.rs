@@ -11,18 +11,22 @@
 //! - [`finish`]: aggregates the results of a whole grid and writes the outputs;
 //! - [`run_local`]: the local executor, runs pulled by worker threads (simulator) or one at a time (real time);
 //! - [`slurm::submit`]: the Slurm executor, the grid written once into the output directory ([`store`]), one
-//!   job-array task per run ([`store::run_point`]) and a dependent job that aggregates ([`store::aggregate`]).
+//!   job-array task per run ([`store::run_point`]) and a dependent job that aggregates ([`store::aggregate`]);
+//! - [`guard::check`]: a reduced re-run of a simulator experiment compared with its committed results;
+//!   [`provenance`]: the commit and command line that produced a results directory.
 
 #![warn(missing_docs)]
 
 mod delivery;
 mod grid;
+pub mod guard;
 mod ip;
 mod local;
 mod loopback;
 pub mod metrics;
 mod outputs;
 pub mod plot;
+pub mod provenance;
 mod run;
 pub mod slurm;
 pub mod store;

@@ -6,8 +6,9 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
-use analyze::experiment::Mode;
+use analyze::experiment::{Mode, RunSpec};
 
+use crate::grid::Overrides;
 use crate::{finish, BenchOutcome, Grid, Progress, RunContext, RunResult};
 
 /// Settings of [`run_local`].
@@ -32,17 +33,38 @@ pub fn run_local(
     let logs = crate::outputs::prepare(out)?;
     grid.validate()?;
     let ctx = RunContext {
-        logs: logs.clone(),
+        logs,
         keep_logs: opts.keep_logs,
         dtnkit: opts.dtnkit.clone(),
     };
-    let specs = grid.runs();
+    let runs = execute(
+        grid,
+        &grid.runs(),
+        &Overrides::new(),
+        &ctx,
+        opts.jobs,
+        progress,
+    )?;
+    finish(grid.experiment(), runs, out, opts.keep_logs)
+}
+
+/// Executes `specs` (runs of `grid`, already validated, with `set` applied after their overrides): simulator runs
+/// pulled by up to `jobs` worker threads, real-time runs one at a time. Returns the results in the order of
+/// `specs`, or the first failed run's error (runs already started finish).
+pub(crate) fn execute(
+    grid: &Grid,
+    specs: &[RunSpec],
+    set: &Overrides,
+    ctx: &RunContext,
+    jobs: usize,
+    progress: &dyn Progress,
+) -> anyhow::Result<Vec<RunResult>> {
     progress.started(specs.len());
     let results: Mutex<Vec<Option<RunResult>>> = Mutex::new(vec![None; specs.len()]);
     let first_error: Mutex<Option<anyhow::Error>> = Mutex::new(None);
     let next = AtomicUsize::new(0);
     let workers = match grid.experiment().mode {
-        Mode::Sim => opts.jobs.min(specs.len()).max(1),
+        Mode::Sim => jobs.min(specs.len()).max(1),
         Mode::Emu | Mode::Ip | Mode::Loopback => 1,
     };
     std::thread::scope(|scope| {
@@ -55,7 +77,7 @@ pub fn run_local(
                 if first_error.lock().map(|e| e.is_some()).unwrap_or(true) {
                     break;
                 }
-                match grid.run(spec, &ctx) {
+                match grid.run_with(spec, set, ctx) {
                     Ok(r) => {
                         progress.run_ended(spec, Some(&r));
                         if let Ok(mut v) = results.lock() {
@@ -78,11 +100,10 @@ pub fn run_local(
     if let Some(e) = first_error.into_inner().ok().flatten() {
         return Err(e);
     }
-    let runs: Vec<RunResult> = results
+    Ok(results
         .into_inner()
         .map_err(|_| anyhow::anyhow!("a worker thread panicked"))?
         .into_iter()
         .flatten()
-        .collect();
-    finish(grid.experiment(), runs, out, opts.keep_logs)
+        .collect())
 }

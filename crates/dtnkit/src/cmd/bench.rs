@@ -1,18 +1,21 @@
 //! `dtnkit bench EXPERIMENT.toml`: argument parsing, the progress bar and exit codes around the `bench` crate,
 //! which runs the grid and writes the outputs — here (`--executor local`) or as Slurm jobs (`--executor slurm`,
-//! with the `status`, `run-point` and `aggregate` subcommands). File format and outputs: docs/bench.md.
+//! with the `status`, `run-point` and `aggregate` subcommands) — and `dtnkit bench check`, which compares a reduced
+//! re-run of a simulator experiment with its committed results. File format and outputs: docs/bench.md.
 
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
 use analyze::experiment::{Experiment, Mode, RunSpec};
 use anyhow::Context;
+use bench::guard::CheckOptions;
+use bench::provenance::Provenance;
 use bench::slurm::{Action, SlurmOptions};
 use bench::{BenchOutcome, Grid, LocalOptions, Progress, RunResult};
 use clap::{Args, Subcommand, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
 
-use super::UsageError;
+use super::{positive_seconds, UsageError};
 
 /// Arguments of `dtnkit bench`.
 #[derive(Args)]
@@ -54,6 +57,35 @@ enum BenchCommand {
         /// Output directory holding grid.toml and results/.
         dir: PathBuf,
     },
+    /// Re-run a reduced version of a simulator experiment (its [guard], docs/bench.md "Guard") and compare it with
+    /// the experiment's committed results; exits 1 with a table of the values that moved.
+    Check(CheckArgs),
+}
+
+#[derive(Args)]
+struct CheckArgs {
+    /// Experiment file (TOML, mode = "sim").
+    #[arg(value_name = "EXPERIMENT")]
+    experiment: PathBuf,
+    /// Directory of the committed results (default: results/<experiment name> next to the experiment file).
+    #[arg(long)]
+    results: Option<PathBuf>,
+    /// Parallel re-runs (default: the number of cores).
+    #[arg(long)]
+    jobs: Option<usize>,
+    /// Refuse to start when the re-runs would take longer than this many seconds of run time (estimated from the
+    /// committed runs' wall_s).
+    #[arg(long, value_name = "SECONDS")]
+    budget_s: Option<f64>,
+    /// Print the report as JSON (every compared value) instead of the table.
+    #[arg(long)]
+    json: bool,
+    /// Show every compared value in the table, not only those that disagree.
+    #[arg(long)]
+    all: bool,
+    /// No progress bar.
+    #[arg(long)]
+    quiet: bool,
 }
 
 #[derive(Args)]
@@ -116,6 +148,7 @@ pub fn run(a: BenchArgs) -> anyhow::Result<()> {
             println!("{}", outputs_line(&bench::store::aggregate(&dir)?));
             Ok(())
         }
+        Some(BenchCommand::Check(c)) => run_check(c),
         None => run_grid(a.grid),
     }
 }
@@ -161,20 +194,64 @@ fn run_grid(a: GridArgs) -> anyhow::Result<()> {
         }
         exp.repetitions = r;
     }
-    let out = a.out.clone().unwrap_or_else(|| {
-        path.parent()
-            .unwrap_or(Path::new("."))
-            .join("results")
-            .join(&exp.name)
-    });
+    let out = a
+        .out
+        .clone()
+        .unwrap_or_else(|| default_results(&path, &exp));
     let grid = Grid::new(exp)?;
+    // The command line without the binary's path (results are committed; a machine-local path says nothing).
+    let command = ["dtnkit".to_string()]
+        .into_iter()
+        .chain(std::env::args().skip(1))
+        .collect();
+    let provenance = Provenance::capture(command, path.parent().unwrap_or(Path::new(".")));
     match a.executor {
-        Executor::Local => run_local(&a, &grid, &out),
-        Executor::Slurm => run_slurm(&a, &grid, &out),
+        Executor::Local => run_local(&a, &grid, &out, &provenance),
+        Executor::Slurm => run_slurm(&a, &grid, &out, &provenance),
     }
 }
 
-fn run_local(a: &GridArgs, grid: &Grid, out: &Path) -> anyhow::Result<()> {
+/// `results/<name>` next to the experiment file: where its outputs go and its committed results are.
+fn default_results(path: &Path, exp: &Experiment) -> PathBuf {
+    path.parent()
+        .unwrap_or(Path::new("."))
+        .join("results")
+        .join(&exp.name)
+}
+
+/// `--jobs`, by default the number of cores.
+fn jobs(given: Option<usize>) -> anyhow::Result<usize> {
+    let jobs = given.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    if jobs == 0 {
+        return Err(usage("--jobs 0: expected at least 1"));
+    }
+    Ok(jobs)
+}
+
+fn run_check(a: CheckArgs) -> anyhow::Result<()> {
+    let exp = Experiment::load(&a.experiment).map_err(usage)?;
+    let opts = CheckOptions {
+        results: a
+            .results
+            .clone()
+            .unwrap_or_else(|| default_results(&a.experiment, &exp)),
+        jobs: jobs(a.jobs)?,
+        budget_s: positive_seconds("--budget-s", a.budget_s)?.map(|d| d.as_secs_f64()),
+    };
+    let grid = Grid::new(exp)?;
+    let report = bench::guard::check(&grid, &a.experiment, &opts, &Bar::new(a.quiet || a.json))?;
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print!("{}", report.table(a.all));
+    }
+    match report.failure() {
+        Some(why) => Err(anyhow::anyhow!(why)),
+        None => Ok(()),
+    }
+}
+
+fn run_local(a: &GridArgs, grid: &Grid, out: &Path, provenance: &Provenance) -> anyhow::Result<()> {
     let slurm_only = [
         ("--partition", a.partition.is_some()),
         ("--time", a.time.is_some()),
@@ -185,19 +262,14 @@ fn run_local(a: &GridArgs, grid: &Grid, out: &Path) -> anyhow::Result<()> {
     if let Some((flag, _)) = slurm_only.iter().find(|(_, given)| *given) {
         return Err(usage(format!("{flag}: applies to --executor slurm only")));
     }
-    let jobs = a
-        .jobs
-        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
-    if jobs == 0 {
-        return Err(usage("--jobs 0: expected at least 1"));
-    }
     let opts = LocalOptions {
-        jobs,
+        jobs: jobs(a.jobs)?,
         keep_logs: a.keep_logs,
         dtnkit: dtnkit_binary()?,
     };
     let bar = Bar::new(a.quiet);
     let o = bench::run_local(grid, out, &opts, &bar)?;
+    provenance.write(out)?;
     if !a.quiet {
         println!("{}", outputs_line(&o));
     }
@@ -214,7 +286,9 @@ fn outputs_line(o: &BenchOutcome) -> String {
     )
 }
 
-fn run_slurm(a: &GridArgs, grid: &Grid, out: &Path) -> anyhow::Result<()> {
+/// Submits the grid's missing runs; the first submission into `out` records the provenance (every task runs the
+/// same dtnkit).
+fn run_slurm(a: &GridArgs, grid: &Grid, out: &Path, provenance: &Provenance) -> anyhow::Result<()> {
     if a.jobs.is_some() {
         return Err(usage(
             "--jobs: applies to --executor local only (Slurm places the runs)",
@@ -264,6 +338,9 @@ fn run_slurm(a: &GridArgs, grid: &Grid, out: &Path) -> anyhow::Result<()> {
             succeeded,
         } => (arrays, aggregate, log, succeeded),
     };
+    if Provenance::read(out)?.is_none() {
+        provenance.write(out)?;
+    }
     let arrays: Vec<&str> = arrays.iter().map(|x| x.job.as_str()).collect();
     say(format!(
         "{} of {} runs submitted{} ({} done, {} pending or running), aggregation job {job}; progress: dtnkit bench status {}",
