@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use channel::{DirectionModel, Link};
 use runtime::emu::{Relay, RelaySettings};
-use runtime::udp::{self, RecvBatch, RecvMeta, SendBatch};
+use udpio::{RecvBatch, RecvMeta, SendBatch};
 
 fn main() -> std::io::Result<()> {
     let args: Vec<String> = std::env::args().collect();
@@ -23,8 +23,8 @@ fn main() -> std::io::Result<()> {
     let size: usize = args.get(4).and_then(|v| v.parse().ok()).unwrap_or(1024);
 
     let any = "127.0.0.1:0".parse().map_err(std::io::Error::other)?;
-    let (a, _) = udp::bind(any, 32 << 20)?;
-    let (b, _) = udp::bind(any, 32 << 20)?;
+    let (a, _) = udpio::bind(any, 32 << 20)?;
+    let (b, _) = udpio::bind(any, 32 << 20)?;
     let relay = if mode == "relay" {
         let mut settings = RelaySettings::new(any, any, Some(a.local_addr()?), b.local_addr()?);
         if let Some(bytes) = std::env::var("RELAY_SOCKET_BUFFER")
@@ -50,7 +50,7 @@ fn main() -> std::io::Result<()> {
             let mut bufs: Vec<Vec<u8>> = (0..64).map(|_| vec![0u8; 2048]).collect();
             let mut meta = [RecvMeta::default(); 64];
             while !done.load(Ordering::Relaxed) {
-                if udp::wait_readable(&b, Duration::from_millis(20))? {
+                if udpio::wait_readable(&b, Duration::from_millis(20))? {
                     let n = recv.recv(&b, &mut bufs, &mut meta)?;
                     received.fetch_add(n as u64, Ordering::Relaxed);
                 }
@@ -82,7 +82,7 @@ fn main() -> std::io::Result<()> {
     rx.join()
         .map_err(|_| std::io::Error::other("receiver panicked"))??;
     let got = received.load(Ordering::Relaxed);
-    let receiver_drops = udp::socket_drops(&b)?.unwrap_or(0);
+    let receiver_drops = udpio::socket_drops(&b)?.unwrap_or(0);
     println!(
         "{mode}: offered {:.1} Mb/s ({sent} x {size} B in {elapsed:.2} s), received {got} ({:.1} Mb/s), lost {} ({:.3} %), \
          of which at the receiving socket {receiver_drops}",

@@ -1,7 +1,5 @@
 //! Real I/O for dtnkit: the pieces that touch sockets, clocks and threads.
 //!
-//! - [`udp`]: batched UDP on Linux (`recvmmsg`/`sendmmsg`), large socket buffers, precise readiness waits. Reused
-//!   later by the LTP and BP drivers.
 //! - [`emu`]: the real-time link emulator — a UDP relay between two endpoints that applies a
 //!   [`channel::Link`]'s forward and return models to every datagram.
 //! - [`ipemu`]: the emulator's IP mode — network namespaces joined through the same channel models by TUN
@@ -21,4 +19,3 @@ pub mod node;
 mod release;
 pub mod sd_notify;
 pub mod tcpxfer;
-pub mod udp;

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use channel::{DirectionModel, ErasureTrace, Link, LossModel};
 use runtime::emu::{Relay, RelayHandle, RelaySettings};
-use runtime::udp::{self, RecvBatch, RecvMeta};
+use udpio::{RecvBatch, RecvMeta};
 
 const MS: Duration = Duration::from_millis(1);
 
@@ -15,9 +15,9 @@ fn endpoint() -> UdpSocket {
     s.set_read_timeout(Some(Duration::from_millis(200)))
         .expect("timeout");
     // The relay releases in bursts and this machine may be busy: give the endpoints room like a real receiver.
-    runtime::udp::set_buffers(&s, 32 << 20).expect("socket buffers");
+    udpio::set_buffers(&s, 32 << 20).expect("socket buffers");
     // Arrival times come from the kernel, so a test thread waiting for the CPU does not inflate measured delays.
-    udp::enable_rx_timestamps(&s).expect("timestamps");
+    udpio::enable_rx_timestamps(&s).expect("timestamps");
     s
 }
 
@@ -30,7 +30,7 @@ fn wall_ns() -> u64 {
 
 /// Receives one datagram (waiting at most 200 ms) with its kernel arrival time in wall-clock nanoseconds.
 fn recv_stamped(sock: &UdpSocket, buf: &mut [u8]) -> Option<(usize, u64)> {
-    if !udp::wait_readable(sock, Duration::from_millis(200)).ok()? {
+    if !udpio::wait_readable(sock, Duration::from_millis(200)).ok()? {
         return None;
     }
     let mut recv = RecvBatch::new(1);
@@ -68,7 +68,7 @@ fn start(
 
 /// Whether this process may switch a thread to SCHED_FIFO (probed on a throwaway thread).
 fn realtime_allowed() -> bool {
-    std::thread::spawn(|| udp::set_thread_realtime(1).is_ok())
+    std::thread::spawn(|| udpio::set_thread_realtime(1).is_ok())
         .join()
         .unwrap_or(false)
 }
@@ -282,7 +282,7 @@ fn gro_runs_are_split_into_datagrams_in_order_and_intact() {
     );
     // GSO runs (one sendmsg each) that the relay's GRO socket receives coalesced; lengths differ per run and the
     // last datagram of a run is shorter, as GSO allows.
-    let mut send = udp::SendBatch::new(64);
+    let mut send = udpio::SendBatch::new(64);
     send.set_gso(true);
     let mut expected: Vec<Vec<u8>> = Vec::new();
     for run in 0..40usize {

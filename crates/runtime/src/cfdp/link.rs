@@ -63,7 +63,7 @@ const UDP_BUFFER: usize = 8 << 20;
 impl UdpLink {
     /// Bind `local` (with large kernel buffers) and know `peers`.
     pub fn bind(local: SocketAddr, peers: HashMap<EntityId, SocketAddr>) -> io::Result<Self> {
-        let (socket, _) = crate::udp::bind(local, UDP_BUFFER)?;
+        let (socket, _) = udpio::bind(local, UDP_BUFFER)?;
         Ok(Self {
             socket,
             configured: peers.keys().copied().collect(),
@@ -102,7 +102,7 @@ impl PduLink for UdpLink {
         // Wait with ppoll's nanosecond resolution, then drain without blocking. A socket read timeout
         // (SO_RCVTIMEO) is rounded up to the kernel's tick: a sender pacing a 7300-byte PDU every 0.6 ms woke
         // every few milliseconds and reached 29 of 100 Mb/s.
-        if !crate::udp::wait_readable(&self.socket, timeout)? {
+        if !udpio::wait_readable(&self.socket, timeout)? {
             return Ok(());
         }
         self.socket.set_nonblocking(true)?;

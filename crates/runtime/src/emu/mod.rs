@@ -29,7 +29,7 @@ use channel::Link;
 pub use config::{EmuConfig, RelaySettings};
 pub use pump::{BATCH, COALESCE, SPIN_MARGIN};
 
-use crate::udp::{self, BufferSizes};
+use udpio::BufferSizes;
 
 /// Counters of one direction.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -119,8 +119,8 @@ impl Relay {
         settings
             .validate()
             .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))?;
-        let (sock_a, buffers) = udp::bind(settings.listen_a, settings.socket_buffer_bytes)?;
-        let (sock_b, _) = udp::bind(settings.listen_b, settings.socket_buffer_bytes)?;
+        let (sock_a, buffers) = udpio::bind(settings.listen_a, settings.socket_buffer_bytes)?;
+        let (sock_b, _) = udpio::bind(settings.listen_b, settings.socket_buffer_bytes)?;
         let local_a = sock_a.local_addr()?;
         let local_b = sock_b.local_addr()?;
         let stop = Arc::new(AtomicBool::new(false));

@@ -34,7 +34,7 @@ use channel::{Fate, LinkDirection, LossCause};
 
 use super::log::{LogFate, LogRecord, LogSink};
 use super::DirectionStats;
-use crate::udp::{self, RecvBatch, RecvMeta, SendBatch};
+use udpio::{RecvBatch, RecvMeta, SendBatch};
 
 /// Sleep until this long before a release, then poll without sleeping.
 pub const SPIN_MARGIN: Duration = Duration::from_micros(60);
@@ -269,21 +269,21 @@ impl Receiver {
 
     /// Receives and decides until the stop flag is set; returns the receive-side counters.
     fn run(mut self) -> std::io::Result<DirectionStats> {
-        udp::set_thread_timer_slack(Duration::from_micros(1));
+        udpio::set_thread_timer_slack(Duration::from_micros(1));
         if let Some(p) = self.rt_priority {
-            udp::set_thread_realtime(p)?;
+            udpio::set_thread_realtime(p)?;
         }
-        let timestamps = udp::enable_rx_timestamps(&self.rx).is_ok();
+        let timestamps = udpio::enable_rx_timestamps(&self.rx).is_ok();
         // Best effort: without it the final /proc read below still reports the drops.
-        let _ = udp::enable_rx_drop_counter(&self.rx);
-        let gro = self.gro && udp::enable_gro(&self.rx).is_ok();
+        let _ = udpio::enable_rx_drop_counter(&self.rx);
+        let gro = self.gro && udpio::enable_gro(&self.rx).is_ok();
         let mut last_arrival = Duration::ZERO;
         let mut stats = DirectionStats::default();
         let mut free: Vec<Slot> = Vec::new();
         // The kernel writes into staging buffers; each datagram is copied into a slot only once the model has
         // decided to deliver it. With GRO a staging buffer holds a whole coalesced run, so it must hold 64 KiB.
         let staging_size = if gro {
-            udp::GRO_BUFFER.max(self.max_datagram)
+            udpio::GRO_BUFFER.max(self.max_datagram)
         } else {
             self.max_datagram
         };
@@ -299,7 +299,7 @@ impl Receiver {
         while !self.stop.load(Ordering::Relaxed) {
             let n = recv.recv(&self.rx, &mut staging, &mut meta)?;
             if n == 0 {
-                udp::wait_readable(&self.rx, MAX_WAIT)?;
+                udpio::wait_readable(&self.rx, MAX_WAIT)?;
                 continue;
             }
             let read_at = self.start.elapsed();
@@ -373,10 +373,10 @@ impl Receiver {
             }
         }
         // The kernel's own count also covers drops after the last datagram read.
-        if let Ok(Some(d)) = udp::socket_drops(&self.rx) {
+        if let Ok(Some(d)) = udpio::socket_drops(&self.rx) {
             stats.kernel_drops = stats.kernel_drops.max(d);
         }
-        stats.cpu_ns = udp::thread_cpu_time().map_or(0, ns);
+        stats.cpu_ns = udpio::thread_cpu_time().map_or(0, ns);
         Ok(stats)
     }
 }
@@ -384,9 +384,9 @@ impl Receiver {
 impl Releaser {
     /// Sends datagrams at their release times until the stop flag is set; returns the send-side counters.
     fn run(self, slots: usize) -> std::io::Result<DirectionStats> {
-        udp::set_thread_timer_slack(Duration::from_micros(1));
+        udpio::set_thread_timer_slack(Duration::from_micros(1));
         if let Some(p) = self.rt_priority {
-            udp::set_thread_realtime(p)?;
+            udpio::set_thread_realtime(p)?;
         }
         let mut stats = DirectionStats::default();
         let mut heap: BinaryHeap<Reverse<Pending>> = BinaryHeap::with_capacity(slots);
@@ -452,7 +452,7 @@ impl Releaser {
             }
         }
         stats.pending_at_exit = heap.len() as u64 + lock(&self.shared.inbox).items.len() as u64;
-        stats.cpu_ns = udp::thread_cpu_time().map_or(0, ns);
+        stats.cpu_ns = udpio::thread_cpu_time().map_or(0, ns);
         Ok(stats)
     }
 }

@@ -22,7 +22,6 @@ use channel::{Fate, LinkDirection, LossCause};
 use super::packet::{Packet, VNET_HDR_LEN};
 use super::tun::Tun;
 use super::IpDirectionStats;
-use crate::udp;
 
 /// Packets read per wake-up before releasing.
 pub const BATCH: usize = 64;
@@ -92,9 +91,9 @@ fn ns(d: Duration) -> u64 {
 impl DirectionPump {
     /// Runs until the stop flag is set; returns the direction's counters.
     pub(crate) fn run(mut self) -> std::io::Result<IpDirectionStats> {
-        udp::set_thread_timer_slack(Duration::from_micros(1));
+        udpio::set_thread_timer_slack(Duration::from_micros(1));
         if let Some(p) = self.rt_priority {
-            udp::set_thread_realtime(p)?;
+            udpio::set_thread_realtime(p)?;
         }
         let mut stats = IpDirectionStats::default();
         let mut buffers = Buffers {
@@ -152,11 +151,11 @@ impl DirectionPump {
                 .map_or(MAX_WAIT, |Reverse(p)| p.release.saturating_sub(now))
                 .min(MAX_WAIT);
             if !wait.is_zero() {
-                udp::wait_readable(&self.rx, wait)?;
+                udpio::wait_readable(&self.rx, wait)?;
             }
         }
         stats.pending_at_exit = heap.len() as u64;
-        stats.cpu_ns = udp::thread_cpu_time().map_or(0, ns);
+        stats.cpu_ns = udpio::thread_cpu_time().map_or(0, ns);
         Ok(stats)
     }
 

@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use ltp::{Event, SessionId};
 
-use crate::udp::{wait_readable, RecvBatch, RecvMeta, SendBatch};
+use udpio::{wait_readable, RecvBatch, RecvMeta, SendBatch};
 
 /// LTP client service id of the bundle protocol.
 pub const BP_CLIENT_SERVICE: u64 = 1;
@@ -181,7 +181,7 @@ impl LtpThread {
     /// Runs until [`ToLtp::Shutdown`] or the agent thread goes away.
     pub(crate) fn run(mut self) -> std::io::Result<()> {
         use std::sync::atomic::Ordering::Relaxed;
-        crate::udp::set_thread_timer_slack(Duration::from_micros(1));
+        udpio::set_thread_timer_slack(Duration::from_micros(1));
         let engine_of: HashMap<u64, u64> = self.peers.iter().map(|(p, (e, _))| (*e, *p)).collect();
         let addr_of: HashMap<u64, SocketAddr> =
             self.peers.values().map(|(e, a)| (*e, *a)).collect();
@@ -189,7 +189,7 @@ impl LtpThread {
         // GRO: a run of equal-size datagrams from one sender (a GSO batch on loopback) arrives
         // as one buffer: one socket-queue entry and one copy per run instead of per datagram.
         // Kernels without it deliver datagrams one by one, which the loop handles the same way.
-        let _ = crate::udp::enable_gro(&self.sock);
+        let _ = udpio::enable_gro(&self.sock);
         let mut arenas: Vec<RxArena> = (0..self.batch).map(|_| RxArena::new()).collect();
         let mut meta = vec![RecvMeta::default(); self.batch];
         let mut send = SendBatch::new(self.batch);
@@ -546,7 +546,7 @@ impl LtpThread {
 }
 
 /// Bytes of one receive slot: a maximal (GRO-coalesced) UDP payload.
-const RX_SLOT: usize = crate::udp::GRO_BUFFER;
+const RX_SLOT: usize = udpio::GRO_BUFFER;
 /// Size of one receive arena: datagrams are received into its free tail and split off as
 /// shared `Bytes`, so a datagram costs no allocation (one allocation per arena instead). An
 /// arena is freed when the last slice of it is dropped: an import session that keeps a

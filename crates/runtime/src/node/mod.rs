@@ -347,7 +347,7 @@ impl Node {
             ))));
             engine.set_fec_logging(true);
         }
-        let (sock, _) = crate::udp::bind(cfg.bind, cfg.raw.ltp.socket_buffer_bytes)
+        let (sock, _) = udpio::bind(cfg.bind, cfg.raw.ltp.socket_buffer_bytes)
             .map_err(|e| startup::bind_error("bind", cfg.bind, &e))?;
         let ltp_addr = sock
             .local_addr()
@@ -428,7 +428,7 @@ impl Node {
         let mut udpcl_addr = None;
         let mut udp_counters = None;
         if let Some(u) = &cfg.udpcl {
-            let (usock, _) = crate::udp::bind(u.bind, u.socket_buffer_bytes)
+            let (usock, _) = udpio::bind(u.bind, u.socket_buffer_bytes)
                 .map_err(|e| startup::bind_error("udpcl.bind", u.bind, &e))?;
             udpcl_addr = Some(
                 usock

@@ -24,7 +24,7 @@ use bytes::Bytes;
 
 use super::agent_thread::AgentInput;
 use super::cla::{FromCla, ToUdp};
-use crate::udp::{wait_readable, RecvBatch, RecvMeta};
+use udpio::{wait_readable, RecvBatch, RecvMeta};
 
 /// Delay before an oversized, unfragmentable bundle is reported as failed.
 pub(crate) const OVERSIZE_RETRY: Duration = Duration::from_secs(5);

@@ -3,6 +3,10 @@
 //!
 //! The batch types own their `mmsghdr`/`iovec`/address arrays, allocated once, so a receive or send of up to
 //! `capacity` datagrams costs one system call and no heap allocation. Buffers stay owned by the caller.
+//!
+//! Shared by the node's LTP and UDPCL threads, the link emulators (`emu`) and the CFDP drivers' UDP link.
+
+#![warn(missing_docs)]
 
 use std::io;
 use std::mem::{size_of, zeroed, MaybeUninit};

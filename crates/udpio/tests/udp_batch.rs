@@ -3,11 +3,11 @@
 use std::net::UdpSocket;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use runtime::udp::{self, RecvBatch, RecvMeta, SendBatch};
+use udpio::{RecvBatch, RecvMeta, SendBatch};
 
 fn pair() -> (UdpSocket, UdpSocket) {
-    let (tx, _) = udp::bind("127.0.0.1:0".parse().expect("addr"), 8 << 20).expect("bind tx");
-    let (rx, _) = udp::bind("127.0.0.1:0".parse().expect("addr"), 8 << 20).expect("bind rx");
+    let (tx, _) = udpio::bind("127.0.0.1:0".parse().expect("addr"), 8 << 20).expect("bind tx");
+    let (rx, _) = udpio::bind("127.0.0.1:0".parse().expect("addr"), 8 << 20).expect("bind rx");
     (tx, rx)
 }
 
@@ -20,7 +20,7 @@ fn datagram(i: usize, len: usize) -> Vec<u8> {
 
 fn roundtrip(gso: bool, lens: &[usize]) {
     let (tx, rx) = pair();
-    udp::enable_rx_timestamps(&rx).expect("timestamps");
+    udpio::enable_rx_timestamps(&rx).expect("timestamps");
     let dgrams: Vec<Vec<u8>> = lens
         .iter()
         .enumerate()
@@ -41,7 +41,7 @@ fn roundtrip(gso: bool, lens: &[usize]) {
     let mut got = 0;
     let deadline = std::time::Instant::now() + Duration::from_secs(5);
     while got < dgrams.len() && std::time::Instant::now() < deadline {
-        if !udp::wait_readable(&rx, Duration::from_millis(100)).expect("poll") {
+        if !udpio::wait_readable(&rx, Duration::from_millis(100)).expect("poll") {
             continue;
         }
         let n = recv.recv(&rx, &mut bufs, &mut meta).expect("recv");
@@ -80,8 +80,8 @@ fn gso_runs_are_split_back_into_datagrams() {
 #[test]
 fn gro_hands_over_a_gso_run_whole_with_its_segment_size_and_the_drop_counter_is_silent() {
     let (tx, rx) = pair();
-    udp::enable_gro(&rx).expect("UDP_GRO (Linux >= 5.0)");
-    udp::enable_rx_drop_counter(&rx).expect("SO_RXQ_OVFL");
+    udpio::enable_gro(&rx).expect("UDP_GRO (Linux >= 5.0)");
+    udpio::enable_rx_drop_counter(&rx).expect("SO_RXQ_OVFL");
     // Ten datagrams of 700 bytes and a 123-byte tail, sent as one GSO run.
     let mut lens = vec![700; 10];
     lens.push(123);
@@ -96,9 +96,9 @@ fn gro_hands_over_a_gso_run_whole_with_its_segment_size_and_the_drop_counter_is_
         .send(&tx, &dgrams, rx.local_addr().expect("addr"))
         .expect("send");
     assert_eq!(out.sent, dgrams.len());
-    assert!(udp::wait_readable(&rx, Duration::from_secs(2)).expect("poll"));
+    assert!(udpio::wait_readable(&rx, Duration::from_secs(2)).expect("poll"));
     let mut recv = RecvBatch::new(4);
-    let mut bufs: Vec<Vec<u8>> = (0..4).map(|_| vec![0u8; udp::GRO_BUFFER]).collect();
+    let mut bufs: Vec<Vec<u8>> = (0..4).map(|_| vec![0u8; udpio::GRO_BUFFER]).collect();
     let mut meta = [RecvMeta::default(); 4];
     let n = recv.recv(&rx, &mut bufs, &mut meta).expect("recv");
     // On loopback the run stays one buffer all the way to a GRO socket.
@@ -112,7 +112,7 @@ fn gro_hands_over_a_gso_run_whole_with_its_segment_size_and_the_drop_counter_is_
         assert_eq!(&bufs[0][off..off + len], &d[..]);
         off += len;
     }
-    assert_eq!(udp::socket_drops(&rx).expect("fstat"), Some(0));
+    assert_eq!(udpio::socket_drops(&rx).expect("fstat"), Some(0));
 }
 
 #[test]
