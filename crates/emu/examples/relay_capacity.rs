@@ -1,7 +1,7 @@
 //! Relay capacity probe with efficient endpoints: a paced GSO sender and a `recvmmsg` receiver, either directly
 //! connected or through the emulator relay (no model losses), so the relay is measured rather than the endpoints.
 //!
-//! `cargo run --release -p runtime --example relay_capacity -- [relay|direct] [Mb/s] [seconds] [size]`
+//! `cargo run --release -p emu --example relay_capacity -- [relay|direct] [Mb/s] [seconds] [size]`
 //!
 //! Environment: `NO_GSO=1` sends datagram by datagram (`sendmmsg`), `NO_GRO=1` turns the relay's GRO receive off,
 //! `RELAY_SOCKET_BUFFER=bytes` sets the relay's socket buffers. The loss line says how much of the loss happened
@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use channel::{DirectionModel, Link};
-use runtime::emu::{Relay, RelaySettings};
+use emu::relay::{Relay, RelaySettings};
 use udpio::{RecvBatch, RecvMeta, SendBatch};
 
 fn main() -> std::io::Result<()> {

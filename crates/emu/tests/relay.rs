@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use channel::{DirectionModel, ErasureTrace, Link, LossModel};
-use runtime::emu::{Relay, RelayHandle, RelaySettings};
+use emu::relay::{Relay, RelayHandle, RelaySettings};
 use udpio::{RecvBatch, RecvMeta};
 
 const MS: Duration = Duration::from_millis(1);
