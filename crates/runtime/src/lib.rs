@@ -1,14 +1,10 @@
 //! Real I/O for dtnkit: the pieces that touch sockets, clocks and threads.
 //!
-//! - [`tcpxfer`]: a kernel-TCP file transfer (sender, receiver, splitting gateway) with per-socket congestion
-//!   control and buffers, the TCP baseline of the seed experiments.
 //! - [`node`]: the real-time DTN node (`dtnkit node`): BP agent + store, LTP over UDP, contact
 //!   plan, application socket.
 //! - [`sd_notify`]: the systemd readiness notification of `dtnkit node` under `Type=notify`.
 
 #![warn(missing_docs)]
 
-pub mod cfdp;
 pub mod node;
 pub mod sd_notify;
-pub mod tcpxfer;

@@ -7,6 +7,8 @@
 //! `persist_interval`, at once when a transaction starts or ends), hand indications to the
 //! caller, then wait for PDUs until the entity's next deadline.
 
+#![warn(missing_docs)]
+
 mod link;
 mod state;
 

@@ -17,6 +17,8 @@
 //! The gateway accepts connections and relays each one over a connection of its own to the next hop, with its own
 //! congestion control and buffers: a split-connection performance-enhancing proxy (RFC 3135).
 
+#![warn(missing_docs)]
+
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::os::fd::AsRawFd;
