@@ -630,7 +630,7 @@ bundle_size = 100000
                 quota_bytes: 1 << 20,
             },
         );
-        let v = runtime::node::NodeConfig::parse(&node, "node.toml", &dir).unwrap();
+        let v = node::NodeConfig::parse(&node, "node.toml", &dir).unwrap();
         assert_eq!(v.spans.len(), 1);
         assert_eq!(v.spans[0].address, ad.listen_a);
         assert_eq!(v.spans[0].rto, Some(Duration::from_millis(16)));

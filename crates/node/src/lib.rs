@@ -25,6 +25,10 @@
 //! bundles leaves only after the agent committed them. The RTO must exceed a store commit
 //! (milliseconds with fsync). TCPCL sessions run with `defer_final_ack` for the same reason:
 //! a transfer's final XFER_ACK leaves after the commit. UDPCL has no acknowledgment.
+//!
+//! [`sd_notify`] tells systemd when the node is ready (`Type=notify`).
+
+#![warn(missing_docs)]
 
 mod agent_thread;
 mod app;
@@ -49,6 +53,7 @@ mod plan_cla;
 mod process_stats;
 mod ratelog;
 mod reports;
+pub mod sd_notify;
 mod startup;
 mod store_timing;
 mod tcpcl_driver;

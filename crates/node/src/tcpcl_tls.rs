@@ -294,7 +294,7 @@ pub(crate) fn uri_sans(der: &[u8]) -> Vec<String> {
 
 #[cfg(test)]
 mod tests {
-    use crate::node::config::NodeConfig;
+    use crate::config::NodeConfig;
     use std::path::Path;
 
     const BASE: &str = "node = 1\nbind = \"127.0.0.1:4556\"\n[store]\npath = \"store\"\n[tcpcl]\n";

@@ -69,7 +69,7 @@ pub(crate) fn check(plan: &ContactPlan, plan_file: &str, cfg: &Validated) -> Res
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::node::config::NodeConfig;
+    use crate::config::NodeConfig;
     use std::path::Path;
 
     const CFG: &str = r#"
@@ -146,8 +146,8 @@ address = "127.0.0.1:4563"
 
 #[cfg(test)]
 mod start_tests {
-    use crate::node::config::NodeConfig;
-    use crate::node::{Node, NodeError};
+    use crate::config::NodeConfig;
+    use crate::{Node, NodeError};
 
     #[test]
     fn node_refuses_to_start_on_a_cla_mismatch() {
