@@ -3,7 +3,7 @@
 //! agent's table of live TCPCL sessions.
 //!
 //! Every neighbour belongs to exactly one convergence layer (configuration rule, see
-//! `cla_config`); a TCPCL session opened by an unconfigured node is a neighbour for as long as
+//! `config::cla`); a TCPCL session opened by an unconfigured node is a neighbour for as long as
 //! it lasts.
 
 use std::collections::{HashMap, HashSet, VecDeque};

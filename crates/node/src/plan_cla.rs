@@ -9,7 +9,7 @@
 use bp::contact_plan::PlanCla;
 use bp::ContactPlan;
 
-use super::config::Validated;
+use crate::config::Validated;
 
 /// The layer the configuration binds `peer` to, with the section that does it (for messages).
 fn configured(cfg: &Validated, peer: u64) -> Option<(PlanCla, &'static str)> {

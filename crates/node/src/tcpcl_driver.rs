@@ -61,9 +61,9 @@ use tcpcl::{AnySession, Event, RefuseReason, Role, SendError, SessTermReason, Se
 
 use super::agent_thread::AgentInput;
 use super::cla::FromCla;
-use super::cla_config::TcpPeer;
 use super::tcpcl_thread::{eventfd, SessionHandle, TcpclShared, ToSession, SESSION_QUEUE};
 use super::tcpcl_tls::Tls;
+use crate::config::TcpPeer;
 
 /// Read buffer: one `read` takes up to this much, handed whole to the session.
 const READ_BUF: usize = 1 << 20;

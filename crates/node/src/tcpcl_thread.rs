@@ -17,7 +17,7 @@ use std::time::Duration;
 use bytes::Bytes;
 
 use super::agent_thread::AgentInput;
-use super::cla_config::{TcpPeer, Tcpcl};
+use crate::config::{TcpPeer, Tcpcl};
 
 /// Commands from the agent thread to one session.
 #[derive(Debug)]

@@ -17,7 +17,7 @@ use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
 use rustls::{ClientConfig, ClientConnection, Connection, RootCertStore, ServerConfig};
 use serde::Deserialize;
 
-use super::config::ConfigError;
+use crate::config::error::ConfigError;
 
 /// `[tcpcl.tls]`: certificates and policy. Paths are relative to the configuration file.
 #[derive(Debug, Clone, Deserialize)]

@@ -21,7 +21,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use super::config::{err, ConfigError};
+use crate::config::error::{err, ConfigError};
 
 /// `[metrics]`: the monitoring listener.
 #[derive(Debug, Clone, Deserialize)]

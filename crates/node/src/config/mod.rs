@@ -2,6 +2,19 @@
 //!
 //! Every error names the file, the field (and line when the TOML parser knows it) and what was
 //! expected, on one line, so `dtnkit node` can print it and exit with code 2.
+//!
+//! This module holds the file's layout and the validation of the node, store, LTP and span
+//! settings; its parts hold the rest:
+//!
+//! - [`cla`]: `[tcpcl]`, `[[tcp_peer]]`, `[udpcl]`, `[[udp_peer]]` and the rule that binds each
+//!   neighbour to one convergence layer;
+//! - [`bpsec`]: `[bpsec]` keys and policy rules;
+//! - [`peer_kind`]: the peer profiles (`peer_kind`) and the defaults that follow from them;
+//! - [`ion_import`]: `dtnkit import-ion`, an ION node's `.rc` files translated into this file;
+//! - `error`: [`ConfigError`], the one error type of every part.
+//!
+//! Two sections live beside what they configure: `[metrics]` in `crate::metrics` and
+//! `[tcpcl.tls]` in `crate::tcpcl_tls`.
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -9,28 +22,21 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-pub use super::bpsec_config::{BpsecRuleSection, BpsecSection};
-pub use super::cla_config::{
+pub mod bpsec;
+pub mod cla;
+pub(crate) mod error;
+pub mod ion_import;
+pub mod peer_kind;
+
+pub use bpsec::{BpsecRuleSection, BpsecSection};
+pub use cla::{
     TcpPeer, TcpPeerSection, Tcpcl, TcpclSection, UdpPeer, UdpPeerSection, Udpcl, UdpclSection,
 };
-pub use super::metrics::{MetricsSection, MetricsSettings};
-pub use super::peer_kind::PeerKind;
+pub use error::ConfigError;
+pub use peer_kind::PeerKind;
 
-/// A configuration error: one line naming the file, the field and the expectation.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{0}")]
-pub struct ConfigError(pub String);
-
-pub(super) fn err(
-    file: &str,
-    field: &str,
-    value: impl std::fmt::Display,
-    expected: &str,
-) -> ConfigError {
-    ConfigError(format!(
-        "{file}: field `{field}` = {value}: expected {expected}"
-    ))
-}
+pub use crate::metrics::{MetricsSection, MetricsSettings};
+use error::err;
 
 /// `dtnkit node` configuration. Relative paths are relative to the configuration file.
 #[derive(Debug, Clone, Deserialize)]
@@ -165,7 +171,7 @@ pub struct LtpSection {
     /// configured IP address, any port), `"peer_address"` (address and port) or `"any"`
     /// (the engine id alone decides). See `docs/node.md`, "Hardening".
     #[serde(default)]
-    pub accept_from: super::ltp_source::AcceptFrom,
+    pub accept_from: crate::ltp_source::AcceptFrom,
 }
 
 /// Default `[ltp] max_import_bytes`: 128 MiB, twice the largest default forwarding window
@@ -191,7 +197,7 @@ impl Default for LtpSection {
             agent_cpu: None,
             max_import_bytes: None,
             window_bytes: None,
-            accept_from: super::ltp_source::AcceptFrom::default(),
+            accept_from: crate::ltp_source::AcceptFrom::default(),
         }
     }
 }
@@ -273,7 +279,7 @@ pub struct SpanSection {
     #[serde(default)]
     pub engine_id: Option<u64>,
     /// The implementation it runs: selects the defaults of `aggregation_bytes`,
-    /// `aggregation_ms`, `max_bundles_per_block` and `max_burst_bytes` (`super::peer_kind`).
+    /// `aggregation_ms`, `max_bundles_per_block` and `max_burst_bytes` (`peer_kind`).
     #[serde(default)]
     pub peer_kind: PeerKind,
     /// Maximum LTP segment size in bytes.
@@ -517,7 +523,7 @@ pub struct Validated {
     /// UDPCL neighbours.
     pub udp_peers: Vec<UdpPeer>,
     /// BPSec policy rules with their keys loaded (empty: no BPSec processing).
-    pub bpsec_rules: Vec<bpsec::Rule>,
+    pub bpsec_rules: Vec<::bpsec::Rule>,
     /// The monitoring listener (`[metrics]`), if configured.
     pub metrics: Option<MetricsSettings>,
 }
@@ -845,7 +851,7 @@ impl NodeConfig {
                 cfg: s.clone(),
             });
         }
-        let (tcpcl, tcp_peers) = super::cla_config::validate_tcp(
+        let (tcpcl, tcp_peers) = cla::validate_tcp(
             file,
             base,
             self.node,
@@ -854,7 +860,7 @@ impl NodeConfig {
             &self.tcp_peer,
         )?;
         let (udpcl, udp_peers) =
-            super::cla_config::validate_udp(file, self.node, self.udpcl.as_ref(), &self.udp_peer)?;
+            cla::validate_udp(file, self.node, self.udpcl.as_ref(), &self.udp_peer)?;
         let mut neighbours: Vec<(String, u64)> = Vec::new();
         neighbours.extend(
             spans
@@ -874,7 +880,7 @@ impl NodeConfig {
                 .enumerate()
                 .map(|(i, s)| (format!("udp_peer[{i}].peer"), s.peer)),
         );
-        super::cla_config::check_unique_neighbours(file, &neighbours)?;
+        cla::check_unique_neighbours(file, &neighbours)?;
         for (i, r) in self.route.iter().enumerate() {
             if !neighbours.iter().any(|(_, p)| *p == r.via) {
                 return Err(err(
@@ -893,7 +899,7 @@ impl NodeConfig {
                 ));
             }
         }
-        let bpsec_rules = super::bpsec_config::validate_bpsec(file, base, self.bpsec.as_ref())?;
+        let bpsec_rules = bpsec::validate_bpsec(file, base, self.bpsec.as_ref())?;
         let store_path = resolve(&self.store.path);
         let socket_path = self
             .app
@@ -903,7 +909,7 @@ impl NodeConfig {
         let contact_plan = self.contact_plan.as_deref().map(resolve);
         let segment_log = self.log.ltp_segments.as_deref().map(resolve);
         let bundle_log = self.log.bundles.as_deref().map(resolve);
-        let metrics = super::metrics::validate(file, self.metrics.as_ref())?;
+        let metrics = crate::metrics::validate(file, self.metrics.as_ref())?;
         Ok(Validated {
             bind,
             engine_id,

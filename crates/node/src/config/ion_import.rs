@@ -964,7 +964,7 @@ fn finish(mut st: State) -> Result<Imported, ImportError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::NodeConfig;
+    use crate::config::{NodeConfig, PeerKind, Validated};
     use std::path::{Path, PathBuf};
 
     fn testdata(dir: &str) -> Vec<RcFile> {
@@ -984,7 +984,7 @@ mod tests {
         files
     }
 
-    fn load(imp: &Imported) -> crate::Validated {
+    fn load(imp: &Imported) -> Validated {
         let v = NodeConfig::parse(&imp.node_toml, "node.toml", Path::new("/out"))
             .unwrap_or_else(|e| panic!("{e}\n{}", imp.node_toml));
         if let Some(p) = &imp.plan {
@@ -1015,7 +1015,7 @@ mod tests {
         assert_eq!(s.aggregation_bytes, 100_000);
         assert_eq!(s.aggregation_time, std::time::Duration::from_secs(1));
         // The ION profile: several bundles per block, bursts capped for ION's socket buffer.
-        assert_eq!(s.cfg.peer_kind, crate::config::PeerKind::Ion);
+        assert_eq!(s.cfg.peer_kind, PeerKind::Ion);
         assert_eq!((s.max_bundles_per_block, s.max_burst_bytes), (0, 65_536));
         assert_eq!(v.contact_plan, Some(PathBuf::from("/out/plan.txt")));
         let plan = bp::ContactPlan::from_ion_str(imp.plan.as_ref().unwrap(), "p", 0).unwrap();

@@ -23,7 +23,7 @@ use bpsec::policy::{Confidentiality, Integrity};
 use bpsec::{AesVariant, EidPattern, Key, OnFailure, Rule, ScopeFlags, ShaVariant};
 use serde::Deserialize;
 
-use super::config::{err, ConfigError};
+use super::error::{err, ConfigError};
 
 /// `[bpsec]`.
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -198,7 +198,7 @@ pub fn validate_bpsec(
 
 #[cfg(test)]
 mod tests {
-    use super::super::config::NodeConfig;
+    use crate::config::{ConfigError, NodeConfig, Validated};
 
     const BASE: &str = "node = 1\nbind = \"127.0.0.1:4556\"\n[store]\npath = \"store\"\n";
 
@@ -216,10 +216,7 @@ mod tests {
         d
     }
 
-    fn parse(
-        tag: &str,
-        extra: &str,
-    ) -> Result<super::super::config::Validated, super::ConfigError> {
+    fn parse(tag: &str, extra: &str) -> Result<Validated, ConfigError> {
         NodeConfig::parse(&(BASE.to_string() + extra), "n.toml", &dir_with_keys(tag))
     }
 

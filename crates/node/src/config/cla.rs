@@ -12,15 +12,9 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use super::config::ConfigError;
+use super::error::{err, ConfigError};
 use super::peer_kind::PeerKind;
-pub use super::tcpcl_tls::{TlsSection, TlsSettings};
-
-fn err(file: &str, field: &str, value: impl std::fmt::Display, expected: &str) -> ConfigError {
-    ConfigError(format!(
-        "{file}: field `{field}` = {value}: expected {expected}"
-    ))
-}
+pub use crate::tcpcl_tls::{TlsSection, TlsSettings};
 
 /// Largest UDP payload over IPv4: the hard limit of one UDPCL datagram.
 pub const MAX_UDP_PAYLOAD: usize = 65_507;
@@ -226,7 +220,7 @@ pub struct Tcpcl {
     /// Largest DATA_SEGMENT sent in a v3 session.
     pub v3_max_segment_size: u64,
     /// Idle timeout and session caps.
-    pub limits: super::tcpcl_limits::SessionLimits,
+    pub limits: crate::tcpcl_limits::SessionLimits,
 }
 
 /// A validated `[[tcp_peer]]`.
@@ -372,14 +366,14 @@ pub(crate) fn validate_tcp(
             "0 (never) to 31536000 seconds",
         ));
     }
-    let limits = super::tcpcl_limits::SessionLimits {
+    let limits = crate::tcpcl_limits::SessionLimits {
         idle_timeout: (s.idle_timeout_s > 0).then(|| Duration::from_secs(s.idle_timeout_s)),
         max_sessions: s.max_sessions,
         max_sessions_per_address: s.max_sessions_per_address,
         max_sessions_per_peer: s.max_sessions_per_peer,
     };
     let tls = match &s.tls {
-        Some(t) => Some(super::tcpcl_tls::load(file, base, t)?),
+        Some(t) => Some(crate::tcpcl_tls::load(file, base, t)?),
         None => None,
     };
     let tls_required = tls.as_ref().is_some_and(|t| t.require);
@@ -453,7 +447,7 @@ pub(crate) fn validate_tcp(
             }
         }
         if let Some(n) = &p.tls_name {
-            if !super::tcpcl_tls::check_name(n) {
+            if !crate::tcpcl_tls::check_name(n) {
                 return Err(err(
                     file,
                     &f("tls_name"),
