@@ -33,7 +33,7 @@ use bpv7::{Bundle, Eid};
 use bytes::Bytes;
 use client::proto::{self, ErrorKind, Request, Response, SendArgs};
 
-use super::app_writer::AppWriter;
+use super::app::AppWriter;
 use super::cla::{dispatch_udp, ClaKind, FromCla, TcpDispatch, TcpRouter, ToUdp};
 use super::clock::dtn_now_ms;
 use super::ingress::{GateChange, IngressGate};
@@ -41,7 +41,7 @@ use super::ltp_thread::{FromLtp, LtpCounters, ToLtp};
 use super::ratelog::RateLog;
 use super::reports::ReportCounts;
 use super::store_timing::TimedStore;
-use super::tcpcl_thread::{TcpclCounters, ToSession};
+use super::tcpcl::{TcpclCounters, ToSession};
 use super::udpcl::UdpclCounters;
 
 /// Inputs of the agent thread, from the LTP thread and the application socket.

@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
-use super::tcpcl_thread::{SessionHandle, ToSession};
+use super::tcpcl::{SessionHandle, ToSession};
 
 /// The convergence layer of a neighbour.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

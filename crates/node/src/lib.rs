@@ -10,7 +10,7 @@
 //! - **Agent thread** ([`agent_thread`]): `bp::Agent` over a `RedbStore`, the contact plan's
 //!   link schedule and every application request.
 //! - **Accept thread** plus one **reader thread per application connection** ([`app`]).
-//! - **TCPCL** ([`tcpcl_thread`], [`tcpcl_driver`]): a listener, one connector per configured
+//! - **TCPCL** ([`tcpcl`]): a listener, one connector per configured
 //!   peer (reconnecting with back-off) and one thread per session driving a
 //!   `tcpcl::AnySession` (TCPCLv4 or v3).
 //! - **UDPCL** ([`udpcl`]): a receive thread and a send thread on one UDP socket.
@@ -32,7 +32,6 @@
 
 mod agent_thread;
 mod app;
-mod app_writer;
 mod cla;
 mod cla_peer_stats;
 pub mod clock;
@@ -52,9 +51,8 @@ mod reports;
 pub mod sd_notify;
 mod startup;
 mod store_timing;
-mod tcpcl_driver;
+mod tcpcl;
 mod tcpcl_limits;
-mod tcpcl_thread;
 mod tcpcl_tls;
 mod udpcl;
 
@@ -115,7 +113,7 @@ pub struct Node {
     tcpcl_addr: Option<SocketAddr>,
     udpcl_addr: Option<SocketAddr>,
     /// TCPCL counters: shutdown waits for every session to have ended (SESS_TERM exchanged).
-    tcp_counters: Option<Arc<tcpcl_thread::TcpclCounters>>,
+    tcp_counters: Option<Arc<tcpcl::TcpclCounters>>,
     monitor: Option<metrics::Monitor>,
 }
 
@@ -481,8 +479,8 @@ impl Node {
         let mut tcpcl_addr = None;
         let mut tcp_counters = None;
         if let Some(t) = &cfg.tcpcl {
-            let counters = Arc::new(tcpcl_thread::TcpclCounters::default());
-            let shared = tcpcl_thread::TcpclShared {
+            let counters = Arc::new(tcpcl::TcpclCounters::default());
+            let shared = tcpcl::TcpclShared {
                 cfg: t.clone(),
                 local_node_id: format!("ipn:{}.0", cfg.raw.node),
                 peers: Arc::new(cfg.tcp_peers.clone()),
@@ -495,14 +493,14 @@ impl Node {
                 counts: Arc::new(tcpcl_limits::SessionCounts::default()),
             };
             if let Some(addr) = t.listen {
-                let l = tcpcl_thread::listen(addr, t.socket_buffer_bytes)
+                let l = tcpcl::listen(addr, t.socket_buffer_bytes)
                     .map_err(|e| startup::bind_error("tcpcl.listen", addr, &e))?;
                 tcpcl_addr = Some(l.local_addr().map_err(|e| NodeError::Io(e.to_string()))?);
                 let sh = shared.clone();
                 threads.push(
                     std::thread::Builder::new()
                         .name("tcpcl-listen".into())
-                        .spawn(move || tcpcl_thread::accept_loop(l, sh))
+                        .spawn(move || tcpcl::accept_loop(l, sh))
                         .map_err(|e| NodeError::Io(e.to_string()))?,
                 );
             }
@@ -511,7 +509,7 @@ impl Node {
                 threads.push(
                     std::thread::Builder::new()
                         .name(format!("tcpcl-peer-{}", p.peer))
-                        .spawn(move || tcpcl_thread::connect_loop(sh, p))
+                        .spawn(move || tcpcl::connect_loop(sh, p))
                         .map_err(|e| NodeError::Io(e.to_string()))?,
                 );
             }

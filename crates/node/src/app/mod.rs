@@ -2,8 +2,10 @@
 //!
 //! One reader thread per connection decodes requests (strictly, with a frame-size limit) and
 //! hands them to the agent thread over the node's input channel; one writer thread per connection
-//! (`app_writer`) writes what the agent thread queues for it, so no lock is needed on the stream
+//! ([`writer`]) writes what the agent thread queues for it, so no lock is needed on the stream
 //! and a slow client never blocks the agent thread.
+
+mod writer;
 
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -12,8 +14,8 @@ use std::sync::Arc;
 
 use client::proto::{self, DecodeError, ErrorKind, Request, Response};
 
-use super::agent_thread::AgentInput;
-use super::app_writer::AppWriter;
+use crate::agent_thread::AgentInput;
+pub(crate) use writer::AppWriter;
 
 /// Accepts connections until `stop` is set (checked on every accept).
 pub(crate) fn accept_loop(

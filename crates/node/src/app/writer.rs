@@ -20,7 +20,7 @@ use std::time::Duration;
 use bytes::BytesMut;
 use client::proto::{self, Response};
 
-use super::agent_thread::AgentInput;
+use crate::agent_thread::AgentInput;
 
 /// Queued, unwritten bytes above which no further delivery is queued for the connection: a
 /// few large bundles in flight keep the client's socket busy without holding many payloads in

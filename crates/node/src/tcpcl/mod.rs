@@ -1,10 +1,12 @@
 //! TCPCL (v4, and v3 for peers that speak it) on real sockets: the listener, one connector per configured peer (reconnection with
 //! exponential back-off), and the handle through which the agent thread feeds a session.
 //!
-//! Each session runs in its own thread ([`super::tcpcl_driver`]): a thread per session keeps
+//! Each session runs in its own thread ([`session`]): a thread per session keeps
 //! one session's large writes from delaying another's, and the session count is small (one or
 //! two per neighbour). Sockets get `TCP_NODELAY` and large kernel buffers (seed 002, 4.2: buffer
 //! sizes decide TCP convergence-layer throughput).
+
+mod session;
 
 use std::collections::BTreeMap;
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -16,7 +18,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 
-use super::agent_thread::AgentInput;
+use crate::agent_thread::AgentInput;
 use crate::config::{TcpPeer, Tcpcl};
 
 /// Commands from the agent thread to one session.
@@ -129,7 +131,7 @@ pub(crate) struct TcpclCounters {
     /// `per_address`, `per_peer`, `node_id_not_in_certificate`, `idle_timeout`).
     pub(crate) sessions_refused: Mutex<BTreeMap<&'static str, u64>>,
     /// Per-neighbour counters.
-    pub(crate) peers: super::cla_peer_stats::TcpPeerTable,
+    pub(crate) peers: crate::cla_peer_stats::TcpPeerTable,
 }
 
 impl TcpclCounters {
@@ -205,8 +207,8 @@ pub(crate) struct TcpclShared {
     /// Set by the agent thread's ingress gate while the applications fall behind: sessions
     /// do not read their sockets, so TCP's flow control holds the peers back.
     pub(crate) ingress_paused: Arc<AtomicBool>,
-    /// Live sessions per IP address and node id (`[tcpcl]` caps, `super::tcpcl_limits`).
-    pub(crate) counts: Arc<super::tcpcl_limits::SessionCounts>,
+    /// Live sessions per IP address and node id (`[tcpcl]` caps, `crate::tcpcl_limits`).
+    pub(crate) counts: Arc<crate::tcpcl_limits::SessionCounts>,
 }
 
 impl TcpclShared {
@@ -261,7 +263,7 @@ pub(crate) fn listen(addr: SocketAddr, buffer: usize) -> std::io::Result<TcpList
 pub(crate) fn accept_loop(listener: TcpListener, shared: TcpclShared) {
     let active = Arc::new(AtomicUsize::new(0));
     let limits = shared.cfg.limits;
-    let mut log = super::ratelog::RateLog::new(Duration::from_secs(10));
+    let mut log = crate::ratelog::RateLog::new(Duration::from_secs(10));
     for conn in listener.incoming() {
         if shared.stop.load(Relaxed) {
             return;
@@ -306,7 +308,7 @@ pub(crate) fn accept_loop(listener: TcpListener, shared: TcpclShared) {
         let spawned = std::thread::Builder::new()
             .name("tcpcl-passive".into())
             .spawn(move || {
-                super::tcpcl_driver::run_session(&shared, stream, false, None);
+                session::run_session(&shared, stream, false, None);
                 drop(slot);
                 active.fetch_sub(1, Relaxed);
             });
@@ -329,7 +331,7 @@ pub(crate) fn connect_loop(shared: TcpclShared, peer: TcpPeer) {
         match connect(addr, shared.cfg.socket_buffer_bytes) {
             Ok(stream) => {
                 logged = false;
-                let end = super::tcpcl_driver::run_session(&shared, stream, true, Some(&peer));
+                let end = session::run_session(&shared, stream, true, Some(&peer));
                 if end.established {
                     backoff = shared.cfg.reconnect_min;
                 }

@@ -33,7 +33,7 @@
 //! it again. Other refusals and bundles that cannot be sent at all are reported failed after a
 //! delay, so a peer that keeps refusing does not make the agent spin.
 //!
-//! Limits (`super::tcpcl_limits`): a session without keepalives ends after `[tcpcl]
+//! Limits (`crate::tcpcl_limits`): a session without keepalives ends after `[tcpcl]
 //! idle_timeout_s` of silence; an established session beyond `max_sessions_per_peer`, or whose
 //! TLS certificate does not carry the peer's node id (`[tcpcl.tls] check_node_id`), ends at
 //! once and nothing it sends is stored.
@@ -59,11 +59,11 @@ use std::time::{Duration, Instant};
 use bytes::{Buf, Bytes};
 use tcpcl::{AnySession, Event, RefuseReason, Role, SendError, SessTermReason, SessionConfig};
 
-use super::agent_thread::AgentInput;
-use super::cla::FromCla;
-use super::tcpcl_thread::{eventfd, SessionHandle, TcpclShared, ToSession, SESSION_QUEUE};
-use super::tcpcl_tls::Tls;
+use super::{eventfd, SessionHandle, TcpclShared, ToSession, SESSION_QUEUE};
+use crate::agent_thread::AgentInput;
+use crate::cla::FromCla;
 use crate::config::TcpPeer;
+use crate::tcpcl_tls::Tls;
 
 /// Read buffer: one `read` takes up to this much, handed whole to the session.
 const READ_BUF: usize = 1 << 20;
@@ -127,7 +127,7 @@ struct Driver<'a> {
     closing_since: Option<Instant>,
     last_stats: (u64, u64, u64),
     /// The peer's own counters (`tcpcl.peers`), fed once the session is established.
-    peer_stats: Option<super::cla_peer_stats::TcpSessionFeed>,
+    peer_stats: Option<crate::cla_peer_stats::TcpSessionFeed>,
     /// Octets read since the output buffer last drained completely.
     backed_read: usize,
     /// The last read went straight into a reassembly buffer (see [`BOUNDARY_READ`]).
@@ -143,9 +143,9 @@ struct Driver<'a> {
     /// poll(2) reported the socket hung up or failed (read it even while ingress is paused).
     hung_up: bool,
     /// Idle clock for sessions without keepalives (`[tcpcl] idle_timeout_s`).
-    idle: super::tcpcl_limits::IdleGuard,
+    idle: crate::tcpcl_limits::IdleGuard,
     /// This session's count against `max_sessions_per_peer`, once established.
-    peer_slot: Option<super::tcpcl_limits::Slot>,
+    peer_slot: Option<crate::tcpcl_limits::Slot>,
     /// The session was refused after SESS_INIT (a node id its certificate does not carry,
     /// too many sessions with that node): it ends, and nothing it sends is accepted.
     refused: bool,
@@ -233,7 +233,7 @@ pub(crate) fn run_session(
         tls: None,
         remote,
         hung_up: false,
-        idle: super::tcpcl_limits::IdleGuard::new(c.limits.idle_timeout),
+        idle: crate::tcpcl_limits::IdleGuard::new(c.limits.idle_timeout),
         peer_slot: None,
         refused: false,
     };
