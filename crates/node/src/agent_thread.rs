@@ -18,7 +18,7 @@
 //! next turn forwards and delivers again. A peer that keeps the input channel full (TCPCL
 //! pipelining, issue 16) therefore cannot hold deliveries back; before, a turn drained the
 //! channel to the end, and deliveries stopped for as long as a fast peer kept it non-empty.
-//! When the applications still fall behind, the ingress gate ([`super::ingress`]) holds the
+//! When the applications still fall behind, the ingress gate ([`crate::ingress`]) holds the
 //! peers back.
 
 use std::collections::HashMap;
@@ -33,45 +33,16 @@ use bpv7::{Bundle, Eid};
 use bytes::Bytes;
 use client::proto::{self, ErrorKind, Request, Response, SendArgs};
 
-use super::app::AppWriter;
-use super::cla::{dispatch_udp, ClaKind, FromCla, TcpDispatch, TcpRouter, ToUdp};
-use super::clock::dtn_now_ms;
-use super::ingress::{GateChange, IngressGate};
-use super::ltp_thread::{FromLtp, LtpCounters, ToLtp};
-use super::ratelog::RateLog;
-use super::reports::ReportCounts;
-use super::store_timing::TimedStore;
-use super::tcpcl::{TcpclCounters, ToSession};
-use super::udpcl::UdpclCounters;
-
-/// Inputs of the agent thread, from the LTP thread and the application socket.
-#[derive(Debug)]
-pub(crate) enum AgentInput {
-    /// Something from the LTP thread.
-    Ltp(FromLtp),
-    /// Something from a TCPCL session or the UDPCL threads.
-    Cla(FromCla),
-    /// A new application connection (the handle on its writer thread).
-    AppConnected { conn: u64, writer: AppWriter },
-    /// A request from a connection.
-    App { conn: u64, req: Request },
-    /// A connection closed.
-    AppClosed { conn: u64 },
-    /// A connection's writer drained the backlog that held a delivery back.
-    AppDrained { conn: u64 },
-    /// Stop.
-    Shutdown,
-}
-
-/// A link change scheduled by the contact plan (DTN time).
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct LinkChange {
-    pub(crate) at_ms: u64,
-    pub(crate) peer: u64,
-    pub(crate) up: bool,
-    pub(crate) rate_bps: u64,
-    pub(crate) owlt: Option<Duration>,
-}
+use crate::cla::{dispatch_udp, ClaKind, TcpDispatch, TcpRouter};
+use crate::clock::dtn_now_ms;
+use crate::counters::{LtpCounters, TcpclCounters, UdpclCounters};
+use crate::ingress::{GateChange, IngressGate};
+use crate::messages::{
+    AgentInput, AppWriter, FromCla, FromLtp, LinkChange, ToLtp, ToSession, ToUdp,
+};
+use crate::ratelog::RateLog;
+use crate::reports::ReportCounts;
+use crate::store_timing::TimedStore;
 
 /// Bundles handed to the LTP thread and not yet reported: bounds memory between the threads.
 /// (Their bytes are bounded by `AgentThread::window_bytes`, `[ltp] window_bytes`.)
@@ -882,12 +853,12 @@ impl AgentThread {
             .map(|(n, q)| (n.to_string(), serde_json::Value::from(*q)))
             .collect();
         let mut store =
-            super::hardening_status::store_json(&s, self.agent.store_health(), dtn_now_ms());
+            crate::hardening_status::store_json(&s, self.agent.store_health(), dtn_now_ms());
         store["commit_latency"] = self.agent.store().latency().json();
         serde_json::json!({
             "node": self.node,
             "store": store,
-            "backoff": super::hardening_status::backoff_json(&self.agent, dtn_now_ms()),
+            "backoff": crate::hardening_status::backoff_json(&self.agent, dtn_now_ms()),
             "queues": {
                 "per_neighbour": queues,
                 "unrouted": s.unrouted,
@@ -922,8 +893,8 @@ impl AgentThread {
             "tcpcl": self.tcp_counters.as_ref().map(|c| c.json()),
             "udpcl": self.udp_counters.as_ref().map(|c| c.json()),
             "ltp": c.json(),
-            "contacts": super::contacts::json(&self.agent, &self.kinds, self.node, dtn_now_ms()),
-            "process": super::process_stats::ProcessStats::json(),
+            "contacts": crate::contacts::json(&self.agent, &self.kinds, self.node, dtn_now_ms()),
+            "process": crate::process_stats::ProcessStats::json(),
         })
         .to_string()
     }

@@ -1,18 +1,18 @@
 //! The convergence-layer side of the agent thread: which convergence layer carries the bundles
-//! for each neighbour, the messages the TCPCL and UDPCL threads send to the agent, and the
-//! agent's table of live TCPCL sessions.
+//! for each neighbour and the agent's table of live TCPCL sessions (the messages it exchanges
+//! with the TCPCL and UDPCL threads are in `messages`).
 //!
 //! Every neighbour belongs to exactly one convergence layer (configuration rule, see
 //! `config::cla`); a TCPCL session opened by an unconfigured node is a neighbour for as long as
 //! it lasts.
 
 use std::collections::{HashMap, HashSet, VecDeque};
-use std::sync::mpsc::{Receiver, SyncSender, TrySendError};
+use std::sync::mpsc::{SyncSender, TrySendError};
 use std::sync::Arc;
 
 use bytes::Bytes;
 
-use super::tcpcl::{SessionHandle, ToSession};
+use crate::messages::{SessionHandle, ToSession, ToUdp};
 
 /// The convergence layer of a neighbour.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -23,37 +23,6 @@ pub(crate) enum ClaKind {
     Tcp,
     /// UDPCL (`[[udp_peer]]`).
     Udp,
-}
-
-/// Messages from the TCPCL and UDPCL threads to the agent thread.
-#[derive(Debug)]
-pub(crate) enum FromCla {
-    /// Bundles received from `peer` (None: a node without an ipn node number or an unknown
-    /// UDP source), committed by the agent in one transaction. With `confirm` (a TCPCL session
-    /// and the transfer id of each bundle), the agent answers each transfer after the commit
-    /// through [`SessionHandle::confirm`], which releases or refuses its held final XFER_ACK.
-    Received {
-        peer: Option<u64>,
-        bundles: Vec<Bytes>,
-        confirm: Option<(Arc<SessionHandle>, Vec<u64>)>,
-    },
-    /// The bundles with these tokens reached the next hop (`ok`) or must be forwarded again.
-    Done { tokens: Vec<u64>, ok: bool },
-    /// The next hop refused these bundles for lack of resources (TCPCL XFER_REFUSE "No
-    /// Resources" or "Retransmit"): kept, and the neighbour backs off.
-    Refused { tokens: Vec<u64> },
-    /// A TCPCL session to `peer` is established and can carry bundles.
-    SessionUp {
-        peer: u64,
-        handle: Arc<SessionHandle>,
-    },
-    /// A session ended: its command queue is handed back so that bundles still queued in it
-    /// are reported as failed (nothing is lost in a channel).
-    SessionDown {
-        peer: Option<u64>,
-        id: u64,
-        rest: Receiver<ToSession>,
-    },
 }
 
 /// What the agent thread must do after routing a bundle to the TCPCL side.
@@ -233,19 +202,6 @@ impl TcpRouter {
             h.wake();
         }
     }
-}
-
-/// Commands for the UDPCL send thread.
-#[derive(Debug)]
-pub(crate) enum ToUdp {
-    /// Send one bundle to `peer`.
-    Item {
-        peer: u64,
-        token: u64,
-        bundle: Bytes,
-    },
-    /// Stop the thread.
-    Shutdown,
 }
 
 /// Queues a bundle for the UDPCL thread; `Err` gives it back when the queue is full.

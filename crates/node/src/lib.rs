@@ -9,7 +9,8 @@
 //!   engine's token bucket. Exchanges whole blocks and session results with the agent thread.
 //! - **Agent thread** ([`agent_thread`]): `bp::Agent` over a `RedbStore`, the contact plan's
 //!   link schedule and every application request.
-//! - **Accept thread** plus one **reader thread per application connection** ([`app`]).
+//! - **Accept thread** plus one **reader thread** and one **writer thread per application
+//!   connection** ([`app`]).
 //! - **TCPCL** ([`tcpcl`]): a listener, one connector per configured
 //!   peer (reconnecting with back-off) and one thread per session driving a
 //!   `tcpcl::AnySession` (TCPCLv4 or v3).
@@ -17,6 +18,8 @@
 //!
 //! The agent thread routes each bundle to its neighbour's convergence layer ([`cla`]).
 //!
+//! The threads talk only through the messages and handles of [`messages`] and the shared
+//! counters of [`counters`]; no thread module imports another. [`Node::start`] wires them.
 //! Channels are bounded (`std::sync::mpsc::sync_channel`); nothing is locked per segment.
 //!
 //! # Durability
@@ -37,12 +40,14 @@ mod cla_peer_stats;
 pub mod clock;
 pub mod config;
 mod contacts;
+mod counters;
 mod fec_status;
 mod hardening_status;
 mod ingress;
 mod ltp_source;
 mod ltp_spans;
 mod ltp_thread;
+mod messages;
 pub mod metrics;
 mod plan_cla;
 mod process_stats;
@@ -70,9 +75,11 @@ pub use config::{ConfigError, NodeConfig, Validated};
 pub use ltp_source::AcceptFrom;
 pub use ltp_thread::BP_CLIENT_SERVICE;
 
-use agent_thread::{AgentInput, AgentThread, LinkChange};
-use cla::{ClaKind, TcpRouter, ToUdp};
-use ltp_thread::{LtpCounters, LtpThread, ToLtp};
+use agent_thread::AgentThread;
+use cla::{ClaKind, TcpRouter};
+use counters::{LtpCounters, TcpclCounters, UdpclCounters};
+use ltp_thread::LtpThread;
+use messages::{AgentInput, LinkChange, ToLtp, ToUdp};
 
 /// Longest wait at shutdown for TCPCL sessions to end (each has its own 2 s grace).
 const SESSION_END_WAIT: Duration = Duration::from_secs(3);
@@ -113,7 +120,7 @@ pub struct Node {
     tcpcl_addr: Option<SocketAddr>,
     udpcl_addr: Option<SocketAddr>,
     /// TCPCL counters: shutdown waits for every session to have ended (SESS_TERM exchanged).
-    tcp_counters: Option<Arc<tcpcl::TcpclCounters>>,
+    tcp_counters: Option<Arc<TcpclCounters>>,
     monitor: Option<metrics::Monitor>,
 }
 
@@ -437,7 +444,7 @@ impl Node {
             let rsock = usock
                 .try_clone()
                 .map_err(|e| NodeError::Io(e.to_string()))?;
-            let counters = Arc::new(udpcl::UdpclCounters {
+            let counters = Arc::new(UdpclCounters {
                 peers: cla_peer_stats::UdpPeerTable::new(cfg.udp_peers.iter().map(|p| p.peer)),
                 ..Default::default()
             });
@@ -479,7 +486,7 @@ impl Node {
         let mut tcpcl_addr = None;
         let mut tcp_counters = None;
         if let Some(t) = &cfg.tcpcl {
-            let counters = Arc::new(tcpcl::TcpclCounters::default());
+            let counters = Arc::new(TcpclCounters::default());
             let shared = tcpcl::TcpclShared {
                 cfg: t.clone(),
                 local_node_id: format!("ipn:{}.0", cfg.raw.node),

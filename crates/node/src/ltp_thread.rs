@@ -16,53 +16,15 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use ltp::{Event, SessionId};
+use ltp::Event;
 
 use udpio::{wait_readable, RecvBatch, RecvMeta, SendBatch};
 
+use crate::counters::LtpCounters;
+use crate::messages::{AgentInput, FromLtp, ToLtp};
+
 /// LTP client service id of the bundle protocol.
 pub const BP_CLIENT_SERVICE: u64 = 1;
-
-/// Commands from the agent thread.
-#[derive(Debug)]
-pub(crate) enum ToLtp {
-    /// Queue one bundle (aggregated into blocks per span).
-    Item {
-        peer: u64,
-        token: u64,
-        bundle: Bytes,
-    },
-    /// The bundles of an import session are committed (or refused).
-    Confirm { session: SessionId, ok: bool },
-    /// Accept new import sessions (`true`) or refuse them while the node's applications fall
-    /// behind (the ingress gate, `super::ingress`).
-    AcceptImports(bool),
-    /// Link state from the contact plan.
-    Link {
-        peer: u64,
-        up: bool,
-        rate_bps: u64,
-        owlt: Option<Duration>,
-    },
-    /// Stop the thread.
-    Shutdown,
-}
-
-/// Results for the agent thread.
-#[derive(Debug)]
-pub(crate) enum FromLtp {
-    /// A red block arrived from `peer`; confirm it with [`ToLtp::Confirm`].
-    Block {
-        peer: u64,
-        session: SessionId,
-        data: Bytes,
-    },
-    /// The bundles with these tokens reached the next hop (`ok`) or must be re-forwarded.
-    Done { tokens: Vec<u64>, ok: bool },
-    /// The next hop refused these bundles for lack of resources (it cancelled the import
-    /// session, see [`receiver_refused`]): kept, and the neighbour backs off.
-    Refused { tokens: Vec<u64> },
-}
 
 /// True when a cancelled export session means "the receiver refused the block for lack of
 /// resources": cancelled by the receiver with `SYS_CNCLD` (a full or failed store, a full
@@ -78,86 +40,6 @@ pub(crate) fn receiver_refused(reason: ltp::CancelReason, by_receiver: bool) -> 
         )
 }
 
-/// Counters shared with the status reply (written by the LTP thread only).
-#[derive(Debug, Default)]
-pub(crate) struct LtpCounters {
-    pub(crate) export_sessions: std::sync::atomic::AtomicU64,
-    pub(crate) import_sessions: std::sync::atomic::AtomicU64,
-    pub(crate) segments_sent: std::sync::atomic::AtomicU64,
-    pub(crate) segments_received: std::sync::atomic::AtomicU64,
-    pub(crate) blocks_received: std::sync::atomic::AtomicU64,
-    pub(crate) exports_completed: std::sync::atomic::AtomicU64,
-    pub(crate) exports_cancelled: std::sync::atomic::AtomicU64,
-    /// Export sessions the receiver cancelled for lack of resources (see [`receiver_refused`]).
-    pub(crate) exports_refused: std::sync::atomic::AtomicU64,
-    pub(crate) malformed: std::sync::atomic::AtomicU64,
-    /// Datagrams refused by the source policy (`[ltp] accept_from`).
-    pub(crate) wrong_source: std::sync::atomic::AtomicU64,
-    /// Import sessions refused, evicted and stalled (see `ltp::SpanStats`), summed over
-    /// spans: [paused, budget, full, evicted, stalled].
-    pub(crate) admission: [std::sync::atomic::AtomicU64; 5],
-    /// Data segments sent again (report-driven or after a checkpoint timeout), all spans: the
-    /// visible cost of a receiver that drops datagrams (HDTN's and ION's 212 992-byte socket).
-    pub(crate) data_segments_retransmitted: std::sync::atomic::AtomicU64,
-    /// Checkpoint retransmission timer expirations, all spans.
-    pub(crate) checkpoint_timeouts: std::sync::atomic::AtomicU64,
-    /// Tolerated peer deviations (`ltp::Deviation::ALL` order): segments accepted that strict
-    /// RFC 5326 would refuse, e.g. ION's padded reports.
-    pub(crate) deviations: [std::sync::atomic::AtomicU64; ltp::Deviation::ALL.len()],
-    /// Pacing rate in effect per adaptive span (peer node → bit/s).
-    pub(crate) adaptive_rates: std::sync::Mutex<std::collections::BTreeMap<u64, u64>>,
-    /// Per-span counters and state, copied from the engine (`ltp.spans`).
-    pub(crate) spans: super::ltp_spans::SpanBoard,
-    /// FEC counters per span with `[span.fec]`.
-    pub(crate) fec: super::fec_status::FecCounters,
-}
-
-impl LtpCounters {
-    /// The counters as the status reply's `ltp` object.
-    pub(crate) fn json(&self) -> serde_json::Value {
-        use std::sync::atomic::Ordering::Relaxed;
-        let deviations: serde_json::Map<String, serde_json::Value> = ltp::Deviation::ALL
-            .iter()
-            .zip(&self.deviations)
-            .map(|(d, n)| (d.name().to_string(), n.load(Relaxed).into()))
-            .collect();
-        let rates: serde_json::Map<String, serde_json::Value> = self
-            .adaptive_rates
-            .lock()
-            .map(|m| {
-                m.iter()
-                    .map(|(peer, bps)| (peer.to_string(), (*bps).into()))
-                    .collect()
-            })
-            .unwrap_or_default();
-        serde_json::json!({
-            "export_sessions": self.export_sessions.load(Relaxed),
-            "import_sessions": self.import_sessions.load(Relaxed),
-            "segments_sent": self.segments_sent.load(Relaxed),
-            "segments_received": self.segments_received.load(Relaxed),
-            "blocks_received": self.blocks_received.load(Relaxed),
-            "exports_completed": self.exports_completed.load(Relaxed),
-            "exports_cancelled": self.exports_cancelled.load(Relaxed),
-            "exports_refused": self.exports_refused.load(Relaxed),
-            "malformed_datagrams": self.malformed.load(Relaxed),
-            "wrong_source": self.wrong_source.load(Relaxed),
-            "imports_refused": {
-                "paused": self.admission[0].load(Relaxed),
-                "budget": self.admission[1].load(Relaxed),
-                "full": self.admission[2].load(Relaxed),
-            },
-            "imports_evicted": self.admission[3].load(Relaxed),
-            "imports_stalled": self.admission[4].load(Relaxed),
-            "data_segments_retransmitted": self.data_segments_retransmitted.load(Relaxed),
-            "checkpoint_timeouts": self.checkpoint_timeouts.load(Relaxed),
-            "deviations": deviations,
-            "adaptive_rate_bps": rates,
-            "spans": self.spans.json(),
-            "fec": self.fec.json(),
-        })
-    }
-}
-
 /// Everything the LTP thread owns.
 pub(crate) struct LtpThread {
     /// The engine with its FEC layer: FEC datagrams in and out go through it.
@@ -167,14 +49,14 @@ pub(crate) struct LtpThread {
     pub(crate) peers: HashMap<u64, (u64, SocketAddr)>,
     pub(crate) batch: usize,
     pub(crate) rx: Receiver<ToLtp>,
-    pub(crate) tx: SyncSender<super::agent_thread::AgentInput>,
+    pub(crate) tx: SyncSender<AgentInput>,
     pub(crate) waker_addr: SocketAddr,
     pub(crate) counters: Arc<LtpCounters>,
     pub(crate) start: Instant,
     /// Bundles not yet accepted by the engine (span queue full), in arrival order.
     pub(crate) backlog: std::collections::VecDeque<(u64, u64, Bytes)>,
     /// Which source addresses may speak for which engine (`[ltp] accept_from`).
-    pub(crate) source: super::ltp_source::SourcePolicy,
+    pub(crate) source: crate::ltp_source::SourcePolicy,
 }
 
 impl LtpThread {
@@ -329,11 +211,7 @@ impl LtpThread {
                     }
                     Event::GreenSegment { .. } | Event::ImportCancelled { .. } => continue,
                 };
-                if self
-                    .tx
-                    .send(super::agent_thread::AgentInput::Ltp(msg))
-                    .is_err()
-                {
+                if self.tx.send(AgentInput::Ltp(msg)).is_err() {
                     return Ok(());
                 }
             }
@@ -389,7 +267,7 @@ impl LtpThread {
                 .import_sessions
                 .store(self.engine.import_sessions() as u64, Relaxed);
             self.publish_deviations();
-            super::hardening_status::publish_ltp_admission(
+            crate::hardening_status::publish_ltp_admission(
                 &self.engine,
                 self.peers.values().map(|(e, _)| *e),
                 &self.counters.admission,
@@ -484,12 +362,10 @@ impl LtpThread {
                     return;
                 }
                 Err(_) => {
-                    let _ = self
-                        .tx
-                        .send(super::agent_thread::AgentInput::Ltp(FromLtp::Done {
-                            tokens: vec![token],
-                            ok: false,
-                        }));
+                    let _ = self.tx.send(AgentInput::Ltp(FromLtp::Done {
+                        tokens: vec![token],
+                        ok: false,
+                    }));
                 }
             }
         }
@@ -503,12 +379,10 @@ impl LtpThread {
                 bundle,
             } => {
                 let Some(&(engine, _)) = self.peers.get(&peer) else {
-                    let _ = self
-                        .tx
-                        .send(super::agent_thread::AgentInput::Ltp(FromLtp::Done {
-                            tokens: vec![token],
-                            ok: false,
-                        }));
+                    let _ = self.tx.send(AgentInput::Ltp(FromLtp::Done {
+                        tokens: vec![token],
+                        ok: false,
+                    }));
                     return;
                 };
                 // Bundles wait here (in order) while the span's block queue is full; the agent

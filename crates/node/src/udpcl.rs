@@ -14,7 +14,7 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::net::{SocketAddr, UdpSocket};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -22,42 +22,14 @@ use std::time::{Duration, Instant};
 use bpv7::Bundle;
 use bytes::Bytes;
 
-use super::agent_thread::AgentInput;
-use super::cla::{FromCla, ToUdp};
+use crate::counters::UdpclCounters;
+use crate::messages::{AgentInput, FromCla, ToUdp};
 use udpio::{wait_readable, RecvBatch, RecvMeta};
 
 /// Delay before an oversized, unfragmentable bundle is reported as failed.
 pub(crate) const OVERSIZE_RETRY: Duration = Duration::from_secs(5);
 /// Datagrams per `recvmmsg` call (one store commit per batch).
 const BATCH: usize = 32;
-
-/// Counters for `dtnkit status` (written by the UDPCL threads only).
-#[derive(Debug, Default)]
-pub(crate) struct UdpclCounters {
-    pub(crate) datagrams_sent: AtomicU64,
-    pub(crate) datagrams_received: AtomicU64,
-    pub(crate) bundles_fragmented: AtomicU64,
-    pub(crate) oversize_refused: AtomicU64,
-    pub(crate) send_errors: AtomicU64,
-    pub(crate) truncated: AtomicU64,
-    /// Per-neighbour counters.
-    pub(crate) peers: super::cla_peer_stats::UdpPeerTable,
-}
-
-impl UdpclCounters {
-    /// The counters as a JSON object.
-    pub(crate) fn json(&self) -> serde_json::Value {
-        serde_json::json!({
-            "datagrams_sent": self.datagrams_sent.load(Relaxed),
-            "datagrams_received": self.datagrams_received.load(Relaxed),
-            "bundles_fragmented": self.bundles_fragmented.load(Relaxed),
-            "oversize_refused": self.oversize_refused.load(Relaxed),
-            "send_errors": self.send_errors.load(Relaxed),
-            "truncated_datagrams": self.truncated.load(Relaxed),
-            "peers": self.peers.json(),
-        })
-    }
-}
 
 /// The receive side: datagrams → bundles → the agent (one batch per `recvmmsg`).
 pub(crate) fn receive_loop(

@@ -14,8 +14,7 @@ use std::sync::Arc;
 
 use client::proto::{self, DecodeError, ErrorKind, Request, Response};
 
-use crate::agent_thread::AgentInput;
-pub(crate) use writer::AppWriter;
+use crate::messages::AgentInput;
 
 /// Accepts connections until `stop` is set (checked on every accept).
 pub(crate) fn accept_loop(
@@ -34,7 +33,7 @@ pub(crate) fn accept_loop(
         let Ok(reader) = stream.try_clone() else {
             continue;
         };
-        let Ok(writer) = AppWriter::spawn(id, stream, tx.clone()) else {
+        let Ok(writer) = writer::spawn(id, stream, tx.clone()) else {
             continue;
         };
         if tx

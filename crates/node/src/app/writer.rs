@@ -8,120 +8,39 @@
 //! queued while the connection's backlog is under [`DELIVERY_BACKLOG_BYTES`]; beyond it the agent
 //! keeps the bundle in its store and is woken ([`AgentInput::AppDrained`]) once the writer has
 //! caught up. Answers are always queued (a client bounds its own pipelined requests); a client
-//! whose unread backlog passes [`MAX_BACKLOG_BYTES`] anyway, or that blocks a single write for
-//! [`WRITE_TIMEOUT`], is disconnected.
+//! whose unread backlog passes [`MAX_BACKLOG_BYTES`](crate::messages::MAX_BACKLOG_BYTES) anyway,
+//! or that blocks a single write for [`WRITE_TIMEOUT`], is disconnected.
+//!
+//! The agent's side, the [`AppWriter`] handle with its backlog accounting, is in
+//! [`crate::messages`]; this module is the thread.
 
 use std::os::unix::net::UnixStream;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::SeqCst};
-use std::sync::mpsc::{self, Receiver, Sender, SyncSender};
+use std::sync::atomic::Ordering::SeqCst;
+use std::sync::mpsc::{Receiver, SyncSender};
 use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::BytesMut;
 use client::proto::{self, Response};
 
-use crate::agent_thread::AgentInput;
-
-/// Queued, unwritten bytes above which no further delivery is queued for the connection: a
-/// few large bundles in flight keep the client's socket busy without holding many payloads in
-/// memory for a slow reader.
-pub(crate) const DELIVERY_BACKLOG_BYTES: usize = 8 << 20;
-
-/// Unwritten bytes at which the connection is dropped: only reachable by a client that sends
-/// requests without reading their answers.
-pub(crate) const MAX_BACKLOG_BYTES: usize = 64 << 20;
+use crate::messages::{backlog_cost, AgentInput, AppWriter, Backlog, DELIVERY_BACKLOG_BYTES};
 
 /// How long one write may block before the client is considered gone.
 pub(crate) const WRITE_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// Backlog accounting shared by the agent thread and the writer.
-#[derive(Default)]
-struct Backlog {
-    /// Bytes queued and not yet written.
-    bytes: AtomicUsize,
-    /// Set when a delivery found the backlog full: the writer wakes the agent once it is below
-    /// half of [`DELIVERY_BACKLOG_BYTES`].
-    wake_wanted: AtomicBool,
-    /// Set by the writer when a write failed: nothing more is queued.
-    failed: AtomicBool,
-}
-
-/// The agent thread's handle on a connection's writer thread. Dropping it lets the writer
-/// finish what is queued and exit.
-pub(crate) struct AppWriter {
-    tx: Sender<Response>,
-    backlog: Arc<Backlog>,
-}
-
-impl std::fmt::Debug for AppWriter {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("AppWriter")
-            .field("backlog_bytes", &self.backlog.bytes.load(SeqCst))
-            .finish()
-    }
-}
-
-impl AppWriter {
-    /// Starts the writer thread of connection `conn` on `stream` (its write half); `wake` is the
-    /// agent thread's input channel.
-    pub(crate) fn spawn(
-        conn: u64,
-        stream: UnixStream,
-        wake: SyncSender<AgentInput>,
-    ) -> std::io::Result<AppWriter> {
-        stream.set_write_timeout(Some(WRITE_TIMEOUT))?;
-        let (tx, rx) = mpsc::channel();
-        let backlog = Arc::new(Backlog::default());
-        let shared = Arc::clone(&backlog);
-        std::thread::Builder::new()
-            .name(format!("app-write-{conn}"))
-            .spawn(move || write_loop(conn, stream, rx, shared, wake))?;
-        Ok(AppWriter { tx, backlog })
-    }
-
-    /// Whether a delivery may be queued now. When not, the writer wakes the agent thread once
-    /// the backlog has drained to half.
-    pub(crate) fn has_room_for_delivery(&self) -> bool {
-        if self.backlog.bytes.load(SeqCst) < DELIVERY_BACKLOG_BYTES {
-            return true;
-        }
-        self.backlog.wake_wanted.store(true, SeqCst);
-        // The writer may have drained between the load and the store: look again, so a wake-up
-        // is never lost.
-        if self.backlog.bytes.load(SeqCst) < DELIVERY_BACKLOG_BYTES {
-            self.backlog.wake_wanted.store(false, SeqCst);
-            return true;
-        }
-        false
-    }
-
-    /// Queues an answer or a delivery (a delivery only after
-    /// [`AppWriter::has_room_for_delivery`]; answers always). False when the connection failed or
-    /// its backlog passed [`MAX_BACKLOG_BYTES`]: the caller drops the connection.
-    pub(crate) fn push(&self, msg: Response) -> bool {
-        if self.backlog.failed.load(SeqCst) {
-            return false;
-        }
-        let cost = backlog_cost(&msg);
-        let queued = self.backlog.bytes.fetch_add(cost, SeqCst) + cost;
-        if queued > MAX_BACKLOG_BYTES {
-            return false;
-        }
-        self.tx.send(msg).is_ok()
-    }
-}
-
-/// Bytes a frame holds while queued: its payload plus a bound on its head.
-fn backlog_cost(msg: &Response) -> usize {
-    const HEAD: usize = 128;
-    HEAD + match msg {
-        Response::Deliver {
-            endpoint, payload, ..
-        } => endpoint.len() + payload.len(),
-        Response::Error { message, .. } => message.len(),
-        Response::Status { json } => json.len(),
-        _ => 0,
-    }
+/// Starts the writer thread of connection `conn` on `stream` (its write half); `wake` is the
+/// agent thread's input channel.
+pub(crate) fn spawn(
+    conn: u64,
+    stream: UnixStream,
+    wake: SyncSender<AgentInput>,
+) -> std::io::Result<AppWriter> {
+    stream.set_write_timeout(Some(WRITE_TIMEOUT))?;
+    let (writer, rx, backlog) = AppWriter::channel();
+    std::thread::Builder::new()
+        .name(format!("app-write-{conn}"))
+        .spawn(move || write_loop(conn, stream, rx, backlog, wake))?;
+    Ok(writer)
 }
 
 fn write_loop(
@@ -155,6 +74,7 @@ mod tests {
     use bytes::Bytes;
     use client::proto::BundleId;
     use std::io::Read;
+    use std::sync::mpsc;
 
     fn delivery(n: usize) -> Response {
         Response::Deliver {
@@ -177,7 +97,7 @@ mod tests {
     fn a_slow_reader_never_blocks_the_agent_and_wakes_it_when_drained() {
         let (node_side, mut client_side) = UnixStream::pair().expect("socket pair");
         let (wake_tx, wake_rx) = mpsc::sync_channel(8);
-        let w = AppWriter::spawn(7, node_side, wake_tx).expect("writer");
+        let w = spawn(7, node_side, wake_tx).expect("writer");
         let start = std::time::Instant::now();
         let mut queued = 0usize;
         while w.has_room_for_delivery() {
@@ -217,7 +137,7 @@ mod tests {
         let (node_side, client_side) = UnixStream::pair().expect("socket pair");
         drop(client_side);
         let (wake_tx, _wake_rx) = mpsc::sync_channel(8);
-        let w = AppWriter::spawn(1, node_side, wake_tx).expect("writer");
+        let w = spawn(1, node_side, wake_tx).expect("writer");
         let deadline = std::time::Instant::now() + Duration::from_secs(10);
         loop {
             if !w.push(Response::Ok) {

@@ -51,19 +51,53 @@ use std::collections::{HashMap, VecDeque};
 use std::io::{ErrorKind, IoSlice, Read, Write};
 use std::net::TcpStream;
 use std::os::fd::{AsRawFd, OwnedFd};
-use std::sync::atomic::Ordering::Relaxed;
-use std::sync::mpsc::{sync_channel, Receiver, TryRecvError};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::sync::mpsc::{sync_channel, Receiver, SyncSender, TryRecvError};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::{Buf, Bytes};
 use tcpcl::{AnySession, Event, RefuseReason, Role, SendError, SessTermReason, SessionConfig};
 
-use super::{eventfd, SessionHandle, TcpclShared, ToSession, SESSION_QUEUE};
-use crate::agent_thread::AgentInput;
-use crate::cla::FromCla;
-use crate::config::TcpPeer;
+use crate::config::{TcpPeer, Tcpcl};
+use crate::counters::TcpclCounters;
+use crate::messages::{eventfd, AgentInput, FromCla, SessionHandle, ToSession, SESSION_QUEUE};
 use crate::tcpcl_tls::Tls;
+
+/// What every session thread shares.
+#[derive(Debug, Clone)]
+pub(crate) struct TcpclShared {
+    pub(crate) cfg: Tcpcl,
+    /// This node's id (`ipn:N.0`), sent in SESS_INIT.
+    pub(crate) local_node_id: String,
+    pub(crate) peers: Arc<Vec<TcpPeer>>,
+    pub(crate) agent: SyncSender<AgentInput>,
+    pub(crate) counters: Arc<TcpclCounters>,
+    pub(crate) stop: Arc<AtomicBool>,
+    pub(crate) next_id: Arc<AtomicU64>,
+    /// Free store quota in bytes, kept current by the agent thread: transfers announcing
+    /// more are refused at their first segment.
+    pub(crate) free_bytes: Arc<AtomicU64>,
+    /// Set by the agent thread's ingress gate while the applications fall behind: sessions
+    /// do not read their sockets, so TCP's flow control holds the peers back.
+    pub(crate) ingress_paused: Arc<AtomicBool>,
+    /// Live sessions per IP address and node id (`[tcpcl]` caps, `crate::tcpcl_limits`).
+    pub(crate) counts: Arc<crate::tcpcl_limits::SessionCounts>,
+}
+
+impl TcpclShared {
+    /// The neighbour a node id belongs to: a configured peer announcing it, else the ipn node
+    /// number itself; None for a `dtn:` node that is not configured.
+    pub(crate) fn peer_of(&self, node_id: &str) -> Option<u64> {
+        if let Some(p) = self.peers.iter().find(|p| p.node_id == node_id) {
+            return Some(p.peer);
+        }
+        match node_id.parse::<bpv7::Eid>() {
+            Ok(bpv7::Eid::Ipn { node, .. }) if node != 0 => Some(node),
+            _ => None,
+        }
+    }
+}
 
 /// Read buffer: one `read` takes up to this much, handed whole to the session.
 const READ_BUF: usize = 1 << 20;
