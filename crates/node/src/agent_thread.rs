@@ -178,6 +178,37 @@ impl TurnBudget {
     }
 }
 
+/// What the agent loop keeps from one turn to the next.
+#[derive(Default)]
+struct LoopState {
+    /// Application connections by id.
+    conns: HashMap<u64, Conn>,
+    /// The connection that registered each endpoint.
+    owner: HashMap<Eid, u64>,
+    /// Bundles handed to a convergence layer and not yet reported: token → length.
+    outstanding: HashMap<u64, u64>,
+    /// Their bytes (the window, `[ltp] window_bytes`).
+    outstanding_bytes: u64,
+    /// A bundle whose convergence layer's queue was full, offered again first.
+    held: Option<bp::Forward>,
+    /// The next contact plan link change (index in `AgentThread::links`).
+    next_link: usize,
+}
+
+/// The inputs of one turn not committed yet, and whether the LTP thread needs waking.
+#[derive(Default)]
+struct Turn {
+    /// Application sends, committed together (group commit).
+    sends: SendBatch,
+    /// LTP blocks from one peer, committed together.
+    blocks: BlockBatch,
+    /// A confirmation or command was queued for the LTP thread.
+    confirm: bool,
+}
+
+/// The agent thread ends: shutdown, or the channels to it or from it are gone.
+struct Stopped;
+
 /// What happened to a bundle offered to a convergence layer.
 enum Dispatched {
     /// Taken (or waiting for a TCPCL session): outstanding until its result.
@@ -191,317 +222,400 @@ enum Dispatched {
 }
 
 impl AgentThread {
-    /// Runs until [`AgentInput::Shutdown`].
+    /// Runs until [`AgentInput::Shutdown`]. One turn of the loop: apply the contact plan's link
+    /// changes that are due, run the agent's timers, watch the store's health, forward within
+    /// the window, deliver to the applications, flush the store, wait for an input or the next
+    /// timer, handle the inputs the turn's budget allows, and finish the turn.
     pub(crate) fn run(mut self) {
-        let mut conns: HashMap<u64, Conn> = HashMap::new();
-        let mut owner: HashMap<Eid, u64> = HashMap::new();
-        let mut outstanding: HashMap<u64, u64> = HashMap::new();
-        let mut outstanding_bytes = 0u64;
-        let mut held: Option<bp::Forward> = None;
-        let mut next_link = 0usize;
+        let mut st = LoopState::default();
         loop {
             let now = dtn_now_ms();
-            let mut wake_ltp = false;
-            // Contact plan link changes due now.
-            while let Some(c) = self.links.get(next_link).copied() {
-                if c.at_ms > now {
-                    break;
-                }
-                next_link += 1;
-                if self.send_ltp(ToLtp::Link {
-                    peer: c.peer,
-                    up: c.up,
-                    rate_bps: c.rate_bps,
-                    owlt: c.owlt,
-                }) {
-                    wake_ltp = true;
-                }
-            }
-            if self.agent.poll_timeout().is_some_and(|t| t <= now) {
-                if let Err(e) = self.agent.handle_timeout(now) {
-                    self.log
-                        .log("store-timeout", || format!("store error on timeout: {e}"));
-                }
-            }
+            let mut wake_ltp = self.apply_link_changes(now, &mut st);
+            self.run_timers(now);
             self.watch_store();
-            // Forward to LTP within the window.
-            while outstanding.len() < MAX_OUTSTANDING && outstanding_bytes < self.window_bytes {
-                let f = match held.take() {
-                    Some(f) => f,
-                    None => match self.agent.poll_transmit(now) {
-                        Some(f) => f,
-                        None => break,
-                    },
-                };
-                let token = f.key.as_token();
-                let len = f.bundle.len() as u64;
-                match self.dispatch(&f, &mut wake_ltp) {
-                    Dispatched::Taken => {
-                        outstanding.insert(token, len);
-                        outstanding_bytes += len;
-                    }
-                    Dispatched::Full => {
-                        held = Some(f);
-                        break;
-                    }
-                    Dispatched::Refused => {
-                        if let Err(e) = self.agent.cla_result(now, f.key, ClaOutcome::Failed) {
-                            self.log
-                                .log("store-cla", || format!("store error on CLA result: {e}"));
-                        }
-                        // Nothing can take it now; the loop would only hand it back at once.
-                        break;
-                    }
-                    Dispatched::Stopped => return,
-                }
+            match self.forward(now, &mut st) {
+                Ok(queued) => wake_ltp |= queued,
+                Err(Stopped) => return,
             }
             self.tcp.retry_pending();
             if wake_ltp {
-                let _ = self.waker.send_to(&[0], self.ltp_addr);
+                self.wake_ltp();
             }
-            // Deliveries to connected applications, queued to their writers. A connection whose
-            // backlog is full has its endpoints held in the agent (their bundles wait in the store,
-            // in order) until its writer has drained: a slow reader never blocks this thread or
-            // the deliveries to other applications.
-            for conn in conns.values_mut() {
-                self.resume_if_drained(conn);
-            }
-            while let Some(d) = self.agent.poll_delivery() {
-                let Some(&c) = owner.get(&d.endpoint) else {
-                    continue;
-                };
-                let Some(conn) = conns.get_mut(&c) else {
-                    continue;
-                };
-                let msg = Response::Deliver {
-                    token: d.key.as_token(),
-                    endpoint: d.endpoint.to_string(),
-                    id: wire_id(&d.id),
-                    payload: d.payload,
-                };
-                if !conn.writer.push(msg) {
-                    self.drop_conn(&mut conns, &mut owner, c);
-                } else if !conn.writer.has_room_for_delivery() {
-                    conn.held = true;
-                    for ep in &conn.endpoints {
-                        self.agent.hold_deliveries(ep);
-                    }
-                }
-            }
-            if let Err(e) = self.agent.flush() {
-                self.log
-                    .log("store-flush", || format!("store flush failed: {e}"));
-            }
-            // Wait for input or the next timer.
-            let now = dtn_now_ms();
-            let mut deadline = self.agent.poll_timeout().unwrap_or(u64::MAX);
-            if let Some(c) = self.links.get(next_link) {
-                deadline = deadline.min(c.at_ms);
-            }
-            // Driven by the next event, not by polling: idle, the thread sleeps until an input
-            // or its next timer (plan change, expiry, back-off end), so a node with a large
-            // contact plan costs nothing between events. Only work that waits for room in a
-            // convergence layer's queue (which sends no input when it drains) is retried on a
-            // short period.
-            let longest = if held.is_some() || self.tcp.has_waiting() {
-                BUSY_RETRY_MS
-            } else {
-                IDLE_WAIT_MS
+            self.deliver(&mut st);
+            self.flush_store();
+            let first = match self.wait_for_input(&st) {
+                Ok(Some(input)) => input,
+                Ok(None) => continue,
+                Err(Stopped) => return,
             };
-            let wait = Duration::from_millis(deadline.saturating_sub(now).clamp(1, longest));
-            let first = match self.rx.recv_timeout(wait) {
-                Ok(m) => m,
-                Err(RecvTimeoutError::Timeout) => continue,
-                Err(RecvTimeoutError::Disconnected) => return,
+            let Ok(confirm) = self.handle_inputs(first, &mut st) else {
+                return;
             };
-            let mut input = Some(first);
-            let mut budget = TurnBudget::new();
-            let mut confirm = false;
-            let mut sends = SendBatch::default();
-            let mut blocks = BlockBatch::default();
-            while let Some(msg) = input.take() {
-                let now = dtn_now_ms();
-                let msg = match msg {
-                    AgentInput::Ltp(FromLtp::Block {
-                        peer,
-                        session,
-                        data,
-                    }) => {
-                        self.flush_sends(now, &mut sends, &mut conns, &mut owner);
-                        if blocks.peer.is_some_and(|p| p != peer) {
-                            confirm |= self.flush_blocks(now, &mut blocks);
-                        }
-                        blocks.peer = Some(peer);
-                        let first = blocks.bundles.len();
-                        // Trailing bytes that are no bundle can never be accepted; refusing
-                        // the block would only make the sender retransmit it forever, so what
-                        // split is acknowledged and the rest is counted and logged as a discard.
-                        if let Err((unsplit, e)) =
-                            Bundle::split_concatenated_detailed(&data, &mut blocks.bundles)
-                        {
-                            let reason =
-                                bp::split_failure_reason(&e, blocks.bundles.len() == first);
-                            self.agent.discard(now, Some(peer), reason, unsplit as u64);
-                            self.log.log("ltp-discard", || {
-                                format!(
-                                    "LTP block from node {peer}: {unsplit} of its {} bytes are                                      not a bundle ({reason}: {e}); acknowledged and dropped,                                      counted in status bundles.discarded",
-                                    data.len()
-                                )
-                            });
-                        }
-                        blocks.blocks.push((session, first..blocks.bundles.len()));
-                        blocks.bytes += data.len();
-                        if blocks.is_full() {
-                            confirm |= self.flush_blocks(now, &mut blocks);
-                        }
-                        input = budget.next(&self.rx);
-                        continue;
-                    }
-                    AgentInput::App {
-                        conn,
-                        req: Request::Send(a),
-                    } => {
-                        confirm |= self.flush_blocks(now, &mut blocks);
-                        let req = self.send_request(conn, a, &conns).map_err(bad_request);
-                        sends.push(conn, req);
-                        if sends.is_full() {
-                            self.flush_sends(now, &mut sends, &mut conns, &mut owner);
-                        }
-                        input = budget.next(&self.rx);
-                        continue;
-                    }
-                    other => other,
-                };
-                // Anything else sees the sends and blocks before it committed and answered.
-                self.flush_sends(now, &mut sends, &mut conns, &mut owner);
-                confirm |= self.flush_blocks(now, &mut blocks);
-                match msg {
-                    AgentInput::Shutdown => {
-                        // Sends and blocks read so far are committed (above); deletes of
-                        // bundles already forwarded or delivered are committed too, so a
-                        // restart neither forwards nor delivers them again.
-                        if let Err(e) = self.agent.flush() {
-                            eprintln!("dtnkit node: store flush at shutdown failed: {e}");
-                        }
-                        self.tcp.close_all();
-                        return;
-                    }
-                    AgentInput::Ltp(FromLtp::Block { .. }) => {
-                        // Taken by the batch above.
-                    }
-                    AgentInput::Ltp(FromLtp::Done { tokens, ok })
-                    | AgentInput::Cla(FromCla::Done { tokens, ok }) => {
-                        let outcome = if ok {
-                            ClaOutcome::Sent
-                        } else {
-                            ClaOutcome::Failed
-                        };
-                        self.report(
-                            now,
-                            &tokens,
-                            outcome,
-                            &mut outstanding,
-                            &mut outstanding_bytes,
-                        );
-                    }
-                    AgentInput::Ltp(FromLtp::Refused { tokens })
-                    | AgentInput::Cla(FromCla::Refused { tokens }) => {
-                        self.report(
-                            now,
-                            &tokens,
-                            ClaOutcome::Refused,
-                            &mut outstanding,
-                            &mut outstanding_bytes,
-                        );
-                    }
-                    AgentInput::Cla(FromCla::Received {
-                        peer,
-                        bundles,
-                        confirm,
-                    }) => {
-                        let oks = self.accept_bundles(now, peer, &bundles);
-                        // TCPCL: each transfer's final XFER_ACK is released only now, after
-                        // the commit (a refusal sends XFER_REFUSE "Retransmit"). UDPCL has no
-                        // acknowledgment: a refused bundle is lost (counted by the agent).
-                        if let Some((h, ids)) = confirm {
-                            h.confirm(ids.into_iter().zip(oks));
-                        }
-                        // Close the gate as soon as the backlog crosses the limit, not at
-                        // the end of the turn: the sessions stop reading sooner.
-                        if self.apply_gate() {
-                            let _ = self.waker.send_to(&[0], self.ltp_addr);
-                        }
-                        self.update_free();
-                    }
-                    AgentInput::Cla(FromCla::SessionUp { peer, handle }) => {
-                        if self.tcp.session_up(peer, handle) && self.session_drives_link(peer) {
-                            self.agent.link_up(now, peer, 0);
-                        }
-                    }
-                    AgentInput::Cla(FromCla::SessionDown { peer, id, rest }) => {
-                        let mut failed = Vec::new();
-                        if let Some(peer) = peer {
-                            if self.tcp.remove(peer, id) && self.session_drives_link(peer) {
-                                self.agent.link_down(now, peer);
-                                failed.extend(self.tcp.take_pending(peer));
-                            }
-                        }
-                        // Bundles still queued for the session never reached the peer.
-                        while let Ok(cmd) = rest.try_recv() {
-                            if let ToSession::Send { token, .. } = cmd {
-                                failed.push(token);
-                            }
-                        }
-                        self.report(
-                            now,
-                            &failed,
-                            ClaOutcome::Failed,
-                            &mut outstanding,
-                            &mut outstanding_bytes,
-                        );
-                    }
-                    AgentInput::AppConnected { conn, writer } => {
-                        conns.insert(
-                            conn,
-                            Conn {
-                                writer,
-                                endpoints: Vec::new(),
-                                held: false,
-                            },
-                        );
-                    }
-                    AgentInput::AppClosed { conn } => {
-                        self.drop_conn(&mut conns, &mut owner, conn);
-                    }
-                    AgentInput::AppDrained { conn } => {
-                        if let Some(c) = conns.get_mut(&conn) {
-                            self.resume_if_drained(c);
-                        }
-                    }
-                    AgentInput::App { conn, req } => {
-                        if let Some(resp) =
-                            self.handle_request(now, conn, req, &mut conns, &mut owner)
-                        {
-                            if !write_to(&conns, conn, resp) {
-                                self.drop_conn(&mut conns, &mut owner, conn);
-                            }
-                        }
-                    }
-                }
-                input = budget.next(&self.rx);
-            }
-            self.flush_sends(dtn_now_ms(), &mut sends, &mut conns, &mut owner);
-            confirm |= self.flush_blocks(dtn_now_ms(), &mut blocks);
-            // Acknowledged deliveries may have opened the gate.
-            confirm |= self.apply_gate();
-            while let Some(n) = self.agent.poll_admin() {
-                self.reports.count(&n.from, &n.record);
-            }
-            if confirm {
-                let _ = self.waker.send_to(&[0], self.ltp_addr);
-            }
-            self.update_free();
+            self.finish_turn(confirm);
         }
+    }
+
+    /// Hands the contact plan's link changes that are due to the LTP thread. True when one was
+    /// queued (the LTP thread needs waking).
+    fn apply_link_changes(&mut self, now: u64, st: &mut LoopState) -> bool {
+        let mut wake_ltp = false;
+        // Contact plan link changes due now.
+        while let Some(c) = self.links.get(st.next_link).copied() {
+            if c.at_ms > now {
+                break;
+            }
+            st.next_link += 1;
+            if self.send_ltp(ToLtp::Link {
+                peer: c.peer,
+                up: c.up,
+                rate_bps: c.rate_bps,
+                owlt: c.owlt,
+            }) {
+                wake_ltp = true;
+            }
+        }
+        wake_ltp
+    }
+
+    /// Runs the agent's timers when one is due.
+    fn run_timers(&mut self, now: u64) {
+        if self.agent.poll_timeout().is_some_and(|t| t <= now) {
+            if let Err(e) = self.agent.handle_timeout(now) {
+                self.log
+                    .log("store-timeout", || format!("store error on timeout: {e}"));
+            }
+        }
+    }
+
+    /// Offers bundles to their convergence layers while the window has room. True when one was
+    /// queued for the LTP thread (it needs waking); `Stopped` when the LTP thread is gone.
+    fn forward(&mut self, now: u64, st: &mut LoopState) -> Result<bool, Stopped> {
+        let mut wake_ltp = false;
+        // Forward to LTP within the window.
+        while st.outstanding.len() < MAX_OUTSTANDING && st.outstanding_bytes < self.window_bytes {
+            let f = match st.held.take() {
+                Some(f) => f,
+                None => match self.agent.poll_transmit(now) {
+                    Some(f) => f,
+                    None => break,
+                },
+            };
+            let token = f.key.as_token();
+            let len = f.bundle.len() as u64;
+            match self.dispatch(&f, &mut wake_ltp) {
+                Dispatched::Taken => {
+                    st.outstanding.insert(token, len);
+                    st.outstanding_bytes += len;
+                }
+                Dispatched::Full => {
+                    st.held = Some(f);
+                    break;
+                }
+                Dispatched::Refused => {
+                    if let Err(e) = self.agent.cla_result(now, f.key, ClaOutcome::Failed) {
+                        self.log
+                            .log("store-cla", || format!("store error on CLA result: {e}"));
+                    }
+                    // Nothing can take it now; the loop would only hand it back at once.
+                    break;
+                }
+                Dispatched::Stopped => return Err(Stopped),
+            }
+        }
+        Ok(wake_ltp)
+    }
+
+    /// Wakes the LTP thread: a one-byte datagram from the waker socket to the LTP socket.
+    fn wake_ltp(&self) {
+        let _ = self.waker.send_to(&[0], self.ltp_addr);
+    }
+
+    /// Queues deliveries to the connected applications.
+    fn deliver(&mut self, st: &mut LoopState) {
+        // Deliveries to connected applications, queued to their writers. A connection whose
+        // backlog is full has its endpoints held in the agent (their bundles wait in the store,
+        // in order) until its writer has drained: a slow reader never blocks this thread or
+        // the deliveries to other applications.
+        for conn in st.conns.values_mut() {
+            self.resume_if_drained(conn);
+        }
+        while let Some(d) = self.agent.poll_delivery() {
+            let Some(&c) = st.owner.get(&d.endpoint) else {
+                continue;
+            };
+            let Some(conn) = st.conns.get_mut(&c) else {
+                continue;
+            };
+            let msg = Response::Deliver {
+                token: d.key.as_token(),
+                endpoint: d.endpoint.to_string(),
+                id: wire_id(&d.id),
+                payload: d.payload,
+            };
+            if !conn.writer.push(msg) {
+                self.drop_conn(&mut st.conns, &mut st.owner, c);
+            } else if !conn.writer.has_room_for_delivery() {
+                conn.held = true;
+                for ep in &conn.endpoints {
+                    self.agent.hold_deliveries(ep);
+                }
+            }
+        }
+    }
+
+    /// Flushes the agent's pending store writes.
+    fn flush_store(&mut self) {
+        if let Err(e) = self.agent.flush() {
+            self.log
+                .log("store-flush", || format!("store flush failed: {e}"));
+        }
+    }
+
+    /// Waits for an input or the next timer. `Ok(None)`: the wait ended without input.
+    fn wait_for_input(&self, st: &LoopState) -> Result<Option<AgentInput>, Stopped> {
+        // Wait for input or the next timer.
+        let now = dtn_now_ms();
+        let mut deadline = self.agent.poll_timeout().unwrap_or(u64::MAX);
+        if let Some(c) = self.links.get(st.next_link) {
+            deadline = deadline.min(c.at_ms);
+        }
+        // Driven by the next event, not by polling: idle, the thread sleeps until an input
+        // or its next timer (plan change, expiry, back-off end), so a node with a large
+        // contact plan costs nothing between events. Only work that waits for room in a
+        // convergence layer's queue (which sends no input when it drains) is retried on a
+        // short period.
+        let longest = if st.held.is_some() || self.tcp.has_waiting() {
+            BUSY_RETRY_MS
+        } else {
+            IDLE_WAIT_MS
+        };
+        let wait = Duration::from_millis(deadline.saturating_sub(now).clamp(1, longest));
+        match self.rx.recv_timeout(wait) {
+            Ok(m) => Ok(Some(m)),
+            Err(RecvTimeoutError::Timeout) => Ok(None),
+            Err(RecvTimeoutError::Disconnected) => Err(Stopped),
+        }
+    }
+
+    /// Handles `first` and the inputs after it that the turn's budget allows. LTP blocks and
+    /// application sends are batched (one commit each); any other input commits the batches
+    /// first. True when a confirmation was queued for the LTP thread (it needs waking);
+    /// `Stopped` after [`AgentInput::Shutdown`].
+    fn handle_inputs(&mut self, first: AgentInput, st: &mut LoopState) -> Result<bool, Stopped> {
+        let mut input = Some(first);
+        let mut budget = TurnBudget::new();
+        let mut turn = Turn::default();
+        while let Some(msg) = input.take() {
+            let now = dtn_now_ms();
+            if let Some(msg) = self.batch(now, msg, &mut turn, st) {
+                // Anything else sees the sends and blocks before it committed and answered.
+                self.flush_sends(now, &mut turn.sends, &mut st.conns, &mut st.owner);
+                turn.confirm |= self.flush_blocks(now, &mut turn.blocks);
+                self.handle_input(now, msg, st)?;
+            }
+            input = budget.next(&self.rx);
+        }
+        self.flush_sends(dtn_now_ms(), &mut turn.sends, &mut st.conns, &mut st.owner);
+        turn.confirm |= self.flush_blocks(dtn_now_ms(), &mut turn.blocks);
+        Ok(turn.confirm)
+    }
+
+    /// Takes an LTP block or an application send into the turn's batches; gives any other
+    /// input back.
+    fn batch(
+        &mut self,
+        now: u64,
+        msg: AgentInput,
+        turn: &mut Turn,
+        st: &mut LoopState,
+    ) -> Option<AgentInput> {
+        match msg {
+            AgentInput::Ltp(FromLtp::Block {
+                peer,
+                session,
+                data,
+            }) => {
+                self.flush_sends(now, &mut turn.sends, &mut st.conns, &mut st.owner);
+                if turn.blocks.peer.is_some_and(|p| p != peer) {
+                    turn.confirm |= self.flush_blocks(now, &mut turn.blocks);
+                }
+                let blocks = &mut turn.blocks;
+                blocks.peer = Some(peer);
+                let first = blocks.bundles.len();
+                // Trailing bytes that are no bundle can never be accepted; refusing
+                // the block would only make the sender retransmit it forever, so what
+                // split is acknowledged and the rest is counted and logged as a discard.
+                if let Err((unsplit, e)) =
+                    Bundle::split_concatenated_detailed(&data, &mut blocks.bundles)
+                {
+                    let reason = bp::split_failure_reason(&e, blocks.bundles.len() == first);
+                    self.agent.discard(now, Some(peer), reason, unsplit as u64);
+                    self.log.log("ltp-discard", || {
+                        format!(
+                            "LTP block from node {peer}: {unsplit} of its {} bytes are                                      not a bundle ({reason}: {e}); acknowledged and dropped,                                      counted in status bundles.discarded",
+                            data.len()
+                        )
+                    });
+                }
+                blocks.blocks.push((session, first..blocks.bundles.len()));
+                blocks.bytes += data.len();
+                if blocks.is_full() {
+                    turn.confirm |= self.flush_blocks(now, &mut turn.blocks);
+                }
+                None
+            }
+            AgentInput::App {
+                conn,
+                req: Request::Send(a),
+            } => {
+                turn.confirm |= self.flush_blocks(now, &mut turn.blocks);
+                let req = self.send_request(conn, a, &st.conns).map_err(bad_request);
+                turn.sends.push(conn, req);
+                if turn.sends.is_full() {
+                    self.flush_sends(now, &mut turn.sends, &mut st.conns, &mut st.owner);
+                }
+                None
+            }
+            other => Some(other),
+        }
+    }
+
+    /// Handles an input that is not batched. `Stopped` after [`AgentInput::Shutdown`].
+    fn handle_input(
+        &mut self,
+        now: u64,
+        msg: AgentInput,
+        st: &mut LoopState,
+    ) -> Result<(), Stopped> {
+        match msg {
+            AgentInput::Shutdown => {
+                // Sends and blocks read so far are committed (`handle_inputs`); deletes of
+                // bundles already forwarded or delivered are committed too, so a
+                // restart neither forwards nor delivers them again.
+                if let Err(e) = self.agent.flush() {
+                    eprintln!("dtnkit node: store flush at shutdown failed: {e}");
+                }
+                self.tcp.close_all();
+                return Err(Stopped);
+            }
+            AgentInput::Ltp(FromLtp::Block { .. }) => {
+                // Taken by `batch`.
+            }
+            AgentInput::Ltp(FromLtp::Done { tokens, ok })
+            | AgentInput::Cla(FromCla::Done { tokens, ok }) => {
+                let outcome = if ok {
+                    ClaOutcome::Sent
+                } else {
+                    ClaOutcome::Failed
+                };
+                self.report(
+                    now,
+                    &tokens,
+                    outcome,
+                    &mut st.outstanding,
+                    &mut st.outstanding_bytes,
+                );
+            }
+            AgentInput::Ltp(FromLtp::Refused { tokens })
+            | AgentInput::Cla(FromCla::Refused { tokens }) => {
+                self.report(
+                    now,
+                    &tokens,
+                    ClaOutcome::Refused,
+                    &mut st.outstanding,
+                    &mut st.outstanding_bytes,
+                );
+            }
+            AgentInput::Cla(FromCla::Received {
+                peer,
+                bundles,
+                confirm,
+            }) => {
+                let oks = self.accept_bundles(now, peer, &bundles);
+                // TCPCL: each transfer's final XFER_ACK is released only now, after
+                // the commit (a refusal sends XFER_REFUSE "Retransmit"). UDPCL has no
+                // acknowledgment: a refused bundle is lost (counted by the agent).
+                if let Some((h, ids)) = confirm {
+                    h.confirm(ids.into_iter().zip(oks));
+                }
+                // Close the gate as soon as the backlog crosses the limit, not at
+                // the end of the turn: the sessions stop reading sooner.
+                if self.apply_gate() {
+                    self.wake_ltp();
+                }
+                self.update_free();
+            }
+            AgentInput::Cla(FromCla::SessionUp { peer, handle }) => {
+                if self.tcp.session_up(peer, handle) && self.session_drives_link(peer) {
+                    self.agent.link_up(now, peer, 0);
+                }
+            }
+            AgentInput::Cla(FromCla::SessionDown { peer, id, rest }) => {
+                let mut failed = Vec::new();
+                if let Some(peer) = peer {
+                    if self.tcp.remove(peer, id) && self.session_drives_link(peer) {
+                        self.agent.link_down(now, peer);
+                        failed.extend(self.tcp.take_pending(peer));
+                    }
+                }
+                // Bundles still queued for the session never reached the peer.
+                while let Ok(cmd) = rest.try_recv() {
+                    if let ToSession::Send { token, .. } = cmd {
+                        failed.push(token);
+                    }
+                }
+                self.report(
+                    now,
+                    &failed,
+                    ClaOutcome::Failed,
+                    &mut st.outstanding,
+                    &mut st.outstanding_bytes,
+                );
+            }
+            AgentInput::AppConnected { conn, writer } => {
+                st.conns.insert(
+                    conn,
+                    Conn {
+                        writer,
+                        endpoints: Vec::new(),
+                        held: false,
+                    },
+                );
+            }
+            AgentInput::AppClosed { conn } => {
+                self.drop_conn(&mut st.conns, &mut st.owner, conn);
+            }
+            AgentInput::AppDrained { conn } => {
+                if let Some(c) = st.conns.get_mut(&conn) {
+                    self.resume_if_drained(c);
+                }
+            }
+            AgentInput::App { conn, req } => {
+                if let Some(resp) =
+                    self.handle_request(now, conn, req, &mut st.conns, &mut st.owner)
+                {
+                    if !write_to(&st.conns, conn, resp) {
+                        self.drop_conn(&mut st.conns, &mut st.owner, conn);
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Ends a turn: opens the ingress gate if deliveries drained, counts the administrative
+    /// records received, wakes the LTP thread when `confirm` or the gate queued something for
+    /// it and publishes the free quota.
+    fn finish_turn(&mut self, mut confirm: bool) {
+        // Acknowledged deliveries may have opened the gate.
+        confirm |= self.apply_gate();
+        while let Some(n) = self.agent.poll_admin() {
+            self.reports.count(&n.from, &n.record);
+        }
+        if confirm {
+            self.wake_ltp();
+        }
+        self.update_free();
     }
 
     /// Pauses or resumes ingress when the delivery backlog crossed the gate's thresholds.
