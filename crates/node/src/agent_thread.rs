@@ -452,7 +452,9 @@ impl AgentThread {
                     self.agent.discard(now, Some(peer), reason, unsplit as u64);
                     self.log.log("ltp-discard", || {
                         format!(
-                            "LTP block from node {peer}: {unsplit} of its {} bytes are                                      not a bundle ({reason}: {e}); acknowledged and dropped,                                      counted in status bundles.discarded",
+                            "LTP block from node {peer}: {unsplit} of its {} bytes are \
+                             not a bundle ({reason}: {e}); acknowledged and dropped, \
+                             counted in status bundles.discarded",
                             data.len()
                         )
                     });
@@ -660,7 +662,8 @@ impl AgentThread {
         match (self.store_degraded_since, degraded) {
             (None, Some(d)) => {
                 eprintln!(
-                    "dtnkit node: bundle store degraded: {}; refusing new bundles (applications get                      StoreUnavailable, peers a refusal) and retrying with back-off",
+                    "dtnkit node: bundle store degraded: {}; refusing new bundles (applications get \
+                     StoreUnavailable, peers a refusal) and retrying with back-off",
                     d.reason
                 );
                 self.store_degraded_since = Some(d.since_ms);

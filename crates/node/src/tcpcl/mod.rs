@@ -87,7 +87,8 @@ pub(crate) fn accept_loop(listener: TcpListener, shared: TcpclShared) {
                     shared.counters.refused("per_address");
                     log.log("tcpcl-cap-address", || {
                         format!(
-                            "TCPCL connection from {ip} refused: {} sessions from that address                              already open (tcpcl.max_sessions_per_address)",
+                            "TCPCL connection from {ip} refused: {} sessions from that address \
+                             already open (tcpcl.max_sessions_per_address)",
                             limits.max_sessions_per_address
                         )
                     });

@@ -537,7 +537,8 @@ impl Driver<'_> {
             None => {
                 self.shared.counters.refused("per_peer");
                 eprintln!(
-                    "dtnkit node: TCPCL session with {peer_node_id} refused: {limit} sessions with                      it already open (tcpcl.max_sessions_per_peer)"
+                    "dtnkit node: TCPCL session with {peer_node_id} refused: {limit} sessions with \
+                     it already open (tcpcl.max_sessions_per_peer)"
                 );
                 self.end_session(now, SessTermReason::Busy);
                 false
