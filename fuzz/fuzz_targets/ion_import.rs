@@ -3,7 +3,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use runtime::node::ion_import::{import, RcFile};
+use node::config::ion_import::{import, RcFile};
 
 const NAMES: [&str; 4] = ["node.ionrc", "node.bprc", "node.ltprc", "node.ipnrc"];
 

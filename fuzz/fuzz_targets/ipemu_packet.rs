@@ -4,7 +4,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use runtime::ipemu::packet::{Packet, VNET_HDR_LEN};
+use emu::ip::packet::{Packet, VNET_HDR_LEN};
 
 fuzz_target!(|data: &[u8]| {
     if let Ok(p) = Packet::parse(data) {

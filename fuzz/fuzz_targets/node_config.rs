@@ -7,7 +7,7 @@
 use std::path::Path;
 
 use libfuzzer_sys::fuzz_target;
-use runtime::node::NodeConfig;
+use node::NodeConfig;
 
 fuzz_target!(|data: &[u8]| {
     let Ok(text) = std::str::from_utf8(data) else {

@@ -10,8 +10,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use emu::ip::{netns, IpEmu, IpEmuConfig, IpPlan};
 use lab::ipnet::{IpLabOptions, IpScenario};
-use runtime::ipemu::{netns, IpEmu, IpEmuConfig, IpPlan};
 
 fn root_or_skip() -> bool {
     // SAFETY: geteuid has no failure mode.

@@ -630,7 +630,7 @@ bundle_size = 100000
                 quota_bytes: 1 << 20,
             },
         );
-        let v = runtime::node::NodeConfig::parse(&node, "node.toml", &dir).unwrap();
+        let v = node::NodeConfig::parse(&node, "node.toml", &dir).unwrap();
         assert_eq!(v.spans.len(), 1);
         assert_eq!(v.spans[0].address, ad.listen_a);
         assert_eq!(v.spans[0].rto, Some(Duration::from_millis(16)));
@@ -643,7 +643,7 @@ bundle_size = 100000
         );
         assert!(v.segment_log.is_some() && v.bundle_log.is_some());
         let emu = emu_toml(mix(7, 0, 1) & (i64::MAX as u64), &ad, &fwd, &ret, &dir);
-        let cfg = runtime::emu::EmuConfig::from_toml(&emu).unwrap();
+        let cfg = emu::relay::EmuConfig::from_toml(&emu).unwrap();
         assert_eq!(cfg.relay.b, ad.node_b);
         assert_eq!(cfg.relay.a, Some(ad.node_a));
         assert_eq!(cfg.ret.loss, LossConfig::Iid { per: 0.01 });

@@ -9,7 +9,7 @@
 //!   slices of the input so each payload octet is copied once);
 //! - [`Session`]: a sans-IO session state machine (contact header, TLS negotiation hook,
 //!   SESS_INIT negotiation, segmentation, acknowledgments, refusals, keepalives,
-//!   termination), driven by the runtime over a real socket or by tests in virtual time.
+//!   termination), driven by the node over a real socket or by tests in virtual time.
 //!
 //! # Driver contract
 //!

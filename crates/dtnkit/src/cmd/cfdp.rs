@@ -1,6 +1,6 @@
 //! `dtnkit cfdp put` / `dtnkit cfdp serve`: CFDP file transfers over UDP or through a node's
 //! application socket (one PDU per bundle). The protocol is the `cfdp` crate's entity; this
-//! module only parses options, drives it with `runtime::cfdp::Driver` and reports.
+//! module only parses options, drives it with `cfdp_driver::Driver` and reports.
 
 use std::collections::HashMap;
 use std::io::Write;
@@ -11,9 +11,9 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use cfdp::pdu::{ChecksumType, ConditionCode, TransactionId, TransmissionMode};
 use cfdp::{Entity, EntityConfig, Event, NakMode, NativeFilestore, PutRequest, RemoteConfig, Role};
+use cfdp_driver::{BpLink, Driver, PduLink, StateDir, UdpLink};
 use clap::{Args, Subcommand, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
-use runtime::cfdp::{BpLink, Driver, PduLink, StateDir, UdpLink};
 
 use super::UsageError;
 

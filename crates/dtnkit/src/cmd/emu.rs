@@ -11,8 +11,8 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use channel::config::{DirectionConfig, LossConfig};
 use clap::Args;
-use runtime::emu::config::RelaySection;
-use runtime::emu::{DirectionStats, EmuConfig, Relay, Summary};
+use emu::relay::config::RelaySection;
+use emu::relay::{DirectionStats, EmuConfig, Relay, Summary};
 
 use super::UsageError;
 

@@ -1,5 +1,5 @@
 //! `dtnkit emu --ip`: the emulator's IP mode (network namespaces joined through the channel models by TUN
-//! devices). The work is in `runtime::ipemu`; this module parses options, runs an optional command and prints.
+//! devices). The work is in `emu::ip`; this module parses options, runs an optional command and prints.
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use channel::config::DirectionConfig;
-use runtime::ipemu::{netns, IpDirectionStats, IpEmu, IpEmuConfig, IpSummary, NodeInfo};
+use emu::ip::{netns, IpDirectionStats, IpEmu, IpEmuConfig, IpSummary, NodeInfo};
 
 use super::emu::{apply, EmuArgs};
 use super::UsageError;

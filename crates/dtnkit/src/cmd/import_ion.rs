@@ -1,11 +1,11 @@
 //! `dtnkit import-ion`: an ION node's `.rc` files → `node.toml` and `plan.txt`
-//! (`runtime::node::ion_import` does the translation).
+//! (`node::config::ion_import` does the translation).
 
 use std::path::PathBuf;
 
 use anyhow::Context;
 use clap::Args;
-use runtime::node::ion_import::{self, RcFile, RcKind, PLAN_FILE};
+use node::config::ion_import::{self, RcFile, RcKind, PLAN_FILE};
 
 use super::UsageError;
 

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::Args;
-use runtime::node::{Node, NodeConfig, NodeError};
+use node::{Node, NodeConfig, NodeError};
 
 use super::UsageError;
 
@@ -73,7 +73,7 @@ pub fn run(a: NodeArgs) -> anyhow::Result<()> {
 /// Tells systemd about a state change; a failure is logged, never fatal (the unit's start
 /// timeout reports a readiness that never arrived).
 fn sd_notify(state: &str) {
-    if let Err(e) = runtime::sd_notify::notify(state) {
+    if let Err(e) = node::sd_notify::notify(state) {
         eprintln!("dtnkit node: cannot notify the service manager ({state}): {e}");
     }
 }

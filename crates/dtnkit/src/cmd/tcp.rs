@@ -1,4 +1,4 @@
-//! `dtnkit tcp send|recv|gateway`: the kernel-TCP file transfer of `runtime::tcpxfer` (the TCP baseline of the
+//! `dtnkit tcp send|recv|gateway`: the kernel-TCP file transfer of the `tcp_baseline` crate (the TCP baseline of the
 //! seed experiments; docs/ipemu.md).
 
 use std::io::Write;
@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use anyhow::Context;
 use clap::{Args, Subcommand};
-use runtime::tcpxfer::{self, SendPlan, TcpOptions};
+use tcp_baseline::{SendPlan, TcpOptions};
 
 use super::UsageError;
 
@@ -137,7 +137,8 @@ pub fn run(c: TcpCommand) -> anyhow::Result<()> {
                 options,
                 time_limit,
             };
-            let r = tcpxfer::send(&plan, &stop).with_context(|| format!("sending to {}", a.to))?;
+            let r =
+                tcp_baseline::send(&plan, &stop).with_context(|| format!("sending to {}", a.to))?;
             if a.json {
                 println!("{}", serde_json::to_string(&r)?);
             } else {
@@ -164,7 +165,7 @@ pub fn run(c: TcpCommand) -> anyhow::Result<()> {
         }
         TcpCommand::Recv(a) => {
             let options = a.socket.options()?;
-            let listener = tcpxfer::listen(a.listen, &options)
+            let listener = tcp_baseline::listen(a.listen, &options)
                 .with_context(|| format!("listening on {}", a.listen))?;
             let stop = stop_on_ctrl_c()?;
             eprintln!("listening on {}", listener.local_addr()?);
@@ -179,7 +180,7 @@ pub fn run(c: TcpCommand) -> anyhow::Result<()> {
                 None => None,
             };
             let json = a.json;
-            let n = tcpxfer::serve(
+            let n = tcp_baseline::serve(
                 listener,
                 a.count,
                 file.as_mut().map(|f| f as &mut dyn Write),
@@ -210,11 +211,11 @@ pub fn run(c: TcpCommand) -> anyhow::Result<()> {
                 ..TcpOptions::default()
             };
             down.validate().map_err(UsageError)?;
-            let listener = tcpxfer::listen(a.listen, &down)
+            let listener = tcp_baseline::listen(a.listen, &down)
                 .with_context(|| format!("listening on {}", a.listen))?;
             let stop = stop_on_ctrl_c()?;
             eprintln!("gateway: {} -> {}", a.listen, a.to);
-            let n = tcpxfer::gateway(listener, a.to, upstream, stop)?;
+            let n = tcp_baseline::gateway(listener, a.to, upstream, stop)?;
             eprintln!("gateway relayed {n} connection(s)");
             Ok(())
         }

@@ -1,0 +1,1057 @@
+//! The agent thread: the BP agent with its persistent store, the application connections and the
+//! contact-plan clock.
+//!
+//! Durability ordering: a block from LTP is split into bundles, committed in ONE store
+//! transaction (`accept_from_cla_batch`), and only then is `confirm_block` sent back to the LTP
+//! thread, which releases the report that lets the previous hop delete its copy. An application's
+//! `Send` is answered `SendOk` only after the commit that stored it. A delivery is deleted only when
+//! the application acknowledges it.
+//!
+//! Group commit of application sends: consecutive `Send` requests taken from the input channel
+//! (from any connections, while the thread drains it) are collected into one batch and committed
+//! with ONE `Agent::send_batch` (one transaction, one fsync on a durable store); then each is
+//! answered, in order. Any other input first flushes the batch, so every connection still sees
+//! its answers in request order and a `Register`/`Status`/`Ack` observes the sends before it.
+//!
+//! Fairness: one turn of the loop forwards, delivers, then handles inputs, but at most
+//! [`MAX_INPUTS_PER_TURN`] of them or for [`MAX_TURN_TIME`], whichever ends first, before the
+//! next turn forwards and delivers again. A peer that keeps the input channel full (TCPCL
+//! pipelining, issue 16) therefore cannot hold deliveries back; before, a turn drained the
+//! channel to the end, and deliveries stopped for as long as a fast peer kept it non-empty.
+//! When the applications still fall behind, the ingress gate ([`crate::ingress`]) holds the
+//! peers back.
+
+use std::collections::HashMap;
+use std::net::{SocketAddr, UdpSocket};
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, TrySendError};
+use std::sync::Arc;
+use std::time::Duration;
+
+use bp::{Agent, BundleKey, ClaOutcome, RedbStore, ReportFlags, SendError, SendRequest};
+use bpv7::{Bundle, Eid};
+use bytes::Bytes;
+use client::proto::{self, ErrorKind, Request, Response, SendArgs};
+
+use crate::cla::{dispatch_udp, ClaKind, TcpDispatch, TcpRouter};
+use crate::clock::dtn_now_ms;
+use crate::counters::{LtpCounters, TcpclCounters, UdpclCounters};
+use crate::ingress::{GateChange, IngressGate};
+use crate::messages::{
+    AgentInput, AppWriter, FromCla, FromLtp, LinkChange, ToLtp, ToSession, ToUdp,
+};
+use crate::ratelog::RateLog;
+use crate::reports::ReportCounts;
+use crate::store_timing::TimedStore;
+
+/// Bundles handed to the LTP thread and not yet reported: bounds memory between the threads.
+/// (Their bytes are bounded by `AgentThread::window_bytes`, `[ltp] window_bytes`.)
+const MAX_OUTSTANDING: usize = 8192;
+
+/// Most application sends committed in one transaction.
+const MAX_SEND_BATCH: usize = 256;
+/// Most payload bytes of application sends committed in one transaction.
+const MAX_SEND_BATCH_BYTES: usize = 64 << 20;
+/// Most inputs handled in one turn of the loop before it forwards and delivers again.
+const MAX_INPUTS_PER_TURN: usize = 1024;
+/// Longest time one turn spends on inputs before it forwards and delivers again. Bounds the
+/// delivery lag a flood of inputs can cause (a commit of a large batch can still take longer).
+const MAX_TURN_TIME: Duration = Duration::from_millis(20);
+
+/// Longest sleep of an idle agent thread (ms): only a guard against a wall clock that jumps,
+/// since every timer the thread owns is part of its deadline.
+const IDLE_WAIT_MS: u64 = 10_000;
+/// Retry period (ms) while a bundle waits for room in a convergence layer's queue.
+const BUSY_RETRY_MS: u64 = 200;
+
+/// Most LTP blocks committed in one transaction.
+const MAX_BLOCK_BATCH: usize = 64;
+/// Most bytes of LTP blocks committed in one transaction.
+const MAX_BLOCK_BATCH_BYTES: usize = 64 << 20;
+
+struct Conn {
+    /// Writes answers and deliveries on the connection's own thread.
+    writer: AppWriter,
+    endpoints: Vec<Eid>,
+    /// The writer's delivery backlog was full: the endpoints' deliveries are held in the agent.
+    held: bool,
+}
+
+/// Application sends read from the input channel and not committed yet, in arrival order:
+/// per entry the connection and the request to commit, or the answer already known (a request
+/// refused before reaching the agent, e.g. an unparsable endpoint), which keeps its place in
+/// the connection's answer order.
+#[derive(Default)]
+struct SendBatch {
+    items: Vec<(u64, Result<SendRequest, Response>)>,
+    bytes: usize,
+}
+
+impl SendBatch {
+    fn push(&mut self, conn: u64, req: Result<SendRequest, Response>) {
+        if let Ok(r) = &req {
+            self.bytes += r.payload.len();
+        }
+        self.items.push((conn, req));
+    }
+
+    fn is_full(&self) -> bool {
+        self.items.len() >= MAX_SEND_BATCH || self.bytes >= MAX_SEND_BATCH_BYTES
+    }
+}
+
+/// LTP blocks from one peer read from the input channel and not committed yet: their bundles
+/// are committed in ONE transaction (one fsync for every block that completed meanwhile, instead
+/// of one per block), then each block's session is confirmed with its own outcome.
+#[derive(Default)]
+struct BlockBatch {
+    peer: Option<u64>,
+    /// Per block: its import session and the range of its bundles in `bundles`.
+    blocks: Vec<(ltp::SessionId, std::ops::Range<usize>)>,
+    bundles: Vec<Bytes>,
+    bytes: usize,
+}
+
+impl BlockBatch {
+    fn is_full(&self) -> bool {
+        self.blocks.len() >= MAX_BLOCK_BATCH || self.bytes >= MAX_BLOCK_BATCH_BYTES
+    }
+}
+
+/// The agent thread's state.
+pub(crate) struct AgentThread {
+    pub(crate) agent: Agent<TimedStore<RedbStore>>,
+    pub(crate) rx: Receiver<AgentInput>,
+    pub(crate) ltp: SyncSender<ToLtp>,
+    pub(crate) waker: UdpSocket,
+    pub(crate) ltp_addr: SocketAddr,
+    pub(crate) links: Vec<LinkChange>,
+    pub(crate) counters: Arc<LtpCounters>,
+    pub(crate) node: u64,
+    pub(crate) default_lifetime_ms: u64,
+    /// The convergence layer of every configured neighbour.
+    pub(crate) kinds: HashMap<u64, ClaKind>,
+    /// Live TCPCL sessions per neighbour.
+    pub(crate) tcp: TcpRouter,
+    /// The UDPCL send thread, if UDPCL runs.
+    pub(crate) udp: Option<SyncSender<ToUdp>>,
+    /// TCPCL counters for the status reply (None: TCPCL not configured).
+    pub(crate) tcp_counters: Option<Arc<TcpclCounters>>,
+    /// UDPCL counters for the status reply.
+    pub(crate) udp_counters: Option<Arc<UdpclCounters>>,
+    /// Free store quota published to the TCPCL sessions.
+    pub(crate) free_bytes: Arc<std::sync::atomic::AtomicU64>,
+    /// Bytes handed to the convergence-layer threads and not yet reported (`[ltp]
+    /// window_bytes`): bounds the blocks held in export sessions and CLA queues.
+    pub(crate) window_bytes: u64,
+    /// Pauses ingress while the applications fall behind (`[bp] delivery_backlog_bytes`).
+    pub(crate) ingress: IngressGate,
+    /// Status reports (and other administrative records) received, per reporting node.
+    pub(crate) reports: ReportCounts,
+    /// Rate-limited log lines (store errors, refusals).
+    pub(crate) log: RateLog,
+    /// When the store became degraded, while it is (for the transition log lines).
+    pub(crate) store_degraded_since: Option<u64>,
+}
+
+/// The inputs one turn of the agent loop may still take (see [`MAX_INPUTS_PER_TURN`]).
+struct TurnBudget {
+    started: std::time::Instant,
+    inputs: usize,
+}
+
+impl TurnBudget {
+    fn new() -> Self {
+        Self {
+            started: std::time::Instant::now(),
+            inputs: 1,
+        }
+    }
+
+    /// The next input of this turn, if the budget allows one and the channel has one.
+    fn next(&mut self, rx: &Receiver<AgentInput>) -> Option<AgentInput> {
+        if self.inputs >= MAX_INPUTS_PER_TURN || self.started.elapsed() >= MAX_TURN_TIME {
+            return None;
+        }
+        self.inputs += 1;
+        rx.try_recv().ok()
+    }
+}
+
+/// What the agent loop keeps from one turn to the next.
+#[derive(Default)]
+struct LoopState {
+    /// Application connections by id.
+    conns: HashMap<u64, Conn>,
+    /// The connection that registered each endpoint.
+    owner: HashMap<Eid, u64>,
+    /// Bundles handed to a convergence layer and not yet reported: token → length.
+    outstanding: HashMap<u64, u64>,
+    /// Their bytes (the window, `[ltp] window_bytes`).
+    outstanding_bytes: u64,
+    /// A bundle whose convergence layer's queue was full, offered again first.
+    held: Option<bp::Forward>,
+    /// The next contact plan link change (index in `AgentThread::links`).
+    next_link: usize,
+}
+
+/// The inputs of one turn not committed yet, and whether the LTP thread needs waking.
+#[derive(Default)]
+struct Turn {
+    /// Application sends, committed together (group commit).
+    sends: SendBatch,
+    /// LTP blocks from one peer, committed together.
+    blocks: BlockBatch,
+    /// A confirmation or command was queued for the LTP thread.
+    confirm: bool,
+}
+
+/// The agent thread ends: shutdown, or the channels to it or from it are gone.
+struct Stopped;
+
+/// What happened to a bundle offered to a convergence layer.
+enum Dispatched {
+    /// Taken (or waiting for a TCPCL session): outstanding until its result.
+    Taken,
+    /// The layer's queue is full: keep the bundle and retry later.
+    Full,
+    /// No convergence layer can take it: report it failed.
+    Refused,
+    /// The LTP thread is gone: the node is stopping.
+    Stopped,
+}
+
+impl AgentThread {
+    /// Runs until [`AgentInput::Shutdown`]. One turn of the loop: apply the contact plan's link
+    /// changes that are due, run the agent's timers, watch the store's health, forward within
+    /// the window, deliver to the applications, flush the store, wait for an input or the next
+    /// timer, handle the inputs the turn's budget allows, and finish the turn.
+    pub(crate) fn run(mut self) {
+        let mut st = LoopState::default();
+        loop {
+            let now = dtn_now_ms();
+            let mut wake_ltp = self.apply_link_changes(now, &mut st);
+            self.run_timers(now);
+            self.watch_store();
+            match self.forward(now, &mut st) {
+                Ok(queued) => wake_ltp |= queued,
+                Err(Stopped) => return,
+            }
+            self.tcp.retry_pending();
+            if wake_ltp {
+                self.wake_ltp();
+            }
+            self.deliver(&mut st);
+            self.flush_store();
+            let first = match self.wait_for_input(&st) {
+                Ok(Some(input)) => input,
+                Ok(None) => continue,
+                Err(Stopped) => return,
+            };
+            let Ok(confirm) = self.handle_inputs(first, &mut st) else {
+                return;
+            };
+            self.finish_turn(confirm);
+        }
+    }
+
+    /// Hands the contact plan's link changes that are due to the LTP thread. True when one was
+    /// queued (the LTP thread needs waking).
+    fn apply_link_changes(&mut self, now: u64, st: &mut LoopState) -> bool {
+        let mut wake_ltp = false;
+        // Contact plan link changes due now.
+        while let Some(c) = self.links.get(st.next_link).copied() {
+            if c.at_ms > now {
+                break;
+            }
+            st.next_link += 1;
+            if self.send_ltp(ToLtp::Link {
+                peer: c.peer,
+                up: c.up,
+                rate_bps: c.rate_bps,
+                owlt: c.owlt,
+            }) {
+                wake_ltp = true;
+            }
+        }
+        wake_ltp
+    }
+
+    /// Runs the agent's timers when one is due.
+    fn run_timers(&mut self, now: u64) {
+        if self.agent.poll_timeout().is_some_and(|t| t <= now) {
+            if let Err(e) = self.agent.handle_timeout(now) {
+                self.log
+                    .log("store-timeout", || format!("store error on timeout: {e}"));
+            }
+        }
+    }
+
+    /// Offers bundles to their convergence layers while the window has room. True when one was
+    /// queued for the LTP thread (it needs waking); `Stopped` when the LTP thread is gone.
+    fn forward(&mut self, now: u64, st: &mut LoopState) -> Result<bool, Stopped> {
+        let mut wake_ltp = false;
+        // Forward to LTP within the window.
+        while st.outstanding.len() < MAX_OUTSTANDING && st.outstanding_bytes < self.window_bytes {
+            let f = match st.held.take() {
+                Some(f) => f,
+                None => match self.agent.poll_transmit(now) {
+                    Some(f) => f,
+                    None => break,
+                },
+            };
+            let token = f.key.as_token();
+            let len = f.bundle.len() as u64;
+            match self.dispatch(&f, &mut wake_ltp) {
+                Dispatched::Taken => {
+                    st.outstanding.insert(token, len);
+                    st.outstanding_bytes += len;
+                }
+                Dispatched::Full => {
+                    st.held = Some(f);
+                    break;
+                }
+                Dispatched::Refused => {
+                    if let Err(e) = self.agent.cla_result(now, f.key, ClaOutcome::Failed) {
+                        self.log
+                            .log("store-cla", || format!("store error on CLA result: {e}"));
+                    }
+                    // Nothing can take it now; the loop would only hand it back at once.
+                    break;
+                }
+                Dispatched::Stopped => return Err(Stopped),
+            }
+        }
+        Ok(wake_ltp)
+    }
+
+    /// Wakes the LTP thread: a one-byte datagram from the waker socket to the LTP socket.
+    fn wake_ltp(&self) {
+        let _ = self.waker.send_to(&[0], self.ltp_addr);
+    }
+
+    /// Queues deliveries to the connected applications.
+    fn deliver(&mut self, st: &mut LoopState) {
+        // Deliveries to connected applications, queued to their writers. A connection whose
+        // backlog is full has its endpoints held in the agent (their bundles wait in the store,
+        // in order) until its writer has drained: a slow reader never blocks this thread or
+        // the deliveries to other applications.
+        for conn in st.conns.values_mut() {
+            self.resume_if_drained(conn);
+        }
+        while let Some(d) = self.agent.poll_delivery() {
+            let Some(&c) = st.owner.get(&d.endpoint) else {
+                continue;
+            };
+            let Some(conn) = st.conns.get_mut(&c) else {
+                continue;
+            };
+            let msg = Response::Deliver {
+                token: d.key.as_token(),
+                endpoint: d.endpoint.to_string(),
+                id: wire_id(&d.id),
+                payload: d.payload,
+            };
+            if !conn.writer.push(msg) {
+                self.drop_conn(&mut st.conns, &mut st.owner, c);
+            } else if !conn.writer.has_room_for_delivery() {
+                conn.held = true;
+                for ep in &conn.endpoints {
+                    self.agent.hold_deliveries(ep);
+                }
+            }
+        }
+    }
+
+    /// Flushes the agent's pending store writes.
+    fn flush_store(&mut self) {
+        if let Err(e) = self.agent.flush() {
+            self.log
+                .log("store-flush", || format!("store flush failed: {e}"));
+        }
+    }
+
+    /// Waits for an input or the next timer. `Ok(None)`: the wait ended without input.
+    fn wait_for_input(&self, st: &LoopState) -> Result<Option<AgentInput>, Stopped> {
+        // Wait for input or the next timer.
+        let now = dtn_now_ms();
+        let mut deadline = self.agent.poll_timeout().unwrap_or(u64::MAX);
+        if let Some(c) = self.links.get(st.next_link) {
+            deadline = deadline.min(c.at_ms);
+        }
+        // Driven by the next event, not by polling: idle, the thread sleeps until an input
+        // or its next timer (plan change, expiry, back-off end), so a node with a large
+        // contact plan costs nothing between events. Only work that waits for room in a
+        // convergence layer's queue (which sends no input when it drains) is retried on a
+        // short period.
+        let longest = if st.held.is_some() || self.tcp.has_waiting() {
+            BUSY_RETRY_MS
+        } else {
+            IDLE_WAIT_MS
+        };
+        let wait = Duration::from_millis(deadline.saturating_sub(now).clamp(1, longest));
+        match self.rx.recv_timeout(wait) {
+            Ok(m) => Ok(Some(m)),
+            Err(RecvTimeoutError::Timeout) => Ok(None),
+            Err(RecvTimeoutError::Disconnected) => Err(Stopped),
+        }
+    }
+
+    /// Handles `first` and the inputs after it that the turn's budget allows. LTP blocks and
+    /// application sends are batched (one commit each); any other input commits the batches
+    /// first. True when a confirmation was queued for the LTP thread (it needs waking);
+    /// `Stopped` after [`AgentInput::Shutdown`].
+    fn handle_inputs(&mut self, first: AgentInput, st: &mut LoopState) -> Result<bool, Stopped> {
+        let mut input = Some(first);
+        let mut budget = TurnBudget::new();
+        let mut turn = Turn::default();
+        while let Some(msg) = input.take() {
+            let now = dtn_now_ms();
+            if let Some(msg) = self.batch(now, msg, &mut turn, st) {
+                // Anything else sees the sends and blocks before it committed and answered.
+                self.flush_sends(now, &mut turn.sends, &mut st.conns, &mut st.owner);
+                turn.confirm |= self.flush_blocks(now, &mut turn.blocks);
+                self.handle_input(now, msg, st)?;
+            }
+            input = budget.next(&self.rx);
+        }
+        self.flush_sends(dtn_now_ms(), &mut turn.sends, &mut st.conns, &mut st.owner);
+        turn.confirm |= self.flush_blocks(dtn_now_ms(), &mut turn.blocks);
+        Ok(turn.confirm)
+    }
+
+    /// Takes an LTP block or an application send into the turn's batches; gives any other
+    /// input back.
+    fn batch(
+        &mut self,
+        now: u64,
+        msg: AgentInput,
+        turn: &mut Turn,
+        st: &mut LoopState,
+    ) -> Option<AgentInput> {
+        match msg {
+            AgentInput::Ltp(FromLtp::Block {
+                peer,
+                session,
+                data,
+            }) => {
+                self.flush_sends(now, &mut turn.sends, &mut st.conns, &mut st.owner);
+                if turn.blocks.peer.is_some_and(|p| p != peer) {
+                    turn.confirm |= self.flush_blocks(now, &mut turn.blocks);
+                }
+                let blocks = &mut turn.blocks;
+                blocks.peer = Some(peer);
+                let first = blocks.bundles.len();
+                // Trailing bytes that are no bundle can never be accepted; refusing
+                // the block would only make the sender retransmit it forever, so what
+                // split is acknowledged and the rest is counted and logged as a discard.
+                if let Err((unsplit, e)) =
+                    Bundle::split_concatenated_detailed(&data, &mut blocks.bundles)
+                {
+                    let reason = bp::split_failure_reason(&e, blocks.bundles.len() == first);
+                    self.agent.discard(now, Some(peer), reason, unsplit as u64);
+                    self.log.log("ltp-discard", || {
+                        format!(
+                            "LTP block from node {peer}: {unsplit} of its {} bytes are \
+                             not a bundle ({reason}: {e}); acknowledged and dropped, \
+                             counted in status bundles.discarded",
+                            data.len()
+                        )
+                    });
+                }
+                blocks.blocks.push((session, first..blocks.bundles.len()));
+                blocks.bytes += data.len();
+                if blocks.is_full() {
+                    turn.confirm |= self.flush_blocks(now, &mut turn.blocks);
+                }
+                None
+            }
+            AgentInput::App {
+                conn,
+                req: Request::Send(a),
+            } => {
+                turn.confirm |= self.flush_blocks(now, &mut turn.blocks);
+                let req = self.send_request(conn, a, &st.conns).map_err(bad_request);
+                turn.sends.push(conn, req);
+                if turn.sends.is_full() {
+                    self.flush_sends(now, &mut turn.sends, &mut st.conns, &mut st.owner);
+                }
+                None
+            }
+            other => Some(other),
+        }
+    }
+
+    /// Handles an input that is not batched. `Stopped` after [`AgentInput::Shutdown`].
+    fn handle_input(
+        &mut self,
+        now: u64,
+        msg: AgentInput,
+        st: &mut LoopState,
+    ) -> Result<(), Stopped> {
+        match msg {
+            AgentInput::Shutdown => {
+                // Sends and blocks read so far are committed (`handle_inputs`); deletes of
+                // bundles already forwarded or delivered are committed too, so a
+                // restart neither forwards nor delivers them again.
+                if let Err(e) = self.agent.flush() {
+                    eprintln!("dtnkit node: store flush at shutdown failed: {e}");
+                }
+                self.tcp.close_all();
+                return Err(Stopped);
+            }
+            AgentInput::Ltp(FromLtp::Block { .. }) => {
+                // Taken by `batch`.
+            }
+            AgentInput::Ltp(FromLtp::Done { tokens, ok })
+            | AgentInput::Cla(FromCla::Done { tokens, ok }) => {
+                let outcome = if ok {
+                    ClaOutcome::Sent
+                } else {
+                    ClaOutcome::Failed
+                };
+                self.report(
+                    now,
+                    &tokens,
+                    outcome,
+                    &mut st.outstanding,
+                    &mut st.outstanding_bytes,
+                );
+            }
+            AgentInput::Ltp(FromLtp::Refused { tokens })
+            | AgentInput::Cla(FromCla::Refused { tokens }) => {
+                self.report(
+                    now,
+                    &tokens,
+                    ClaOutcome::Refused,
+                    &mut st.outstanding,
+                    &mut st.outstanding_bytes,
+                );
+            }
+            AgentInput::Cla(FromCla::Received {
+                peer,
+                bundles,
+                confirm,
+            }) => {
+                let oks = self.accept_bundles(now, peer, &bundles);
+                // TCPCL: each transfer's final XFER_ACK is released only now, after
+                // the commit (a refusal sends XFER_REFUSE "Retransmit"). UDPCL has no
+                // acknowledgment: a refused bundle is lost (counted by the agent).
+                if let Some((h, ids)) = confirm {
+                    h.confirm(ids.into_iter().zip(oks));
+                }
+                // Close the gate as soon as the backlog crosses the limit, not at
+                // the end of the turn: the sessions stop reading sooner.
+                if self.apply_gate() {
+                    self.wake_ltp();
+                }
+                self.update_free();
+            }
+            AgentInput::Cla(FromCla::SessionUp { peer, handle }) => {
+                if self.tcp.session_up(peer, handle) && self.session_drives_link(peer) {
+                    self.agent.link_up(now, peer, 0);
+                }
+            }
+            AgentInput::Cla(FromCla::SessionDown { peer, id, rest }) => {
+                let mut failed = Vec::new();
+                if let Some(peer) = peer {
+                    if self.tcp.remove(peer, id) && self.session_drives_link(peer) {
+                        self.agent.link_down(now, peer);
+                        failed.extend(self.tcp.take_pending(peer));
+                    }
+                }
+                // Bundles still queued for the session never reached the peer.
+                while let Ok(cmd) = rest.try_recv() {
+                    if let ToSession::Send { token, .. } = cmd {
+                        failed.push(token);
+                    }
+                }
+                self.report(
+                    now,
+                    &failed,
+                    ClaOutcome::Failed,
+                    &mut st.outstanding,
+                    &mut st.outstanding_bytes,
+                );
+            }
+            AgentInput::AppConnected { conn, writer } => {
+                st.conns.insert(
+                    conn,
+                    Conn {
+                        writer,
+                        endpoints: Vec::new(),
+                        held: false,
+                    },
+                );
+            }
+            AgentInput::AppClosed { conn } => {
+                self.drop_conn(&mut st.conns, &mut st.owner, conn);
+            }
+            AgentInput::AppDrained { conn } => {
+                if let Some(c) = st.conns.get_mut(&conn) {
+                    self.resume_if_drained(c);
+                }
+            }
+            AgentInput::App { conn, req } => {
+                if let Some(resp) =
+                    self.handle_request(now, conn, req, &mut st.conns, &mut st.owner)
+                {
+                    if !write_to(&st.conns, conn, resp) {
+                        self.drop_conn(&mut st.conns, &mut st.owner, conn);
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Ends a turn: opens the ingress gate if deliveries drained, counts the administrative
+    /// records received, wakes the LTP thread when `confirm` or the gate queued something for
+    /// it and publishes the free quota.
+    fn finish_turn(&mut self, mut confirm: bool) {
+        // Acknowledged deliveries may have opened the gate.
+        confirm |= self.apply_gate();
+        while let Some(n) = self.agent.poll_admin() {
+            self.reports.count(&n.from, &n.record);
+        }
+        if confirm {
+            self.wake_ltp();
+        }
+        self.update_free();
+    }
+
+    /// Pauses or resumes ingress when the delivery backlog crossed the gate's thresholds.
+    /// True when a command was queued for the LTP thread (it needs waking).
+    fn apply_gate(&mut self) -> bool {
+        match self.ingress.observe(self.agent.delivery_backlog().1) {
+            None => false,
+            Some(GateChange::Pause) => self.send_ltp(ToLtp::AcceptImports(false)),
+            Some(GateChange::Resume) => {
+                // Paused sessions wait in poll(2) for their socket, which they no longer
+                // read: wake them so that reading resumes now.
+                self.tcp.wake_all();
+                self.send_ltp(ToLtp::AcceptImports(true))
+            }
+        }
+    }
+
+    /// True when TCPCL sessions decide whether `peer`'s link is up: a TCPCL neighbour (configured
+    /// or not) that the contact plan does not gate. A node configured on another convergence
+    /// layer may still open a session to us; it keeps its own link state.
+    fn session_drives_link(&self, peer: u64) -> bool {
+        !self.tcp.is_planned(peer) && self.kinds.get(&peer).is_none_or(|k| *k == ClaKind::Tcp)
+    }
+
+    /// Publishes the free store quota for the TCPCL sessions' admission check: none while the
+    /// store is degraded, so transfers are refused at their first segment ("No Resources").
+    fn update_free(&self) {
+        let free = if self.agent.store_health().is_ok() {
+            self.agent.quota_free_bytes()
+        } else {
+            0
+        };
+        self.free_bytes.store(free, Relaxed);
+    }
+
+    /// Logs the store's transitions between healthy and degraded (one line each, with the
+    /// reason and the retry schedule; the retries themselves are counted, not logged).
+    fn watch_store(&mut self) {
+        let h = self.agent.store_health();
+        let degraded = h.degraded().cloned();
+        let failures = h.failures;
+        match (self.store_degraded_since, degraded) {
+            (None, Some(d)) => {
+                eprintln!(
+                    "dtnkit node: bundle store degraded: {}; refusing new bundles (applications get \
+                     StoreUnavailable, peers a refusal) and retrying with back-off",
+                    d.reason
+                );
+                self.store_degraded_since = Some(d.since_ms);
+                self.update_free();
+            }
+            (Some(since), None) => {
+                eprintln!(
+                    "dtnkit node: bundle store recovered after {} ms ({failures} failures so far)",
+                    dtn_now_ms().saturating_sub(since),
+                );
+                self.store_degraded_since = None;
+                self.update_free();
+            }
+            _ => {}
+        }
+    }
+
+    /// Offers a bundle to its neighbour's convergence layer.
+    fn dispatch(&mut self, f: &bp::Forward, wake_ltp: &mut bool) -> Dispatched {
+        let token = f.key.as_token();
+        let kind = match self.kinds.get(&f.neighbour) {
+            Some(k) => Some(*k),
+            None if self.tcp.knows(f.neighbour) => Some(ClaKind::Tcp),
+            None => None,
+        };
+        match kind {
+            Some(ClaKind::Ltp) => {
+                let cmd = ToLtp::Item {
+                    peer: f.neighbour,
+                    token,
+                    bundle: f.bundle.clone(),
+                };
+                match self.ltp.try_send(cmd) {
+                    Ok(()) => {
+                        *wake_ltp = true;
+                        Dispatched::Taken
+                    }
+                    Err(TrySendError::Full(_)) => Dispatched::Full,
+                    Err(TrySendError::Disconnected(_)) => Dispatched::Stopped,
+                }
+            }
+            Some(ClaKind::Udp) => match &self.udp {
+                Some(tx) => match dispatch_udp(tx, f.neighbour, token, f.bundle.clone()) {
+                    Ok(()) => Dispatched::Taken,
+                    Err(Some(_)) => Dispatched::Full,
+                    Err(None) => Dispatched::Refused,
+                },
+                None => Dispatched::Refused,
+            },
+            Some(ClaKind::Tcp) => match self.tcp.dispatch(f.neighbour, token, f.bundle.clone()) {
+                Ok(TcpDispatch::Queued) => Dispatched::Taken,
+                Ok(TcpDispatch::Full) => Dispatched::Full,
+                Err(_) => Dispatched::Refused,
+            },
+            None => Dispatched::Refused,
+        }
+    }
+
+    /// Reports convergence-layer results to the agent and releases their window share.
+    fn report(
+        &mut self,
+        now: u64,
+        tokens: &[u64],
+        outcome: ClaOutcome,
+        outstanding: &mut HashMap<u64, u64>,
+        outstanding_bytes: &mut u64,
+    ) {
+        for &t in tokens {
+            if let Some(len) = outstanding.remove(&t) {
+                *outstanding_bytes = outstanding_bytes.saturating_sub(len);
+            }
+            if let Err(e) = self
+                .agent
+                .cla_result(now, BundleKey::from_token(t), outcome)
+            {
+                self.log
+                    .log("store-cla", || format!("store error on CLA result: {e}"));
+            }
+        }
+    }
+
+    /// Commits bundles from a convergence layer in one transaction; for each, true when it may
+    /// be acknowledged to the previous hop (stored, or refused for a reason that cannot pass:
+    /// malformed, too large; false: store full or failed, the sender should keep it).
+    fn accept_bundles(&mut self, now: u64, peer: Option<u64>, bundles: &[Bytes]) -> Vec<bool> {
+        let results = self.agent.accept_from_cla_batch(now, peer, bundles);
+        for r in &results {
+            if let Err(e) = r {
+                self.log.log("rx-refused", || {
+                    format!(
+                        "bundle from {} refused: {e}",
+                        peer.map_or("an unnamed neighbour".to_string(), |p| format!("node {p}"))
+                    )
+                });
+            }
+        }
+        results
+            .iter()
+            .map(|r| !matches!(r, Err(e) if e.is_transient()))
+            .collect()
+    }
+
+    /// Queues a command for the LTP thread (blocking when its queue is full: back-pressure).
+    fn send_ltp(&self, cmd: ToLtp) -> bool {
+        self.ltp.send(cmd).is_ok()
+    }
+
+    /// Commits the bundles of every batched block in one transaction, then confirms each block's
+    /// import session: ok when every bundle of that block was stored or deliberately discarded
+    /// (malformed, expired...), not when the store refused one for a reason that can pass (full,
+    /// failed), so the sender keeps the block and retries. True when a confirmation was queued
+    /// for the LTP thread (it needs waking).
+    fn flush_blocks(&mut self, now: u64, batch: &mut BlockBatch) -> bool {
+        let Some(peer) = batch.peer.take() else {
+            return false;
+        };
+        let blocks = std::mem::take(&mut batch.blocks);
+        let bundles = std::mem::take(&mut batch.bundles);
+        batch.bytes = 0;
+        let results = self.agent.accept_from_cla_batch(now, Some(peer), &bundles);
+        let mut queued = false;
+        for (session, range) in blocks {
+            let ok = results
+                .get(range)
+                .is_some_and(|r| r.iter().all(|r| !matches!(r, Err(e) if e.is_transient())));
+            queued |= self.send_ltp(ToLtp::Confirm { session, ok });
+        }
+        queued | self.apply_gate()
+    }
+
+    /// Offers a held connection's deliveries again once its writer has room.
+    fn resume_if_drained(&mut self, conn: &mut Conn) {
+        if conn.held && conn.writer.has_room_for_delivery() {
+            conn.held = false;
+            for ep in &conn.endpoints {
+                self.agent.resume_deliveries(ep);
+            }
+        }
+    }
+
+    fn drop_conn(&mut self, conns: &mut HashMap<u64, Conn>, owner: &mut HashMap<Eid, u64>, c: u64) {
+        if let Some(conn) = conns.remove(&c) {
+            for ep in conn.endpoints {
+                if owner.get(&ep) == Some(&c) {
+                    owner.remove(&ep);
+                    self.agent.unregister(&ep);
+                }
+            }
+        }
+    }
+
+    /// Turns an application's Send into an agent request (default source and lifetime, flags),
+    /// or why its endpoints do not parse (answered as a bad request).
+    fn send_request(
+        &self,
+        conn: u64,
+        a: SendArgs,
+        conns: &HashMap<u64, Conn>,
+    ) -> Result<SendRequest, String> {
+        let dst: Eid = a
+            .destination
+            .parse()
+            .map_err(|e| format!("destination {:?}: {e}", a.destination))?;
+        let src: Eid = if a.source.is_empty() {
+            conns
+                .get(&conn)
+                .and_then(|c| c.endpoints.first().cloned())
+                .unwrap_or_else(|| Eid::ipn(self.node, 0))
+        } else {
+            a.source
+                .parse()
+                .map_err(|e| format!("source {:?}: {e}", a.source))?
+        };
+        let mut req = SendRequest::new(src, dst, a.payload);
+        req.lifetime_ms = if a.lifetime_ms == 0 {
+            self.default_lifetime_ms
+        } else {
+            a.lifetime_ms
+        };
+        req.priority = a.priority.min(2);
+        req.report_flags = ReportFlags {
+            reception: a.report_flags & proto::report::RECEPTION != 0,
+            forwarding: a.report_flags & proto::report::FORWARDING != 0,
+            delivery: a.report_flags & proto::report::DELIVERY != 0,
+            deletion: a.report_flags & proto::report::DELETION != 0,
+        };
+        Ok(req)
+    }
+
+    /// Commits the collected application sends in one transaction and answers each on its
+    /// connection, in arrival order (so per connection in request order).
+    fn flush_sends(
+        &mut self,
+        now: u64,
+        batch: &mut SendBatch,
+        conns: &mut HashMap<u64, Conn>,
+        owner: &mut HashMap<Eid, u64>,
+    ) {
+        if batch.items.is_empty() {
+            return;
+        }
+        let items = std::mem::take(&mut batch.items);
+        batch.bytes = 0;
+        let mut reqs = Vec::with_capacity(items.len());
+        let mut slots = Vec::with_capacity(items.len());
+        for (conn, r) in items {
+            match r {
+                Ok(req) => {
+                    reqs.push(req);
+                    slots.push((conn, None));
+                }
+                Err(answer) => slots.push((conn, Some(answer))),
+            }
+        }
+        let mut results = self.agent.send_batch(now, reqs).into_iter();
+        for (conn, known) in slots {
+            let answer = match known {
+                Some(a) => a,
+                None => match results.next() {
+                    Some(Ok(id)) => Response::SendOk { id: wire_id(&id) },
+                    Some(Err(e)) => send_error(e),
+                    None => Response::Error {
+                        kind: ErrorKind::Internal,
+                        message: "no result for this send".into(),
+                    },
+                },
+            };
+            if !write_to(conns, conn, answer) {
+                self.drop_conn(conns, owner, conn);
+            }
+        }
+        self.update_free();
+    }
+
+    fn handle_request(
+        &mut self,
+        now: u64,
+        conn: u64,
+        req: Request,
+        conns: &mut HashMap<u64, Conn>,
+        owner: &mut HashMap<Eid, u64>,
+    ) -> Option<Response> {
+        let bad = |message: String| Response::Error {
+            kind: ErrorKind::BadRequest,
+            message,
+        };
+        match req {
+            Request::Register { endpoint } => {
+                let eid: Eid = match endpoint.parse() {
+                    Ok(e) => e,
+                    Err(e) => return Some(bad(format!("endpoint {endpoint:?}: {e}"))),
+                };
+                if let Some(&other) = owner.get(&eid) {
+                    if other != conn {
+                        // The newest registration wins (the older connection is typically a
+                        // client that crashed or is reconnecting): bundles offered to the old
+                        // one and not acknowledged are offered again to the new one.
+                        if let Some(c) = conns.get_mut(&other) {
+                            c.endpoints.retain(|e| *e != eid);
+                        }
+                        owner.remove(&eid);
+                        self.agent.unregister(&eid);
+                    }
+                }
+                if let Err(e) = self.agent.register(eid.clone()) {
+                    return Some(bad(e.to_string()));
+                }
+                owner.insert(eid.clone(), conn);
+                if let Some(c) = conns.get_mut(&conn) {
+                    if c.held {
+                        self.agent.hold_deliveries(&eid);
+                    }
+                    if !c.endpoints.contains(&eid) {
+                        c.endpoints.push(eid);
+                    }
+                }
+                Some(Response::Ok)
+            }
+            Request::Send(a) => Some(match self.send_request(conn, a, conns) {
+                Ok(req) => match self.agent.send(now, req) {
+                    Ok(id) => Response::SendOk { id: wire_id(&id) },
+                    Err(e) => send_error(e),
+                },
+                Err(why) => bad_request(why),
+            }),
+            Request::Ack { token } => {
+                if let Err(e) = self.agent.delivered(now, BundleKey::from_token(token)) {
+                    eprintln!("dtnkit node: store error on delivery ack: {e}");
+                }
+                None
+            }
+            Request::Status => Some(Response::Status {
+                json: self.status_json(),
+            }),
+        }
+    }
+
+    fn status_json(&self) -> String {
+        let s = self.agent.status();
+        let c = &self.counters;
+        let queues: serde_json::Map<String, serde_json::Value> = s
+            .queued_per_neighbour
+            .iter()
+            .map(|(n, q)| (n.to_string(), serde_json::Value::from(*q)))
+            .collect();
+        let mut store =
+            crate::hardening_status::store_json(&s, self.agent.store_health(), dtn_now_ms());
+        store["commit_latency"] = self.agent.store().latency().json();
+        serde_json::json!({
+            "node": self.node,
+            "store": store,
+            "backoff": crate::hardening_status::backoff_json(&self.agent, dtn_now_ms()),
+            "queues": {
+                "per_neighbour": queues,
+                "unrouted": s.unrouted,
+                "in_flight": s.in_flight,
+                "pending_delivery": s.pending_delivery,
+            },
+            "bundles": {
+                "created": s.created,
+                "received": s.received,
+                "forwarded": s.forwarded,
+                "delivered": s.delivered,
+                "expired": s.expired,
+                "duplicates": s.duplicates,
+                "refused_store_full": s.refused_store_full,
+                "cla_failures": s.cla_failures,
+                "cla_refusals": s.cla_refusals,
+                "malformed": s.malformed,
+                "discarded": s.discarded,
+                "malformed_by_reason": s.malformed_by_reason,
+                "hop_limit_exceeded": s.hop_limit_exceeded,
+                "echoed": s.echoed,
+            },
+            "bpsec": self.agent.security().map(|p| serde_json::json!({
+                "rules": p.rules().len(),
+                "secured": s.security_secured,
+                "accepted": s.security_accepted,
+                "failed": s.security_failed,
+                "last_failure": s.security_last_failure,
+            })),
+            "ingress": self.ingress.json(self.agent.delivery_backlog()),
+            "status_reports": self.reports.json(),
+            "tcpcl": self.tcp_counters.as_ref().map(|c| c.json()),
+            "udpcl": self.udp_counters.as_ref().map(|c| c.json()),
+            "ltp": c.json(),
+            "contacts": crate::contacts::json(&self.agent, &self.kinds, self.node, dtn_now_ms()),
+            "process": crate::process_stats::ProcessStats::json(),
+        })
+        .to_string()
+    }
+}
+
+/// Queues an answer on a connection's writer. False when the connection failed or stopped
+/// reading (the caller drops it); true when it is already gone.
+fn write_to(conns: &HashMap<u64, Conn>, c: u64, msg: Response) -> bool {
+    conns.get(&c).is_none_or(|conn| conn.writer.push(msg))
+}
+
+/// The protocol error answer for a request with a bad argument.
+fn bad_request(message: String) -> Response {
+    Response::Error {
+        kind: ErrorKind::BadRequest,
+        message,
+    }
+}
+
+/// The protocol error answer for a refused send.
+fn send_error(e: SendError) -> Response {
+    let kind = match e {
+        SendError::StoreFull { .. } => ErrorKind::StoreFull,
+        SendError::Store(bp::StoreError::Unavailable { .. }) => ErrorKind::StoreUnavailable,
+        SendError::TooLarge { .. } => ErrorKind::TooLarge,
+        SendError::BadSource(_) | SendError::BadDestination(_) => ErrorKind::BadRequest,
+        _ => ErrorKind::Internal,
+    };
+    Response::Error {
+        kind,
+        message: e.to_string(),
+    }
+}
+
+/// The protocol form of a bundle id.
+fn wire_id(id: &bpv7::BundleId) -> proto::BundleId {
+    proto::BundleId {
+        source: id.source.to_string(),
+        creation_ms: id.timestamp.dtn_time_ms,
+        sequence: id.timestamp.sequence,
+        fragment: id.fragment,
+    }
+}

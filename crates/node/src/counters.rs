@@ -1,0 +1,204 @@
+//! Counters shared between the node's threads: each is written by one convergence layer's
+//! threads and read by the agent thread for the status reply (`dtnkit status`, the monitor).
+//!
+//! - [`LtpCounters`]: written by the LTP thread (`ltp` object);
+//! - [`TcpclCounters`]: written by the TCPCL listener, connectors and sessions (`tcpcl`);
+//! - [`UdpclCounters`]: written by the UDPCL threads (`udpcl`).
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::Mutex;
+
+/// Counters shared with the status reply (written by the LTP thread only).
+#[derive(Debug, Default)]
+pub(crate) struct LtpCounters {
+    pub(crate) export_sessions: std::sync::atomic::AtomicU64,
+    pub(crate) import_sessions: std::sync::atomic::AtomicU64,
+    pub(crate) segments_sent: std::sync::atomic::AtomicU64,
+    pub(crate) segments_received: std::sync::atomic::AtomicU64,
+    pub(crate) blocks_received: std::sync::atomic::AtomicU64,
+    pub(crate) exports_completed: std::sync::atomic::AtomicU64,
+    pub(crate) exports_cancelled: std::sync::atomic::AtomicU64,
+    /// Export sessions the receiver cancelled for lack of resources (see `ltp_thread::receiver_refused`).
+    pub(crate) exports_refused: std::sync::atomic::AtomicU64,
+    pub(crate) malformed: std::sync::atomic::AtomicU64,
+    /// Datagrams refused by the source policy (`[ltp] accept_from`).
+    pub(crate) wrong_source: std::sync::atomic::AtomicU64,
+    /// Import sessions refused, evicted and stalled (see `ltp::SpanStats`), summed over
+    /// spans: [paused, budget, full, evicted, stalled].
+    pub(crate) admission: [std::sync::atomic::AtomicU64; 5],
+    /// Data segments sent again (report-driven or after a checkpoint timeout), all spans: the
+    /// visible cost of a receiver that drops datagrams (HDTN's and ION's 212 992-byte socket).
+    pub(crate) data_segments_retransmitted: std::sync::atomic::AtomicU64,
+    /// Checkpoint retransmission timer expirations, all spans.
+    pub(crate) checkpoint_timeouts: std::sync::atomic::AtomicU64,
+    /// Tolerated peer deviations (`ltp::Deviation::ALL` order): segments accepted that strict
+    /// RFC 5326 would refuse, e.g. ION's padded reports.
+    pub(crate) deviations: [std::sync::atomic::AtomicU64; ltp::Deviation::ALL.len()],
+    /// Pacing rate in effect per adaptive span (peer node → bit/s).
+    pub(crate) adaptive_rates: std::sync::Mutex<std::collections::BTreeMap<u64, u64>>,
+    /// Per-span counters and state, copied from the engine (`ltp.spans`).
+    pub(crate) spans: crate::ltp_spans::SpanBoard,
+    /// FEC counters per span with `[span.fec]`.
+    pub(crate) fec: crate::fec_status::FecCounters,
+}
+
+impl LtpCounters {
+    /// The counters as the status reply's `ltp` object.
+    pub(crate) fn json(&self) -> serde_json::Value {
+        use std::sync::atomic::Ordering::Relaxed;
+        let deviations: serde_json::Map<String, serde_json::Value> = ltp::Deviation::ALL
+            .iter()
+            .zip(&self.deviations)
+            .map(|(d, n)| (d.name().to_string(), n.load(Relaxed).into()))
+            .collect();
+        let rates: serde_json::Map<String, serde_json::Value> = self
+            .adaptive_rates
+            .lock()
+            .map(|m| {
+                m.iter()
+                    .map(|(peer, bps)| (peer.to_string(), (*bps).into()))
+                    .collect()
+            })
+            .unwrap_or_default();
+        serde_json::json!({
+            "export_sessions": self.export_sessions.load(Relaxed),
+            "import_sessions": self.import_sessions.load(Relaxed),
+            "segments_sent": self.segments_sent.load(Relaxed),
+            "segments_received": self.segments_received.load(Relaxed),
+            "blocks_received": self.blocks_received.load(Relaxed),
+            "exports_completed": self.exports_completed.load(Relaxed),
+            "exports_cancelled": self.exports_cancelled.load(Relaxed),
+            "exports_refused": self.exports_refused.load(Relaxed),
+            "malformed_datagrams": self.malformed.load(Relaxed),
+            "wrong_source": self.wrong_source.load(Relaxed),
+            "imports_refused": {
+                "paused": self.admission[0].load(Relaxed),
+                "budget": self.admission[1].load(Relaxed),
+                "full": self.admission[2].load(Relaxed),
+            },
+            "imports_evicted": self.admission[3].load(Relaxed),
+            "imports_stalled": self.admission[4].load(Relaxed),
+            "data_segments_retransmitted": self.data_segments_retransmitted.load(Relaxed),
+            "checkpoint_timeouts": self.checkpoint_timeouts.load(Relaxed),
+            "deviations": deviations,
+            "adaptive_rate_bps": rates,
+            "spans": self.spans.json(),
+            "fec": self.fec.json(),
+        })
+    }
+}
+
+/// Counters for `dtnkit status` (`tcpcl` object).
+#[derive(Debug, Default)]
+pub(crate) struct TcpclCounters {
+    pub(crate) sessions_established: AtomicU64,
+    /// Established sessions that run over TLS.
+    pub(crate) sessions_tls: AtomicU64,
+    /// Established sessions that speak TCPCLv3 (RFC 7242).
+    pub(crate) sessions_v3: AtomicU64,
+    pub(crate) sessions_open: AtomicU64,
+    pub(crate) connect_failures: AtomicU64,
+    pub(crate) transfers_sent: AtomicU64,
+    pub(crate) transfers_acked: AtomicU64,
+    pub(crate) transfers_refused: AtomicU64,
+    pub(crate) transfers_failed: AtomicU64,
+    pub(crate) bundles_received: AtomicU64,
+    pub(crate) transfers_refused_by_us: AtomicU64,
+    pub(crate) bytes_sent: AtomicU64,
+    pub(crate) bytes_received: AtomicU64,
+    pub(crate) bundles_fragmented: AtomicU64,
+    /// Every occurrence of a tolerated deviation (all kinds, all sessions).
+    pub(crate) deviation_events: AtomicU64,
+    /// Peer deviations from RFC 9174 (or RFC 7242) that we tolerated, by kind.
+    pub(crate) deviations: Mutex<BTreeMap<String, u64>>,
+    /// Sessions refused or ended by the node's limits, per reason (`max_sessions`,
+    /// `per_address`, `per_peer`, `node_id_not_in_certificate`, `idle_timeout`).
+    pub(crate) sessions_refused: Mutex<BTreeMap<&'static str, u64>>,
+    /// Per-neighbour counters.
+    pub(crate) peers: crate::cla_peer_stats::TcpPeerTable,
+}
+
+impl TcpclCounters {
+    /// Counts one tolerated deviation; true when it is the first of its kind (to log it).
+    pub(crate) fn deviation(&self, kind: &str) -> bool {
+        let Ok(mut m) = self.deviations.lock() else {
+            return false;
+        };
+        let c = m.entry(kind.to_string()).or_insert(0);
+        *c += 1;
+        *c == 1
+    }
+
+    /// Counts a session refused (or ended) by the node's limits.
+    pub(crate) fn refused(&self, reason: &'static str) {
+        if let Ok(mut m) = self.sessions_refused.lock() {
+            *m.entry(reason).or_insert(0) += 1;
+        }
+    }
+
+    /// The counters as a JSON object.
+    pub(crate) fn json(&self) -> serde_json::Value {
+        let deviations: serde_json::Map<String, serde_json::Value> = self
+            .deviations
+            .lock()
+            .map(|m| {
+                m.iter()
+                    .map(|(k, v)| (k.clone(), serde_json::Value::from(*v)))
+                    .collect()
+            })
+            .unwrap_or_default();
+        serde_json::json!({
+            "sessions_established": self.sessions_established.load(Relaxed),
+            "sessions_tls": self.sessions_tls.load(Relaxed),
+            "sessions_v3": self.sessions_v3.load(Relaxed),
+            "sessions_open": self.sessions_open.load(Relaxed),
+            "connect_failures": self.connect_failures.load(Relaxed),
+            "transfers_sent": self.transfers_sent.load(Relaxed),
+            "transfers_acked": self.transfers_acked.load(Relaxed),
+            "transfers_refused": self.transfers_refused.load(Relaxed),
+            "transfers_failed": self.transfers_failed.load(Relaxed),
+            "bundles_received": self.bundles_received.load(Relaxed),
+            "transfers_refused_by_us": self.transfers_refused_by_us.load(Relaxed),
+            "bytes_sent": self.bytes_sent.load(Relaxed),
+            "bytes_received": self.bytes_received.load(Relaxed),
+            "bundles_fragmented": self.bundles_fragmented.load(Relaxed),
+            "deviations": deviations,
+            "deviation_events": self.deviation_events.load(Relaxed),
+            "sessions_refused": self
+                .sessions_refused
+                .lock()
+                .map(|m| serde_json::json!(*m))
+                .unwrap_or_default(),
+            "peers": self.peers.json(),
+        })
+    }
+}
+
+/// Counters for `dtnkit status` (written by the UDPCL threads only).
+#[derive(Debug, Default)]
+pub(crate) struct UdpclCounters {
+    pub(crate) datagrams_sent: AtomicU64,
+    pub(crate) datagrams_received: AtomicU64,
+    pub(crate) bundles_fragmented: AtomicU64,
+    pub(crate) oversize_refused: AtomicU64,
+    pub(crate) send_errors: AtomicU64,
+    pub(crate) truncated: AtomicU64,
+    /// Per-neighbour counters.
+    pub(crate) peers: crate::cla_peer_stats::UdpPeerTable,
+}
+
+impl UdpclCounters {
+    /// The counters as a JSON object.
+    pub(crate) fn json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "datagrams_sent": self.datagrams_sent.load(Relaxed),
+            "datagrams_received": self.datagrams_received.load(Relaxed),
+            "bundles_fragmented": self.bundles_fragmented.load(Relaxed),
+            "oversize_refused": self.oversize_refused.load(Relaxed),
+            "send_errors": self.send_errors.load(Relaxed),
+            "truncated_datagrams": self.truncated.load(Relaxed),
+            "peers": self.peers.json(),
+        })
+    }
+}

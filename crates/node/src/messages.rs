@@ -1,0 +1,313 @@
+//! The messages between the node's threads, and the handles through which the agent thread
+//! feeds the threads that exist per TCPCL session and per application connection.
+//!
+//! Thread modules (`agent_thread`, `ltp_thread`, `tcpcl`, `udpcl`, `app`) import this module and
+//! [`crate::counters`], never one another (`tcpcl` and `app` start their per-session and
+//! per-connection threads from their own submodules). Every channel is bounded:
+//!
+//! - into the agent thread, from every other thread: [`AgentInput`] (LTP's [`FromLtp`], the
+//!   TCPCL sessions' and UDPCL threads' [`FromCla`], the application connections' requests);
+//! - agent → LTP thread: [`ToLtp`], with a one-byte datagram on the LTP socket as wake-up;
+//! - agent → one TCPCL session: [`ToSession`] through its [`SessionHandle`] (queue, eventfd and
+//!   the answers that release held acknowledgments);
+//! - agent → UDPCL send thread: [`ToUdp`];
+//! - agent → one application connection's writer: responses through its [`AppWriter`], bounded
+//!   by the bytes it holds rather than by the number of frames.
+//!
+//! [`LinkChange`] is the contact plan's schedule that the agent thread turns into
+//! [`ToLtp::Link`] commands.
+
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::SeqCst};
+use std::sync::mpsc::{self, Receiver, Sender, SyncSender};
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use client::proto::{Request, Response};
+use ltp::SessionId;
+
+/// Inputs of the agent thread: from the LTP thread, the TCPCL and UDPCL threads and the
+/// application connections.
+#[derive(Debug)]
+pub(crate) enum AgentInput {
+    /// Something from the LTP thread.
+    Ltp(FromLtp),
+    /// Something from a TCPCL session or the UDPCL threads.
+    Cla(FromCla),
+    /// A new application connection (the handle on its writer thread).
+    AppConnected { conn: u64, writer: AppWriter },
+    /// A request from a connection.
+    App { conn: u64, req: Request },
+    /// A connection closed.
+    AppClosed { conn: u64 },
+    /// A connection's writer drained the backlog that held a delivery back.
+    AppDrained { conn: u64 },
+    /// Stop.
+    Shutdown,
+}
+
+/// A link change scheduled by the contact plan (DTN time).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct LinkChange {
+    pub(crate) at_ms: u64,
+    pub(crate) peer: u64,
+    pub(crate) up: bool,
+    pub(crate) rate_bps: u64,
+    pub(crate) owlt: Option<Duration>,
+}
+
+/// Commands from the agent thread.
+#[derive(Debug)]
+pub(crate) enum ToLtp {
+    /// Queue one bundle (aggregated into blocks per span).
+    Item {
+        peer: u64,
+        token: u64,
+        bundle: Bytes,
+    },
+    /// The bundles of an import session are committed (or refused).
+    Confirm { session: SessionId, ok: bool },
+    /// Accept new import sessions (`true`) or refuse them while the node's applications fall
+    /// behind (the ingress gate, `crate::ingress`).
+    AcceptImports(bool),
+    /// Link state from the contact plan.
+    Link {
+        peer: u64,
+        up: bool,
+        rate_bps: u64,
+        owlt: Option<Duration>,
+    },
+    /// Stop the thread.
+    Shutdown,
+}
+
+/// Results for the agent thread.
+#[derive(Debug)]
+pub(crate) enum FromLtp {
+    /// A red block arrived from `peer`; confirm it with [`ToLtp::Confirm`].
+    Block {
+        peer: u64,
+        session: SessionId,
+        data: Bytes,
+    },
+    /// The bundles with these tokens reached the next hop (`ok`) or must be re-forwarded.
+    Done { tokens: Vec<u64>, ok: bool },
+    /// The next hop refused these bundles for lack of resources (it cancelled the import
+    /// session, see `ltp_thread::receiver_refused`): kept, and the neighbour backs off.
+    Refused { tokens: Vec<u64> },
+}
+
+/// Messages from the TCPCL and UDPCL threads to the agent thread.
+#[derive(Debug)]
+pub(crate) enum FromCla {
+    /// Bundles received from `peer` (None: a node without an ipn node number or an unknown
+    /// UDP source), committed by the agent in one transaction. With `confirm` (a TCPCL session
+    /// and the transfer id of each bundle), the agent answers each transfer after the commit
+    /// through [`SessionHandle::confirm`], which releases or refuses its held final XFER_ACK.
+    Received {
+        peer: Option<u64>,
+        bundles: Vec<Bytes>,
+        confirm: Option<(Arc<SessionHandle>, Vec<u64>)>,
+    },
+    /// The bundles with these tokens reached the next hop (`ok`) or must be forwarded again.
+    Done { tokens: Vec<u64>, ok: bool },
+    /// The next hop refused these bundles for lack of resources (TCPCL XFER_REFUSE "No
+    /// Resources" or "Retransmit"): kept, and the neighbour backs off.
+    Refused { tokens: Vec<u64> },
+    /// A TCPCL session to `peer` is established and can carry bundles.
+    SessionUp {
+        peer: u64,
+        handle: Arc<SessionHandle>,
+    },
+    /// A session ended: its command queue is handed back so that bundles still queued in it
+    /// are reported as failed (nothing is lost in a channel).
+    SessionDown {
+        peer: Option<u64>,
+        id: u64,
+        rest: Receiver<ToSession>,
+    },
+}
+
+/// Commands from the agent thread to one session.
+#[derive(Debug)]
+pub(crate) enum ToSession {
+    /// Transfer one bundle; its result comes back as `FromCla::Done` with `token`.
+    Send { token: u64, bundle: Bytes },
+    /// End the session (SESS_TERM).
+    Close,
+}
+
+/// Bundles queued per session in the channel (the agent's window bounds the total).
+pub(crate) const SESSION_QUEUE: usize = 1024;
+
+/// The agent thread's handle on a session: its command queue and a wake-up descriptor.
+#[derive(Debug)]
+pub(crate) struct SessionHandle {
+    /// Unique per node run.
+    pub(crate) id: u64,
+    /// Commands.
+    pub(crate) tx: SyncSender<ToSession>,
+    /// eventfd polled by the session thread beside its socket.
+    wake_fd: Arc<OwnedFd>,
+    /// The agent's answers on received transfers (transfer id, stored), waiting for the
+    /// session thread. Not in the bounded command channel: an answer must never be dropped
+    /// or block the agent; their number is bounded by the session's held acknowledgments.
+    confirms: std::sync::Mutex<Vec<(u64, bool)>>,
+}
+
+impl SessionHandle {
+    pub(crate) fn new(id: u64, tx: SyncSender<ToSession>, wake_fd: Arc<OwnedFd>) -> Self {
+        Self {
+            id,
+            tx,
+            wake_fd,
+            confirms: std::sync::Mutex::new(Vec::new()),
+        }
+    }
+
+    /// Wakes the session thread (after queueing a command).
+    pub(crate) fn wake(&self) {
+        let one: u64 = 1;
+        // SAFETY: writes 8 bytes from a valid u64 to an eventfd we own.
+        unsafe {
+            libc::write(
+                self.wake_fd.as_raw_fd(),
+                (&one as *const u64).cast(),
+                std::mem::size_of::<u64>(),
+            );
+        }
+    }
+
+    /// Answers received transfers (called by the agent thread after its commit) and wakes
+    /// the session thread.
+    pub(crate) fn confirm(&self, answers: impl IntoIterator<Item = (u64, bool)>) {
+        if let Ok(mut c) = self.confirms.lock() {
+            c.extend(answers);
+        }
+        self.wake();
+    }
+
+    /// Takes the pending answers (session thread).
+    pub(crate) fn take_confirms(&self) -> Vec<(u64, bool)> {
+        self.confirms
+            .lock()
+            .map(|mut c| std::mem::take(&mut *c))
+            .unwrap_or_default()
+    }
+}
+
+/// Creates a non-blocking eventfd.
+pub(crate) fn eventfd() -> std::io::Result<Arc<OwnedFd>> {
+    // SAFETY: plain syscall; the returned descriptor is checked and then owned.
+    let fd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: fd is a fresh descriptor nobody else owns.
+    Ok(Arc::new(unsafe { OwnedFd::from_raw_fd(fd) }))
+}
+
+/// Commands for the UDPCL send thread.
+#[derive(Debug)]
+pub(crate) enum ToUdp {
+    /// Send one bundle to `peer`.
+    Item {
+        peer: u64,
+        token: u64,
+        bundle: Bytes,
+    },
+    /// Stop the thread.
+    Shutdown,
+}
+
+/// Queued, unwritten bytes above which no further delivery is queued for the connection: a
+/// few large bundles in flight keep the client's socket busy without holding many payloads in
+/// memory for a slow reader.
+pub(crate) const DELIVERY_BACKLOG_BYTES: usize = 8 << 20;
+
+/// Unwritten bytes at which the connection is dropped: only reachable by a client that sends
+/// requests without reading their answers.
+pub(crate) const MAX_BACKLOG_BYTES: usize = 64 << 20;
+
+/// Backlog accounting shared by the agent thread and the writer.
+#[derive(Default)]
+pub(crate) struct Backlog {
+    /// Bytes queued and not yet written.
+    pub(crate) bytes: AtomicUsize,
+    /// Set when a delivery found the backlog full: the writer wakes the agent once it is below
+    /// half of [`DELIVERY_BACKLOG_BYTES`].
+    pub(crate) wake_wanted: AtomicBool,
+    /// Set by the writer when a write failed: nothing more is queued.
+    pub(crate) failed: AtomicBool,
+}
+
+/// The agent thread's handle on a connection's writer thread. Dropping it lets the writer
+/// finish what is queued and exit.
+pub(crate) struct AppWriter {
+    tx: Sender<Response>,
+    backlog: Arc<Backlog>,
+}
+
+impl std::fmt::Debug for AppWriter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AppWriter")
+            .field("backlog_bytes", &self.backlog.bytes.load(SeqCst))
+            .finish()
+    }
+}
+
+impl AppWriter {
+    /// A handle and the writer thread's two ends: the frame queue and the backlog accounting
+    /// (`app::writer::spawn` starts the thread).
+    pub(crate) fn channel() -> (AppWriter, Receiver<Response>, Arc<Backlog>) {
+        let (tx, rx) = mpsc::channel();
+        let backlog = Arc::new(Backlog::default());
+        let shared = Arc::clone(&backlog);
+        (AppWriter { tx, backlog }, rx, shared)
+    }
+
+    /// Whether a delivery may be queued now. When not, the writer wakes the agent thread once
+    /// the backlog has drained to half.
+    pub(crate) fn has_room_for_delivery(&self) -> bool {
+        if self.backlog.bytes.load(SeqCst) < DELIVERY_BACKLOG_BYTES {
+            return true;
+        }
+        self.backlog.wake_wanted.store(true, SeqCst);
+        // The writer may have drained between the load and the store: look again, so a wake-up
+        // is never lost.
+        if self.backlog.bytes.load(SeqCst) < DELIVERY_BACKLOG_BYTES {
+            self.backlog.wake_wanted.store(false, SeqCst);
+            return true;
+        }
+        false
+    }
+
+    /// Queues an answer or a delivery (a delivery only after
+    /// [`AppWriter::has_room_for_delivery`]; answers always). False when the connection failed or
+    /// its backlog passed [`MAX_BACKLOG_BYTES`]: the caller drops the connection.
+    pub(crate) fn push(&self, msg: Response) -> bool {
+        if self.backlog.failed.load(SeqCst) {
+            return false;
+        }
+        let cost = backlog_cost(&msg);
+        let queued = self.backlog.bytes.fetch_add(cost, SeqCst) + cost;
+        if queued > MAX_BACKLOG_BYTES {
+            return false;
+        }
+        self.tx.send(msg).is_ok()
+    }
+}
+
+/// Bytes a frame holds while queued: its payload plus a bound on its head.
+pub(crate) fn backlog_cost(msg: &Response) -> usize {
+    const HEAD: usize = 128;
+    HEAD + match msg {
+        Response::Deliver {
+            endpoint, payload, ..
+        } => endpoint.len() + payload.len(),
+        Response::Error { message, .. } => message.len(),
+        Response::Status { json } => json.len(),
+        _ => 0,
+    }
+}

@@ -1,0 +1,603 @@
+//! The stages of [`Node::start`](crate::Node::start), in the order it runs them: load the
+//! contact plan, open the store and build the agent on it, turn the plan into link changes,
+//! build the LTP engine, bind the LTP and application sockets, start the monitor, then start the
+//! threads (LTP, UDPCL, TCPCL, agent, application accept). The first stage that fails ends the
+//! start with its error; what was bound or started before is released as the values drop.
+
+use std::collections::HashMap;
+use std::net::{SocketAddr, UdpSocket};
+use std::os::unix::net::UnixListener;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicU64};
+use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use bp::{Agent, AgentConfig, ContactPlan, LinkEventKind, NodeRange, RedbStore};
+
+use crate::agent_thread::AgentThread;
+use crate::cla::{ClaKind, TcpRouter};
+use crate::config::Validated;
+use crate::counters::{LtpCounters, TcpclCounters, UdpclCounters};
+use crate::ltp_thread::LtpThread;
+use crate::messages::{AgentInput, LinkChange, ToLtp, ToUdp};
+use crate::store_timing::TimedStore;
+use crate::{
+    app, cla_peer_stats, ingress, ltp_source, metrics, plan_cla, ratelog, reports, startup, tcpcl,
+    tcpcl_limits, udpcl, NodeError,
+};
+
+/// The LTP engine with its FEC layer and, per span, peer node → (engine id, address).
+pub(crate) type LtpEngine = (fec::Stack, HashMap<u64, (u64, SocketAddr)>);
+
+fn pin_to(cpu: Option<usize>) {
+    let Some(cpu) = cpu else { return };
+    // SAFETY: cpu_set_t is plain old data; CPU_SET writes within it; the call affects only
+    // the calling thread.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(cpu, &mut set);
+        if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
+            eprintln!("dtnkit node: cannot pin thread to CPU {cpu}");
+        }
+    }
+}
+
+/// Creates a CSV log file; a log left by an earlier run (e.g. before a crash) is kept, renamed
+/// with the DTN time of this start appended (`bundles.csv.848650000000`).
+fn create_log(p: &Path, start_dtn: u64) -> std::io::Result<std::fs::File> {
+    if p.exists() {
+        let mut old = p.as_os_str().to_owned();
+        old.push(format!(".{start_dtn}"));
+        std::fs::rename(p, old)?;
+    }
+    std::fs::File::create(p)
+}
+
+/// Loads the contact plan, if one is configured, and checks its contacts' `cla` against the
+/// configuration.
+pub(crate) fn load_plan(cfg: &Validated, start_dtn: u64) -> Result<Option<ContactPlan>, NodeError> {
+    let Some(p) = &cfg.contact_plan else {
+        return Ok(None);
+    };
+    let plan = ContactPlan::load(p, start_dtn).map_err(|e| NodeError::Config(e.to_string()))?;
+    plan_cla::check(&plan, &p.display().to_string(), cfg).map_err(NodeError::Config)?;
+    Ok(Some(plan))
+}
+
+/// Opens the bundle store (`bundles.redb` in the store directory), timed for the status reply.
+pub(crate) fn open_store(cfg: &Validated) -> Result<TimedStore<RedbStore>, NodeError> {
+    let store_opts = bp::store::StoreOptions {
+        cache_bytes: usize::try_from(cfg.raw.store.cache_mb << 20).unwrap_or(usize::MAX),
+        hot_cache_bytes: cfg.raw.store.hot_cache_mb << 20,
+        durable: cfg.raw.store.durable,
+        ..bp::store::StoreOptions::default()
+    };
+    let store =
+        RedbStore::open_with(&cfg.store_path.join("bundles.redb"), &store_opts).map_err(|e| {
+            NodeError::Store {
+                path: cfg.store_path.display().to_string(),
+                msg: e.to_string(),
+            }
+        })?;
+    Ok(TimedStore::new(store))
+}
+
+/// The BP agent on the store: its settings, the BPSec policy, the bundle log and the static
+/// routes.
+pub(crate) fn build_agent(
+    cfg: &Validated,
+    store: TimedStore<RedbStore>,
+    start_dtn: u64,
+) -> Result<Agent<TimedStore<RedbStore>>, NodeError> {
+    let mut acfg = AgentConfig::new(cfg.raw.node);
+    acfg.store_quota_bytes = cfg.raw.store.quota_bytes;
+    acfg.max_bundle_size = cfg.raw.bp.max_bundle_size;
+    acfg.default_lifetime_ms = cfg.raw.bp.default_lifetime_ms;
+    acfg.echo_service = (cfg.raw.bp.echo_service != 0).then_some(cfg.raw.bp.echo_service);
+    acfg.status_reports = cfg.raw.bp.status_reports;
+    acfg.refusal_backoff_first_ms = cfg.raw.bp.refusal_backoff_first_ms;
+    acfg.refusal_backoff_max_ms = cfg.raw.bp.refusal_backoff_max_ms;
+    let mut agent = Agent::open(acfg, store, start_dtn).map_err(|e| NodeError::Store {
+        path: cfg.store_path.display().to_string(),
+        msg: e.to_string(),
+    })?;
+    if !cfg.bpsec_rules.is_empty() {
+        let policy = bpsec::Policy::new(cfg.bpsec_rules.clone()).map_err(NodeError::Config)?;
+        agent.set_security(Some(policy));
+    }
+    if let Some(p) = &cfg.bundle_log {
+        let f = create_log(p, start_dtn).map_err(|e| startup::log_error("log.bundles", p, &e))?;
+        agent.set_event_sink(Some(Box::new(bp::CsvBundleLog::new(
+            std::io::BufWriter::new(f),
+        ))));
+    }
+    for r in &cfg.raw.route {
+        let range = NodeRange::new(r.dest, r.dest_last.unwrap_or(r.dest))
+            .map_err(|e| NodeError::Config(format!("route: {e}")))?;
+        agent
+            .static_routes_mut()
+            .add(range, r.via)
+            .map_err(|e| NodeError::Config(format!("route: {e}")))?;
+    }
+    Ok(agent)
+}
+
+/// What the contact plan says about this node's links.
+pub(crate) struct Links {
+    /// The LTP link changes it schedules (DTN time), in time order.
+    pub(crate) changes: Vec<LinkChange>,
+    /// The spans' peers it drives (the others stay up all the time).
+    pub(crate) planned: Vec<u64>,
+    /// Every neighbour the plan has a contact to, whatever its convergence layer.
+    pub(crate) neighbours: Vec<u64>,
+}
+
+impl Links {
+    /// Turns the plan's link events for this node into a schedule of LTP link changes. Peers
+    /// that never appear in the plan stay up all the time.
+    pub(crate) fn new(plan: Option<&ContactPlan>, cfg: &Validated) -> Links {
+        let mut links = Links {
+            changes: Vec::new(),
+            planned: Vec::new(),
+            neighbours: Vec::new(),
+        };
+        let Some(plan) = plan else { return links };
+        let node = cfg.raw.node;
+        for ev in plan.link_events(node, 0) {
+            if !links.neighbours.contains(&ev.neighbour) {
+                links.neighbours.push(ev.neighbour);
+            }
+            if !cfg.spans.iter().any(|s| s.peer == ev.neighbour) {
+                continue;
+            }
+            if !links.planned.contains(&ev.neighbour) {
+                links.planned.push(ev.neighbour);
+            }
+            let (up, rate_bps, owlt) = match ev.kind {
+                LinkEventKind::Up { owlt_ms, .. } => (
+                    true,
+                    ev.kind.rate_bits_per_s().unwrap_or(0),
+                    owlt_ms.map(Duration::from_millis),
+                ),
+                LinkEventKind::Down => (false, 0, None),
+            };
+            links.changes.push(LinkChange {
+                at_ms: plan.to_dtn_ms(ev.at_ms),
+                peer: ev.neighbour,
+                up,
+                rate_bps,
+                owlt,
+            });
+        }
+        links.changes.sort_by_key(|c| c.at_ms);
+        links
+    }
+
+    /// Spans and UDPCL peers outside the plan are up from the start (at the span's rate);
+    /// TCPCL peers outside the plan are up while a session to them is established.
+    pub(crate) fn bring_up_unplanned(
+        &self,
+        agent: &mut Agent<TimedStore<RedbStore>>,
+        cfg: &Validated,
+        start_dtn: u64,
+    ) {
+        for s in &cfg.spans {
+            if !self.planned.contains(&s.peer) {
+                agent.link_up(start_dtn, s.peer, s.cfg.rate_bps);
+            }
+        }
+        for u in &cfg.udp_peers {
+            if !self.neighbours.contains(&u.peer) {
+                agent.link_up(start_dtn, u.peer, 0);
+            }
+        }
+    }
+}
+
+/// The convergence layer of every configured neighbour.
+pub(crate) fn cla_kinds(cfg: &Validated) -> HashMap<u64, ClaKind> {
+    let mut kinds = HashMap::new();
+    for s in &cfg.spans {
+        kinds.insert(s.peer, ClaKind::Ltp);
+    }
+    for t in &cfg.tcp_peers {
+        kinds.insert(t.peer, ClaKind::Tcp);
+    }
+    for u in &cfg.udp_peers {
+        kinds.insert(u.peer, ClaKind::Udp);
+    }
+    kinds
+}
+
+/// The LTP engine with one span per `[[span]]` (and its FEC layer), after warning about spans
+/// that would overrun a slower receiver or do not suit their peer's profile.
+pub(crate) fn build_ltp_engine(
+    cfg: &Validated,
+    links: &Links,
+    start_dtn: u64,
+) -> Result<LtpEngine, NodeError> {
+    let mut ecfg = ltp::EngineConfig::new(cfg.engine_id);
+    ecfg.seed ^= start_dtn;
+    ecfg.max_total_import_bytes = cfg.ltp_max_import_bytes();
+    // The LTP engine with its FEC layer (spans without `[span.fec]` pass straight through).
+    let mut engine = fec::Stack::new(ltp::Engine::new(ecfg)).with_seed(start_dtn ^ 0xfec);
+    let mut peers = HashMap::new();
+    for s in &cfg.spans {
+        // A span with neither a rate nor adaptive pacing overruns a slower receiver.
+        let planned_rates: Vec<u64> = links
+            .changes
+            .iter()
+            .filter(|c| c.peer == s.peer && c.up)
+            .map(|c| c.rate_bps)
+            .collect();
+        if let Some(w) = s.pacing_warning(&planned_rates) {
+            eprintln!("dtnkit node: warning: {w}");
+        }
+        if let Some(w) = s.profile_warning() {
+            eprintln!("dtnkit node: warning: {w}");
+        }
+    }
+    for s in &cfg.spans {
+        let planned = links.planned.contains(&s.peer);
+        engine.add_span(span_config(cfg, s, planned));
+        if let Some(f) = &s.fec {
+            engine
+                .add_fec_span(f.clone())
+                .map_err(|e| NodeError::Config(format!("span to node {}: fec.{e}", s.peer)))?;
+        }
+        if planned {
+            engine.set_link_down(Duration::ZERO, s.engine_id);
+        }
+        peers.insert(s.peer, (s.engine_id, s.address));
+    }
+    if let Some(p) = &cfg.segment_log {
+        let f =
+            create_log(p, start_dtn).map_err(|e| startup::log_error("log.ltp_segments", p, &e))?;
+        engine.set_segment_sink(Some(Box::new(ltp::CsvSegmentLog::new(
+            std::io::BufWriter::new(f),
+        ))));
+        engine.set_fec_logging(true);
+    }
+    Ok((engine, peers))
+}
+
+/// The engine's settings of one span; `planned` when the contact plan drives its link.
+fn span_config(cfg: &Validated, s: &crate::config::Span, planned: bool) -> ltp::SpanConfig {
+    let mut sc = ltp::SpanConfig::new(s.engine_id);
+    if s.adaptive(planned) {
+        sc.adaptive_rate = Some(ltp::AdaptiveRate::default());
+    }
+    sc.max_segment_size = s.cfg.max_segment_size;
+    sc.max_export_sessions = s.cfg.max_sessions;
+    sc.aggregation_size_limit = s.aggregation_bytes;
+    sc.aggregation_time_limit = s.aggregation_time;
+    sc.aggregation_max_items = s.max_bundles_per_block;
+    sc.pacing_max_burst_bytes = s.max_burst_bytes;
+    sc.rto = s.rto;
+    sc.rto_backoff = s.rto_backoff();
+    sc.owlt = s.owlt;
+    sc.rate_bps = s.cfg.rate_bps;
+    if s.cfg.burst_bytes > 0 {
+        sc.pacing_burst_bytes = s.cfg.burst_bytes;
+    }
+    if let Some(t) = s.burst_time {
+        sc.pacing_burst_time = t;
+    }
+    sc.max_import_sessions = s.cfg.max_import_sessions;
+    sc.max_red_bytes_per_session = s.max_block_bytes;
+    sc.session_number_bits = cfg.raw.ltp.session_number_bits;
+    sc.defer_final_report = true;
+    sc.signal_replication = s.cfg.signal_replication.unwrap_or(1);
+    sc
+}
+
+/// The LTP socket and the agent thread's waker: a socket from which one-byte datagrams to the
+/// LTP socket wake the LTP thread.
+pub(crate) struct LtpSocket {
+    pub(crate) sock: UdpSocket,
+    /// The bound address.
+    pub(crate) addr: SocketAddr,
+    /// Where the waker sends: the bound address, on loopback when bound to any address.
+    pub(crate) wake_target: SocketAddr,
+    pub(crate) waker: UdpSocket,
+    pub(crate) waker_addr: SocketAddr,
+}
+
+impl LtpSocket {
+    /// Binds `bind` with `[ltp] socket_buffer_bytes`, and the waker on the same IP version.
+    pub(crate) fn bind(cfg: &Validated) -> Result<LtpSocket, NodeError> {
+        let (sock, _) = udpio::bind(cfg.bind, cfg.raw.ltp.socket_buffer_bytes)
+            .map_err(|e| startup::bind_error("bind", cfg.bind, &e))?;
+        let addr = sock
+            .local_addr()
+            .map_err(|e| NodeError::Io(e.to_string()))?;
+        let wake_target = if addr.ip().is_unspecified() {
+            SocketAddr::new(
+                if addr.is_ipv4() {
+                    std::net::Ipv4Addr::LOCALHOST.into()
+                } else {
+                    std::net::Ipv6Addr::LOCALHOST.into()
+                },
+                addr.port(),
+            )
+        } else {
+            addr
+        };
+        let waker = UdpSocket::bind(SocketAddr::new(wake_target.ip(), 0))
+            .map_err(|e| NodeError::Io(format!("waker socket: {e}")))?;
+        let waker_addr = waker
+            .local_addr()
+            .map_err(|e| NodeError::Io(e.to_string()))?;
+        Ok(LtpSocket {
+            sock,
+            addr,
+            wake_target,
+            waker,
+            waker_addr,
+        })
+    }
+}
+
+/// Binds the application socket (a stale socket file is replaced).
+pub(crate) fn bind_app_socket(cfg: &Validated) -> Result<UnixListener, NodeError> {
+    if let Some(dir) = cfg.socket_path.parent() {
+        let _ = std::fs::create_dir_all(dir);
+    }
+    let _ = std::fs::remove_file(&cfg.socket_path);
+    UnixListener::bind(&cfg.socket_path)
+        .map_err(|e| startup::socket_bind_error(&cfg.socket_path, cfg.raw.app.socket.is_some(), &e))
+}
+
+/// Starts the monitor when `[metrics]` is configured.
+pub(crate) fn start_monitor(cfg: &Validated) -> Result<Option<metrics::Monitor>, NodeError> {
+    match &cfg.metrics {
+        Some(m) => Ok(Some(
+            metrics::Monitor::start(m, cfg.socket_path.clone()).map_err(NodeError::Io)?,
+        )),
+        None => Ok(None),
+    }
+}
+
+/// The LTP thread's side that the agent thread and the node keep.
+pub(crate) struct LtpRunning {
+    pub(crate) tx: SyncSender<ToLtp>,
+    pub(crate) addr: SocketAddr,
+    pub(crate) wake_target: SocketAddr,
+    pub(crate) waker: UdpSocket,
+    pub(crate) counters: Arc<LtpCounters>,
+}
+
+/// A running UDPCL: the send thread's queue, the bound address and the counters.
+pub(crate) struct UdpclRunning {
+    pub(crate) tx: SyncSender<ToUdp>,
+    pub(crate) addr: SocketAddr,
+    pub(crate) counters: Arc<UdpclCounters>,
+}
+
+/// A running TCPCL: the listening address (if it listens) and the counters.
+pub(crate) struct TcpclRunning {
+    pub(crate) addr: Option<SocketAddr>,
+    pub(crate) counters: Arc<TcpclCounters>,
+}
+
+/// The convergence layers that run beside LTP, each when configured.
+pub(crate) struct OtherClas {
+    pub(crate) udpcl: Option<UdpclRunning>,
+    pub(crate) tcpcl: Option<TcpclRunning>,
+}
+
+/// The threads of a starting node and what they share: the stop flag, the agent thread's input
+/// channel, the store's free quota and the ingress gate's pause flag (agent thread → TCPCL
+/// sessions).
+pub(crate) struct Threads {
+    pub(crate) stop: Arc<AtomicBool>,
+    pub(crate) agent_tx: SyncSender<AgentInput>,
+    /// The threads joined at shutdown.
+    pub(crate) handles: Vec<JoinHandle<()>>,
+    free_bytes: Arc<AtomicU64>,
+    ingress_paused: Arc<AtomicBool>,
+}
+
+impl Threads {
+    /// No thread yet; the agent thread's input channel (its receiving end is returned).
+    pub(crate) fn new(cfg: &Validated) -> (Threads, Receiver<AgentInput>) {
+        let (agent_tx, agent_rx) = sync_channel::<AgentInput>(4096);
+        let threads = Threads {
+            stop: Arc::new(AtomicBool::new(false)),
+            agent_tx,
+            handles: Vec::new(),
+            free_bytes: Arc::new(AtomicU64::new(cfg.raw.store.quota_bytes)),
+            ingress_paused: Arc::new(AtomicBool::new(false)),
+        };
+        (threads, agent_rx)
+    }
+
+    /// Starts a thread that shutdown joins.
+    fn spawn(&mut self, name: String, f: impl FnOnce() + Send + 'static) -> Result<(), NodeError> {
+        let handle = std::thread::Builder::new()
+            .name(name)
+            .spawn(f)
+            .map_err(|e| NodeError::Io(e.to_string()))?;
+        self.handles.push(handle);
+        Ok(())
+    }
+
+    /// Starts the LTP thread on the engine and the socket (pinned to `[ltp] cpu`).
+    pub(crate) fn start_ltp(
+        &mut self,
+        cfg: &Validated,
+        (engine, peers): LtpEngine,
+        socket: LtpSocket,
+    ) -> Result<LtpRunning, NodeError> {
+        let (ltp_tx, ltp_rx) = sync_channel::<ToLtp>(16_384);
+        let counters = Arc::new(LtpCounters::default());
+        counters.spans.publish(&engine, &peers);
+        let lt = LtpThread {
+            engine,
+            sock: socket.sock,
+            peers,
+            batch: cfg.raw.ltp.batch,
+            rx: ltp_rx,
+            tx: self.agent_tx.clone(),
+            waker_addr: socket.waker_addr,
+            counters: counters.clone(),
+            start: Instant::now(),
+            backlog: std::collections::VecDeque::new(),
+            source: ltp_source::SourcePolicy::new(
+                cfg.raw.ltp.accept_from,
+                cfg.spans.iter().map(|s| (s.engine_id, s.address)).collect(),
+            ),
+        };
+        let ltp_cpu = cfg.raw.ltp.cpu;
+        self.spawn("ltp".into(), move || {
+            pin_to(ltp_cpu);
+            if let Err(e) = lt.run() {
+                eprintln!("dtnkit node: LTP thread stopped: {e}");
+            }
+        })?;
+        Ok(LtpRunning {
+            tx: ltp_tx,
+            addr: socket.addr,
+            wake_target: socket.wake_target,
+            waker: socket.waker,
+            counters,
+        })
+    }
+
+    /// Binds the UDPCL socket and starts its send and receive threads, when `[udpcl]` is
+    /// configured.
+    pub(crate) fn start_udpcl(
+        &mut self,
+        cfg: &Validated,
+    ) -> Result<Option<UdpclRunning>, NodeError> {
+        let Some(u) = &cfg.udpcl else { return Ok(None) };
+        let (usock, _) = udpio::bind(u.bind, u.socket_buffer_bytes)
+            .map_err(|e| startup::bind_error("udpcl.bind", u.bind, &e))?;
+        let addr = usock
+            .local_addr()
+            .map_err(|e| NodeError::Io(e.to_string()))?;
+        let rsock = usock
+            .try_clone()
+            .map_err(|e| NodeError::Io(e.to_string()))?;
+        let counters = Arc::new(UdpclCounters {
+            peers: cla_peer_stats::UdpPeerTable::new(cfg.udp_peers.iter().map(|p| p.peer)),
+            ..Default::default()
+        });
+        let (tx, rx) = sync_channel::<ToUdp>(1024);
+        let sender = udpcl::UdpSender {
+            sock: usock,
+            peers: cfg.udp_peers.iter().map(|p| (p.peer, p.address)).collect(),
+            max_datagram: u.max_datagram,
+            rx,
+            agent: self.agent_tx.clone(),
+            counters: counters.clone(),
+        };
+        self.spawn("udpcl-tx".into(), move || sender.run())?;
+        let peers = cfg.udp_peers.iter().map(|p| (p.address, p.peer)).collect();
+        let (max, atx, c, st) = (
+            u.max_datagram,
+            self.agent_tx.clone(),
+            counters.clone(),
+            self.stop.clone(),
+        );
+        self.spawn("udpcl-rx".into(), move || {
+            udpcl::receive_loop(rsock, peers, max, atx, c, st)
+        })?;
+        Ok(Some(UdpclRunning { tx, addr, counters }))
+    }
+
+    /// Starts the TCPCL listener (with `[tcpcl] listen`) and a connector per configured peer
+    /// with an address, when `[tcpcl]` is configured.
+    pub(crate) fn start_tcpcl(
+        &mut self,
+        cfg: &Validated,
+    ) -> Result<Option<TcpclRunning>, NodeError> {
+        let Some(t) = &cfg.tcpcl else { return Ok(None) };
+        let counters = Arc::new(TcpclCounters::default());
+        let shared = tcpcl::TcpclShared {
+            cfg: t.clone(),
+            local_node_id: format!("ipn:{}.0", cfg.raw.node),
+            peers: Arc::new(cfg.tcp_peers.clone()),
+            agent: self.agent_tx.clone(),
+            counters: counters.clone(),
+            stop: self.stop.clone(),
+            next_id: Arc::new(AtomicU64::new(1)),
+            free_bytes: self.free_bytes.clone(),
+            ingress_paused: self.ingress_paused.clone(),
+            counts: Arc::new(tcpcl_limits::SessionCounts::default()),
+        };
+        let mut addr = None;
+        if let Some(listen) = t.listen {
+            let l = tcpcl::listen(listen, t.socket_buffer_bytes)
+                .map_err(|e| startup::bind_error("tcpcl.listen", listen, &e))?;
+            addr = Some(l.local_addr().map_err(|e| NodeError::Io(e.to_string()))?);
+            let sh = shared.clone();
+            self.spawn("tcpcl-listen".into(), move || tcpcl::accept_loop(l, sh))?;
+        }
+        for p in cfg.tcp_peers.iter().filter(|p| p.address.is_some()) {
+            let (sh, p) = (shared.clone(), p.clone());
+            self.spawn(format!("tcpcl-peer-{}", p.peer), move || {
+                tcpcl::connect_loop(sh, p)
+            })?;
+        }
+        Ok(Some(TcpclRunning { addr, counters }))
+    }
+
+    /// Starts the agent thread (pinned to `[ltp] agent_cpu`) with the agent and its view of
+    /// every convergence layer.
+    pub(crate) fn start_agent(
+        &mut self,
+        cfg: &Validated,
+        agent: Agent<TimedStore<RedbStore>>,
+        rx: Receiver<AgentInput>,
+        links: Links,
+        ltp: LtpRunning,
+        others: &OtherClas,
+    ) -> Result<(), NodeError> {
+        let (udpcl, tcpcl) = (others.udpcl.as_ref(), others.tcpcl.as_ref());
+        let at = AgentThread {
+            agent,
+            rx,
+            ltp: ltp.tx,
+            waker: ltp.waker,
+            ltp_addr: ltp.wake_target,
+            kinds: cla_kinds(cfg),
+            tcp: TcpRouter::new(cfg.tcp_peers.iter().map(|t| t.peer), &links.neighbours),
+            links: links.changes,
+            counters: ltp.counters,
+            node: cfg.raw.node,
+            default_lifetime_ms: cfg.raw.bp.default_lifetime_ms,
+            udp: udpcl.map(|u| u.tx.clone()),
+            tcp_counters: tcpcl.map(|t| t.counters.clone()),
+            udp_counters: udpcl.map(|u| u.counters.clone()),
+            free_bytes: self.free_bytes.clone(),
+            window_bytes: cfg.window_bytes(),
+            ingress: ingress::IngressGate::new(
+                cfg.delivery_backlog_bytes(),
+                self.ingress_paused.clone(),
+            ),
+            reports: reports::ReportCounts::default(),
+            log: ratelog::RateLog::new(Duration::from_secs(10)),
+            store_degraded_since: None,
+        };
+        let agent_cpu = cfg.raw.ltp.agent_cpu;
+        self.spawn("agent".into(), move || {
+            pin_to(agent_cpu);
+            at.run();
+        })
+    }
+
+    /// Starts the application socket's accept thread. It is not joined: it blocks in accept()
+    /// until the process ends.
+    pub(crate) fn start_app_accept(&self, listener: UnixListener) -> Result<(), NodeError> {
+        let tx = self.agent_tx.clone();
+        let st = self.stop.clone();
+        std::thread::Builder::new()
+            .name("app-accept".into())
+            .spawn(move || app::accept_loop(listener, tx, st))
+            .map_err(|e| NodeError::Io(e.to_string()))?;
+        Ok(())
+    }
+}
