@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 use bytes::{Buf, Bytes, BytesMut};
 
 use crate::proto::{self, BundleId, DecodeError, ErrorKind, Request, Response, SendArgs};
+use crate::status::NodeStatus;
 
 /// Frames at least this long are read straight into their own buffer (no staging copy).
 const LARGE_FRAME: usize = 64 * 1024;
@@ -51,6 +52,9 @@ pub enum ClientError {
     /// The request cannot be encoded within the protocol's frame limit (nothing was written).
     #[error("request of {0} bytes exceeds the frame limit of {1}")]
     TooLarge(usize, usize),
+    /// The node's status reply is not a status object ([`Client::node_status`]).
+    #[error("node status: {0}")]
+    Status(#[from] serde_json::Error),
 }
 
 impl ClientError {
@@ -282,6 +286,11 @@ impl Client {
             Response::Status { json } => Ok(json),
             _ => Err(ClientError::Unexpected("to Status")),
         }
+    }
+
+    /// The node status, parsed ([`Client::status`] gives its JSON text).
+    pub fn node_status(&mut self) -> Result<NodeStatus, ClientError> {
+        Ok(NodeStatus::from_json(&self.status()?)?)
     }
 
     /// Acknowledges a received bundle: the node deletes it and will not offer it again.

@@ -9,13 +9,17 @@
 //!   bundles are in flight and the node can commit them together.
 //!   It de-duplicates deliveries by bundle id, so an application sees each bundle once even when
 //!   a restarted node offers again a bundle that was delivered but not yet acknowledged.
+//! - [`status`]: the node's status reply as typed structs ([`NodeStatus`]), written by the node
+//!   and read by everyone who reads a status.
 
 #![warn(missing_docs)]
 
 mod client;
 pub mod proto;
+pub mod status;
 
 /// Re-export of the `bytes` crate used in the API (payloads are `Bytes`).
 pub use bytes;
 pub use client::{Client, ClientError, Received};
 pub use proto::{BundleId, ErrorKind, Request, Response, SendArgs};
+pub use status::NodeStatus;

@@ -203,7 +203,8 @@ pub enum Response {
         /// Application data.
         payload: Bytes,
     },
-    /// Node status as a JSON object (fields documented in `docs/node.md`).
+    /// Node status as a JSON object (fields documented in `docs/node.md`; parsed by
+    /// [`crate::NodeStatus::from_json`]).
     Status {
         /// JSON text.
         json: String,
