@@ -961,59 +961,62 @@ impl AgentThread {
         }
     }
 
+    /// The status reply (docs/node.md, Status): every section built by its module, serialised
+    /// once.
     fn status_json(&self) -> String {
+        use client::status::{BpsecStatus, BundleStatus, NodeStatus, QueueStatus};
         let s = self.agent.status();
-        let c = &self.counters;
-        let queues: serde_json::Map<String, serde_json::Value> = s
-            .queued_per_neighbour
-            .iter()
-            .map(|(n, q)| (n.to_string(), serde_json::Value::from(*q)))
-            .collect();
-        let mut store =
-            crate::hardening_status::store_json(&s, self.agent.store_health(), dtn_now_ms());
-        store["commit_latency"] = self.agent.store().latency().json();
-        serde_json::json!({
-            "node": self.node,
-            "store": store,
-            "backoff": crate::hardening_status::backoff_json(&self.agent, dtn_now_ms()),
-            "queues": {
-                "per_neighbour": queues,
-                "unrouted": s.unrouted,
-                "in_flight": s.in_flight,
-                "pending_delivery": s.pending_delivery,
+        let now_ms = dtn_now_ms();
+        let names = |m: &std::collections::BTreeMap<&str, u64>| {
+            m.iter().map(|(k, v)| (k.to_string(), *v)).collect()
+        };
+        NodeStatus {
+            node: self.node,
+            store: crate::hardening_status::store_status(
+                &s,
+                self.agent.store_health(),
+                self.agent.store().latency().status(),
+                now_ms,
+            ),
+            backoff: crate::hardening_status::backoff_status(&self.agent, now_ms),
+            queues: QueueStatus {
+                per_neighbour: s.queued_per_neighbour.iter().copied().collect(),
+                unrouted: s.unrouted,
+                in_flight: s.in_flight,
+                pending_delivery: s.pending_delivery,
             },
-            "bundles": {
-                "created": s.created,
-                "received": s.received,
-                "forwarded": s.forwarded,
-                "delivered": s.delivered,
-                "expired": s.expired,
-                "duplicates": s.duplicates,
-                "refused_store_full": s.refused_store_full,
-                "cla_failures": s.cla_failures,
-                "cla_refusals": s.cla_refusals,
-                "malformed": s.malformed,
-                "discarded": s.discarded,
-                "malformed_by_reason": s.malformed_by_reason,
-                "hop_limit_exceeded": s.hop_limit_exceeded,
-                "echoed": s.echoed,
+            ingress: self.ingress.status(self.agent.delivery_backlog()),
+            status_reports: self.reports.status(),
+            bundles: BundleStatus {
+                created: s.created,
+                received: s.received,
+                forwarded: s.forwarded,
+                delivered: s.delivered,
+                expired: s.expired,
+                duplicates: s.duplicates,
+                refused_store_full: s.refused_store_full,
+                cla_failures: s.cla_failures,
+                cla_refusals: s.cla_refusals,
+                malformed: s.malformed,
+                malformed_by_reason: names(&s.malformed_by_reason),
+                discarded: names(&s.discarded),
+                hop_limit_exceeded: s.hop_limit_exceeded,
+                echoed: s.echoed,
             },
-            "bpsec": self.agent.security().map(|p| serde_json::json!({
-                "rules": p.rules().len(),
-                "secured": s.security_secured,
-                "accepted": s.security_accepted,
-                "failed": s.security_failed,
-                "last_failure": s.security_last_failure,
-            })),
-            "ingress": self.ingress.json(self.agent.delivery_backlog()),
-            "status_reports": self.reports.json(),
-            "tcpcl": self.tcp_counters.as_ref().map(|c| c.json()),
-            "udpcl": self.udp_counters.as_ref().map(|c| c.json()),
-            "ltp": c.json(),
-            "contacts": crate::contacts::json(&self.agent, &self.kinds, self.node, dtn_now_ms()),
-            "process": crate::process_stats::ProcessStats::json(),
-        })
-        .to_string()
+            ltp: self.counters.status(),
+            tcpcl: self.tcp_counters.as_ref().map(|c| c.status()),
+            udpcl: self.udp_counters.as_ref().map(|c| c.status()),
+            bpsec: self.agent.security().map(|p| BpsecStatus {
+                rules: p.rules().len() as u64,
+                secured: s.security_secured,
+                accepted: s.security_accepted,
+                failed: s.security_failed,
+                last_failure: s.security_last_failure.clone(),
+            }),
+            contacts: crate::contacts::status(&self.agent, &self.kinds, self.node, now_ms),
+            process: crate::process_stats::ProcessStats::read(),
+        }
+        .to_json()
     }
 }
 

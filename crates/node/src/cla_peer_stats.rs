@@ -10,6 +10,7 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 
+use client::status::{TcpclPeerStatus, UdpclPeerStatus};
 use tcpcl::SessionStats;
 
 /// One TCPCL neighbour's counters, summed over its sessions.
@@ -31,22 +32,22 @@ pub(crate) struct TcpPeerStats {
 }
 
 impl TcpPeerStats {
-    fn json(&self) -> serde_json::Value {
-        serde_json::json!({
-            "sessions_open": self.sessions_open.load(Relaxed),
-            "sessions_established": self.sessions_established.load(Relaxed),
-            "bytes_sent": self.bytes_sent.load(Relaxed),
-            "bytes_received": self.bytes_received.load(Relaxed),
-            "segments_sent": self.segments_sent.load(Relaxed),
-            "segments_received": self.segments_received.load(Relaxed),
-            "transfers_acked": self.transfers_acked.load(Relaxed),
-            "transfers_refused_by_peer": self.transfers_refused_by_peer.load(Relaxed),
-            "transfers_failed": self.transfers_failed.load(Relaxed),
-            "bundles_received": self.bundles_received.load(Relaxed),
-            "transfers_refused": self.transfers_refused.load(Relaxed),
-            "keepalives_sent": self.keepalives_sent.load(Relaxed),
-            "keepalives_received": self.keepalives_received.load(Relaxed),
-        })
+    fn status(&self) -> TcpclPeerStatus {
+        TcpclPeerStatus {
+            sessions_open: self.sessions_open.load(Relaxed),
+            sessions_established: self.sessions_established.load(Relaxed),
+            bytes_sent: self.bytes_sent.load(Relaxed),
+            bytes_received: self.bytes_received.load(Relaxed),
+            segments_sent: self.segments_sent.load(Relaxed),
+            segments_received: self.segments_received.load(Relaxed),
+            transfers_acked: self.transfers_acked.load(Relaxed),
+            transfers_refused_by_peer: self.transfers_refused_by_peer.load(Relaxed),
+            transfers_failed: self.transfers_failed.load(Relaxed),
+            bundles_received: self.bundles_received.load(Relaxed),
+            transfers_refused: self.transfers_refused.load(Relaxed),
+            keepalives_sent: self.keepalives_sent.load(Relaxed),
+            keepalives_received: self.keepalives_received.load(Relaxed),
+        }
     }
 }
 
@@ -72,15 +73,12 @@ impl TcpPeerTable {
         }
     }
 
-    /// The `tcpcl.peers` object.
-    pub(crate) fn json(&self) -> serde_json::Value {
+    /// The `tcpcl.peers` object (empty if a panic poisoned the table).
+    pub(crate) fn status(&self) -> BTreeMap<u64, TcpclPeerStatus> {
         let Ok(m) = self.peers.lock() else {
-            return serde_json::Value::Null;
+            return BTreeMap::new();
         };
-        m.iter()
-            .map(|(p, s)| (p.to_string(), s.json()))
-            .collect::<serde_json::Map<_, _>>()
-            .into()
+        m.iter().map(|(p, s)| (*p, s.status())).collect()
     }
 }
 
@@ -194,21 +192,20 @@ impl UdpPeerTable {
     }
 
     /// The `udpcl.peers` object.
-    pub(crate) fn json(&self) -> serde_json::Value {
+    pub(crate) fn status(&self) -> BTreeMap<u64, UdpclPeerStatus> {
         self.peers
             .iter()
             .map(|(p, s)| {
-                let v = serde_json::json!({
-                    "bundles_sent": s.bundles_sent.load(Relaxed),
-                    "bytes_sent": s.bytes_sent.load(Relaxed),
-                    "send_errors": s.send_errors.load(Relaxed),
-                    "datagrams_received": s.datagrams_received.load(Relaxed),
-                    "bytes_received": s.bytes_received.load(Relaxed),
-                });
-                (p.to_string(), v)
+                let v = UdpclPeerStatus {
+                    bundles_sent: s.bundles_sent.load(Relaxed),
+                    bytes_sent: s.bytes_sent.load(Relaxed),
+                    send_errors: s.send_errors.load(Relaxed),
+                    datagrams_received: s.datagrams_received.load(Relaxed),
+                    bytes_received: s.bytes_received.load(Relaxed),
+                };
+                (*p, v)
             })
-            .collect::<serde_json::Map<_, _>>()
-            .into()
+            .collect()
     }
 }
 
@@ -234,14 +231,14 @@ mod tests {
             bytes_received: 40,
             ..SessionStats::default()
         });
-        let j = t.json();
-        assert_eq!(j["7"]["bytes_sent"], 150);
-        assert_eq!(j["7"]["bytes_received"], 40);
-        assert_eq!(j["7"]["transfers_acked"], 1);
-        assert_eq!(j["7"]["sessions_open"], 2);
+        let j = t.status();
+        assert_eq!(j[&7].bytes_sent, 150);
+        assert_eq!(j[&7].bytes_received, 40);
+        assert_eq!(j[&7].transfers_acked, 1);
+        assert_eq!(j[&7].sessions_open, 2);
         drop(a);
-        assert_eq!(t.json()["7"]["sessions_open"], 1);
-        assert_eq!(t.json()["7"]["sessions_established"], 2);
+        assert_eq!(t.status()[&7].sessions_open, 1);
+        assert_eq!(t.status()[&7].sessions_established, 2);
     }
 
     #[test]
@@ -252,11 +249,11 @@ mod tests {
         t.received(Some(3), 60);
         t.received(None, 60);
         t.send_error(3);
-        let j = t.json();
-        assert_eq!(j["3"]["bytes_sent"], 500);
-        assert_eq!(j["3"]["bundles_sent"], 1);
-        assert_eq!(j["3"]["datagrams_received"], 1);
-        assert_eq!(j["3"]["send_errors"], 1);
-        assert!(j.get("4").is_none());
+        let j = t.status();
+        assert_eq!(j[&3].bytes_sent, 500);
+        assert_eq!(j[&3].bundles_sent, 1);
+        assert_eq!(j[&3].datagrams_received, 1);
+        assert_eq!(j[&3].send_errors, 1);
+        assert!(!j.contains_key(&4));
     }
 }

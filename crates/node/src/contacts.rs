@@ -5,6 +5,7 @@
 use std::collections::{BTreeMap, HashMap};
 
 use bp::{Agent, ContactPlan, Store};
+use client::status::{Cla, ContactsStatus, NeighbourStatus, PlanContact, PlanStatus};
 
 use super::cla::ClaKind;
 
@@ -12,41 +13,39 @@ use super::cla::ClaKind;
 const MAX_LISTED: usize = 32;
 
 /// The `contacts` object at DTN time `now_ms`.
-pub(crate) fn json<S: Store>(
+pub(crate) fn status<S: Store>(
     agent: &Agent<S>,
     kinds: &HashMap<u64, ClaKind>,
     node: u64,
     now_ms: u64,
-) -> serde_json::Value {
+) -> ContactsStatus {
     let links: BTreeMap<u64, u64> = agent.links().collect();
-    let mut peers: Vec<u64> = kinds.keys().chain(links.keys()).copied().collect();
-    peers.sort_unstable();
-    peers.dedup();
-    let neighbours: serde_json::Map<String, serde_json::Value> = peers
-        .iter()
+    let neighbours = kinds
+        .keys()
+        .chain(links.keys())
         .map(|p| {
             let cla = kinds.get(p).map(|k| match k {
-                ClaKind::Ltp => "ltp",
-                ClaKind::Tcp => "tcpcl",
-                ClaKind::Udp => "udpcl",
+                ClaKind::Ltp => Cla::Ltp,
+                ClaKind::Tcp => Cla::Tcpcl,
+                ClaKind::Udp => Cla::Udpcl,
             });
-            let v = serde_json::json!({
-                "cla": cla,
-                "link_up": links.contains_key(p),
-                "rate_bps": links.get(p).copied().unwrap_or(0),
-            });
-            (p.to_string(), v)
+            let n = NeighbourStatus {
+                cla,
+                link_up: links.contains_key(p),
+                rate_bps: links.get(p).copied().unwrap_or(0),
+            };
+            (*p, n)
         })
         .collect();
-    serde_json::json!({
-        "neighbours": neighbours,
-        "plan": agent.contact_plan().map(|p| plan_json(p, node, now_ms)),
-    })
+    ContactsStatus {
+        neighbours,
+        plan: agent.contact_plan().map(|p| plan_status(p, node, now_ms)),
+    }
 }
 
 /// This node's contacts that have not ended at `now_ms`, current ones first, at most
 /// [`MAX_LISTED`]; times in seconds relative to now (negative: already started).
-fn plan_json(plan: &ContactPlan, node: u64, now_ms: u64) -> serde_json::Value {
+fn plan_status(plan: &ContactPlan, node: u64, now_ms: u64) -> PlanStatus {
     let now = plan.from_dtn_ms(now_ms).unwrap_or(0);
     let mut ours: Vec<&bp::Contact> = plan
         .contacts()
@@ -55,24 +54,22 @@ fn plan_json(plan: &ContactPlan, node: u64, now_ms: u64) -> serde_json::Value {
         .collect();
     ours.sort_by_key(|c| (c.start_ms, c.from, c.to));
     let rel = |t: u64| (t as f64 - now as f64) / 1000.0;
-    let listed: Vec<serde_json::Value> = ours
+    let contacts = ours
         .iter()
         .take(MAX_LISTED)
-        .map(|c| {
-            serde_json::json!({
-                "from": c.from,
-                "to": c.to,
-                "start_in_s": rel(c.start_ms),
-                "end_in_s": rel(c.end_ms),
-                "rate_bps": c.rate_bits_per_s(),
-                "active": c.is_active_at(now),
-            })
+        .map(|c| PlanContact {
+            from: c.from,
+            to: c.to,
+            start_in_s: rel(c.start_ms),
+            end_in_s: rel(c.end_ms),
+            rate_bps: c.rate_bits_per_s(),
+            active: c.is_active_at(now),
         })
         .collect();
-    serde_json::json!({
-        "contacts": listed,
-        "remaining": ours.len(),
-    })
+    PlanStatus {
+        contacts,
+        remaining: ours.len() as u64,
+    }
 }
 
 #[cfg(test)]
@@ -85,19 +82,16 @@ mod tests {
                     a contact +0 +100 3 4 1000\na contact +40 +50 1 3 500\n";
         let plan = ContactPlan::from_ion_str(text, "plan.txt", 1_000_000).unwrap();
         // 15 s into the plan: the first contact has ended.
-        let v = plan_json(&plan, 1, 1_015_000);
-        assert_eq!(v["remaining"], 2);
-        let c = v["contacts"].as_array().unwrap();
-        assert_eq!(
-            (c[0]["from"].as_u64(), c[0]["to"].as_u64()),
-            (Some(2), Some(1))
-        );
-        assert_eq!(c[0]["start_in_s"], 5.0);
-        assert_eq!(c[0]["active"], false);
-        assert_eq!(c[1]["rate_bps"], 4000);
+        let v = plan_status(&plan, 1, 1_015_000);
+        assert_eq!(v.remaining, 2);
+        let c = &v.contacts;
+        assert_eq!((c[0].from, c[0].to), (2, 1));
+        assert_eq!(c[0].start_in_s, 5.0);
+        assert!(!c[0].active);
+        assert_eq!(c[1].rate_bps, 4000);
         // 25 s in: the 2 -> 1 contact is up.
-        let v = plan_json(&plan, 1, 1_025_000);
-        assert_eq!(v["contacts"][0]["active"], true);
-        assert_eq!(v["contacts"][0]["start_in_s"], -5.0);
+        let v = plan_status(&plan, 1, 1_025_000);
+        assert!(v.contacts[0].active);
+        assert_eq!(v.contacts[0].start_in_s, -5.0);
     }
 }

@@ -9,6 +9,8 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Mutex;
 
+use client::status::{ImportsRefused, LtpStatus, TcpclStatus, UdpclStatus};
+
 /// Counters shared with the status reply (written by the LTP thread only).
 #[derive(Debug, Default)]
 pub(crate) struct LtpCounters {
@@ -45,47 +47,43 @@ pub(crate) struct LtpCounters {
 
 impl LtpCounters {
     /// The counters as the status reply's `ltp` object.
-    pub(crate) fn json(&self) -> serde_json::Value {
+    pub(crate) fn status(&self) -> LtpStatus {
         use std::sync::atomic::Ordering::Relaxed;
-        let deviations: serde_json::Map<String, serde_json::Value> = ltp::Deviation::ALL
-            .iter()
-            .zip(&self.deviations)
-            .map(|(d, n)| (d.name().to_string(), n.load(Relaxed).into()))
-            .collect();
-        let rates: serde_json::Map<String, serde_json::Value> = self
-            .adaptive_rates
-            .lock()
-            .map(|m| {
-                m.iter()
-                    .map(|(peer, bps)| (peer.to_string(), (*bps).into()))
-                    .collect()
-            })
-            .unwrap_or_default();
-        serde_json::json!({
-            "export_sessions": self.export_sessions.load(Relaxed),
-            "import_sessions": self.import_sessions.load(Relaxed),
-            "segments_sent": self.segments_sent.load(Relaxed),
-            "segments_received": self.segments_received.load(Relaxed),
-            "blocks_received": self.blocks_received.load(Relaxed),
-            "exports_completed": self.exports_completed.load(Relaxed),
-            "exports_cancelled": self.exports_cancelled.load(Relaxed),
-            "exports_refused": self.exports_refused.load(Relaxed),
-            "malformed_datagrams": self.malformed.load(Relaxed),
-            "wrong_source": self.wrong_source.load(Relaxed),
-            "imports_refused": {
-                "paused": self.admission[0].load(Relaxed),
-                "budget": self.admission[1].load(Relaxed),
-                "full": self.admission[2].load(Relaxed),
+        let [paused, budget, full, evicted, stalled] =
+            self.admission.each_ref().map(|a| a.load(Relaxed));
+        LtpStatus {
+            export_sessions: self.export_sessions.load(Relaxed),
+            import_sessions: self.import_sessions.load(Relaxed),
+            segments_sent: self.segments_sent.load(Relaxed),
+            segments_received: self.segments_received.load(Relaxed),
+            blocks_received: self.blocks_received.load(Relaxed),
+            exports_completed: self.exports_completed.load(Relaxed),
+            exports_cancelled: self.exports_cancelled.load(Relaxed),
+            exports_refused: self.exports_refused.load(Relaxed),
+            malformed_datagrams: self.malformed.load(Relaxed),
+            wrong_source: self.wrong_source.load(Relaxed),
+            imports_refused: ImportsRefused {
+                paused,
+                budget,
+                full,
             },
-            "imports_evicted": self.admission[3].load(Relaxed),
-            "imports_stalled": self.admission[4].load(Relaxed),
-            "data_segments_retransmitted": self.data_segments_retransmitted.load(Relaxed),
-            "checkpoint_timeouts": self.checkpoint_timeouts.load(Relaxed),
-            "deviations": deviations,
-            "adaptive_rate_bps": rates,
-            "spans": self.spans.json(),
-            "fec": self.fec.json(),
-        })
+            imports_evicted: evicted,
+            imports_stalled: stalled,
+            data_segments_retransmitted: self.data_segments_retransmitted.load(Relaxed),
+            checkpoint_timeouts: self.checkpoint_timeouts.load(Relaxed),
+            deviations: ltp::Deviation::ALL
+                .iter()
+                .zip(&self.deviations)
+                .map(|(d, n)| (d.name().to_string(), n.load(Relaxed)))
+                .collect(),
+            adaptive_rate_bps: self
+                .adaptive_rates
+                .lock()
+                .map(|m| m.clone())
+                .unwrap_or_default(),
+            spans: self.spans.status(),
+            fec: self.fec.status(),
+        }
     }
 }
 
@@ -137,41 +135,36 @@ impl TcpclCounters {
         }
     }
 
-    /// The counters as a JSON object.
-    pub(crate) fn json(&self) -> serde_json::Value {
-        let deviations: serde_json::Map<String, serde_json::Value> = self
-            .deviations
-            .lock()
-            .map(|m| {
-                m.iter()
-                    .map(|(k, v)| (k.clone(), serde_json::Value::from(*v)))
-                    .collect()
-            })
-            .unwrap_or_default();
-        serde_json::json!({
-            "sessions_established": self.sessions_established.load(Relaxed),
-            "sessions_tls": self.sessions_tls.load(Relaxed),
-            "sessions_v3": self.sessions_v3.load(Relaxed),
-            "sessions_open": self.sessions_open.load(Relaxed),
-            "connect_failures": self.connect_failures.load(Relaxed),
-            "transfers_sent": self.transfers_sent.load(Relaxed),
-            "transfers_acked": self.transfers_acked.load(Relaxed),
-            "transfers_refused": self.transfers_refused.load(Relaxed),
-            "transfers_failed": self.transfers_failed.load(Relaxed),
-            "bundles_received": self.bundles_received.load(Relaxed),
-            "transfers_refused_by_us": self.transfers_refused_by_us.load(Relaxed),
-            "bytes_sent": self.bytes_sent.load(Relaxed),
-            "bytes_received": self.bytes_received.load(Relaxed),
-            "bundles_fragmented": self.bundles_fragmented.load(Relaxed),
-            "deviations": deviations,
-            "deviation_events": self.deviation_events.load(Relaxed),
-            "sessions_refused": self
+    /// The counters as the status reply's `tcpcl` object.
+    pub(crate) fn status(&self) -> TcpclStatus {
+        TcpclStatus {
+            sessions_established: self.sessions_established.load(Relaxed),
+            sessions_tls: self.sessions_tls.load(Relaxed),
+            sessions_v3: self.sessions_v3.load(Relaxed),
+            sessions_open: self.sessions_open.load(Relaxed),
+            connect_failures: self.connect_failures.load(Relaxed),
+            transfers_sent: self.transfers_sent.load(Relaxed),
+            transfers_acked: self.transfers_acked.load(Relaxed),
+            transfers_refused: self.transfers_refused.load(Relaxed),
+            transfers_failed: self.transfers_failed.load(Relaxed),
+            bundles_received: self.bundles_received.load(Relaxed),
+            transfers_refused_by_us: self.transfers_refused_by_us.load(Relaxed),
+            bytes_sent: self.bytes_sent.load(Relaxed),
+            bytes_received: self.bytes_received.load(Relaxed),
+            bundles_fragmented: self.bundles_fragmented.load(Relaxed),
+            deviations: self
+                .deviations
+                .lock()
+                .map(|m| m.clone())
+                .unwrap_or_default(),
+            deviation_events: self.deviation_events.load(Relaxed),
+            sessions_refused: self
                 .sessions_refused
                 .lock()
-                .map(|m| serde_json::json!(*m))
+                .map(|m| m.iter().map(|(k, v)| (k.to_string(), *v)).collect())
                 .unwrap_or_default(),
-            "peers": self.peers.json(),
-        })
+            peers: self.peers.status(),
+        }
     }
 }
 
@@ -189,16 +182,16 @@ pub(crate) struct UdpclCounters {
 }
 
 impl UdpclCounters {
-    /// The counters as a JSON object.
-    pub(crate) fn json(&self) -> serde_json::Value {
-        serde_json::json!({
-            "datagrams_sent": self.datagrams_sent.load(Relaxed),
-            "datagrams_received": self.datagrams_received.load(Relaxed),
-            "bundles_fragmented": self.bundles_fragmented.load(Relaxed),
-            "oversize_refused": self.oversize_refused.load(Relaxed),
-            "send_errors": self.send_errors.load(Relaxed),
-            "truncated_datagrams": self.truncated.load(Relaxed),
-            "peers": self.peers.json(),
-        })
+    /// The counters as the status reply's `udpcl` object.
+    pub(crate) fn status(&self) -> UdpclStatus {
+        UdpclStatus {
+            datagrams_sent: self.datagrams_sent.load(Relaxed),
+            datagrams_received: self.datagrams_received.load(Relaxed),
+            bundles_fragmented: self.bundles_fragmented.load(Relaxed),
+            oversize_refused: self.oversize_refused.load(Relaxed),
+            send_errors: self.send_errors.load(Relaxed),
+            truncated_datagrams: self.truncated.load(Relaxed),
+            peers: self.peers.status(),
+        }
     }
 }

@@ -4,6 +4,8 @@
 use std::collections::BTreeMap;
 use std::sync::Mutex;
 
+use client::status::FecSpanStatus;
+
 /// Per-peer FEC counters (peer node → counters), only for spans with `[span.fec]`.
 #[derive(Debug, Default)]
 pub(crate) struct FecCounters {
@@ -32,15 +34,88 @@ impl FecCounters {
         }
     }
 
-    /// `{ "<peer>": { counters } }`, or null when no span has FEC.
-    pub(crate) fn json(&self) -> serde_json::Value {
+    /// The `ltp.fec` object: counters per peer node, `None` (`null`) when no span has FEC.
+    pub(crate) fn status(&self) -> Option<BTreeMap<u64, FecSpanStatus>> {
         match self.by_peer.lock() {
-            Ok(m) if !m.is_empty() => m
-                .iter()
-                .map(|(p, s)| (p.to_string(), serde_json::to_value(s).unwrap_or_default()))
-                .collect::<serde_json::Map<_, _>>()
-                .into(),
-            _ => serde_json::Value::Null,
+            Ok(m) if !m.is_empty() => Some(m.iter().map(|(p, s)| (*p, fec_status(s))).collect()),
+            _ => None,
         }
+    }
+}
+
+/// One span's FEC counters in the status reply. Every field is named (no `..`), so a counter
+/// added to [`fec::FecStats`] does not compile until the status carries it too.
+fn fec_status(s: &fec::FecStats) -> FecSpanStatus {
+    let fec::FecStats {
+        segments_in,
+        matrices_sent,
+        info_symbols_sent,
+        repair_symbols_sent,
+        bytes_sent,
+        matrices_transmitted,
+        matrix_tx_ns_total,
+        matrix_tx_ns_max,
+        input_dropped,
+        symbols_received,
+        repair_symbols_received,
+        matrices_complete,
+        matrices_decoded,
+        matrices_failed,
+        segments_repaired,
+        segments_lost,
+        segments_out,
+        sessions_cancelled,
+        late_symbols,
+        inconsistent_symbols,
+        matrices_evicted,
+        bad_rows,
+    } = *s;
+    FecSpanStatus {
+        segments_in,
+        matrices_sent,
+        info_symbols_sent,
+        repair_symbols_sent,
+        bytes_sent,
+        matrices_transmitted,
+        matrix_tx_ns_total,
+        matrix_tx_ns_max,
+        input_dropped,
+        symbols_received,
+        repair_symbols_received,
+        matrices_complete,
+        matrices_decoded,
+        matrices_failed,
+        segments_repaired,
+        segments_lost,
+        segments_out,
+        sessions_cancelled,
+        late_symbols,
+        inconsistent_symbols,
+        matrices_evicted,
+        bad_rows,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_status_copies_every_counter_of_its_span() {
+        let stats = fec::FecStats {
+            segments_in: 1,
+            matrices_decoded: 13,
+            bad_rows: 22,
+            ..fec::FecStats::default()
+        };
+        // The engine's own serialisation and the status section agree key by key.
+        assert_eq!(
+            serde_json::to_value(fec_status(&stats)).unwrap(),
+            serde_json::to_value(stats).unwrap()
+        );
+        let counters = FecCounters::default();
+        assert_eq!(counters.status(), None, "no FEC span: null");
+        counters.by_peer.lock().unwrap().insert(2, stats);
+        assert_eq!(counters.status().unwrap()[&2].bad_rows, 22);
     }
 }

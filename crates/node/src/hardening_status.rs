@@ -1,54 +1,60 @@
 //! The `status` objects of the node's fault handling: the store's health and the neighbours
 //! backing off after refusals (`docs/node.md`, "status").
 
-use bp::{Agent, AgentStatus, StoreHealth};
-use serde_json::{json, Value};
+use std::collections::BTreeMap;
 
-/// `store`: contents, and the health state (`"ok"` or `"degraded"` with the reason, since when
-/// and when the next recovery attempt runs).
-pub(crate) fn store_json(s: &AgentStatus, h: &StoreHealth, now_ms: u64) -> Value {
-    let mut v = json!({
-        "bundles": s.stored_bundles,
-        "bytes": s.stored_bytes,
-        "quota_bytes": s.quota_bytes,
-        "commits": s.commits,
-        "state": if h.is_ok() { "ok" } else { "degraded" },
-        "failures": h.failures,
-        "recoveries": h.recoveries,
-        "recovered_from_disk": s.recovered_from_disk,
-    });
-    if let (Some(d), Some(obj)) = (h.degraded(), v.as_object_mut()) {
-        obj.insert(
-            "degraded".into(),
-            json!({
-                "reason": d.reason,
-                "since_ms": d.since_ms,
-                "for_ms": now_ms.saturating_sub(d.since_ms),
-                "attempts": d.attempts,
-                "retry_in_ms": d.retry_at_ms.saturating_sub(now_ms),
-            }),
-        );
+use bp::{Agent, AgentStatus, StoreHealth};
+use client::status::{BackoffStatus, CommitLatency, DegradedStatus, StoreState, StoreStatus};
+
+/// `store`: contents, commit times, and the health state (`"ok"` or `"degraded"` with the
+/// reason, since when and when the next recovery attempt runs).
+pub(crate) fn store_status(
+    s: &AgentStatus,
+    h: &StoreHealth,
+    commit_latency: CommitLatency,
+    now_ms: u64,
+) -> StoreStatus {
+    StoreStatus {
+        bundles: s.stored_bundles,
+        bytes: s.stored_bytes,
+        quota_bytes: s.quota_bytes,
+        commits: s.commits,
+        commit_latency,
+        state: if h.is_ok() {
+            StoreState::Ok
+        } else {
+            StoreState::Degraded
+        },
+        degraded: h.degraded().map(|d| DegradedStatus {
+            reason: d.reason.clone(),
+            since_ms: d.since_ms,
+            for_ms: now_ms.saturating_sub(d.since_ms),
+            attempts: d.attempts.into(),
+            retry_in_ms: d.retry_at_ms.saturating_sub(now_ms),
+        }),
+        failures: h.failures,
+        recoveries: h.recoveries,
+        recovered_from_disk: s.recovered_from_disk,
     }
-    v
 }
 
 /// `backoff`: per neighbour that refused bundles for lack of resources, whether it is being
 /// waited for now, for how long, and its refusals since it last took a bundle.
-pub(crate) fn backoff_json<S: bp::Store>(agent: &Agent<S>, now_ms: u64) -> Value {
-    let per: serde_json::Map<String, Value> = agent
+pub(crate) fn backoff_status<S: bp::Store>(
+    agent: &Agent<S>,
+    now_ms: u64,
+) -> BTreeMap<u64, BackoffStatus> {
+    agent
         .neighbour_backoffs()
         .map(|(n, b)| {
-            (
-                n.to_string(),
-                json!({
-                    "waiting_ms": b.until_ms.saturating_sub(now_ms),
-                    "next_delay_ms": b.next_delay_ms,
-                    "refusals": b.refusals,
-                }),
-            )
+            let status = BackoffStatus {
+                waiting_ms: b.until_ms.saturating_sub(now_ms),
+                next_delay_ms: b.next_delay_ms,
+                refusals: b.refusals,
+            };
+            (n, status)
         })
-        .collect();
-    Value::Object(per)
+        .collect()
 }
 
 /// Sums the spans' import admission counters (refused while paused / budget full / span full,

@@ -14,6 +14,8 @@
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::Arc;
 
+use client::status::IngressStatus;
+
 /// A change of the gate the agent thread must pass on to the convergence layers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum GateChange {
@@ -60,15 +62,16 @@ impl IngressGate {
         None
     }
 
-    /// The state for `dtnkit status` (`ingress` object).
-    pub(crate) fn json(&self, backlog: (u64, u64)) -> serde_json::Value {
-        serde_json::json!({
-            "paused": self.paused.load(Relaxed),
-            "pauses": self.pauses,
-            "delivery_backlog_bundles": backlog.0,
-            "delivery_backlog_bytes": backlog.1,
-            "delivery_backlog_limit": self.limit,
-        })
+    /// The state for `dtnkit status` (`ingress` object), with the delivery backlog (bundles,
+    /// bytes).
+    pub(crate) fn status(&self, backlog: (u64, u64)) -> IngressStatus {
+        IngressStatus {
+            paused: self.paused.load(Relaxed),
+            pauses: self.pauses,
+            delivery_backlog_bundles: backlog.0,
+            delivery_backlog_bytes: backlog.1,
+            delivery_backlog_limit: self.limit,
+        }
     }
 }
 
@@ -90,8 +93,8 @@ mod tests {
         assert!(!flag.load(Relaxed));
         assert_eq!(g.observe(900), None);
         assert_eq!(g.observe(2000), Some(GateChange::Pause));
-        assert_eq!(g.json((3, 2000))["pauses"], 2);
-        assert_eq!(g.json((3, 2000))["paused"], true);
+        assert_eq!(g.status((3, 2000)).pauses, 2);
+        assert!(g.status((3, 2000)).paused);
     }
 
     #[test]

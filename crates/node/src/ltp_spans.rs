@@ -1,13 +1,14 @@
 //! Per-span LTP counters and state for the status reply (`ltp.spans`): the LTP thread copies the
 //! engine's [`ltp::SpanStats`] and [`ltp::SpanState`] of every span onto a board every
 //! [`PUBLISH_INTERVAL`], so a status request never waits for the LTP thread and the LTP thread
-//! never formats JSON. The engine's counters stay the only counters; this is a copy.
+//! never builds the status. The engine's counters stay the only counters; this is a copy.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use client::status::LtpSpanStatus;
 use ltp::{Engine, SpanState, SpanStats};
 
 /// How often the LTP thread refreshes the board (its loop wakes at least every 100 ms).
@@ -52,63 +53,58 @@ impl SpanBoard {
         }
     }
 
-    /// The `ltp.spans` object: per peer node, its span's state and counters.
-    pub(crate) fn json(&self) -> serde_json::Value {
+    /// The `ltp.spans` object: per peer node, its span's state and counters (empty if a panic
+    /// poisoned the board).
+    pub(crate) fn status(&self) -> BTreeMap<u64, LtpSpanStatus> {
         let Ok(spans) = self.spans.lock() else {
-            return serde_json::Value::Null;
+            return BTreeMap::new();
         };
         spans
             .iter()
-            .map(|(peer, id, st, state)| (peer.to_string(), span_json(*id, st, state)))
-            .collect::<serde_json::Map<_, _>>()
-            .into()
+            .map(|(peer, id, st, state)| (*peer, span_status(*id, st, state)))
+            .collect()
     }
 }
 
-fn span_json(engine_id: u64, st: &SpanStats, state: &SpanState) -> serde_json::Value {
-    let by_reason = |c: &ltp::CancelCounts| -> serde_json::Value {
-        c.iter()
-            .map(|(r, n)| (r.name().to_string(), n.into()))
-            .collect::<serde_json::Map<_, _>>()
-            .into()
-    };
-    let deviations: serde_json::Map<String, serde_json::Value> = st
-        .deviations
-        .iter()
-        .map(|(d, n)| (d.name().to_string(), n.into()))
-        .collect();
-    serde_json::json!({
-        "engine_id": engine_id,
-        "link_up": state.link_up,
-        "export_sessions": state.export_sessions,
-        "import_sessions": state.import_sessions,
-        "queued_blocks": state.queued_blocks,
-        "pacing_rate_bps": state.pacing_rate_bps,
-        "segments_sent": st.segments_sent,
-        "segments_received": st.segments_received,
-        "data_segments_sent": st.data_segments_sent,
-        "data_bytes_sent": st.data_bytes_sent,
-        "data_segments_retransmitted": st.data_segments_retransmitted,
-        "reports_sent": st.reports_sent,
-        "reports_received": st.reports_received,
-        "retransmission_cycles": st.retransmission_cycles,
-        "checkpoint_timeouts": st.checkpoint_timeouts,
-        "report_timeouts": st.report_timeouts,
-        "cancel_timeouts": st.cancel_timeouts,
-        "exports_completed": st.exports_completed,
-        "export_bytes_completed": st.export_bytes_completed,
-        "exports_cancelled": st.exports_cancelled,
-        "blocks_received": st.blocks_received,
-        "block_bytes_received": st.block_bytes_received,
-        "imports_cancelled": st.imports_cancelled,
-        "imports_refused": st.imports_refused,
-        "stale_segments": st.stale_segments,
-        "cancelled_here": by_reason(&st.cancelled_here),
-        "cancelled_by_peer": by_reason(&st.cancelled_by_peer),
-        "deviations": deviations,
-        "rate_decreases": st.rate_decreases,
-        "rate_increases": st.rate_increases,
-    })
+/// Counts by name: cancellations by reason, deviations by kind.
+fn by_name<'a>(counts: impl Iterator<Item = (&'a str, u64)>) -> BTreeMap<String, u64> {
+    counts.map(|(name, n)| (name.to_string(), n)).collect()
+}
+
+fn span_status(engine_id: u64, st: &SpanStats, state: &SpanState) -> LtpSpanStatus {
+    let by_reason = |c: &ltp::CancelCounts| by_name(c.iter().map(|(r, n)| (r.name(), n)));
+    LtpSpanStatus {
+        engine_id,
+        link_up: state.link_up,
+        export_sessions: state.export_sessions as u64,
+        import_sessions: state.import_sessions as u64,
+        queued_blocks: state.queued_blocks as u64,
+        pacing_rate_bps: state.pacing_rate_bps,
+        segments_sent: st.segments_sent,
+        segments_received: st.segments_received,
+        data_segments_sent: st.data_segments_sent,
+        data_bytes_sent: st.data_bytes_sent,
+        data_segments_retransmitted: st.data_segments_retransmitted,
+        reports_sent: st.reports_sent,
+        reports_received: st.reports_received,
+        retransmission_cycles: st.retransmission_cycles,
+        checkpoint_timeouts: st.checkpoint_timeouts,
+        report_timeouts: st.report_timeouts,
+        cancel_timeouts: st.cancel_timeouts,
+        exports_completed: st.exports_completed,
+        export_bytes_completed: st.export_bytes_completed,
+        exports_cancelled: st.exports_cancelled,
+        blocks_received: st.blocks_received,
+        block_bytes_received: st.block_bytes_received,
+        imports_cancelled: st.imports_cancelled,
+        imports_refused: st.imports_refused,
+        stale_segments: st.stale_segments,
+        cancelled_here: by_reason(&st.cancelled_here),
+        cancelled_by_peer: by_reason(&st.cancelled_by_peer),
+        deviations: by_name(st.deviations.iter().map(|(d, n)| (d.name(), n))),
+        rate_decreases: st.rate_decreases,
+        rate_increases: st.rate_increases,
+    }
 }
 
 #[cfg(test)]
@@ -124,15 +120,15 @@ mod tests {
         let board = SpanBoard::default();
         let mut last = Instant::now();
         board.publish_due(&mut last, &engine, &peers);
-        assert_eq!(board.json(), serde_json::json!({}), "not due yet");
+        assert!(board.status().is_empty(), "not due yet");
         board.publish(&engine, &peers);
-        assert_eq!(board.json()["2"]["engine_id"], 20);
+        assert_eq!(board.status()[&2].engine_id, 20);
         last -= PUBLISH_INTERVAL;
         board.publish_due(&mut last, &engine, &peers);
-        let j = board.json();
-        assert_eq!(j["2"]["engine_id"], 20);
-        assert_eq!(j["2"]["link_up"], true);
-        assert_eq!(j["2"]["cancelled_here"]["RLEXC"], 0);
-        assert_eq!(j["2"]["segments_sent"], 0);
+        let j = board.status();
+        assert_eq!(j[&2].engine_id, 20);
+        assert!(j[&2].link_up);
+        assert_eq!(j[&2].cancelled_here["RLEXC"], 0);
+        assert_eq!(j[&2].segments_sent, 0);
     }
 }

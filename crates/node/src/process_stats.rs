@@ -1,22 +1,15 @@
 //! The node process's CPU time, resident memory, threads and age, read from `/proc/self` (Linux)
 //! for the status reply's `process` object and the `process_*` metrics.
 
-/// One reading of the process's resource use.
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
-pub(crate) struct ProcessStats {
-    /// User plus system CPU time (s).
-    pub(crate) cpu_seconds: f64,
-    /// Resident set size (bytes).
-    pub(crate) rss_bytes: u64,
-    /// Threads.
-    pub(crate) threads: u64,
-    /// Seconds since the process started.
-    pub(crate) uptime_seconds: f64,
-}
+use client::status::ProcessStatus;
+
+/// Reads the process's resource use.
+pub(crate) struct ProcessStats;
 
 impl ProcessStats {
-    /// Reads `/proc/self`; `None` where it is not available (not Linux, no procfs).
-    pub(crate) fn read() -> Option<Self> {
+    /// Reads `/proc/self`: the status reply's `process` object, `None` (`null`) where it is
+    /// not available (not Linux, no procfs).
+    pub(crate) fn read() -> Option<ProcessStatus> {
         let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
         let status = std::fs::read_to_string("/proc/self/status").ok()?;
         let uptime = std::fs::read_to_string("/proc/uptime").ok()?;
@@ -27,7 +20,7 @@ impl ProcessStats {
     }
 
     /// Parses the three files (`ticks`: clock ticks per second).
-    fn parse(stat: &str, status: &str, uptime: &str, ticks: f64) -> Option<Self> {
+    fn parse(stat: &str, status: &str, uptime: &str, ticks: f64) -> Option<ProcessStatus> {
         // The command name (field 2) is in parentheses and may contain spaces: fields are
         // counted from the last ')'. After it come field 3 (state), 4, ...
         let rest = stat.get(stat.rfind(')')? + 1..)?;
@@ -40,25 +33,12 @@ impl ProcessStats {
             .and_then(|v| v.split_whitespace().next())
             .and_then(|v| v.parse().ok())?;
         let since_boot: f64 = uptime.split_whitespace().next()?.parse().ok()?;
-        Some(Self {
+        Some(ProcessStatus {
             cpu_seconds: (utime + stime) / ticks,
             rss_bytes: rss_kb * 1024,
             threads: threads as u64,
             uptime_seconds: (since_boot - start / ticks).max(0.0),
         })
-    }
-
-    /// The status reply's `process` object (`null` without procfs).
-    pub(crate) fn json() -> serde_json::Value {
-        match Self::read() {
-            Some(p) => serde_json::json!({
-                "cpu_seconds": p.cpu_seconds,
-                "rss_bytes": p.rss_bytes,
-                "threads": p.threads,
-                "uptime_seconds": p.uptime_seconds,
-            }),
-            None => serde_json::Value::Null,
-        }
     }
 }
 

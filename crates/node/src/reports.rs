@@ -11,6 +11,7 @@
 use std::collections::BTreeMap;
 
 use bpv7::AdminRecord;
+use client::status::StatusReportCounts;
 
 /// Reporting nodes tracked one by one; further ones are summed under [`OTHER`].
 const MAX_REPORTERS: usize = 1024;
@@ -43,23 +44,21 @@ impl ReportCounts {
     }
 
     /// The `status_reports` object of `dtnkit status`.
-    pub(crate) fn json(&self) -> serde_json::Value {
+    pub(crate) fn status(&self) -> BTreeMap<String, StatusReportCounts> {
         self.by_node
             .iter()
             .map(|(node, c)| {
-                (
-                    node.clone(),
-                    serde_json::json!({
-                        "received": c[0],
-                        "forwarded": c[1],
-                        "delivered": c[2],
-                        "deleted": c[3],
-                        "other_records": c[4],
-                    }),
-                )
+                let [received, forwarded, delivered, deleted, other_records] = *c;
+                let counts = StatusReportCounts {
+                    received,
+                    forwarded,
+                    delivered,
+                    deleted,
+                    other_records,
+                };
+                (node.clone(), counts)
             })
-            .collect::<serde_json::Map<_, _>>()
-            .into()
+            .collect()
     }
 }
 
@@ -101,12 +100,12 @@ mod tests {
                 content: bytes::Bytes::new(),
             },
         );
-        let j = c.json();
-        assert_eq!(j["ipn:2.0"]["received"], 2);
-        assert_eq!(j["ipn:2.0"]["delivered"], 1);
-        assert_eq!(j["ipn:3.0"]["received"], 0);
-        assert_eq!(j["ipn:3.0"]["delivered"], 1);
-        assert_eq!(j["ipn:3.0"]["other_records"], 1);
+        let j = c.status();
+        assert_eq!(j["ipn:2.0"].received, 2);
+        assert_eq!(j["ipn:2.0"].delivered, 1);
+        assert_eq!(j["ipn:3.0"].received, 0);
+        assert_eq!(j["ipn:3.0"].delivered, 1);
+        assert_eq!(j["ipn:3.0"].other_records, 1);
     }
 
     #[test]
@@ -115,8 +114,8 @@ mod tests {
         for n in 0..(MAX_REPORTERS as u64 + 5) {
             c.count(&Eid::ipn(n + 1, 0), &report(true, false));
         }
-        let j = c.json();
-        assert_eq!(j.as_object().unwrap().len(), MAX_REPORTERS + 1);
-        assert_eq!(j[OTHER]["received"], 5);
+        let j = c.status();
+        assert_eq!(j.len(), MAX_REPORTERS + 1);
+        assert_eq!(j[OTHER].received, 5);
     }
 }

@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 use bp::store::{Batch, BundleKey, StoreContents, StoreError};
 use bp::Store;
 use bytes::Bytes;
+use client::status::CommitLatency;
 
 /// Upper bounds of the histogram buckets in seconds (100 µs to 5 s; slower commits fall into
 /// the implicit `+Inf` bucket).
@@ -49,7 +50,7 @@ impl LatencyHistogram {
     /// The histogram as the status reply's `store.commit_latency` object: bucket bounds and
     /// cumulative counts (Prometheus `le` semantics: commits that took at most that long),
     /// the total count and the sum of durations.
-    pub(crate) fn json(&self) -> serde_json::Value {
+    pub(crate) fn status(&self) -> CommitLatency {
         let mut acc = 0u64;
         let cumulative: Vec<u64> = self
             .buckets
@@ -59,12 +60,12 @@ impl LatencyHistogram {
                 acc
             })
             .collect();
-        serde_json::json!({
-            "le_s": BUCKETS_S,
-            "cumulative": cumulative,
-            "count": self.count(),
-            "sum_s": self.sum.as_secs_f64(),
-        })
+        CommitLatency {
+            le_s: BUCKETS_S.to_vec(),
+            cumulative,
+            count: self.count(),
+            sum_s: self.sum.as_secs_f64(),
+        }
     }
 }
 
@@ -133,15 +134,18 @@ mod tests {
         h.record(Duration::from_micros(100)); // the bound itself is inside
         h.record(Duration::from_millis(3)); // <= 5 ms
         h.record(Duration::from_secs(9)); // beyond 5 s: +Inf only
-        let j = h.json();
-        let cum: Vec<u64> = serde_json::from_value(j["cumulative"].clone()).unwrap();
-        assert_eq!(cum.len(), BUCKETS_S.len());
+        let j = h.status();
+        let cum = &j.cumulative;
+        assert_eq!(
+            (cum.len(), j.le_s.len()),
+            (BUCKETS_S.len(), BUCKETS_S.len())
+        );
         assert_eq!(cum[0], 2);
         assert_eq!(cum[4], 2, "2.5 ms bucket");
         assert_eq!(cum[5], 3, "5 ms bucket");
         assert_eq!(*cum.last().unwrap(), 3);
-        assert_eq!(j["count"], 4);
-        let sum = j["sum_s"].as_f64().unwrap();
+        assert_eq!(j.count, 4);
+        let sum = j.sum_s;
         assert!((sum - 9.00315).abs() < 1e-9, "{sum}");
     }
 
