@@ -118,13 +118,21 @@ impl Collector for StatusCollector {
 mod tests {
     use super::*;
 
-    fn sample_status() -> serde_json::Value {
-        serde_json::json!({
-            "node": 3,
-            "bundles": {"received": 12, "malformed_by_reason": {"crc": 1}},
-            "queues": {"per_neighbour": {"2": 4}},
-            "store": {"commit_latency": {"le_s": [0.001, 0.01], "cumulative": [1, 3], "count": 4, "sum_s": 0.25}},
-        })
+    fn sample_status() -> client::NodeStatus {
+        let mut s = client::NodeStatus {
+            node: 3,
+            ..Default::default()
+        };
+        s.bundles.received = 12;
+        s.bundles.malformed_by_reason.insert("crc".into(), 1);
+        s.queues.per_neighbour.insert(2, 4);
+        s.store.commit_latency = client::status::CommitLatency {
+            le_s: vec![0.001, 0.01],
+            cumulative: vec![1, 3],
+            count: 4,
+            sum_s: 0.25,
+        };
+        s
     }
 
     #[test]

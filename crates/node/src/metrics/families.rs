@@ -1,14 +1,21 @@
-//! The metric families of one node status: the status reply (the JSON `dtnkit status --json`
-//! prints) mapped to named, typed, documented Prometheus metrics. The status reply is the only
-//! source: no counter is kept twice. Every number of the reply's flat sections that no rule
-//! below names is still exported, as `dtnkit_<section>_<field>` of type untyped, so a counter
-//! added to the status later shows up in the metrics without a change here.
+//! The metric families of one node status: the status reply ([`NodeStatus`], what `dtnkit
+//! status --json` prints) mapped to named, typed, documented Prometheus metrics. The status
+//! reply is the only source: no counter is kept twice. Every number of the reply's flat
+//! sections that no rule below names is still exported, as `dtnkit_<section>_<field>` of type
+//! untyped, so a counter added to the status later shows up in the metrics without a change
+//! here.
 //!
-//! The rules are tables (one line per status field; the first rule of a family carries its
-//! help text); docs/operations.md lists the resulting metrics.
+//! The rules are tables (one line per status field, read from the typed section; the first rule
+//! of a family carries its help text); docs/operations.md lists the resulting metrics.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
+use client::status::{
+    BpsecStatus, BundleStatus, CommitLatency, ContactsStatus, IngressStatus, LtpSpanStatus,
+    LtpStatus, NodeStatus, ProcessStatus, QueueStatus, StoreStatus, TcpclPeerStatus, TcpclStatus,
+    UdpclPeerStatus, UdpclStatus,
+};
+use serde::Serialize;
 use serde_json::Value;
 
 /// A metric's Prometheus type.
@@ -44,118 +51,166 @@ pub(crate) struct Histogram {
     pub(crate) sum: f64,
 }
 
-/// A status number exported as a metric: the field of an object, the metric's type, name,
-/// fixed labels and help (empty: the family was described by an earlier rule).
-struct Rule {
+/// A status number exported as a metric: the field of a section (its key in the reply) and how
+/// to read it, the metric's type, name, fixed labels and help (empty: the family was described
+/// by an earlier rule of the same table).
+struct Rule<T> {
     field: &'static str,
+    get: fn(&T) -> f64,
     kind: Kind,
     name: &'static str,
     labels: &'static [(&'static str, &'static str)],
     help: &'static str,
+}
+
+/// A status value as a sample.
+trait Number {
+    fn number(self) -> f64;
+}
+
+impl Number for u64 {
+    fn number(self) -> f64 {
+        self as f64
+    }
+}
+
+impl Number for f64 {
+    fn number(self) -> f64 {
+        self
+    }
+}
+
+/// A flag as 0 or 1.
+impl Number for bool {
+    fn number(self) -> f64 {
+        f64::from(u8::from(self))
+    }
+}
+
+/// The rule for field `$field` of the table's section type (its reply key is the field's name).
+macro_rules! r {
+    ($field:ident, $kind:expr, $name:expr, $labels:expr, $help:expr) => {
+        Rule {
+            field: stringify!($field),
+            get: |s| Number::number(s.$field),
+            kind: $kind,
+            name: $name,
+            labels: $labels,
+            help: $help,
+        }
+    };
 }
 
 const C: Kind = Kind::Counter;
 const G: Kind = Kind::Gauge;
 
-const fn r(
-    field: &'static str,
-    kind: Kind,
-    name: &'static str,
-    labels: &'static [(&'static str, &'static str)],
-    help: &'static str,
-) -> Rule {
-    Rule {
-        field,
-        kind,
-        name,
-        labels,
-        help,
-    }
-}
-
 const SENT: &[(&str, &str)] = &[("direction", "sent")];
 const RECEIVED: &[(&str, &str)] = &[("direction", "received")];
 
-/// Rules per section of the status reply (its flat, node-wide numbers).
+// Rules per section of the status reply (its flat, node-wide numbers).
+
+/// Rules of `bundles`.
 #[rustfmt::skip]
-const SECTION_RULES: &[(&str, &[Rule])] = &[
-    ("bundles", &[
-        r("created", C, "dtnkit_bundles_created", &[], "Bundles created by local applications."),
-        r("received", C, "dtnkit_bundles_received", &[], "Bundles accepted from convergence layers."),
-        r("forwarded", C, "dtnkit_bundles_forwarded", &[], "Bundles a convergence layer reported sent to the next hop."),
-        r("delivered", C, "dtnkit_bundles_delivered", &[], "Bundles delivered to local applications (acknowledged)."),
-        r("expired", C, "dtnkit_bundles_expired", &[], "Bundles whose lifetime ended while stored here."),
-        r("duplicates", C, "dtnkit_bundles_duplicate", &[], "Duplicate bundles dropped."),
-        r("hop_limit_exceeded", C, "dtnkit_bundles_hop_limit_exceeded", &[], "Bundles dropped for exceeding their hop limit."),
-        r("refused_store_full", C, "dtnkit_bundles_refused", &[("reason", "store_full")], "Bundles refused (from applications and peers), by reason."),
-        r("cla_failures", C, "dtnkit_cla_failures", &[], "Convergence-layer transmissions that failed (the bundle is forwarded again)."),
-        r("echoed", C, "dtnkit_bundles_echoed", &[], "Echo requests answered."),
-    ]),
-    ("bpsec", &[
-        r("rules", G, "dtnkit_bpsec_rules", &[], "Rules of the BPSec policy."),
-        r("secured", C, "dtnkit_bpsec_secured", &[], "Bundles created here that the BPSec policy secured."),
-        r("accepted", C, "dtnkit_bpsec_accepted", &[], "Bundles for this node whose BPSec blocks verified or decrypted."),
-        r("failed", C, "dtnkit_bpsec_failed", &[], "Bundles for this node dropped for failing the BPSec policy."),
-    ]),
-    ("store", &[
-        r("bundles", G, "dtnkit_store_bundles", &[], "Bundles in the store."),
-        r("bytes", G, "dtnkit_store_bytes", &[], "Bytes of encoded bundles in the store."),
-        r("quota_bytes", G, "dtnkit_store_quota_bytes", &[], "The store quota (bytes)."),
-        r("commits", C, "dtnkit_store_commits", &[], "Store transactions committed by the agent."),
-    ]),
-    ("queues", &[
-        r("unrouted", G, "dtnkit_unrouted_bundles", &[], "Bundles waiting for a route."),
-        r("in_flight", G, "dtnkit_in_flight_bundles", &[], "Bundles handed to a convergence layer and not yet reported."),
-        r("pending_delivery", G, "dtnkit_pending_delivery_bundles", &[], "Bundles waiting for local delivery or its acknowledgment."),
-    ]),
-    ("ingress", &[
-        r("paused", G, "dtnkit_ingress_paused", &[], "1 while ingress from peers is paused because applications fall behind."),
-        r("pauses", C, "dtnkit_ingress_pauses", &[], "Times ingress was paused."),
-        r("delivery_backlog_bytes", G, "dtnkit_delivery_backlog_bytes", &[], "Bytes owed to connected applications."),
-        r("delivery_backlog_bundles", G, "dtnkit_delivery_backlog_bundles", &[], "Bundles owed to connected applications."),
-        r("delivery_backlog_limit", G, "dtnkit_delivery_backlog_limit_bytes", &[], "Backlog above which ingress pauses (0: never)."),
-    ]),
-    ("ltp", &[
-        r("export_sessions", G, "dtnkit_ltp_export_sessions", &[], "Open LTP export sessions (all spans)."),
-        r("import_sessions", G, "dtnkit_ltp_import_sessions", &[], "Open LTP import sessions (all spans)."),
-        r("segments_sent", C, "dtnkit_ltp_segments", SENT, "LTP segments (all spans), by direction."),
-        r("segments_received", C, "dtnkit_ltp_segments", RECEIVED, ""),
-        r("blocks_received", C, "dtnkit_ltp_blocks_received", &[], "Red blocks delivered to BP (all spans)."),
-        r("exports_completed", C, "dtnkit_ltp_exports_completed", &[], "Export sessions completed (all spans)."),
-        r("exports_cancelled", C, "dtnkit_ltp_exports_cancelled", &[], "Export sessions cancelled (all spans)."),
-        r("malformed_datagrams", C, "dtnkit_ltp_malformed_datagrams", &[], "LTP datagrams that failed to decode."),
-    ]),
-    ("tcpcl", &[
-        r("sessions_open", G, "dtnkit_tcpcl_sessions_open", &[], "Open TCPCL sessions (all peers)."),
-        r("sessions_established", C, "dtnkit_tcpcl_sessions_established", &[], "TCPCL sessions established."),
-        r("sessions_tls", C, "dtnkit_tcpcl_sessions_tls", &[], "TCPCL sessions established over TLS."),
-        r("sessions_v3", C, "dtnkit_tcpcl_sessions_v3", &[], "TCPCL sessions established in version 3 (RFC 7242)."),
-        r("connect_failures", C, "dtnkit_tcpcl_connect_failures", &[], "TCPCL connection attempts that failed."),
-        r("transfers_sent", C, "dtnkit_tcpcl_transfers_sent", &[], "Outgoing transfers started (all peers)."),
-        r("transfers_acked", C, "dtnkit_tcpcl_transfers", &[("outcome", "acked")], "Outgoing transfers (all peers), by outcome."),
-        r("transfers_refused", C, "dtnkit_tcpcl_transfers", &[("outcome", "refused")], ""),
-        r("transfers_failed", C, "dtnkit_tcpcl_transfers", &[("outcome", "failed")], ""),
-        r("bundles_received", C, "dtnkit_tcpcl_bundles_received", &[], "Bundles received over TCPCL (all peers)."),
-        r("transfers_refused_by_us", C, "dtnkit_tcpcl_transfers_refused_here", &[], "Incoming transfers this node refused (store full)."),
-        r("bytes_sent", C, "dtnkit_tcpcl_bytes", SENT, "TCPCL octets (all peers), by direction."),
-        r("bytes_received", C, "dtnkit_tcpcl_bytes", RECEIVED, ""),
-        r("bundles_fragmented", C, "dtnkit_tcpcl_bundles_fragmented", &[], "Bundles fragmented to fit a peer's transfer MRU."),
-        r("deviation_events", C, "dtnkit_tcpcl_deviation_events", &[], "Tolerated TCPCL peer deviations (every occurrence)."),
-    ]),
-    ("udpcl", &[
-        r("datagrams_sent", C, "dtnkit_udpcl_datagrams_sent", &[], "UDPCL datagrams sent (all peers)."),
-        r("datagrams_received", C, "dtnkit_udpcl_datagrams_received", &[], "UDPCL datagrams received (all sources)."),
-        r("bundles_fragmented", C, "dtnkit_udpcl_bundles_fragmented", &[], "Bundles fragmented to fit a datagram."),
-        r("oversize_refused", C, "dtnkit_udpcl_oversize_refused", &[], "Bundles too large for a datagram that may not be fragmented."),
-        r("send_errors", C, "dtnkit_udpcl_send_errors", &[], "UDPCL sends that failed."),
-        r("truncated_datagrams", C, "dtnkit_udpcl_truncated_datagrams", &[], "Datagrams larger than the limit, dropped."),
-    ]),
-    ("process", &[
-        r("cpu_seconds", C, "process_cpu_seconds", &[], "User and system CPU time of the node process (s)."),
-        r("rss_bytes", G, "process_resident_memory_bytes", &[], "Resident memory of the node process (bytes)."),
-        r("threads", G, "process_threads", &[], "Threads of the node process."),
-        r("uptime_seconds", G, "dtnkit_uptime_seconds", &[], "Seconds since the node process started."),
-    ]),
+const BUNDLES_RULES: &[Rule<BundleStatus>] = &[
+    r!(created, C, "dtnkit_bundles_created", &[], "Bundles created by local applications."),
+    r!(received, C, "dtnkit_bundles_received", &[], "Bundles accepted from convergence layers."),
+    r!(forwarded, C, "dtnkit_bundles_forwarded", &[], "Bundles a convergence layer reported sent to the next hop."),
+    r!(delivered, C, "dtnkit_bundles_delivered", &[], "Bundles delivered to local applications (acknowledged)."),
+    r!(expired, C, "dtnkit_bundles_expired", &[], "Bundles whose lifetime ended while stored here."),
+    r!(duplicates, C, "dtnkit_bundles_duplicate", &[], "Duplicate bundles dropped."),
+    r!(hop_limit_exceeded, C, "dtnkit_bundles_hop_limit_exceeded", &[], "Bundles dropped for exceeding their hop limit."),
+    r!(refused_store_full, C, "dtnkit_bundles_refused", &[("reason", "store_full")], "Bundles refused (from applications and peers), by reason."),
+    r!(cla_failures, C, "dtnkit_cla_failures", &[], "Convergence-layer transmissions that failed (the bundle is forwarded again)."),
+    r!(echoed, C, "dtnkit_bundles_echoed", &[], "Echo requests answered."),
+];
+
+/// Rules of `bpsec`.
+#[rustfmt::skip]
+const BPSEC_RULES: &[Rule<BpsecStatus>] = &[
+    r!(rules, G, "dtnkit_bpsec_rules", &[], "Rules of the BPSec policy."),
+    r!(secured, C, "dtnkit_bpsec_secured", &[], "Bundles created here that the BPSec policy secured."),
+    r!(accepted, C, "dtnkit_bpsec_accepted", &[], "Bundles for this node whose BPSec blocks verified or decrypted."),
+    r!(failed, C, "dtnkit_bpsec_failed", &[], "Bundles for this node dropped for failing the BPSec policy."),
+];
+
+/// Rules of `store`.
+#[rustfmt::skip]
+const STORE_RULES: &[Rule<StoreStatus>] = &[
+    r!(bundles, G, "dtnkit_store_bundles", &[], "Bundles in the store."),
+    r!(bytes, G, "dtnkit_store_bytes", &[], "Bytes of encoded bundles in the store."),
+    r!(quota_bytes, G, "dtnkit_store_quota_bytes", &[], "The store quota (bytes)."),
+    r!(commits, C, "dtnkit_store_commits", &[], "Store transactions committed by the agent."),
+];
+
+/// Rules of `queues`.
+#[rustfmt::skip]
+const QUEUES_RULES: &[Rule<QueueStatus>] = &[
+    r!(unrouted, G, "dtnkit_unrouted_bundles", &[], "Bundles waiting for a route."),
+    r!(in_flight, G, "dtnkit_in_flight_bundles", &[], "Bundles handed to a convergence layer and not yet reported."),
+    r!(pending_delivery, G, "dtnkit_pending_delivery_bundles", &[], "Bundles waiting for local delivery or its acknowledgment."),
+];
+
+/// Rules of `ingress`.
+#[rustfmt::skip]
+const INGRESS_RULES: &[Rule<IngressStatus>] = &[
+    r!(paused, G, "dtnkit_ingress_paused", &[], "1 while ingress from peers is paused because applications fall behind."),
+    r!(pauses, C, "dtnkit_ingress_pauses", &[], "Times ingress was paused."),
+    r!(delivery_backlog_bytes, G, "dtnkit_delivery_backlog_bytes", &[], "Bytes owed to connected applications."),
+    r!(delivery_backlog_bundles, G, "dtnkit_delivery_backlog_bundles", &[], "Bundles owed to connected applications."),
+    r!(delivery_backlog_limit, G, "dtnkit_delivery_backlog_limit_bytes", &[], "Backlog above which ingress pauses (0: never)."),
+];
+
+/// Rules of `ltp`.
+#[rustfmt::skip]
+const LTP_RULES: &[Rule<LtpStatus>] = &[
+    r!(export_sessions, G, "dtnkit_ltp_export_sessions", &[], "Open LTP export sessions (all spans)."),
+    r!(import_sessions, G, "dtnkit_ltp_import_sessions", &[], "Open LTP import sessions (all spans)."),
+    r!(segments_sent, C, "dtnkit_ltp_segments", SENT, "LTP segments (all spans), by direction."),
+    r!(segments_received, C, "dtnkit_ltp_segments", RECEIVED, ""),
+    r!(blocks_received, C, "dtnkit_ltp_blocks_received", &[], "Red blocks delivered to BP (all spans)."),
+    r!(exports_completed, C, "dtnkit_ltp_exports_completed", &[], "Export sessions completed (all spans)."),
+    r!(exports_cancelled, C, "dtnkit_ltp_exports_cancelled", &[], "Export sessions cancelled (all spans)."),
+    r!(malformed_datagrams, C, "dtnkit_ltp_malformed_datagrams", &[], "LTP datagrams that failed to decode."),
+];
+
+/// Rules of `tcpcl`.
+#[rustfmt::skip]
+const TCPCL_RULES: &[Rule<TcpclStatus>] = &[
+    r!(sessions_open, G, "dtnkit_tcpcl_sessions_open", &[], "Open TCPCL sessions (all peers)."),
+    r!(sessions_established, C, "dtnkit_tcpcl_sessions_established", &[], "TCPCL sessions established."),
+    r!(sessions_tls, C, "dtnkit_tcpcl_sessions_tls", &[], "TCPCL sessions established over TLS."),
+    r!(sessions_v3, C, "dtnkit_tcpcl_sessions_v3", &[], "TCPCL sessions established in version 3 (RFC 7242)."),
+    r!(connect_failures, C, "dtnkit_tcpcl_connect_failures", &[], "TCPCL connection attempts that failed."),
+    r!(transfers_sent, C, "dtnkit_tcpcl_transfers_sent", &[], "Outgoing transfers started (all peers)."),
+    r!(transfers_acked, C, "dtnkit_tcpcl_transfers", &[("outcome", "acked")], "Outgoing transfers (all peers), by outcome."),
+    r!(transfers_refused, C, "dtnkit_tcpcl_transfers", &[("outcome", "refused")], ""),
+    r!(transfers_failed, C, "dtnkit_tcpcl_transfers", &[("outcome", "failed")], ""),
+    r!(bundles_received, C, "dtnkit_tcpcl_bundles_received", &[], "Bundles received over TCPCL (all peers)."),
+    r!(transfers_refused_by_us, C, "dtnkit_tcpcl_transfers_refused_here", &[], "Incoming transfers this node refused (store full)."),
+    r!(bytes_sent, C, "dtnkit_tcpcl_bytes", SENT, "TCPCL octets (all peers), by direction."),
+    r!(bytes_received, C, "dtnkit_tcpcl_bytes", RECEIVED, ""),
+    r!(bundles_fragmented, C, "dtnkit_tcpcl_bundles_fragmented", &[], "Bundles fragmented to fit a peer's transfer MRU."),
+    r!(deviation_events, C, "dtnkit_tcpcl_deviation_events", &[], "Tolerated TCPCL peer deviations (every occurrence)."),
+];
+
+/// Rules of `udpcl`.
+#[rustfmt::skip]
+const UDPCL_RULES: &[Rule<UdpclStatus>] = &[
+    r!(datagrams_sent, C, "dtnkit_udpcl_datagrams_sent", &[], "UDPCL datagrams sent (all peers)."),
+    r!(datagrams_received, C, "dtnkit_udpcl_datagrams_received", &[], "UDPCL datagrams received (all sources)."),
+    r!(bundles_fragmented, C, "dtnkit_udpcl_bundles_fragmented", &[], "Bundles fragmented to fit a datagram."),
+    r!(oversize_refused, C, "dtnkit_udpcl_oversize_refused", &[], "Bundles too large for a datagram that may not be fragmented."),
+    r!(send_errors, C, "dtnkit_udpcl_send_errors", &[], "UDPCL sends that failed."),
+    r!(truncated_datagrams, C, "dtnkit_udpcl_truncated_datagrams", &[], "Datagrams larger than the limit, dropped."),
+];
+
+/// Rules of `process`.
+#[rustfmt::skip]
+const PROCESS_RULES: &[Rule<ProcessStatus>] = &[
+    r!(cpu_seconds, C, "process_cpu_seconds", &[], "User and system CPU time of the node process (s)."),
+    r!(rss_bytes, G, "process_resident_memory_bytes", &[], "Resident memory of the node process (bytes)."),
+    r!(threads, G, "process_threads", &[], "Threads of the node process."),
+    r!(uptime_seconds, G, "dtnkit_uptime_seconds", &[], "Seconds since the node process started."),
 ];
 
 /// Fields of the flat sections taken by the map rules below (exported with a label per key).
@@ -174,62 +229,57 @@ const MAPPED: &[(&str, &str)] = &[
 
 /// Rules per LTP span (`ltp.spans.<peer>`), labelled with `peer`.
 #[rustfmt::skip]
-const SPAN_RULES: &[Rule] = &[
-    r("link_up", G, "dtnkit_ltp_span_link_up", &[], "1 while the span's link is up."),
-    r("export_sessions", G, "dtnkit_ltp_span_sessions", &[("direction", "export")], "Open LTP sessions of the span, by direction."),
-    r("import_sessions", G, "dtnkit_ltp_span_sessions", &[("direction", "import")], ""),
-    r("queued_blocks", G, "dtnkit_ltp_span_queued_blocks", &[], "Blocks waiting for a free export session."),
-    r("pacing_rate_bps", G, "dtnkit_ltp_span_pacing_rate_bps", &[], "Pacing rate in effect (bit/s; 0 = unpaced)."),
-    r("segments_sent", C, "dtnkit_ltp_span_segments", SENT, "LTP segments of the span, by direction."),
-    r("segments_received", C, "dtnkit_ltp_span_segments", RECEIVED, ""),
-    r("data_bytes_sent", C, "dtnkit_ltp_span_data_bytes_sent", &[], "Payload bytes in data segments sent, retransmissions included."),
-    r("data_segments_retransmitted", C, "dtnkit_ltp_span_data_segments_retransmitted", &[], "Data segments sent again."),
-    r("reports_sent", C, "dtnkit_ltp_span_reports", SENT, "Report segments of the span, by direction."),
-    r("reports_received", C, "dtnkit_ltp_span_reports", RECEIVED, ""),
-    r("retransmission_cycles", C, "dtnkit_ltp_span_retransmission_cycles", &[], "Retransmission cycles started by reports with gaps."),
-    r("checkpoint_timeouts", C, "dtnkit_ltp_span_rto_expirations", &[("timer", "checkpoint")], "Retransmission timer (RTO) expirations, by timer."),
-    r("report_timeouts", C, "dtnkit_ltp_span_rto_expirations", &[("timer", "report")], ""),
-    r("cancel_timeouts", C, "dtnkit_ltp_span_rto_expirations", &[("timer", "cancel")], ""),
-    r("exports_completed", C, "dtnkit_ltp_span_blocks", SENT, "Blocks completed: export sessions acknowledged (sent) and red blocks delivered to BP (received)."),
-    r("blocks_received", C, "dtnkit_ltp_span_blocks", RECEIVED, ""),
-    r("export_bytes_completed", C, "dtnkit_ltp_span_block_bytes", SENT, "Bytes of completed blocks (goodput), by direction."),
-    r("block_bytes_received", C, "dtnkit_ltp_span_block_bytes", RECEIVED, ""),
-    r("exports_cancelled", C, "dtnkit_ltp_span_sessions_cancelled", &[("direction", "export")], "Sessions cancelled, by direction."),
-    r("imports_cancelled", C, "dtnkit_ltp_span_sessions_cancelled", &[("direction", "import")], ""),
-    r("imports_refused", C, "dtnkit_ltp_span_imports_refused", &[], "Segments that would have opened an import session beyond the limits."),
-    r("stale_segments", C, "dtnkit_ltp_span_stale_segments", &[], "Segments for closed or unknown sessions, dropped."),
+const SPAN_RULES: &[Rule<LtpSpanStatus>] = &[
+    r!(link_up, G, "dtnkit_ltp_span_link_up", &[], "1 while the span's link is up."),
+    r!(export_sessions, G, "dtnkit_ltp_span_sessions", &[("direction", "export")], "Open LTP sessions of the span, by direction."),
+    r!(import_sessions, G, "dtnkit_ltp_span_sessions", &[("direction", "import")], ""),
+    r!(queued_blocks, G, "dtnkit_ltp_span_queued_blocks", &[], "Blocks waiting for a free export session."),
+    r!(pacing_rate_bps, G, "dtnkit_ltp_span_pacing_rate_bps", &[], "Pacing rate in effect (bit/s; 0 = unpaced)."),
+    r!(segments_sent, C, "dtnkit_ltp_span_segments", SENT, "LTP segments of the span, by direction."),
+    r!(segments_received, C, "dtnkit_ltp_span_segments", RECEIVED, ""),
+    r!(data_bytes_sent, C, "dtnkit_ltp_span_data_bytes_sent", &[], "Payload bytes in data segments sent, retransmissions included."),
+    r!(data_segments_retransmitted, C, "dtnkit_ltp_span_data_segments_retransmitted", &[], "Data segments sent again."),
+    r!(reports_sent, C, "dtnkit_ltp_span_reports", SENT, "Report segments of the span, by direction."),
+    r!(reports_received, C, "dtnkit_ltp_span_reports", RECEIVED, ""),
+    r!(retransmission_cycles, C, "dtnkit_ltp_span_retransmission_cycles", &[], "Retransmission cycles started by reports with gaps."),
+    r!(checkpoint_timeouts, C, "dtnkit_ltp_span_rto_expirations", &[("timer", "checkpoint")], "Retransmission timer (RTO) expirations, by timer."),
+    r!(report_timeouts, C, "dtnkit_ltp_span_rto_expirations", &[("timer", "report")], ""),
+    r!(cancel_timeouts, C, "dtnkit_ltp_span_rto_expirations", &[("timer", "cancel")], ""),
+    r!(exports_completed, C, "dtnkit_ltp_span_blocks", SENT, "Blocks completed: export sessions acknowledged (sent) and red blocks delivered to BP (received)."),
+    r!(blocks_received, C, "dtnkit_ltp_span_blocks", RECEIVED, ""),
+    r!(export_bytes_completed, C, "dtnkit_ltp_span_block_bytes", SENT, "Bytes of completed blocks (goodput), by direction."),
+    r!(block_bytes_received, C, "dtnkit_ltp_span_block_bytes", RECEIVED, ""),
+    r!(exports_cancelled, C, "dtnkit_ltp_span_sessions_cancelled", &[("direction", "export")], "Sessions cancelled, by direction."),
+    r!(imports_cancelled, C, "dtnkit_ltp_span_sessions_cancelled", &[("direction", "import")], ""),
+    r!(imports_refused, C, "dtnkit_ltp_span_imports_refused", &[], "Segments that would have opened an import session beyond the limits."),
+    r!(stale_segments, C, "dtnkit_ltp_span_stale_segments", &[], "Segments for closed or unknown sessions, dropped."),
 ];
 
 /// Rules per TCPCL neighbour (`tcpcl.peers.<peer>`), labelled with `peer`.
 #[rustfmt::skip]
-const TCP_PEER_RULES: &[Rule] = &[
-    r("sessions_open", G, "dtnkit_tcpcl_peer_sessions_open", &[], "Open TCPCL sessions with the peer."),
-    r("sessions_established", C, "dtnkit_tcpcl_peer_sessions_established", &[], "TCPCL sessions established with the peer."),
-    r("bytes_sent", C, "dtnkit_tcpcl_peer_bytes", SENT, "TCPCL octets exchanged with the peer, by direction."),
-    r("bytes_received", C, "dtnkit_tcpcl_peer_bytes", RECEIVED, ""),
-    r("segments_sent", C, "dtnkit_tcpcl_peer_segments", SENT, "XFER_SEGMENTs exchanged with the peer, by direction."),
-    r("segments_received", C, "dtnkit_tcpcl_peer_segments", RECEIVED, ""),
-    r("transfers_acked", C, "dtnkit_tcpcl_peer_transfers", &[("outcome", "acked")], "Outgoing transfers to the peer, by outcome."),
-    r("transfers_refused_by_peer", C, "dtnkit_tcpcl_peer_transfers", &[("outcome", "refused")], ""),
-    r("transfers_failed", C, "dtnkit_tcpcl_peer_transfers", &[("outcome", "failed")], ""),
-    r("bundles_received", C, "dtnkit_tcpcl_peer_bundles_received", &[], "Bundles received from the peer."),
-    r("transfers_refused", C, "dtnkit_tcpcl_peer_transfers_refused_here", &[], "Incoming transfers from the peer this node refused."),
-    r("keepalives_received", C, "dtnkit_tcpcl_peer_keepalives_received", &[], "KEEPALIVEs received from the peer."),
+const TCP_PEER_RULES: &[Rule<TcpclPeerStatus>] = &[
+    r!(sessions_open, G, "dtnkit_tcpcl_peer_sessions_open", &[], "Open TCPCL sessions with the peer."),
+    r!(sessions_established, C, "dtnkit_tcpcl_peer_sessions_established", &[], "TCPCL sessions established with the peer."),
+    r!(bytes_sent, C, "dtnkit_tcpcl_peer_bytes", SENT, "TCPCL octets exchanged with the peer, by direction."),
+    r!(bytes_received, C, "dtnkit_tcpcl_peer_bytes", RECEIVED, ""),
+    r!(segments_sent, C, "dtnkit_tcpcl_peer_segments", SENT, "XFER_SEGMENTs exchanged with the peer, by direction."),
+    r!(segments_received, C, "dtnkit_tcpcl_peer_segments", RECEIVED, ""),
+    r!(transfers_acked, C, "dtnkit_tcpcl_peer_transfers", &[("outcome", "acked")], "Outgoing transfers to the peer, by outcome."),
+    r!(transfers_refused_by_peer, C, "dtnkit_tcpcl_peer_transfers", &[("outcome", "refused")], ""),
+    r!(transfers_failed, C, "dtnkit_tcpcl_peer_transfers", &[("outcome", "failed")], ""),
+    r!(bundles_received, C, "dtnkit_tcpcl_peer_bundles_received", &[], "Bundles received from the peer."),
+    r!(transfers_refused, C, "dtnkit_tcpcl_peer_transfers_refused_here", &[], "Incoming transfers from the peer this node refused."),
+    r!(keepalives_received, C, "dtnkit_tcpcl_peer_keepalives_received", &[], "KEEPALIVEs received from the peer."),
 ];
 
 /// Rules per UDPCL neighbour (`udpcl.peers.<peer>`), labelled with `peer`.
 #[rustfmt::skip]
-const UDP_PEER_RULES: &[Rule] = &[
-    r("bundles_sent", C, "dtnkit_udpcl_peer_bundles_sent", &[], "Bundles sent to the peer."),
-    r("bytes_sent", C, "dtnkit_udpcl_peer_bytes", SENT, "UDPCL bytes exchanged with the peer, by direction."),
-    r("bytes_received", C, "dtnkit_udpcl_peer_bytes", RECEIVED, ""),
-    r("datagrams_received", C, "dtnkit_udpcl_peer_datagrams_received", &[], "Datagrams received from the peer."),
-    r("send_errors", C, "dtnkit_udpcl_peer_send_errors", &[], "Sends to the peer that failed."),
-];
-
-/// Sections whose numbers the untyped fallback exports.
-const FLAT_SECTIONS: [&str; 8] = [
-    "store", "queues", "bundles", "ingress", "bpsec", "ltp", "tcpcl", "udpcl",
+const UDP_PEER_RULES: &[Rule<UdpclPeerStatus>] = &[
+    r!(bundles_sent, C, "dtnkit_udpcl_peer_bundles_sent", &[], "Bundles sent to the peer."),
+    r!(bytes_sent, C, "dtnkit_udpcl_peer_bytes", SENT, "UDPCL bytes exchanged with the peer, by direction."),
+    r!(bytes_received, C, "dtnkit_udpcl_peer_bytes", RECEIVED, ""),
+    r!(datagrams_received, C, "dtnkit_udpcl_peer_datagrams_received", &[], "Datagrams received from the peer."),
+    r!(send_errors, C, "dtnkit_udpcl_peer_send_errors", &[], "Sends to the peer that failed."),
 ];
 
 fn label(k: &str, v: impl ToString) -> (String, String) {
@@ -253,31 +303,46 @@ pub(crate) struct Families {
 }
 
 impl Families {
-    /// The families of `status` (a parsed status reply).
-    pub(crate) fn from_status(status: &Value) -> Families {
+    /// The families of `status`.
+    pub(crate) fn from_status(status: &NodeStatus) -> Families {
         let mut f = Families::default();
-        let node = status.get("node").and_then(Value::as_u64).unwrap_or(0);
         f.push(
             Kind::Gauge,
             "dtnkit_node_info",
             "This node: its ipn node number and the dtnkit version (always 1).",
             vec![
-                label("node", node),
+                label("node", status.node),
                 label("version", env!("CARGO_PKG_VERSION")),
             ],
             1.0,
         );
-        for (section, rules) in SECTION_RULES {
-            if let Some(obj) = status.get(section) {
-                f.apply(obj, rules, &[]);
-            }
+        f.apply(&status.bundles, BUNDLES_RULES, &[]);
+        if let Some(b) = &status.bpsec {
+            f.apply(b, BPSEC_RULES, &[]);
+        }
+        f.apply(&status.store, STORE_RULES, &[]);
+        f.apply(&status.queues, QUEUES_RULES, &[]);
+        f.apply(&status.ingress, INGRESS_RULES, &[]);
+        f.apply(&status.ltp, LTP_RULES, &[]);
+        if let Some(t) = &status.tcpcl {
+            f.apply(t, TCPCL_RULES, &[]);
+        }
+        if let Some(u) = &status.udpcl {
+            f.apply(u, UDPCL_RULES, &[]);
+        }
+        if let Some(p) = &status.process {
+            f.apply(p, PROCESS_RULES, &[]);
         }
         f.maps(status);
-        f.per_peer(status.pointer("/ltp/spans"), SPAN_RULES);
-        f.per_peer(status.pointer("/tcpcl/peers"), TCP_PEER_RULES);
-        f.per_peer(status.pointer("/udpcl/peers"), UDP_PEER_RULES);
-        f.histogram(status.pointer("/store/commit_latency"));
-        f.contacts(status.get("contacts"));
+        f.per_peer(&status.ltp.spans, SPAN_RULES);
+        if let Some(t) = &status.tcpcl {
+            f.per_peer(&t.peers, TCP_PEER_RULES);
+        }
+        if let Some(u) = &status.udpcl {
+            f.per_peer(&u.peers, UDP_PEER_RULES);
+        }
+        f.histogram(&status.store.commit_latency);
+        f.contacts(&status.contacts);
         f.untyped_rest(status);
         f
     }
@@ -295,124 +360,115 @@ impl Families {
         }
     }
 
-    /// Exports the fields of `obj` that `rules` name, with `extra` labels first.
-    fn apply(&mut self, obj: &Value, rules: &[Rule], extra: &[(String, String)]) {
+    /// Exports the fields of `section` that `rules` name, with `extra` labels first.
+    fn apply<T>(&mut self, section: &T, rules: &[Rule<T>], extra: &[(String, String)]) {
         for rule in rules {
-            let Some(v) = obj.get(rule.field).and_then(number) else {
-                continue;
-            };
             let mut labels = extra.to_vec();
             labels.extend(rule.labels.iter().map(|(k, v)| label(k, v)));
-            self.push(rule.kind, rule.name, help_of(rule), labels, v);
+            self.push(rule.kind, rule.name, rule.help, labels, (rule.get)(section));
         }
     }
 
-    /// Exports every number of the object `obj` (key → number) under `name`, with the key as
-    /// label `key` after `extra`.
-    fn map(&mut self, obj: Option<&Value>, name: &str, help: &str, key: &str, extra: &Labels) {
-        let Some(m) = obj.and_then(Value::as_object) else {
-            return;
-        };
-        for (k, v) in m {
-            if let Some(x) = number(v) {
-                let mut labels = extra.clone();
-                labels.push(label(key, k));
-                self.push(Kind::Counter, name, help, labels, x);
-            }
+    /// Exports every count of `counts` (name → number) under `name`, with the name as label
+    /// `key` after `extra`.
+    fn map<'a>(
+        &mut self,
+        counts: impl IntoIterator<Item = (&'a str, u64)>,
+        name: &str,
+        help: &str,
+        key: &str,
+        extra: &Labels,
+    ) {
+        for (k, n) in counts {
+            let mut labels = extra.clone();
+            labels.push(label(key, k));
+            self.push(Kind::Counter, name, help, labels, n as f64);
         }
     }
 
     /// The objects keyed by reason, kind or reporting node.
-    fn maps(&mut self, s: &Value) {
+    fn maps(&mut self, s: &NodeStatus) {
         let none = Vec::new();
         self.map(
-            s.pointer("/bundles/malformed_by_reason"),
+            named(&s.bundles.malformed_by_reason),
             "dtnkit_bundles_malformed",
             "Malformed or oversized bundles refused from convergence layers, by class of failure.",
             "reason",
             &none,
         );
         self.map(
-            s.pointer("/ltp/deviations"),
+            named(&s.ltp.deviations),
             "dtnkit_ltp_deviations",
             "Tolerated peer deviations from RFC 5326 in every decoded datagram, by kind.",
             "kind",
             &none,
         );
-        self.map(
-            s.pointer("/tcpcl/deviations"),
-            "dtnkit_tcpcl_deviations",
-            "Tolerated TCPCL peer deviations, by kind.",
-            "kind",
-            &none,
-        );
-        if let Some(m) = s
-            .pointer("/queues/per_neighbour")
-            .and_then(Value::as_object)
-        {
-            for (peer, v) in m {
-                if let Some(x) = number(v) {
-                    let help = "Bundles waiting for a neighbour's link (not yet handed to its convergence layer).";
-                    let labels = vec![label("neighbour", peer)];
-                    self.push(Kind::Gauge, "dtnkit_queue_bundles", help, labels, x);
-                }
-            }
+        if let Some(t) = &s.tcpcl {
+            self.map(
+                named(&t.deviations),
+                "dtnkit_tcpcl_deviations",
+                "Tolerated TCPCL peer deviations, by kind.",
+                "kind",
+                &none,
+            );
         }
-        if let Some(m) = s.get("status_reports").and_then(Value::as_object) {
-            for (from, counts) in m {
+        for (peer, n) in &s.queues.per_neighbour {
+            let help =
+                "Bundles waiting for a neighbour's link (not yet handed to its convergence layer).";
+            let labels = vec![label("neighbour", peer)];
+            self.push(Kind::Gauge, "dtnkit_queue_bundles", help, labels, *n as f64);
+        }
+        for (from, c) in &s.status_reports {
+            self.map(
+                [
+                    ("delivered", c.delivered),
+                    ("deleted", c.deleted),
+                    ("forwarded", c.forwarded),
+                    ("other_records", c.other_records),
+                    ("received", c.received),
+                ],
+                "dtnkit_status_reports_received",
+                "BP status reports (and other administrative records) received, by reporting node and assertion.",
+                "assertion",
+                &vec![label("from", from)],
+            );
+        }
+        for (peer, sp) in &s.ltp.spans {
+            let cancels =
+                "Session cancellations by RFC 5326 reason and by who cancelled (here or peer).";
+            for (counts, by) in [
+                (&sp.cancelled_here, "here"),
+                (&sp.cancelled_by_peer, "peer"),
+            ] {
+                let labels = vec![label("peer", peer), label("by", by)];
                 self.map(
-                    Some(counts),
-                    "dtnkit_status_reports_received",
-                    "BP status reports (and other administrative records) received, by reporting node and assertion.",
-                    "assertion",
-                    &vec![label("from", from)],
+                    named(counts),
+                    "dtnkit_ltp_span_cancels",
+                    cancels,
+                    "reason",
+                    &labels,
                 );
             }
-        }
-        if let Some(m) = s.pointer("/ltp/spans").and_then(Value::as_object) {
-            for (peer, sp) in m {
-                let cancels =
-                    "Session cancellations by RFC 5326 reason and by who cancelled (here or peer).";
-                for (key, by) in [("cancelled_here", "here"), ("cancelled_by_peer", "peer")] {
-                    let labels = vec![label("peer", peer), label("by", by)];
-                    self.map(
-                        sp.get(key),
-                        "dtnkit_ltp_span_cancels",
-                        cancels,
-                        "reason",
-                        &labels,
-                    );
-                }
-                self.map(
-                    sp.get("deviations"),
-                    "dtnkit_ltp_span_deviations",
-                    "Tolerated peer deviations from RFC 5326 in the span's sessions, by kind.",
-                    "kind",
-                    &vec![label("peer", peer)],
-                );
-            }
+            self.map(
+                named(&sp.deviations),
+                "dtnkit_ltp_span_deviations",
+                "Tolerated peer deviations from RFC 5326 in the span's sessions, by kind.",
+                "kind",
+                &vec![label("peer", peer)],
+            );
         }
     }
 
-    /// Applies `rules` to every entry of the object `peers` (peer → object), labelled `peer`.
-    fn per_peer(&mut self, peers: Option<&Value>, rules: &[Rule]) {
-        let Some(m) = peers.and_then(Value::as_object) else {
-            return;
-        };
-        for (peer, obj) in m {
-            self.apply(obj, rules, &[label("peer", peer)]);
+    /// Applies `rules` to every neighbour of `peers`, labelled `peer`.
+    fn per_peer<T>(&mut self, peers: &BTreeMap<u64, T>, rules: &[Rule<T>]) {
+        for (peer, section) in peers {
+            self.apply(section, rules, &[label("peer", peer)]);
         }
     }
 
     /// The store commit histogram (`store.commit_latency`).
-    fn histogram(&mut self, h: Option<&Value>) {
-        let Some(h) = h else { return };
-        let floats = |k: &str| -> Vec<f64> {
-            h[k].as_array()
-                .map_or(Vec::new(), |a| a.iter().filter_map(Value::as_f64).collect())
-        };
-        let (les, cum) = (floats("le_s"), floats("cumulative"));
-        if les.len() != cum.len() {
+    fn histogram(&mut self, h: &CommitLatency) {
+        if h.le_s.len() != h.cumulative.len() {
             return;
         }
         self.histograms.push(Histogram {
@@ -420,44 +476,43 @@ impl Families {
             help:
                 "Duration of store commits (one transaction; with fsync when the store is durable)."
                     .into(),
-            buckets: les
-                .into_iter()
-                .zip(cum.into_iter().map(|c| c as u64))
+            buckets: h
+                .le_s
+                .iter()
+                .copied()
+                .zip(h.cumulative.iter().copied())
                 .collect(),
-            count: h["count"].as_u64().unwrap_or(0),
-            sum: h["sum_s"].as_f64().unwrap_or(0.0),
+            count: h.count,
+            sum: h.sum_s,
         });
     }
 
     /// Link state per neighbour and the contact plan's current and next contacts.
-    fn contacts(&mut self, c: Option<&Value>) {
-        let Some(c) = c else { return };
-        if let Some(m) = c.get("neighbours").and_then(Value::as_object) {
-            for (peer, n) in m {
-                let cla = n.get("cla").and_then(Value::as_str).unwrap_or("none");
-                if let Some(v) = n.get("link_up").and_then(number) {
-                    let help = "1 while the link to the neighbour is up (contact plan, configuration or TCPCL session).";
-                    let labels = vec![label("peer", peer), label("cla", cla)];
-                    self.push(Kind::Gauge, "dtnkit_neighbour_link_up", help, labels, v);
-                }
-                if let Some(v) = n.get("rate_bps").and_then(number) {
-                    let help =
-                        "Rate of the link to the neighbour while it is up (bit/s; 0 = not given).";
-                    self.push(
-                        Kind::Gauge,
-                        "dtnkit_neighbour_rate_bps",
-                        help,
-                        vec![label("peer", peer)],
-                        v,
-                    );
-                }
-            }
+    fn contacts(&mut self, c: &ContactsStatus) {
+        for (peer, n) in &c.neighbours {
+            let cla = n.cla.map_or("none", |c| c.name());
+            let help = "1 while the link to the neighbour is up (contact plan, configuration or TCPCL session).";
+            let labels = vec![label("peer", peer), label("cla", cla)];
+            self.push(
+                Kind::Gauge,
+                "dtnkit_neighbour_link_up",
+                help,
+                labels,
+                n.link_up.number(),
+            );
+            let help = "Rate of the link to the neighbour while it is up (bit/s; 0 = not given).";
+            self.push(
+                Kind::Gauge,
+                "dtnkit_neighbour_rate_bps",
+                help,
+                vec![label("peer", peer)],
+                n.rate_bps as f64,
+            );
         }
-        let Some(plan) = c.get("plan").filter(|p| !p.is_null()) else {
+        let Some(plan) = &c.plan else {
             return;
         };
-        let contacts = plan["contacts"].as_array().map_or(&[][..], Vec::as_slice);
-        let active = contacts.iter().filter(|x| x["active"] == true).count();
+        let active = plan.contacts.iter().filter(|x| x.active).count();
         let help = "Contacts of this node in the contact plan that are active now.";
         self.push(
             Kind::Gauge,
@@ -466,19 +521,18 @@ impl Families {
             Vec::new(),
             active as f64,
         );
-        if let Some(v) = plan.get("remaining").and_then(number) {
-            let help = "Contacts of this node in the contact plan that have not ended.";
-            self.push(
-                Kind::Gauge,
-                "dtnkit_plan_contacts_remaining",
-                help,
-                Vec::new(),
-                v,
-            );
-        }
-        let next = contacts
+        let help = "Contacts of this node in the contact plan that have not ended.";
+        self.push(
+            Kind::Gauge,
+            "dtnkit_plan_contacts_remaining",
+            help,
+            Vec::new(),
+            plan.remaining as f64,
+        );
+        let next = plan
+            .contacts
             .iter()
-            .filter_map(|x| x["start_in_s"].as_f64())
+            .map(|x| x.start_in_s)
             .filter(|t| *t > 0.0)
             .reduce(f64::min);
         if let Some(t) = next {
@@ -494,47 +548,49 @@ impl Families {
     }
 
     /// Every number of a flat section that no rule took, as `dtnkit_<section>_<field>`.
-    fn untyped_rest(&mut self, s: &Value) {
-        for section in FLAT_SECTIONS {
-            let Some(m) = s.get(section).and_then(Value::as_object) else {
+    fn untyped_rest(&mut self, s: &NodeStatus) {
+        self.untyped("store", &s.store, STORE_RULES);
+        self.untyped("queues", &s.queues, QUEUES_RULES);
+        self.untyped("bundles", &s.bundles, BUNDLES_RULES);
+        self.untyped("ingress", &s.ingress, INGRESS_RULES);
+        if let Some(b) = &s.bpsec {
+            self.untyped("bpsec", b, BPSEC_RULES);
+        }
+        self.untyped("ltp", &s.ltp, LTP_RULES);
+        if let Some(t) = &s.tcpcl {
+            self.untyped("tcpcl", t, TCPCL_RULES);
+        }
+        if let Some(u) = &s.udpcl {
+            self.untyped("udpcl", u, UDPCL_RULES);
+        }
+    }
+
+    /// The numbers of `section` (the reply's `name` object) that neither `rules` nor the map
+    /// rules ([`MAPPED`]) export, as untyped metrics.
+    fn untyped<T: Serialize>(&mut self, name: &str, section: &T, rules: &[Rule<T>]) {
+        let Ok(Value::Object(m)) = serde_json::to_value(section) else {
+            return;
+        };
+        let mapped = MAPPED.iter().filter(|(sec, _)| *sec == name);
+        let taken: BTreeSet<&str> = rules
+            .iter()
+            .map(|r| r.field)
+            .chain(mapped.map(|(_, f)| *f))
+            .collect();
+        for (k, v) in m {
+            let Some(x) = number(&v).filter(|_| !taken.contains(k.as_str())) else {
                 continue;
             };
-            let named = SECTION_RULES
-                .iter()
-                .filter(|(sec, _)| *sec == section)
-                .flat_map(|(_, rules)| rules.iter().map(|r| r.field));
-            let taken: BTreeSet<&str> = named
-                .chain(
-                    MAPPED
-                        .iter()
-                        .filter(|(sec, _)| *sec == section)
-                        .map(|(_, f)| *f),
-                )
-                .collect();
-            for (k, v) in m {
-                let Some(x) = number(v).filter(|_| !taken.contains(k.as_str())) else {
-                    continue;
-                };
-                let name = format!("dtnkit_{section}_{}", sanitize(k));
-                let help = format!("Status field {section}.{k} (see `dtnkit status`).");
-                self.push(Kind::Untyped, &name, &help, Vec::new(), x);
-            }
+            let metric = format!("dtnkit_{name}_{}", sanitize(&k));
+            let help = format!("Status field {name}.{k} (see `dtnkit status`).");
+            self.push(Kind::Untyped, &metric, &help, Vec::new(), x);
         }
     }
 }
 
-/// The help text of `rule`'s family: its own, or that of the first rule of the same name.
-fn help_of(rule: &Rule) -> &'static str {
-    if !rule.help.is_empty() {
-        return rule.help;
-    }
-    let sections = SECTION_RULES.iter().flat_map(|(_, rules)| rules.iter());
-    sections
-        .chain(SPAN_RULES)
-        .chain(TCP_PEER_RULES)
-        .chain(UDP_PEER_RULES)
-        .find(|r| r.name == rule.name && !r.help.is_empty())
-        .map_or("", |r| r.help)
+/// The counts of a map keyed by name (reason, kind).
+fn named(m: &BTreeMap<String, u64>) -> impl Iterator<Item = (&str, u64)> {
+    m.iter().map(|(k, n)| (k.as_str(), *n))
 }
 
 /// A status key as a metric-name fragment: `[a-zA-Z0-9_]` kept, anything else `_`.
@@ -551,78 +607,4 @@ fn sanitize(k: &str) -> String {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn family<'a>(f: &'a Families, name: &str) -> &'a Family {
-        f.families
-            .iter()
-            .find(|x| x.name == name)
-            .unwrap_or_else(|| panic!("no {name}"))
-    }
-
-    #[test]
-    fn named_fields_are_typed_and_unknown_ones_fall_back_to_untyped() {
-        let status = serde_json::json!({
-            "node": 7,
-            "bundles": {"received": 5, "malformed": 3, "malformed_by_reason": {"crc": 2, "too_large": 1},
-                        "refused_store_full": 4, "discarded_new_counter": 9},
-            "store": {"bundles": 1, "bytes": 100, "quota_bytes": 1000, "commits": 2,
-                      "commit_latency": {"le_s": [0.001, 0.01], "cumulative": [1, 2], "count": 3, "sum_s": 0.5}},
-            "ltp": {"segments_sent": 8, "spans": {"2": {"link_up": true, "export_sessions": 3, "import_sessions": 1,
-                     "cancelled_here": {"RLEXC": 1}, "cancelled_by_peer": {"RLEXC": 0}}}},
-            "tcpcl": {"peers": {"4": {"bytes_sent": 10, "bytes_received": 20}}},
-            "process": {"rss_bytes": 4096},
-        });
-        let f = Families::from_status(&status);
-        let received = family(&f, "dtnkit_bundles_received");
-        assert_eq!((received.kind, received.samples[0].1), (Kind::Counter, 5.0));
-        let refused = family(&f, "dtnkit_bundles_refused");
-        assert_eq!(refused.samples[0].0, vec![label("reason", "store_full")]);
-        assert_eq!(family(&f, "dtnkit_bundles_malformed").samples.len(), 2);
-        assert!(f
-            .families
-            .iter()
-            .all(|x| !x.name.contains("malformed_by_reason")));
-        let extra = family(&f, "dtnkit_bundles_discarded_new_counter");
-        assert_eq!((extra.kind, extra.samples[0].1), (Kind::Untyped, 9.0));
-        let sessions = family(&f, "dtnkit_ltp_span_sessions");
-        assert_eq!(
-            sessions.help,
-            "Open LTP sessions of the span, by direction."
-        );
-        assert_eq!(
-            sessions.samples[0].0,
-            vec![label("peer", "2"), label("direction", "export")]
-        );
-        assert_eq!(sessions.samples.len(), 2);
-        assert_eq!(family(&f, "dtnkit_ltp_span_cancels").samples.len(), 2);
-        assert_eq!(family(&f, "dtnkit_ltp_span_link_up").samples[0].1, 1.0);
-        assert_eq!(family(&f, "dtnkit_ltp_segments").samples[0].1, 8.0);
-        assert_eq!(family(&f, "dtnkit_tcpcl_peer_bytes").samples.len(), 2);
-        // A family whose first rule did not match still gets its help text.
-        let only_received = serde_json::json!({"udpcl": {"peers": {"3": {"bytes_received": 1}}}});
-        let g = Families::from_status(&only_received);
-        assert_eq!(
-            family(&g, "dtnkit_udpcl_peer_bytes").help,
-            UDP_PEER_RULES[1].help
-        );
-        assert_eq!(
-            family(&f, "process_resident_memory_bytes").samples[0].1,
-            4096.0
-        );
-        let h = &f.histograms[0];
-        assert_eq!(
-            (h.buckets.clone(), h.count),
-            (vec![(0.001, 1), (0.01, 2)], 3)
-        );
-        // Only the one unknown field is untyped.
-        let untyped: Vec<&str> = f
-            .families
-            .iter()
-            .filter(|x| x.kind == Kind::Untyped)
-            .map(|x| x.name.as_str())
-            .collect();
-        assert_eq!(untyped, vec!["dtnkit_bundles_discarded_new_counter"]);
-    }
-}
+mod tests;

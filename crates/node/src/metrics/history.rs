@@ -10,8 +10,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use client::NodeStatus;
 use serde::Serialize;
-use serde_json::Value;
 
 use super::source::StatusSource;
 
@@ -62,72 +62,77 @@ pub(crate) struct Sample {
     pub(crate) udpcl: BTreeMap<String, PeerBytes>,
 }
 
-fn u(v: &Value, path: &[&str]) -> u64 {
-    path.iter()
-        .try_fold(v, |v, k| v.get(k))
-        .and_then(Value::as_u64)
-        .unwrap_or(0)
-}
-
 impl Sample {
     /// The sample of a status reply taken at `t` (Unix ms).
-    pub(crate) fn of(status: &Value, t: u64) -> Sample {
-        let queued: u64 = status["queues"]["per_neighbour"]
-            .as_object()
-            .map_or(0, |m| m.values().filter_map(Value::as_u64).sum());
-        let spans = status["ltp"]["spans"]
-            .as_object()
-            .map(|m| {
-                m.iter()
-                    .map(|(peer, s)| {
-                        let v = SpanSample {
-                            bytes_out: u(s, &["export_bytes_completed"]),
-                            bytes_in: u(s, &["block_bytes_received"]),
-                            data_bytes_sent: u(s, &["data_bytes_sent"]),
-                            export_sessions: u(s, &["export_sessions"]),
-                            import_sessions: u(s, &["import_sessions"]),
-                            retransmission_cycles: u(s, &["retransmission_cycles"]),
-                            link_up: s["link_up"].as_bool().unwrap_or(false),
-                        };
-                        (peer.clone(), v)
-                    })
-                    .collect()
+    pub(crate) fn of(status: &NodeStatus, t: u64) -> Sample {
+        let queued: u64 = status.queues.per_neighbour.values().sum();
+        let spans = status
+            .ltp
+            .spans
+            .iter()
+            .map(|(peer, s)| {
+                let v = SpanSample {
+                    bytes_out: s.export_bytes_completed,
+                    bytes_in: s.block_bytes_received,
+                    data_bytes_sent: s.data_bytes_sent,
+                    export_sessions: s.export_sessions,
+                    import_sessions: s.import_sessions,
+                    retransmission_cycles: s.retransmission_cycles,
+                    link_up: s.link_up,
+                };
+                (peer.to_string(), v)
             })
-            .unwrap_or_default();
-        let peers = |cla: &str| -> BTreeMap<String, PeerBytes> {
-            status[cla]["peers"]
-                .as_object()
-                .map(|m| {
-                    m.iter()
-                        .map(|(peer, s)| {
-                            let v = PeerBytes {
-                                sent: u(s, &["bytes_sent"]),
-                                received: u(s, &["bytes_received"]),
-                            };
-                            (peer.clone(), v)
-                        })
-                        .collect()
-                })
-                .unwrap_or_default()
-        };
+            .collect();
+        let tcpcl = status.tcpcl.iter().flat_map(|t| &t.peers).map(|(peer, s)| {
+            let v = PeerBytes {
+                sent: s.bytes_sent,
+                received: s.bytes_received,
+            };
+            (peer.to_string(), v)
+        });
+        let udpcl = status.udpcl.iter().flat_map(|u| &u.peers).map(|(peer, s)| {
+            let v = PeerBytes {
+                sent: s.bytes_sent,
+                received: s.bytes_received,
+            };
+            (peer.to_string(), v)
+        });
+        let process = status.process.unwrap_or_default();
         Sample {
             t,
-            received: u(status, &["bundles", "received"]),
-            forwarded: u(status, &["bundles", "forwarded"]),
-            delivered: u(status, &["bundles", "delivered"]),
-            created: u(status, &["bundles", "created"]),
-            store_bytes: u(status, &["store", "bytes"]),
-            store_bundles: u(status, &["store", "bundles"]),
-            queued: queued + u(status, &["queues", "unrouted"]),
-            in_flight: u(status, &["queues", "in_flight"]),
-            pending_delivery: u(status, &["queues", "pending_delivery"]),
-            cpu_seconds: status["process"]["cpu_seconds"].as_f64().unwrap_or(0.0),
-            rss_bytes: u(status, &["process", "rss_bytes"]),
+            received: status.bundles.received,
+            forwarded: status.bundles.forwarded,
+            delivered: status.bundles.delivered,
+            created: status.bundles.created,
+            store_bytes: status.store.bytes,
+            store_bundles: status.store.bundles,
+            queued: queued + status.queues.unrouted,
+            in_flight: status.queues.in_flight,
+            pending_delivery: status.queues.pending_delivery,
+            cpu_seconds: process.cpu_seconds,
+            rss_bytes: process.rss_bytes,
             spans,
-            tcpcl: peers("tcpcl"),
-            udpcl: peers("udpcl"),
+            tcpcl: tcpcl.collect(),
+            udpcl: udpcl.collect(),
         }
     }
+}
+
+/// The `/api/live` answer.
+#[derive(Debug, Serialize)]
+pub(crate) struct Live<'a> {
+    /// The latest status (`null` before the first).
+    pub(crate) status: Option<&'a NodeStatus>,
+    /// Its age (ms).
+    pub(crate) status_age_ms: Option<u64>,
+    /// Why the last sample could not be taken (`null`: it was).
+    pub(crate) error: Option<&'a str>,
+    /// Time between samples (ms).
+    pub(crate) interval_ms: u64,
+    /// Samples kept.
+    pub(crate) capacity: usize,
+    /// The samples asked for, oldest first.
+    pub(crate) samples: Vec<&'a Sample>,
 }
 
 /// The samples of the last `capacity` intervals and the latest full status.
@@ -135,7 +140,7 @@ impl Sample {
 pub(crate) struct History {
     samples: VecDeque<Sample>,
     capacity: usize,
-    latest: Option<(Value, Instant)>,
+    latest: Option<(NodeStatus, Instant)>,
     error: Option<String>,
 }
 
@@ -150,7 +155,7 @@ impl History {
     }
 
     /// Records a status taken at `t` (Unix ms), dropping the oldest sample when full.
-    pub(crate) fn record(&mut self, status: Value, t: u64) {
+    pub(crate) fn record(&mut self, status: NodeStatus, t: u64) {
         if self.samples.len() >= self.capacity {
             self.samples.pop_front();
         }
@@ -166,16 +171,24 @@ impl History {
 
     /// The `/api/live` answer: the latest status, its age, the last error and the samples
     /// taken after `since` (Unix ms; 0 = all).
-    pub(crate) fn live_json(&self, since: u64) -> Value {
-        let samples: Vec<&Sample> = self.samples.iter().filter(|s| s.t > since).collect();
-        serde_json::json!({
-            "status": self.latest.as_ref().map(|(v, _)| v),
-            "status_age_ms": self.latest.as_ref().map(|(_, at)| at.elapsed().as_millis() as u64),
-            "error": self.error,
-            "interval_ms": SAMPLE_INTERVAL.as_millis() as u64,
-            "capacity": self.capacity,
-            "samples": samples,
-        })
+    pub(crate) fn live(&self, since: u64) -> Live<'_> {
+        Live {
+            status: self.latest.as_ref().map(|(v, _)| v),
+            status_age_ms: self
+                .latest
+                .as_ref()
+                .map(|(_, at)| at.elapsed().as_millis() as u64),
+            error: self.error.as_deref(),
+            interval_ms: SAMPLE_INTERVAL.as_millis() as u64,
+            capacity: self.capacity,
+            samples: self.samples.iter().filter(|s| s.t > since).collect(),
+        }
+    }
+
+    /// [`History::live`] as JSON text.
+    pub(crate) fn live_json(&self, since: u64) -> String {
+        // Plain structs, numbers and strings: serialising cannot fail.
+        serde_json::to_string(&self.live(since)).unwrap_or_default()
     }
 }
 
@@ -217,14 +230,34 @@ pub(crate) fn sample_loop(
 mod tests {
     use super::*;
 
-    fn status(received: u64, span_bytes: u64) -> Value {
-        serde_json::json!({
-            "bundles": {"received": received},
-            "queues": {"per_neighbour": {"2": 3, "5": 1}, "unrouted": 2},
-            "ltp": {"spans": {"2": {"block_bytes_received": span_bytes, "export_sessions": 4, "link_up": true}}},
-            "tcpcl": {"peers": {"9": {"bytes_sent": 7}}},
-            "process": {"cpu_seconds": 1.5},
-        })
+    fn status(received: u64, span_bytes: u64) -> NodeStatus {
+        let mut s = NodeStatus::default();
+        s.bundles.received = received;
+        s.queues.per_neighbour = [(2, 3), (5, 1)].into();
+        s.queues.unrouted = 2;
+        s.ltp.spans.insert(
+            2,
+            client::status::LtpSpanStatus {
+                block_bytes_received: span_bytes,
+                export_sessions: 4,
+                link_up: true,
+                ..Default::default()
+            },
+        );
+        let mut tcpcl = client::status::TcpclStatus::default();
+        tcpcl.peers.insert(
+            9,
+            client::status::TcpclPeerStatus {
+                bytes_sent: 7,
+                ..Default::default()
+            },
+        );
+        s.tcpcl = Some(tcpcl);
+        s.process = Some(client::status::ProcessStatus {
+            cpu_seconds: 1.5,
+            ..Default::default()
+        });
+        s
     }
 
     #[test]
@@ -245,17 +278,20 @@ mod tests {
         for i in 1..=5 {
             h.record(status(i, 0), i * 1000);
         }
-        let all = h.live_json(0);
-        let ts: Vec<u64> = all["samples"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|s| s["t"].as_u64().unwrap())
-            .collect();
+        let all = h.live(0);
+        let ts: Vec<u64> = all.samples.iter().map(|s| s.t).collect();
         assert_eq!(ts, vec![3000, 4000, 5000]);
-        assert_eq!(all["status"]["bundles"]["received"], 5);
-        assert_eq!(h.live_json(4000)["samples"].as_array().unwrap().len(), 1);
+        assert_eq!(all.status.unwrap().bundles.received, 5);
+        assert_eq!(h.live(4000).samples.len(), 1);
         h.failed("agent stuck".into());
-        assert_eq!(h.live_json(0)["error"], "agent stuck");
+        assert_eq!(h.live(0).error, Some("agent stuck"));
+        // The JSON the web view reads.
+        let v: serde_json::Value = serde_json::from_str(&h.live_json(0)).unwrap();
+        assert_eq!(v["error"], "agent stuck");
+        assert_eq!(v["status"]["bundles"]["received"], 5);
+        assert_eq!(v["samples"][2]["t"], 5000);
+        assert_eq!(v["interval_ms"], 1000);
+        assert_eq!(v["capacity"], 3);
+        assert!(v["status_age_ms"].is_u64());
     }
 }

@@ -98,7 +98,7 @@ impl Routes {
                 Err(why) => Answer::error(503, format!("node status unavailable: {why}")),
             },
             "/api/status" => match self.source.fetch() {
-                Ok(status) => Answer::ok("application/json", status.to_string()),
+                Ok(status) => Answer::ok("application/json", status.to_json()),
                 Err(why) => Answer::error(503, format!("node status unavailable: {why}")),
             },
             "/api/live" => {
@@ -110,7 +110,7 @@ impl Routes {
                     return Answer::error(400, "since: expected Unix milliseconds");
                 };
                 match self.history.lock() {
-                    Ok(h) => Answer::ok("application/json", h.live_json(since).to_string()),
+                    Ok(h) => Answer::ok("application/json", h.live_json(since)),
                     Err(_) => Answer::error(500, "history unavailable"),
                 }
             }

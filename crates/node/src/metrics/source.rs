@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use client::Client;
+use client::{Client, NodeStatus};
 
 /// Longest wait for a status answer (the agent answers between two turns of its loop, normally
 /// within milliseconds; a longer wait means it is stuck in a slow commit or overloaded).
@@ -28,7 +28,7 @@ impl StatusSource {
 
     /// The node's status reply, parsed. Errors say what failed, for a 503 answer or the web
     /// view's error line.
-    pub(crate) fn fetch(&mut self) -> Result<serde_json::Value, String> {
+    pub(crate) fn fetch(&mut self) -> Result<NodeStatus, String> {
         if self.client.is_none() {
             let mut c = Client::connect(&self.socket)
                 .map_err(|e| format!("connecting to {}: {e}", self.socket.display()))?;
@@ -40,7 +40,8 @@ impl StatusSource {
             return Err("no connection".into());
         };
         match c.status() {
-            Ok(json) => serde_json::from_str(&json).map_err(|e| format!("status is not JSON: {e}")),
+            Ok(json) => NodeStatus::from_json(&json)
+                .map_err(|e| format!("status is not a node status: {e}")),
             Err(e) => {
                 // A late answer would be read as the next request's: start over.
                 self.client = None;
