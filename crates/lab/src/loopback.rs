@@ -165,9 +165,8 @@ fn free_addrs(n: usize) -> Result<Vec<NodeAddrs>, LabError> {
 
 /// Established TCPCL sessions of a node, from its status.
 fn tcpcl_sessions(socket: &std::path::Path) -> Option<u64> {
-    let json = Client::connect(socket).ok()?.status().ok()?;
-    let v: serde_json::Value = serde_json::from_str(&json).ok()?;
-    v.get("tcpcl")?.get("sessions_open")?.as_u64()
+    let status = Client::connect(socket).ok()?.node_status().ok()?;
+    Some(status.tcpcl?.sessions_open)
 }
 
 /// Stops every child at once: SIGINT to all, then each waited for up to `grace` (then killed).

@@ -36,10 +36,8 @@ pub struct PingArgs {
 pub fn run(a: PingArgs) -> anyhow::Result<()> {
     let mut c = Client::connect(&a.socket)
         .with_context(|| format!("connecting to {}", a.socket.display()))?;
-    let status: serde_json::Value = serde_json::from_str(&c.status()?)?;
-    let node = status["node"]
-        .as_u64()
-        .context("node status has no node number")?;
+    let node = c.node_status()?.node;
+    anyhow::ensure!(node != 0, "node status has no node number");
     let me = format!("ipn:{node}.{}", a.service);
     c.register(&me)?;
     let mut rtts = Vec::new();

@@ -7,7 +7,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use clap::Args;
-use client::Client;
+use client::{Client, NodeStatus};
+use serde::Serialize;
 
 /// Arguments of `dtnkit status`.
 #[derive(Args)]
@@ -41,20 +42,28 @@ pub fn run(a: StatusArgs) -> anyhow::Result<()> {
         println!("{json}");
         return Ok(());
     }
-    let v: serde_json::Value = serde_json::from_str(&json).context("node status is not JSON")?;
-    println!("node {}", v["node"]);
-    for section in [
-        "store", "queues", "bundles", "bpsec", "ltp", "tcpcl", "udpcl",
-    ] {
-        if v[section].is_null() {
-            // A convergence layer the node does not run, or no BPSec policy.
-            continue;
-        }
-        println!("{section}:");
-        if let Some(m) = v[section].as_object() {
-            for (k, val) in m {
-                println!("  {k:<22} {val}");
-            }
+    let st = NodeStatus::from_json(&json).context("node status is not a status object")?;
+    println!("node {}", st.node);
+    print_section("store", Some(&st.store))?;
+    print_section("queues", Some(&st.queues))?;
+    print_section("bundles", Some(&st.bundles))?;
+    print_section("bpsec", st.bpsec.as_ref())?;
+    print_section("ltp", Some(&st.ltp))?;
+    print_section("tcpcl", st.tcpcl.as_ref())?;
+    print_section("udpcl", st.udpcl.as_ref())?;
+    Ok(())
+}
+
+/// Prints one section, a line per field (its reply key and JSON value); nothing for a section
+/// the node does not have (a convergence layer it does not run, no BPSec policy).
+fn print_section<T: Serialize>(name: &str, section: Option<&T>) -> anyhow::Result<()> {
+    let Some(section) = section else {
+        return Ok(());
+    };
+    println!("{name}:");
+    if let serde_json::Value::Object(m) = serde_json::to_value(section)? {
+        for (k, val) in m {
+            println!("  {k:<22} {val}");
         }
     }
     Ok(())
@@ -66,12 +75,11 @@ fn watch(c: &mut Client, a: &StatusArgs) -> anyhow::Result<()> {
     let interval =
         super::positive_seconds("--interval", Some(a.interval))?.unwrap_or(Duration::from_secs(1));
     let tty = std::io::stdout().is_terminal();
-    let mut prev: Option<(serde_json::Value, Instant)> = None;
+    let mut prev: Option<(NodeStatus, Instant)> = None;
     let mut frames = 0u64;
     loop {
         let taken = Instant::now();
-        let cur: serde_json::Value =
-            serde_json::from_str(&c.status()?).context("node status is not JSON")?;
+        let cur = c.node_status()?;
         let frame = super::status_watch::Frame {
             prev: prev.as_ref().map(|(v, _)| v),
             cur: &cur,

@@ -3,30 +3,34 @@
 
 use std::fmt::Write as _;
 
-use serde_json::Value;
+use client::status::{BundleStatus, Cla, LtpSpanStatus, NodeStatus};
 
-/// A number at `path` in a status reply.
-fn num(v: &Value, path: &[&str]) -> Option<f64> {
-    path.iter().try_fold(v, |v, k| v.get(k))?.as_f64()
+/// A number read from a status (None: the status does not have it).
+type Get<'g> = &'g dyn Fn(&NodeStatus) -> Option<f64>;
+
+/// A counter as a number.
+fn n(v: u64) -> Option<f64> {
+    Some(v as f64)
 }
 
 /// Two consecutive statuses and the seconds between them.
 pub(crate) struct Frame<'a> {
-    pub(crate) prev: Option<&'a Value>,
-    pub(crate) cur: &'a Value,
+    pub(crate) prev: Option<&'a NodeStatus>,
+    pub(crate) cur: &'a NodeStatus,
     pub(crate) dt_s: f64,
 }
 
 impl Frame<'_> {
-    /// The total at `path`.
-    fn total(&self, path: &[&str]) -> Option<f64> {
-        num(self.cur, path)
+    /// The total `get` reads.
+    fn total(&self, get: Get<'_>) -> Option<f64> {
+        get(self.cur)
     }
 
-    /// The per-second rate at `path` since the previous status (None on the first frame).
-    fn rate(&self, path: &[&str]) -> Option<f64> {
-        let prev = num(self.prev?, path)?;
-        let cur = num(self.cur, path)?;
+    /// The per-second rate of what `get` reads since the previous status (None on the first
+    /// frame).
+    fn rate(&self, get: Get<'_>) -> Option<f64> {
+        let prev = get(self.prev?)?;
+        let cur = get(self.cur)?;
         (self.dt_s > 0.0).then(|| (cur - prev).max(0.0) / self.dt_s)
     }
 }
@@ -67,63 +71,64 @@ fn per_s(n: Option<f64>) -> String {
 /// The text of one frame.
 pub(crate) fn render(f: &Frame<'_>) -> String {
     let mut out = String::new();
-    let node = f.cur["node"].as_u64().unwrap_or(0);
-    let cpu = f.rate(&["process", "cpu_seconds"]).map(|c| c * 100.0);
+    let cpu = f.rate(&|s| Some(s.process?.cpu_seconds)).map(|c| c * 100.0);
     let _ = writeln!(
         out,
-        "dtnkit node ipn:{node}   up {}   CPU {}   RSS {}",
-        duration(f.total(&["process", "uptime_seconds"])),
+        "dtnkit node ipn:{}   up {}   CPU {}   RSS {}",
+        f.cur.node,
+        duration(f.total(&|s| Some(s.process?.uptime_seconds))),
         cpu.map_or("–".into(), |c| format!("{c:.0} %")),
-        human(f.total(&["process", "rss_bytes"]), "B"),
+        human(f.total(&|s| n(s.process?.rss_bytes)), "B"),
     );
     let _ = writeln!(
         out,
         "\n{:<22} {:>14} {:>12}",
         "bundles", "total", "per second"
     );
-    for (name, key) in [
-        ("received", "received"),
-        ("forwarded", "forwarded"),
-        ("delivered", "delivered"),
-        ("created", "created"),
-        ("expired", "expired"),
-        ("refused (store full)", "refused_store_full"),
-        ("malformed", "malformed"),
-        ("CLA failures", "cla_failures"),
-    ] {
-        let p = ["bundles", key];
+    let rows: [(&str, fn(&BundleStatus) -> u64); 8] = [
+        ("received", |b| b.received),
+        ("forwarded", |b| b.forwarded),
+        ("delivered", |b| b.delivered),
+        ("created", |b| b.created),
+        ("expired", |b| b.expired),
+        ("refused (store full)", |b| b.refused_store_full),
+        ("malformed", |b| b.malformed),
+        ("CLA failures", |b| b.cla_failures),
+    ];
+    for (name, field) in rows {
+        let get = |s: &NodeStatus| n(field(&s.bundles));
         let _ = writeln!(
             out,
             "  {name:<20} {:>14} {:>12}",
-            count(f.total(&p)),
-            per_s(f.rate(&p))
+            count(f.total(&get)),
+            per_s(f.rate(&get))
         );
     }
-    let commits = f.rate(&["store", "commits"]);
-    let commit_time = f.rate(&["store", "commit_latency", "sum_s"]);
-    let mean_ms = match (commit_time, f.rate(&["store", "commit_latency", "count"])) {
+    let commits = f.rate(&|s| n(s.store.commits));
+    let commit_time = f.rate(&|s| Some(s.store.commit_latency.sum_s));
+    let timed = f.rate(&|s| n(s.store.commit_latency.count));
+    let mean_ms = match (commit_time, timed) {
         (Some(t), Some(n)) if n > 0.0 => format!("{:.2} ms", 1000.0 * t / n),
         _ => "–".into(),
     };
+    let (store, queues) = (&f.cur.store, &f.cur.queues);
     let _ = writeln!(
         out,
         "\nstore   {} bundles, {} of {}, {} commits ({}), mean commit {mean_ms} over the last interval",
-        count(f.total(&["store", "bundles"])),
-        human(f.total(&["store", "bytes"]), "B"),
-        human(f.total(&["store", "quota_bytes"]), "B"),
-        count(f.total(&["store", "commits"])),
+        store.bundles,
+        human(n(store.bytes), "B"),
+        human(n(store.quota_bytes), "B"),
+        store.commits,
         per_s(commits),
     );
-    let queued: f64 = f.cur["queues"]["per_neighbour"]
-        .as_object()
-        .map_or(0.0, |m| m.values().filter_map(Value::as_f64).sum());
+    let queued: u64 = queues.per_neighbour.values().sum();
     let _ = writeln!(
         out,
-        "queues  for neighbours {queued:.0}, unrouted {}, in flight {}, pending delivery {}, ingress {}",
-        count(f.total(&["queues", "unrouted"])),
-        count(f.total(&["queues", "in_flight"])),
-        count(f.total(&["queues", "pending_delivery"])),
-        if f.cur["ingress"]["paused"] == true { "paused" } else { "open" },
+        "queues  for neighbours {queued}, unrouted {}, in flight {}, pending delivery {}, ingress {}",
+        queues.unrouted,
+        queues.in_flight,
+        queues.pending_delivery,
+        if f.cur.ingress.paused { "paused" } else { "open" },
     );
     neighbours(&mut out, f);
     out
@@ -132,13 +137,10 @@ pub(crate) fn render(f: &Frame<'_>) -> String {
 /// One line per neighbour: layer, link, queue and goodput both ways; LTP spans add their
 /// sessions, segment rates, retransmission cycles, RTO expirations and cancellations.
 fn neighbours(out: &mut String, f: &Frame<'_>) {
-    let mut peers: Vec<String> = Vec::new();
-    for section in [&f.cur["contacts"]["neighbours"], &f.cur["ltp"]["spans"]] {
-        if let Some(m) = section.as_object() {
-            peers.extend(m.keys().cloned());
-        }
-    }
-    peers.sort_by_key(|p| p.parse::<u64>().unwrap_or(u64::MAX));
+    let cur = f.cur;
+    let mut peers: Vec<u64> = cur.contacts.neighbours.keys().copied().collect();
+    peers.extend(cur.ltp.spans.keys());
+    peers.sort_unstable();
     peers.dedup();
     if peers.is_empty() {
         return;
@@ -148,57 +150,75 @@ fn neighbours(out: &mut String, f: &Frame<'_>) {
         "\n{:<10} {:<6} {:<5} {:>7} {:>13} {:>13}",
         "neighbour", "layer", "link", "queued", "out", "in"
     );
-    for p in &peers {
-        let nb = &f.cur["contacts"]["neighbours"][p];
-        let cla = nb["cla"].as_str().unwrap_or("ltp");
-        let up = nb["link_up"]
-            .as_bool()
-            .or(f.cur["ltp"]["spans"][p]["link_up"].as_bool());
-        let (out_path, in_path): ([&str; 4], [&str; 4]) = match cla {
-            "tcpcl" | "udpcl" => (
-                [cla, "peers", p, "bytes_sent"],
-                [cla, "peers", p, "bytes_received"],
-            ),
-            _ => (
-                ["ltp", "spans", p, "export_bytes_completed"],
-                ["ltp", "spans", p, "block_bytes_received"],
-            ),
+    for p in peers {
+        let nb = cur.contacts.neighbours.get(&p);
+        let cla = nb.and_then(|nb| nb.cla).unwrap_or(Cla::Ltp);
+        let span = cur.ltp.spans.get(&p);
+        let up = nb.map(|nb| nb.link_up).or(span.map(|s| s.link_up));
+        // Goodput: LTP's completed blocks, TCPCL's and UDPCL's bytes on the wire.
+        let bytes = |s: &NodeStatus, sent: bool| -> Option<f64> {
+            let (out, into) = match cla {
+                Cla::Tcpcl => s
+                    .tcpcl
+                    .as_ref()?
+                    .peers
+                    .get(&p)
+                    .map(|x| (x.bytes_sent, x.bytes_received)),
+                Cla::Udpcl => s
+                    .udpcl
+                    .as_ref()?
+                    .peers
+                    .get(&p)
+                    .map(|x| (x.bytes_sent, x.bytes_received)),
+                Cla::Ltp => s
+                    .ltp
+                    .spans
+                    .get(&p)
+                    .map(|x| (x.export_bytes_completed, x.block_bytes_received)),
+            }?;
+            n(if sent { out } else { into })
         };
-        let bits = |path: &[&str]| human(f.rate(path).map(|b| b * 8.0), "b/s");
+        let bits = |sent: bool| human(f.rate(&|s| bytes(s, sent)).map(|b| b * 8.0), "b/s");
         let _ = writeln!(
             out,
-            "  ipn:{p:<5} {cla:<6} {:<5} {:>7} {:>13} {:>13}",
+            "  ipn:{:<5} {:<6} {:<5} {:>7} {:>13} {:>13}",
+            p.to_string(),
+            cla.name(),
             match up {
                 Some(true) => "up",
                 Some(false) => "down",
                 None => "–",
             },
-            count(num(&f.cur["queues"]["per_neighbour"], &[p]).or(Some(0.0))),
-            bits(&out_path),
-            bits(&in_path),
+            cur.queues.per_neighbour.get(&p).copied().unwrap_or(0),
+            bits(true),
+            bits(false),
         );
-        let span = ["ltp", "spans", p.as_str()];
-        if f.cur["ltp"]["spans"].get(p).is_none() {
+        let Some(span) = span else {
             continue;
-        }
-        let at = |k: &'static str| [span[0], span[1], span[2], k];
-        let rto: Option<f64> = ["checkpoint_timeouts", "report_timeouts", "cancel_timeouts"]
-            .iter()
-            .map(|k| f.rate(&at(k)))
-            .sum();
-        let cancels: u64 = ["cancelled_here", "cancelled_by_peer"]
-            .iter()
-            .filter_map(|k| f.cur["ltp"]["spans"][p][k].as_object())
-            .flat_map(|m| m.values().filter_map(Value::as_u64))
+        };
+        let at =
+            |field: fn(&LtpSpanStatus) -> u64| move |s: &NodeStatus| n(field(s.ltp.spans.get(&p)?));
+        let rto: Option<f64> = [
+            at(|x| x.checkpoint_timeouts),
+            at(|x| x.report_timeouts),
+            at(|x| x.cancel_timeouts),
+        ]
+        .iter()
+        .map(|get| f.rate(get))
+        .sum();
+        let cancels: u64 = span
+            .cancelled_here
+            .values()
+            .chain(span.cancelled_by_peer.values())
             .sum();
         let _ = writeln!(
             out,
             "           LTP sessions {}/{} out/in, segments {} out {} in, retransmission cycles {}, RTO expirations {}, cancelled {cancels}",
-            count(f.total(&at("export_sessions"))),
-            count(f.total(&at("import_sessions"))),
-            per_s(f.rate(&at("segments_sent"))),
-            per_s(f.rate(&at("segments_received"))),
-            per_s(f.rate(&at("retransmission_cycles"))),
+            span.export_sessions,
+            span.import_sessions,
+            per_s(f.rate(&at(|x| x.segments_sent))),
+            per_s(f.rate(&at(|x| x.segments_received))),
+            per_s(f.rate(&at(|x| x.retransmission_cycles))),
             per_s(rto),
         );
     }
@@ -207,19 +227,45 @@ fn neighbours(out: &mut String, f: &Frame<'_>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use client::status::{NeighbourStatus, ProcessStatus};
 
-    fn status(received: u64, bytes_in: u64, cpu: f64) -> Value {
-        serde_json::json!({
-            "node": 2,
-            "bundles": {"received": received, "delivered": 0},
-            "store": {"bundles": 3, "bytes": 2_000_000, "quota_bytes": 1_000_000_000u64, "commits": 10,
-                      "commit_latency": {"count": 10, "sum_s": 0.01}},
-            "queues": {"per_neighbour": {"1": 4}, "unrouted": 0},
-            "ltp": {"spans": {"1": {"link_up": true, "block_bytes_received": bytes_in,
-                                      "export_sessions": 0, "import_sessions": 2}}},
-            "contacts": {"neighbours": {"1": {"cla": "ltp", "link_up": true}}},
-            "process": {"cpu_seconds": cpu, "rss_bytes": 50_000_000u64},
-        })
+    fn status(received: u64, bytes_in: u64, cpu: f64) -> NodeStatus {
+        let mut s = NodeStatus {
+            node: 2,
+            ..NodeStatus::default()
+        };
+        s.bundles.received = received;
+        s.store.bundles = 3;
+        s.store.bytes = 2_000_000;
+        s.store.quota_bytes = 1_000_000_000;
+        s.store.commits = 10;
+        s.store.commit_latency.count = 10;
+        s.store.commit_latency.sum_s = 0.01;
+        s.queues.per_neighbour.insert(1, 4);
+        s.ltp.spans.insert(
+            1,
+            LtpSpanStatus {
+                link_up: true,
+                block_bytes_received: bytes_in,
+                export_sessions: 0,
+                import_sessions: 2,
+                ..LtpSpanStatus::default()
+            },
+        );
+        s.contacts.neighbours.insert(
+            1,
+            NeighbourStatus {
+                cla: Some(Cla::Ltp),
+                link_up: true,
+                rate_bps: 0,
+            },
+        );
+        s.process = Some(ProcessStatus {
+            cpu_seconds: cpu,
+            rss_bytes: 50_000_000,
+            ..ProcessStatus::default()
+        });
+        s
     }
 
     #[test]
@@ -247,5 +293,13 @@ mod tests {
         assert!(next.contains("CPU 25 %"), "{next}");
         assert!(next.contains("ipn:1"), "{next}");
         assert!(next.contains("LTP sessions 0/2"), "{next}");
+        assert!(
+            next.contains("store   3 bundles, 2.00 MB of 1.00 GB, 10 commits"),
+            "{next}"
+        );
+        assert!(
+            next.contains("queues  for neighbours 4, unrouted 0"),
+            "{next}"
+        );
     }
 }
