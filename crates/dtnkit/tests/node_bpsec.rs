@@ -9,6 +9,8 @@ mod node_support;
 use std::net::UdpSocket;
 use std::time::{Duration, Instant};
 
+use client::status::BpsecStatus;
+use client::NodeStatus;
 use node_support::*;
 
 const LIMIT: Duration = Duration::from_secs(60);
@@ -46,15 +48,16 @@ confidentiality = "seal"
     )
 }
 
-fn wait_for(
-    node: &NodeProc,
-    what: &str,
-    ok: impl Fn(&serde_json::Value) -> bool,
-) -> serde_json::Value {
+/// The node's BPSec section (it has a policy).
+fn bpsec(st: &NodeStatus) -> &BpsecStatus {
+    st.bpsec.as_ref().expect("bpsec section")
+}
+
+fn wait_for(node: &NodeProc, what: &str, ok: impl Fn(&BpsecStatus) -> bool) -> NodeStatus {
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         let st = node.status();
-        if ok(&st) {
+        if ok(bpsec(&st)) {
             return st;
         }
         assert!(Instant::now() < deadline, "{what}: {st}");
@@ -145,12 +148,11 @@ fn secured_transfer_and_tampered_bundles_dropped_and_counted() {
             String::from_utf8_lossy(&out.stderr)
         );
     }
-    let st2 = wait_for(&n2, "three secured bundles accepted", |st| {
-        st["bpsec"]["accepted"] == 3
-    });
-    assert_eq!(st2["bpsec"]["rules"], 2);
-    assert_eq!(st2["bpsec"]["failed"], 0);
-    assert_eq!(n1.status()["bpsec"]["secured"], 3);
+    let st2 = wait_for(&n2, "three secured bundles accepted", |st| st.accepted == 3);
+    assert_eq!(bpsec(&st2).rules, 2);
+    assert_eq!(bpsec(&st2).failed, 0);
+    assert_eq!(bpsec(&n1.status()).secured, 3);
+    assert!(assert_status_round_trips(&n2).bpsec.is_some());
 
     // A secured bundle tampered with on the way, then one without any security, injected over UDPCL.
     let genuine = make(&dir.0, "genuine.bundle", true);
@@ -161,18 +163,14 @@ fn secured_transfer_and_tampered_bundles_dropped_and_counted() {
     let sock = UdpSocket::bind("127.0.0.1:0").unwrap();
     let to = format!("127.0.0.1:{u2}");
     sock.send_to(&forged, &to).unwrap();
-    let st = wait_for(&n2, "the tampered bundle counted", |st| {
-        st["bpsec"]["failed"] == 1
-    });
-    let why = st["bpsec"]["last_failure"].as_str().unwrap();
+    let st = wait_for(&n2, "the tampered bundle counted", |st| st.failed == 1);
+    let why = bpsec(&st).last_failure.as_deref().unwrap();
     assert!(why.contains("authentication tag mismatch"), "{why}");
     sock.send_to(&plain, &to).unwrap();
-    let st = wait_for(&n2, "the unsecured bundle counted", |st| {
-        st["bpsec"]["failed"] == 2
-    });
-    let why = st["bpsec"]["last_failure"].as_str().unwrap();
+    let st = wait_for(&n2, "the unsecured bundle counted", |st| st.failed == 2);
+    let why = bpsec(&st).last_failure.as_deref().unwrap();
     assert!(why.contains("requires integrity"), "{why}");
-    assert_eq!(st["bundles"]["delivered"], 3, "neither was delivered");
+    assert_eq!(st.bundles.delivered, 3, "neither was delivered");
 
     // The genuine copy of the tampered bundle is not mistaken for a duplicate.
     sock.send_to(&genuine, &to).unwrap();
@@ -189,13 +187,7 @@ fn secured_transfer_and_tampered_bundles_dropped_and_counted() {
         assert!(line.contains(h.as_str()), "{line} should carry sha256 {h}");
     }
     let st = n2.status();
-    assert_eq!(
-        (
-            st["bpsec"]["accepted"].as_u64(),
-            st["bpsec"]["failed"].as_u64()
-        ),
-        (Some(4), Some(2))
-    );
+    assert_eq!((bpsec(&st).accepted, bpsec(&st).failed), (4, 2));
 
     // The other direction: a bundle from 2 to 1, and node 2's two deletion reports (for ipn:1.1, the report-to
     // of the injected bundles), all secured by node 2 and accepted by node 1.
@@ -235,8 +227,8 @@ fn secured_transfer_and_tampered_bundles_dropped_and_counted() {
     );
     assert!(String::from_utf8_lossy(&out.stdout).contains("len=3000"));
     let st1 = wait_for(&n1, "the bundle and both reports accepted", |st| {
-        st["bpsec"]["accepted"] == 3
+        st.accepted == 3
     });
-    assert_eq!(st1["bpsec"]["failed"], 0);
-    assert_eq!(n2.status()["bpsec"]["secured"], 3);
+    assert_eq!(bpsec(&st1).failed, 0);
+    assert_eq!(bpsec(&n2.status()).secured, 3);
 }

@@ -98,7 +98,7 @@ fn middle_node_killed_repeatedly_loses_and_duplicates_nothing() {
     assert_eq!(ids.len() as u64, N, "every bundle exactly once");
     let deadline = Instant::now() + Duration::from_secs(30);
     for n in [&n1, &n2] {
-        while n.status()["store"]["bundles"] != 0 {
+        while n.status().store.bundles != 0 {
             assert!(
                 Instant::now() < deadline,
                 "store never emptied: {}",

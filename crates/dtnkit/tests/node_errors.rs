@@ -109,8 +109,8 @@ fn store_full_refuses_clearly_and_recovers() {
     assert!(err.contains("store full"), "{err}");
     // Still running and answering.
     let st = n1.status();
-    assert_eq!(st["store"]["bundles"], 2);
-    assert!(st["bundles"]["refused_store_full"].as_u64().unwrap() >= 1);
+    assert_eq!(st.store.bundles, 2);
+    assert!(st.bundles.refused_store_full >= 1);
     // The neighbour comes up: the stored bundles leave, space frees, the send succeeds.
     let mut b = NodeSpec::new(2, p2);
     b.spans.push((1, p1));
@@ -135,7 +135,7 @@ fn store_full_refuses_clearly_and_recovers() {
         String::from_utf8_lossy(&got.stderr)
     );
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    while n1.status()["store"]["bundles"] != 0 {
+    while n1.status().store.bundles != 0 {
         assert!(std::time::Instant::now() < deadline, "store never emptied");
         std::thread::sleep(Duration::from_millis(50));
     }

@@ -6,6 +6,7 @@ mod node_support;
 
 use std::time::{Duration, Instant};
 
+use client::status::StoreState;
 use node_support::*;
 
 /// Idle CPU used by a node over `window`, measured after it came up.
@@ -51,7 +52,7 @@ fn idle_node_with_a_large_contact_plan_uses_no_cpu() {
         "idle node with a 100,000-contact plan used {cpu_big:?} of CPU in {window:?} (without a plan: {cpu_small:?})"
     );
     // The plan is loaded, and its links are down until the first contact.
-    assert_eq!(big.status()["node"], 1);
+    assert_eq!(big.status().node, 1);
 }
 
 /// Nodes 1 and 2 joined by an LTP span each way, on free ports (not started).
@@ -87,10 +88,6 @@ fn wait_for(what: &str, limit: Duration, mut f: impl FnMut() -> bool) {
 
 fn node_err(n: &NodeProc) -> String {
     std::fs::read_to_string(n.spec_dir.join("node.err")).unwrap_or_default()
-}
-
-fn u(v: &serde_json::Value) -> u64 {
-    v.as_u64().unwrap_or(0)
 }
 
 /// Stops a node with SIGTERM and waits (bounded) for its exit; returns its exit code.
@@ -217,10 +214,10 @@ fn discarded_ltp_blocks_are_counted_and_logged_with_their_reason() {
     ));
     assert!(peer.send_block(bundle_claiming_2_pow_62(), Duration::from_secs(10)));
     let st = node.status();
-    let d = &st["bundles"]["discarded"];
-    assert_eq!(u(&d["not_a_bundle"]), 1, "{st}");
-    assert_eq!(u(&d["length_beyond_block"]), 1, "{st}");
-    assert_eq!(u(&st["store"]["bundles"]), 0, "{st}");
+    let d = &st.bundles.discarded;
+    assert_eq!(d.get("not_a_bundle").copied(), Some(1), "{st}");
+    assert_eq!(d.get("length_beyond_block").copied(), Some(1), "{st}");
+    assert_eq!(st.store.bundles, 0, "{st}");
     // The bundle log is complete once the node stopped.
     assert_eq!(stop(&mut node), Some(0));
     let log = std::fs::read_to_string(node.spec_dir.join("bundles.csv")).unwrap();
@@ -280,12 +277,12 @@ fn half_open_import_sessions_do_not_starve_a_real_one() {
     );
     let st = n2.status();
     eprintln!(
-        "real block after the flood: {took:?}; node 2 ltp: {}; RSS {} MB",
-        st["ltp"],
+        "real block after the flood: {took:?}; node 2 ltp: {:?}; RSS {} MB",
+        st.ltp,
         rss_bytes(pid2) >> 20
     );
-    assert!(u(&st["ltp"]["imports_evicted"]) > 0, "{st}");
-    assert!(u(&st["ltp"]["import_sessions"]) <= 64, "{st}");
+    assert!(st.ltp.imports_evicted > 0, "{st}");
+    assert!(st.ltp.import_sessions <= 64, "{st}");
     assert!(
         rss_bytes(pid2) < 300 << 20,
         "RSS {} MB",
@@ -306,9 +303,9 @@ fn half_open_import_sessions_do_not_starve_a_real_one() {
         spoof.send_to(&spoofed_data_segment(n + 1), target).unwrap();
     }
     wait_for("refused datagrams counted", Duration::from_secs(10), || {
-        u(&n2.status()["ltp"]["wrong_source"]) == 100
+        n2.status().ltp.wrong_source == 100
     });
-    assert_eq!(u(&n2.status()["ltp"]["import_sessions"]), 0);
+    assert_eq!(n2.status().ltp.import_sessions, 0);
 }
 
 /// A red data segment (not a checkpoint) of 16 bytes at offset 0 of session `n` of engine 1,
@@ -398,7 +395,12 @@ fn idle_tcpcl_sessions_time_out_and_one_address_is_capped() {
         std::thread::sleep(Duration::from_millis(20));
     }
     wait_for("the per-address cap", Duration::from_secs(10), || {
-        u(&node.status()["tcpcl"]["sessions_refused"]["per_address"]) == 4
+        node.tcpcl()
+            .sessions_refused
+            .get("per_address")
+            .copied()
+            .unwrap_or(0)
+            == 4
     });
     // Each accepted session gets SESS_TERM "Idle timeout" (0x01) after about 2 s of silence.
     let t0 = Instant::now();
@@ -411,10 +413,14 @@ fn idle_tcpcl_sessions_time_out_and_one_address_is_capped() {
     eprintln!("8 idle sessions ended after {:?}", t0.elapsed());
     assert_eq!(idle_closed, 8);
     wait_for("sessions closed", Duration::from_secs(10), || {
-        u(&node.status()["tcpcl"]["sessions_open"]) == 0
+        node.tcpcl().sessions_open == 0
     });
     assert_eq!(
-        u(&node.status()["tcpcl"]["sessions_refused"]["idle_timeout"]),
+        node.tcpcl()
+            .sessions_refused
+            .get("idle_timeout")
+            .copied()
+            .unwrap_or(0),
         8
     );
     // The address may open sessions again.
@@ -422,7 +428,7 @@ fn idle_tcpcl_sessions_time_out_and_one_address_is_capped() {
     use std::io::Write;
     c.write_all(&tcpcl_hello("ipn:200.0")).unwrap();
     wait_for("a new session", Duration::from_secs(10), || {
-        u(&node.status()["tcpcl"]["sessions_established"]) >= 9
+        node.tcpcl().sessions_established >= 9
     });
 }
 
@@ -443,7 +449,7 @@ fn sigterm_stops_cleanly_and_bad_values_at_start_exit_2() {
         c.write_all(&tcpcl_hello("ipn:5.0")).unwrap();
     }
     wait_for("the session", Duration::from_secs(10), || {
-        u(&node.status()["tcpcl"]["sessions_established"]) == 1
+        node.tcpcl().sessions_established == 1
     });
     let mut child = node.take_child().unwrap();
     // SAFETY: kill(2) on our own child's pid.
@@ -461,7 +467,7 @@ fn sigterm_stops_cleanly_and_bad_values_at_start_exit_2() {
     assert_eq!(status.code(), Some(0), "{status:?}: {}", node_err(&node));
     // Everything committed is there after a restart.
     node.restart();
-    assert_eq!(u(&node.status()["store"]["bundles"]), 3);
+    assert_eq!(node.status().store.bundles, 3);
     drop(node);
 
     // The store path is a file.
@@ -558,14 +564,16 @@ fn a_full_disk_degrades_the_store_and_it_recovers_by_itself() {
     let count = 80u64;
     send_ok(&n1.socket, "ipn:2.1", 100_000, count, &[]);
     wait_for("node 2's store to degrade", Duration::from_secs(90), || {
-        n2.status()["store"]["state"] == "degraded"
+        n2.status().store.state == StoreState::Degraded
     });
-    let st = n2.status();
-    eprintln!("degraded: {}", st["store"]);
+    // The reply with `store.degraded` survives the typed structs.
+    let st = assert_status_round_trips(&n2);
+    eprintln!("degraded: {:?}", st.store);
     assert!(
-        !st["store"]["degraded"]["reason"]
-            .as_str()
-            .unwrap_or("")
+        !st.store
+            .degraded
+            .as_ref()
+            .map_or("", |d| d.reason.as_str())
             .is_empty(),
         "{st}"
     );
@@ -591,15 +599,15 @@ fn a_full_disk_degrades_the_store_and_it_recovers_by_itself() {
     );
     // Node 1 keeps what node 2 refused and backs off.
     wait_for("node 1 to see refusals", Duration::from_secs(30), || {
-        u(&n1.status()["bundles"]["cla_refusals"]) > 0
+        n1.status().bundles.cla_refusals > 0
     });
     // Bounded while degraded: CPU, segments, log lines.
     let (pid1, pid2) = (n1.pid().unwrap(), n2.pid().unwrap());
     let (c1, c2) = (cpu_time(pid1), cpu_time(pid2));
-    let seg1 = u(&n1.status()["ltp"]["segments_sent"]);
+    let seg1 = n1.status().ltp.segments_sent;
     std::thread::sleep(Duration::from_secs(3));
     let (c1, c2) = (cpu_time(pid1) - c1, cpu_time(pid2) - c2);
-    let segs = u(&n1.status()["ltp"]["segments_sent"]) - seg1;
+    let segs = n1.status().ltp.segments_sent - seg1;
     let lines = node_err(&n2).lines().count();
     eprintln!(
         "degraded for 3 s: node 1 CPU {c1:?}, {segs} segments sent; node 2 CPU {c2:?}, {lines} log lines (loadavg {})",
@@ -614,9 +622,9 @@ fn a_full_disk_degrades_the_store_and_it_recovers_by_itself() {
     // Space returns: node 2 recovers by itself and everything arrives, once.
     std::fs::remove_file(&filler).unwrap();
     wait_for("node 2's store to recover", Duration::from_secs(30), || {
-        n2.status()["store"]["state"] == "ok"
+        n2.status().store.state == StoreState::Ok
     });
-    assert!(u(&n2.status()["store"]["recoveries"]) >= 1);
+    assert!(n2.status().store.recoveries >= 1);
     let recv = spawn_recv(&n2.socket, "ipn:2.1", count);
     let out = recv.wait(Duration::from_secs(150));
     assert!(
@@ -631,7 +639,7 @@ fn a_full_disk_degrades_the_store_and_it_recovers_by_itself() {
         .collect();
     assert_eq!(ids.len() as u64, count, "every bundle exactly once");
     wait_for("node 1's store to drain", Duration::from_secs(30), || {
-        u(&n1.status()["store"]["bundles"]) == 0
+        n1.status().store.bundles == 0
     });
     assert!(
         node_err(&n2).contains("bundle store recovered"),
@@ -663,11 +671,11 @@ fn a_full_neighbour_makes_the_sender_back_off() {
     let n3 = NodeProc::start(&dir.0, &s3);
     send_ok(&n1.socket, "ipn:2.1", 100_000, 6, &[]);
     wait_for("node 2 to refuse", Duration::from_secs(30), || {
-        u(&n1.status()["bundles"]["cla_refusals"]) > 0
+        n1.status().bundles.cla_refusals > 0
     });
     let pid1 = n1.pid().unwrap();
     let c0 = cpu_time(pid1);
-    let s0 = u(&n1.status()["ltp"]["segments_sent"]);
+    let s0 = n1.status().ltp.segments_sent;
     // Meanwhile node 3 is served as usual.
     let t0 = Instant::now();
     let r3 = spawn_recv(&n3.socket, "ipn:3.1", 5);
@@ -682,18 +690,18 @@ fn a_full_neighbour_makes_the_sender_back_off() {
     std::thread::sleep(Duration::from_secs(3).saturating_sub(other));
     let window = t0.elapsed();
     let cpu = cpu_time(pid1) - c0;
-    let segs = u(&n1.status()["ltp"]["segments_sent"]) - s0;
+    let segs = n1.status().ltp.segments_sent - s0;
     let st = n1.status();
     eprintln!(
-        "backing off for {window:?}: {segs} segments sent, node 1 CPU {cpu:?}, node 3 served in {other:?}; backoff {} (loadavg {})",
-        st["backoff"],
+        "backing off for {window:?}: {segs} segments sent, node 1 CPU {cpu:?}, node 3 served in {other:?}; backoff {:?} (loadavg {})",
+        st.backoff,
         std::fs::read_to_string("/proc/loadavg").unwrap_or_default().trim()
     );
     assert!(segs < 5_000, "node 1 sent {segs} segments in {window:?}");
     assert!(cpu < window / 3, "node 1 used {cpu:?} in {window:?}");
-    assert!(u(&st["backoff"]["2"]["refusals"]) > 0, "{st}");
+    assert!(st.backoff[&2].refusals > 0, "{st}");
     assert!(
-        u(&st["store"]["bundles"]) >= 3,
+        st.store.bundles >= 3,
         "node 1 keeps what node 2 refused: {st}"
     );
     // Room at node 2: everything goes through and the back-off ends.
@@ -705,9 +713,9 @@ fn a_full_neighbour_makes_the_sender_back_off() {
         String::from_utf8_lossy(&out.stderr)
     );
     wait_for("node 1's store to drain", Duration::from_secs(30), || {
-        u(&n1.status()["store"]["bundles"]) == 0
+        n1.status().store.bundles == 0
     });
-    assert!(n1.status()["backoff"].get("2").is_none(), "{}", n1.status());
+    assert!(!n1.status().backoff.contains_key(&2), "{}", n1.status());
 }
 
 /// Runs `dtnkit send` of one bundle; the bundle id when the node acknowledged it.
@@ -909,8 +917,8 @@ fn chaos_three_node_chain() {
     kill_restart(&n3);
     eprintln!("chaos: node 3 killed and restarted at {:?}", t0.elapsed());
     at(10);
-    let degraded = n2.lock().unwrap().status()["store"].clone();
-    eprintln!("chaos: node 2 store before the drain: {degraded}");
+    let degraded = n2.lock().unwrap().status().store;
+    eprintln!("chaos: node 2 store before the drain: {degraded:?}");
     std::fs::remove_file(&filler).unwrap();
     eprintln!("chaos: node 2's disk drained at {:?}", t0.elapsed());
     at(12);
@@ -981,17 +989,17 @@ fn chaos_three_node_chain() {
     let n2 = n2.lock().unwrap();
     let n3 = n3.lock().unwrap();
     wait_for("stores to drain", Duration::from_secs(60), || {
-        [&n1, &*n2, &*n3].iter().all(|n| {
-            u(&n.status()["store"]["bundles"]) == 0 && n.status()["store"]["state"] == "ok"
-        })
+        [&n1, &*n2, &*n3]
+            .iter()
+            .all(|n| n.status().store.bundles == 0 && n.status().store.state == StoreState::Ok)
     });
     let st2 = n2.status();
     eprintln!(
-        "chaos: done in {:?}; {hostile} hostile datagrams; node 2: store {}, ltp {}, tcpcl refused {}, discarded {}",
+        "chaos: done in {:?}; {hostile} hostile datagrams; node 2: store {:?}, ltp {:?}, tcpcl refused {:?}, discarded {:?}",
         t0.elapsed(),
-        st2["store"],
-        st2["ltp"],
-        st2["tcpcl"]["sessions_refused"],
-        st2["bundles"]["discarded"]
+        st2.store,
+        st2.ltp,
+        st2.tcpcl.as_ref().unwrap().sessions_refused,
+        st2.bundles.discarded
     );
 }

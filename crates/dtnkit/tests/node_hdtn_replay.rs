@@ -213,8 +213,8 @@ fn hdtn_ping_and_a_64_bit_session_reach_the_node() {
     assert!(got.payload == data(5000, 16));
     app.ack(&got).unwrap();
     let st = node.status();
-    assert_eq!(st["ltp"]["malformed_datagrams"], 0);
-    assert_eq!(st["ltp"]["blocks_received"], 1);
+    assert_eq!(st.ltp.malformed_datagrams, 0);
+    assert_eq!(st.ltp.blocks_received, 1);
 }
 
 /// Sends `n` bundles from node 2 to the emulated HDTN; returns how many of its blocks are
@@ -226,7 +226,7 @@ fn to_hdtn(dir: &TempDir, span_keys: &str, n: u64) -> (usize, usize, NodeProc) {
     // Until every bundle is reported forwarded and deleted from the store.
     let blocks = hdtn.serve(|| {
         let st = node.status();
-        st["bundles"]["forwarded"] == n && st["store"]["bundles"] == 0
+        st.bundles.forwarded == n && st.store.bundles == 0
     });
     let decodable = blocks
         .iter()
@@ -243,8 +243,8 @@ fn hdtn_profile_loses_nothing_where_aggregation_loses_silently() {
     let (decodable, blocks, node) = to_hdtn(&dir, "peer_kind = \"hdtn\"\naggregation_ms = 50\n", N);
     assert_eq!((decodable, blocks), (N as usize, N as usize));
     let st = node.status();
-    assert_eq!(st["ltp"]["exports_completed"], N);
-    assert_eq!(st["bundles"]["forwarded"], N);
+    assert_eq!(st.ltp.exports_completed, N);
+    assert_eq!(st.bundles.forwarded, N);
     // The default profile aggregates: every session completes and the node counts every
     // bundle forwarded, yet HDTN could decode at most one bundle per block.
     let dir = TempDir::new("hdtn-out-default");
@@ -253,9 +253,6 @@ fn hdtn_profile_loses_nothing_where_aggregation_loses_silently() {
     assert!(blocks < N as usize);
     assert!(decodable < N as usize);
     let st = node.status();
-    assert_eq!(
-        st["bundles"]["forwarded"], N,
-        "the loss is silent at the sender"
-    );
-    assert_eq!(st["store"]["bundles"], 0);
+    assert_eq!(st.bundles.forwarded, N, "the loss is silent at the sender");
+    assert_eq!(st.store.bundles, 0);
 }

@@ -214,8 +214,8 @@ fn deliveries_keep_pace_with_pipelined_tcpcl_ingress() {
         "delivery lag reached {max_lag} bundles (bound {bound})"
     );
     let st = node.status();
-    assert_eq!(st["bundles"]["delivered"], N);
-    assert_eq!(st["bundles"]["refused_store_full"], 0);
+    assert_eq!(st.bundles.delivered, N);
+    assert_eq!(st.bundles.refused_store_full, 0);
 }
 
 /// An application that stops reading: the node stops reading the peer's session once the
@@ -242,7 +242,7 @@ fn back_pressure_reaches_the_peer_before_the_store_fills() {
     let deadline = Instant::now() + LIMIT;
     loop {
         let st = node.status();
-        if st["ingress"]["paused"] == true {
+        if st.ingress.paused {
             break;
         }
         assert!(
@@ -266,7 +266,7 @@ fn back_pressure_reaches_the_peer_before_the_store_fills() {
         );
     }
     let st = node.status();
-    let stored = st["store"]["bytes"].as_u64().unwrap();
+    let stored = st.store.bytes;
     eprintln!("paused: {last} of {N} acknowledged, {stored} bytes stored: {st}");
     // The limit, plus the bundles of one turn of session reads and of the transfers the
     // session had completed when the pause began.
@@ -276,7 +276,7 @@ fn back_pressure_reaches_the_peer_before_the_store_fills() {
         last * SIZE as u64 <= bound,
         "{last} of {N} bundles taken while nobody read"
     );
-    assert!(st["ingress"]["pauses"].as_u64().unwrap() >= 1);
+    assert!(st.ingress.pauses >= 1);
     // The application reads again: everything arrives, once.
     reading.store(true, Relaxed);
     let run = peer.join().unwrap();
@@ -285,13 +285,13 @@ fn back_pressure_reaches_the_peer_before_the_store_fills() {
     // The application's last acknowledgments reach the agent a moment after it got the bundles.
     let deadline = Instant::now() + Duration::from_secs(10);
     let mut st = node.status();
-    while st["bundles"]["delivered"] != N && Instant::now() < deadline {
+    while st.bundles.delivered != N && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(50));
         st = node.status();
     }
-    assert_eq!(st["bundles"]["delivered"], N);
-    assert_eq!(st["bundles"]["refused_store_full"], 0);
-    assert_eq!(st["ingress"]["paused"], false);
+    assert_eq!(st.bundles.delivered, N);
+    assert_eq!(st.bundles.refused_store_full, 0);
+    assert!(!st.ingress.paused);
 }
 
 /// The same gate over LTP: node 1 forwards 200 kB bundles to node 2, whose application has
@@ -323,7 +323,7 @@ fn ltp_ingress_pauses_by_refusing_imports_and_resumes() {
     let deadline = Instant::now() + LIMIT;
     loop {
         let st = n2.status();
-        if st["ingress"]["paused"] == true {
+        if st.ingress.paused {
             break;
         }
         assert!(
@@ -334,29 +334,26 @@ fn ltp_ingress_pauses_by_refusing_imports_and_resumes() {
     }
     // Paused: after the sessions open at the pause complete, node 2 takes nothing more while
     // node 1 keeps retrying (its checkpoint timers), and counts the refusals.
-    let mut last = n2.status()["bundles"]["received"].as_u64().unwrap();
+    let mut last = n2.status().bundles.received;
     let mut still_since = Instant::now();
     while still_since.elapsed() < Duration::from_millis(1000) {
         std::thread::sleep(Duration::from_millis(50));
-        let now = n2.status()["bundles"]["received"].as_u64().unwrap();
+        let now = n2.status().bundles.received;
         if now != last {
             (last, still_since) = (now, Instant::now());
         }
         assert!(Instant::now() < deadline, "node 2 kept taking bundles");
     }
     let st2 = n2.status();
-    let stored = st2["store"]["bytes"].as_u64().unwrap();
+    let stored = st2.store.bytes;
     eprintln!("paused: {last} of {N} received, {stored} bytes stored: {st2}");
     assert!(last < N, "every bundle taken while nobody read");
-    assert_eq!(st2["ingress"]["paused"], true);
-    assert!(
-        st2["ltp"]["imports_refused"]["paused"].as_u64().unwrap() > 0,
-        "{st2}"
-    );
+    assert!(st2.ingress.paused);
+    assert!(st2.ltp.imports_refused.paused > 0, "{st2}");
     // The limit, plus what the import budget let in while the gate closed (one bundle over).
     let bound = BACKLOG + IMPORT_BUDGET + 2 * SIZE as u64;
     assert!(stored <= bound, "{stored} bytes stored (bound {bound})");
-    assert!(n1.status()["bundles"]["forwarded"].as_u64().unwrap() < N);
+    assert!(n1.status().bundles.forwarded < N);
     // An application reads: the gate opens, node 1's retries get through, all arrive once.
     drop(idle_app);
     let recv = spawn_recv(&n2.socket, "ipn:2.1", N);
@@ -373,7 +370,7 @@ fn ltp_ingress_pauses_by_refusing_imports_and_resumes() {
         .collect();
     assert_eq!(ids.len() as u64, N, "every bundle exactly once");
     let deadline = Instant::now() + LIMIT;
-    while n1.status()["store"]["bundles"] != 0 {
+    while n1.status().store.bundles != 0 {
         assert!(
             Instant::now() < deadline,
             "node 1 kept bundles: {}",
@@ -382,7 +379,7 @@ fn ltp_ingress_pauses_by_refusing_imports_and_resumes() {
         std::thread::sleep(Duration::from_millis(50));
     }
     let st2 = n2.status();
-    assert_eq!(st2["bundles"]["delivered"], N);
-    assert_eq!(st2["ingress"]["paused"], false);
-    assert!(st2["ingress"]["pauses"].as_u64().unwrap() >= 1);
+    assert_eq!(st2.bundles.delivered, N);
+    assert!(!st2.ingress.paused);
+    assert!(st2.ingress.pauses >= 1);
 }

@@ -385,6 +385,10 @@ fn monitor_endpoints_answer_json_openmetrics_and_errors() {
     assert_eq!(st["ltp"]["spans"]["1"]["link_up"], true);
     assert_eq!(st["contacts"]["neighbours"]["1"]["cla"], "ltp");
     assert!(st["store"]["commit_latency"]["le_s"].is_array());
+    // The monitor serves the reply it parsed into the typed structs, losslessly.
+    let typed = client::NodeStatus::from_json(&body).unwrap();
+    assert_eq!(typed.to_json(), body);
+    assert_eq!(serde_json::to_value(&typed).unwrap(), st);
 
     let (code, ctype, body) = http(
         m2,

@@ -38,9 +38,9 @@ fn run_with(tag: &str, span_keys: &str) -> (u64, u64, u64) {
     let st2 = n2.status();
     let st1 = n1.status();
     (
-        st2["ltp"]["blocks_received"].as_u64().unwrap(),
-        st2["bundles"]["received"].as_u64().unwrap(),
-        st1["ltp"]["exports_completed"].as_u64().unwrap(),
+        st2.ltp.blocks_received,
+        st2.bundles.received,
+        st1.ltp.exports_completed,
     )
 }
 

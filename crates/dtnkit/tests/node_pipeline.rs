@@ -99,11 +99,11 @@ fn pipelined_sends_on_one_node_are_delivered_once_each_with_their_payload() {
         assert!(*p == payload(*i), "payload of bundle {i} differs");
     }
     let st = node.status();
-    assert_eq!(st["bundles"]["created"], N);
+    assert_eq!(st.bundles.created, N);
     // Informational: how much the node grouped (timing dependent, so not asserted).
     eprintln!(
         "{N} sends, window {WINDOW}: {} store commits in all",
-        st["store"]["commits"]
+        st.store.commits
     );
 }
 
@@ -166,7 +166,7 @@ fn cli_send_with_a_window_crosses_tcpcl_once_each() {
         seen[idx] += 1;
     }
     assert!(seen.iter().all(|&k| k == 1), "each bundle once: {seen:?}");
-    assert_eq!(n1.status()["bundles"]["created"], N);
+    assert_eq!(n1.status().bundles.created, N);
 }
 
 #[test]
@@ -201,8 +201,8 @@ fn refused_for_a_full_store_then_resubmitted_until_stored_exactly_once() {
     assert!(err.contains("store full"), "{err}");
     assert!(err.contains("sent 2 of 4 bundles"), "{err}");
     let st = n1.status();
-    assert_eq!(st["store"]["bundles"], 2);
-    assert_eq!(st["bundles"]["created"], 2);
+    assert_eq!(st.store.bundles, 2);
+    assert_eq!(st.bundles.created, 2);
     // With --store-full-wait the refused bundles are resubmitted until the store has room.
     let send = Proc::spawn(&[
         "send",
@@ -221,11 +221,7 @@ fn refused_for_a_full_store_then_resubmitted_until_stored_exactly_once() {
         "--quiet",
     ]);
     let deadline = Instant::now() + LIMIT;
-    while n1.status()["bundles"]["refused_store_full"]
-        .as_u64()
-        .unwrap()
-        < 4
-    {
+    while n1.status().bundles.refused_store_full < 4 {
         assert!(Instant::now() < deadline, "never refused");
         std::thread::sleep(Duration::from_millis(50));
     }
@@ -268,7 +264,7 @@ fn refused_for_a_full_store_then_resubmitted_until_stored_exactly_once() {
     let mut want: Vec<String> = (0..2).chain(0..N).map(|i| format!("dtnkit:{i}")).collect();
     want.sort();
     assert_eq!(prefixes, want);
-    assert_eq!(n1.status()["bundles"]["created"], 2 + N);
+    assert_eq!(n1.status().bundles.created, 2 + N);
 }
 
 /// Bundle `i` of `len` bytes: its index (8 bytes) then deterministic data.
@@ -332,6 +328,6 @@ fn a_client_that_stops_reading_stalls_only_its_own_deliveries() {
         slow.ack(&r).unwrap();
     }
     // Asked on the slow reader's connection, so its acknowledgments are processed first.
-    let st: serde_json::Value = serde_json::from_str(&slow.status().unwrap()).unwrap();
-    assert_eq!(st["bundles"]["delivered"], BIG + 20);
+    let st = slow.node_status().unwrap();
+    assert_eq!(st.bundles.delivered, BIG + 20);
 }

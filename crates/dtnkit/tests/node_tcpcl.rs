@@ -81,7 +81,7 @@ fn transfer(dir: &TempDir, from: &NodeProc, to: &NodeProc, dst: &str, sizes: &[u
 
 fn wait_store_empty(n: &NodeProc) {
     let deadline = Instant::now() + Duration::from_secs(20);
-    while n.status()["store"]["bundles"] != 0 {
+    while n.status().store.bundles != 0 {
         assert!(Instant::now() < deadline, "{}", n.status());
         std::thread::sleep(Duration::from_millis(20));
     }
@@ -98,15 +98,16 @@ fn tcpcl_carries_10b_100kb_5mb_both_ways() {
     transfer(&dir, &n2, &n1, "ipn:1.1", &sizes, 20);
     wait_store_empty(&n1);
     wait_store_empty(&n2);
-    let st = n1.status();
-    let t = &st["tcpcl"];
-    assert!(t["sessions_established"].as_u64().unwrap() >= 1, "{st}");
-    assert!(t["transfers_acked"].as_u64().unwrap() >= 3, "{st}");
-    assert!(t["bundles_received"].as_u64().unwrap() >= 3, "{st}");
-    assert!(t["bytes_sent"].as_u64().unwrap() >= 5_100_000, "{st}");
+    // The reply's tcpcl section, per-peer counters included, survives the typed structs.
+    let st = assert_status_round_trips(&n1);
+    let t = st.tcpcl.as_ref().expect("tcpcl section");
+    assert!(t.sessions_established >= 1, "{st}");
+    assert!(t.transfers_acked >= 3, "{st}");
+    assert!(t.bundles_received >= 3, "{st}");
+    assert!(t.bytes_sent >= 5_100_000, "{st}");
     // dtnkit commits no deviation.
-    assert_eq!(t["deviations"], serde_json::json!({}), "{st}");
-    assert_eq!(st["ltp"]["segments_sent"], 0, "{st}");
+    assert!(t.deviations.is_empty(), "{st}");
+    assert_eq!(st.ltp.segments_sent, 0, "{st}");
 }
 
 #[test]
@@ -125,12 +126,12 @@ fn tcpcl3_carries_10b_100kb_5mb_both_ways() {
     wait_store_empty(&n2);
     for n in [&n1, &n2] {
         let st = n.status();
-        let t = &st["tcpcl"];
-        assert_eq!(t["sessions_v3"], t["sessions_established"], "{st}");
-        assert!(t["sessions_v3"].as_u64().unwrap() >= 1, "{st}");
-        assert!(t["transfers_acked"].as_u64().unwrap() >= 3, "{st}");
-        assert!(t["bundles_received"].as_u64().unwrap() >= 3, "{st}");
-        assert_eq!(t["deviations"], serde_json::json!({}), "{st}");
+        let t = st.tcpcl.as_ref().expect("tcpcl section");
+        assert_eq!(t.sessions_v3, t.sessions_established, "{st}");
+        assert!(t.sessions_v3 >= 1, "{st}");
+        assert!(t.transfers_acked >= 3, "{st}");
+        assert!(t.bundles_received >= 3, "{st}");
+        assert!(t.deviations.is_empty(), "{st}");
     }
 }
 
@@ -229,7 +230,7 @@ fn tcpcl_reconnects_and_delivers_what_waited() {
     );
     assert!(out.status.success());
     std::thread::sleep(Duration::from_millis(300));
-    assert_eq!(n1.status()["store"]["bundles"], 2, "{}", n1.status());
+    assert_eq!(n1.status().store.bundles, 2, "{}", n1.status());
     n2.restart();
     let out = run(
         &[
@@ -251,12 +252,7 @@ fn tcpcl_reconnects_and_delivers_what_waited() {
     let needle = format!("len=300000 sha256={}", sha256_hex(&d));
     assert_eq!(text.matches(&needle).count(), 2, "{text}");
     wait_store_empty(&n1);
-    assert!(
-        n1.status()["tcpcl"]["sessions_established"]
-            .as_u64()
-            .unwrap()
-            >= 2
-    );
+    assert!(n1.tcpcl().sessions_established >= 2);
 }
 
 #[test]
@@ -284,7 +280,7 @@ fn unconfigured_node_is_routed_back_by_its_sess_init_node_id() {
     // Once node 2 is gone, node 1 holds bundles for it (the link followed the session).
     drop(n2);
     let deadline = Instant::now() + Duration::from_secs(10);
-    while n1.status()["tcpcl"]["sessions_open"] != 0 {
+    while n1.tcpcl().sessions_open != 0 {
         assert!(Instant::now() < deadline, "{}", n1.status());
         std::thread::sleep(Duration::from_millis(20));
     }
@@ -305,8 +301,8 @@ fn unconfigured_node_is_routed_back_by_its_sess_init_node_id() {
     assert!(out.status.success());
     std::thread::sleep(Duration::from_millis(300));
     let st = n1.status();
-    assert_eq!(st["store"]["bundles"], 1, "{st}");
-    assert_eq!(st["bundles"]["cla_failures"], 0, "{st}");
+    assert_eq!(st.store.bundles, 1, "{st}");
+    assert_eq!(st.bundles.cla_failures, 0, "{st}");
 }
 
 #[test]
@@ -324,7 +320,7 @@ fn contact_plan_gates_forwarding_to_a_tcpcl_peer() {
     let n1 = NodeProc::start(&dir.0, &a);
     let n2 = NodeProc::start(&dir.0, &tcp_spec(2, t2, 1, None));
     let deadline = Instant::now() + Duration::from_secs(10);
-    while n1.status()["tcpcl"]["sessions_established"] == 0 {
+    while n1.tcpcl().sessions_established == 0 {
         assert!(Instant::now() < deadline, "{}", n1.status());
         std::thread::sleep(Duration::from_millis(20));
     }
@@ -347,8 +343,8 @@ fn contact_plan_gates_forwarding_to_a_tcpcl_peer() {
     if t0.elapsed() < Duration::from_secs(4) {
         std::thread::sleep(Duration::from_millis(200));
         let st = n1.status();
-        assert_eq!(st["store"]["bundles"], 1, "held until the contact: {st}");
-        assert_eq!(st["tcpcl"]["transfers_sent"], 0, "{st}");
+        assert_eq!(st.store.bundles, 1, "held until the contact: {st}");
+        assert_eq!(st.tcpcl.as_ref().unwrap().transfers_sent, 0, "{st}");
     }
     let out = run(
         &[

@@ -239,21 +239,21 @@ fn node_connects_to_an_ion_like_v3_peer_octet_for_octet() {
     assert_eq!(decoded.payload().len(), 1000);
     // Not acknowledged yet: the node keeps it.
     std::thread::sleep(Duration::from_millis(200));
-    assert_eq!(node.status()["tcpcl"]["transfers_acked"], 0);
+    assert_eq!(node.tcpcl().transfers_acked, 0);
     peer.send(&ack(len));
     wait_for("the acknowledged bundle to leave the store", || {
-        node.status()["store"]["bundles"] == 0
+        node.status().store.bundles == 0
     });
 
     // ION stops: a bare SHUTDOWN; the node closes without answering.
     peer.send(&[0x50]);
     peer.expect_close();
     let st = node.status();
-    let t = &st["tcpcl"];
-    assert_eq!(t["sessions_v3"], 1, "{st}");
-    assert_eq!(t["transfers_acked"], 1, "{st}");
-    assert_eq!(t["bundles_received"], 1, "{st}");
-    assert_eq!(t["deviations"], serde_json::json!({}), "{st}");
+    let t = st.tcpcl.as_ref().expect("tcpcl section");
+    assert_eq!(t.sessions_v3, 1, "{st}");
+    assert_eq!(t.transfers_acked, 1, "{st}");
+    assert_eq!(t.bundles_received, 1, "{st}");
+    assert!(t.deviations.is_empty(), "{st}");
 }
 
 #[test]
@@ -287,7 +287,7 @@ fn an_ion_like_peer_connects_and_the_node_answers_in_v3() {
     // SHUTDOWN "Busy" with a 5 s reconnection delay: the node closes.
     peer.send(&[0x53, 0x02, 0x05]);
     peer.expect_close();
-    assert_eq!(node.status()["tcpcl"]["sessions_v3"], 1);
+    assert_eq!(node.tcpcl().sessions_v3, 1);
 }
 
 #[test]
@@ -302,5 +302,5 @@ fn a_node_not_accepting_v3_answers_with_a_version_mismatch() {
     // RFC 9174, 4.3: the passive side's contact header, then SESS_TERM "Version Mismatch".
     assert_eq!(peer.read_exact(9), b"dtn!\x04\x00\x05\x00\x02");
     peer.expect_close();
-    assert_eq!(node.status()["tcpcl"]["sessions_established"], 0);
+    assert_eq!(node.tcpcl().sessions_established, 0);
 }

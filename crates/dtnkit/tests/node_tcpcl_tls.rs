@@ -167,20 +167,15 @@ fn tls_session_carries_10b_and_1mb_both_ways() {
         }
     }
     let st = n1.status();
-    assert!(
-        st["tcpcl"]["sessions_established"].as_u64().unwrap() >= 1,
-        "{st}"
-    );
-    assert!(
-        st["tcpcl"]["bytes_sent"].as_u64().unwrap() >= 1_000_000,
-        "{st}"
-    );
+    assert!(st.tcpcl.as_ref().unwrap().sessions_established >= 1, "{st}");
+    assert!(st.tcpcl.as_ref().unwrap().bytes_sent >= 1_000_000, "{st}");
     assert_eq!(
-        st["tcpcl"]["sessions_tls"], st["tcpcl"]["sessions_established"],
+        st.tcpcl.as_ref().unwrap().sessions_tls,
+        st.tcpcl.as_ref().unwrap().sessions_established,
         "every session runs over TLS: {st}"
     );
     wait_for("empty stores", Duration::from_secs(20), || {
-        n1.status()["store"]["bundles"] == 0 && n2.status()["store"]["bundles"] == 0
+        n1.status().store.bundles == 0 && n2.status().store.bundles == 0
     });
     let errs = node_err(&n1) + &node_err(&n2);
     assert!(!errs.contains("TLS handshake"), "{errs}");
@@ -203,10 +198,10 @@ fn require_tls_refuses_a_plaintext_peer() {
     std::thread::sleep(Duration::from_millis(800));
     let st1 = n1.status();
     let st2 = n2.status();
-    assert_eq!(st1["store"]["bundles"], 1, "{st1}");
-    assert_eq!(st1["tcpcl"]["sessions_established"], 0, "{st1}");
-    assert_eq!(st2["tcpcl"]["sessions_established"], 0, "{st2}");
-    assert_eq!(st2["tcpcl"]["bundles_received"], 0, "{st2}");
+    assert_eq!(st1.store.bundles, 1, "{st1}");
+    assert_eq!(st1.tcpcl.as_ref().unwrap().sessions_established, 0, "{st1}");
+    assert_eq!(st2.tcpcl.as_ref().unwrap().sessions_established, 0, "{st2}");
+    assert_eq!(st2.tcpcl.as_ref().unwrap().bundles_received, 0, "{st2}");
 }
 
 #[test]
@@ -288,10 +283,10 @@ fn wrong_ca_fails_the_handshake_and_the_sender_keeps_its_bundle() {
     });
     let st1 = n1.status();
     let st2 = n2.status();
-    assert_eq!(st1["store"]["bundles"], 1, "{st1}");
-    assert_eq!(st1["tcpcl"]["sessions_established"], 0, "{st1}");
-    assert_eq!(st2["tcpcl"]["sessions_established"], 0, "{st2}");
-    assert_eq!(st2["store"]["bundles"], 0, "{st2}");
+    assert_eq!(st1.store.bundles, 1, "{st1}");
+    assert_eq!(st1.tcpcl.as_ref().unwrap().sessions_established, 0, "{st1}");
+    assert_eq!(st2.tcpcl.as_ref().unwrap().sessions_established, 0, "{st2}");
+    assert_eq!(st2.store.bundles, 0, "{st2}");
     let e = node_err(&n1);
     assert!(e.to_lowercase().contains("certificate"), "{e}");
 }
@@ -401,8 +396,10 @@ fn a_certificate_without_the_peers_node_id_is_refused() {
     let n2 = NodeProc::start(&dir.0, &b);
     let _want = send(&dir, &n1, "ipn:2.1", 10, 40);
     wait_for("node 1 to refuse node 2's certificate", LIMIT, || {
-        n1.status()["tcpcl"]["sessions_refused"]["node_id_not_in_certificate"]
-            .as_u64()
+        n1.tcpcl()
+            .sessions_refused
+            .get("node_id_not_in_certificate")
+            .copied()
             .unwrap_or(0)
             >= 1
     });
@@ -412,12 +409,8 @@ fn a_certificate_without_the_peers_node_id_is_refused() {
         node_err(&n1)
     );
     std::thread::sleep(Duration::from_millis(500));
-    assert_eq!(
-        n1.status()["store"]["bundles"],
-        1,
-        "the bundle stays with node 1"
-    );
-    assert_eq!(n2.status()["tcpcl"]["bundles_received"], 0);
+    assert_eq!(n1.status().store.bundles, 1, "the bundle stays with node 1");
+    assert_eq!(n2.tcpcl().bundles_received, 0);
     drop((n1, n2));
 
     // The same certificates with the check off: the session carries the bundle.

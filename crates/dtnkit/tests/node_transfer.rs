@@ -91,18 +91,87 @@ fn two_nodes_deliver_100b_500kb_and_5mb_intact() {
     assert_eq!(got, want);
     // Status shows the traffic.
     let st = n1.status();
-    assert_eq!(st["bundles"]["created"], 3);
+    assert_eq!(st.bundles.created, 3);
     // The sender deletes its copies when the reports arrive (possibly just after delivery).
     let deadline = Instant::now() + Duration::from_secs(20);
-    while n1.status()["store"]["bundles"] != 0 {
+    while n1.status().store.bundles != 0 {
         assert!(Instant::now() < deadline, "{}", n1.status());
         std::thread::sleep(Duration::from_millis(20));
     }
     let st2 = n2.status();
-    assert!(st2["ltp"]["blocks_received"].as_u64().unwrap() >= 1);
+    assert!(st2.ltp.blocks_received >= 1);
     let human = run(&["status", "--socket", s(&n2.socket)], LIMIT);
     assert!(human.status.success());
     assert!(String::from_utf8_lossy(&human.stdout).contains("delivered"));
+}
+
+/// Every section of the status reply, filled by a real node, survives the typed structs
+/// (`client::status`) losslessly: node 1 runs LTP with FEC on a contact plan, TCPCL (its peer
+/// never answers) and UDPCL; node 2 LTP with FEC.
+#[test]
+fn every_status_section_round_trips_through_the_typed_structs() {
+    let dir = TempDir::new("status-types");
+    let (p1, p2) = (free_port(), free_port());
+    let span = |peer: u64, port: u16, extra: &str| {
+        format!(
+            "\n[[span]]\npeer = {peer}\naddress = \"127.0.0.1:{port}\"\nrto_ms = 500\n{extra}\n[span.fec]\nmode = \"eclsa\"\n"
+        )
+    };
+    let mut a = NodeSpec::new(1, p1);
+    a.plan = Some(
+        "a contact +0 +3600 1 2 10000000\na contact +0 +3600 2 1 10000000\na range +0 +3600 1 2 0\n"
+            .into(),
+    );
+    a.extra = span(2, p2, "")
+        + &format!(
+            "\n[tcpcl]\nreconnect_min_ms = 50\nreconnect_max_ms = 400\n\n[[tcp_peer]]\npeer = 3\naddress = \"127.0.0.1:{}\"\n\n[udpcl]\nbind = \"127.0.0.1:{}\"\n\n[[udp_peer]]\npeer = 4\naddress = \"127.0.0.1:{}\"\n",
+            free_tcp_port(),
+            free_port(),
+            free_port()
+        );
+    let mut b = NodeSpec::new(2, p2);
+    b.extra = span(1, p1, "adaptive_rate = false");
+    let n1 = NodeProc::start(&dir.0, &a);
+    let n2 = NodeProc::start(&dir.0, &b);
+    let recv = spawn_recv(&n2.socket, "ipn:2.1", 3);
+    send_ok(&n1.socket, "ipn:2.1", 50_000, 3, &[]);
+    let out = recv.wait(LIMIT);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let deadline = Instant::now() + Duration::from_secs(20);
+    // TCPCL tried its peer; the span board (copied every 200 ms) shows the blocks.
+    let settled = |st: &client::NodeStatus| {
+        st.tcpcl.as_ref().is_some_and(|t| t.connect_failures > 0)
+            && st
+                .ltp
+                .spans
+                .get(&2)
+                .is_some_and(|s| s.exports_completed > 0)
+    };
+    let received =
+        |st: &client::NodeStatus| st.ltp.spans.get(&1).is_some_and(|s| s.blocks_received > 0);
+    while !settled(&n1.status()) || !received(&n2.status()) {
+        assert!(Instant::now() < deadline, "{}", n1.status());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let st1 = assert_status_round_trips(&n1);
+    let st2 = assert_status_round_trips(&n2);
+    // The sections that are null on other nodes are filled here.
+    assert!(st1.tcpcl.is_some() && st1.udpcl.is_some(), "{st1}");
+    assert!(
+        st1.contacts.plan.is_some() && st1.process.is_some(),
+        "{st1}"
+    );
+    assert!(st1.ltp.spans[&2].exports_completed >= 1, "{st1}");
+    assert!(
+        st1.ltp.fec.as_ref().is_some_and(|f| f[&2].segments_in > 0),
+        "{st1}"
+    );
+    assert!(st2.ltp.fec.is_some(), "{st2}");
+    assert!(st2.tcpcl.is_none() && st2.udpcl.is_none() && st2.contacts.plan.is_none());
 }
 
 #[test]
@@ -184,7 +253,7 @@ fn three_nodes_multihop_with_a_contact_that_opens_later() {
     );
     // Bundles wait at node 1 while the contact is closed.
     let st = n1.status();
-    assert_eq!(st["store"]["bundles"], 2, "{st}");
+    assert_eq!(st.store.bundles, 2, "{st}");
     let out = run(
         &[
             "recv",

@@ -83,16 +83,16 @@ fn udpcl_carries_small_and_fragmented_bundles_both_ways() {
     let n2 = NodeProc::start(&dir.0, &udp_spec(2, l2, u2, 1, u1));
     transfer(&dir, &n1, &n2, "ipn:2.1", "fwd");
     transfer(&dir, &n2, &n1, "ipn:1.1", "back");
-    let st = n1.status();
-    let udp = &st["udpcl"];
-    assert!(udp["datagrams_sent"].as_u64().unwrap() >= 14, "{st}");
-    assert!(udp["bundles_fragmented"].as_u64().unwrap() >= 1, "{st}");
-    assert!(udp["datagrams_received"].as_u64().unwrap() >= 14, "{st}");
+    let st = assert_status_round_trips(&n1);
+    let udp = st.udpcl.as_ref().expect("udpcl section");
+    assert!(udp.datagrams_sent >= 14, "{st}");
+    assert!(udp.bundles_fragmented >= 1, "{st}");
+    assert!(udp.datagrams_received >= 14, "{st}");
     // Nothing went over LTP.
-    assert_eq!(st["ltp"]["segments_sent"], 0, "{st}");
+    assert_eq!(st.ltp.segments_sent, 0, "{st}");
     // UDPCL has no acknowledgement: the sender's copies go once the kernel took them.
     let deadline = Instant::now() + Duration::from_secs(20);
-    while n1.status()["store"]["bundles"] != 0 {
+    while n1.status().store.bundles != 0 {
         assert!(Instant::now() < deadline, "{}", n1.status());
         std::thread::sleep(Duration::from_millis(20));
     }

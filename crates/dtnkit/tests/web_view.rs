@@ -140,7 +140,7 @@ fn the_web_view_shows_a_transfer_and_updates() {
     let recv = spawn_recv(&n2.socket, "ipn:2.1", 200);
     let _sender = spawn_sender(&n1, 50_000, 200);
     let deadline = Instant::now() + Duration::from_secs(30);
-    while n2.status()["bundles"]["received"].as_u64().unwrap_or(0) < 3 {
+    while n2.status().bundles.received < 3 {
         assert!(Instant::now() < deadline, "the transfer did not start");
         std::thread::sleep(Duration::from_millis(100));
     }
@@ -155,7 +155,7 @@ fn the_web_view_shows_a_transfer_and_updates() {
     // Wait for more bundles, then load the page again: the totals moved.
     let seen = first.received as u64;
     let deadline = Instant::now() + Duration::from_secs(30);
-    while n2.status()["bundles"]["received"].as_u64().unwrap_or(0) < seen + 10 {
+    while n2.status().bundles.received < seen + 10 {
         assert!(Instant::now() < deadline, "the transfer stalled at {seen}");
         std::thread::sleep(Duration::from_millis(100));
     }

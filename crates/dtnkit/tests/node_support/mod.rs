@@ -182,10 +182,15 @@ impl NodeProc {
         self.child.take()
     }
 
-    /// Status JSON.
-    pub fn status(&self) -> serde_json::Value {
+    /// The node's status.
+    pub fn status(&self) -> client::NodeStatus {
         let mut c = client::Client::connect(&self.socket).unwrap();
-        serde_json::from_str(&c.status().unwrap()).unwrap()
+        c.node_status().unwrap()
+    }
+
+    /// The `tcpcl` section of the node's status (the node runs TCPCL).
+    pub fn tcpcl(&self) -> client::status::TcpclStatus {
+        self.status().tcpcl.expect("tcpcl section")
     }
 }
 
@@ -394,7 +399,7 @@ pub fn kill_receiver_during_transfer(sender: &NodeProc, receiver: &mut NodeProc,
     }
     assert_eq!(ids.len() as u64, count, "every bundle exactly once");
     let deadline = Instant::now() + Duration::from_secs(30);
-    while sender.status()["store"]["bundles"] != 0 {
+    while sender.status().store.bundles != 0 {
         assert!(
             Instant::now() < deadline,
             "sender store never emptied: {}",
@@ -403,6 +408,39 @@ pub fn kill_receiver_during_transfer(sender: &NodeProc, receiver: &mut NodeProc,
         std::thread::sleep(Duration::from_millis(50));
     }
     eprintln!("crash test took {:?}", t0.elapsed());
+}
+
+/// The node's status reply survives the typed structs: the JSON text it sends over its socket,
+/// and the one `dtnkit status --json` prints, parse into `client::NodeStatus`, which
+/// serialises back to the same JSON (the same value and the same text: nothing dropped, added
+/// or changed). Returns the parsed reply.
+pub fn assert_status_round_trips(node: &NodeProc) -> client::NodeStatus {
+    let wire = client::Client::connect(&node.socket)
+        .unwrap()
+        .status()
+        .unwrap();
+    let cli = run(
+        &[
+            "status",
+            "--socket",
+            node.socket.to_str().unwrap(),
+            "--json",
+        ],
+        Duration::from_secs(30),
+    );
+    assert!(cli.status.success(), "{cli:?}");
+    let printed = String::from_utf8(cli.stdout).unwrap();
+    let mut parsed = Vec::new();
+    for text in [wire.as_str(), printed.trim_end()] {
+        let st = client::NodeStatus::from_json(text).unwrap();
+        let again = st.to_json();
+        let value = |t: &str| serde_json::from_str::<serde_json::Value>(t).unwrap();
+        assert_eq!(value(&again), value(text), "lossless round trip");
+        assert_eq!(again, text, "the node serialises the same structs");
+        assert_eq!(client::NodeStatus::from_json(&again).unwrap(), st);
+        parsed.push(st);
+    }
+    parsed.swap_remove(0)
 }
 
 /// CPU time (user + system) a process has used so far, from /proc/PID/stat.
