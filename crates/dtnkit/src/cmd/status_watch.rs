@@ -8,6 +8,9 @@ use client::status::{BundleStatus, Cla, LtpSpanStatus, NodeStatus};
 /// A number read from a status (None: the status does not have it).
 type Get<'g> = &'g dyn Fn(&NodeStatus) -> Option<f64>;
 
+/// A counter of a section.
+type Field<T> = fn(&T) -> u64;
+
 /// A counter as a number.
 fn n(v: u64) -> Option<f64> {
     Some(v as f64)
@@ -85,7 +88,7 @@ pub(crate) fn render(f: &Frame<'_>) -> String {
         "\n{:<22} {:>14} {:>12}",
         "bundles", "total", "per second"
     );
-    let rows: [(&str, fn(&BundleStatus) -> u64); 8] = [
+    let rows: [(&str, Field<BundleStatus>); 8] = [
         ("received", |b| b.received),
         ("forwarded", |b| b.forwarded),
         ("delivered", |b| b.delivered),
