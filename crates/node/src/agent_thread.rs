@@ -968,7 +968,7 @@ impl AgentThread {
         let s = self.agent.status();
         let now_ms = dtn_now_ms();
         let names = |m: &std::collections::BTreeMap<&str, u64>| {
-            m.iter().map(|(k, v)| (k.to_string(), *v)).collect()
+            crate::counters::by_name(m.iter().map(|(k, v)| (*k, *v)))
         };
         NodeStatus {
             node: self.node,

@@ -11,6 +11,16 @@ use std::sync::Mutex;
 
 use client::status::{ImportsRefused, LtpStatus, TcpclStatus, UdpclStatus};
 
+/// Counts by name (a reason, a kind) as the status reply's maps.
+pub(crate) fn by_name<'a>(
+    counts: impl IntoIterator<Item = (&'a str, u64)>,
+) -> BTreeMap<String, u64> {
+    counts
+        .into_iter()
+        .map(|(k, n)| (k.to_string(), n))
+        .collect()
+}
+
 /// Counters shared with the status reply (written by the LTP thread only).
 #[derive(Debug, Default)]
 pub(crate) struct LtpCounters {
@@ -71,11 +81,12 @@ impl LtpCounters {
             imports_stalled: stalled,
             data_segments_retransmitted: self.data_segments_retransmitted.load(Relaxed),
             checkpoint_timeouts: self.checkpoint_timeouts.load(Relaxed),
-            deviations: ltp::Deviation::ALL
-                .iter()
-                .zip(&self.deviations)
-                .map(|(d, n)| (d.name().to_string(), n.load(Relaxed)))
-                .collect(),
+            deviations: by_name(
+                ltp::Deviation::ALL
+                    .iter()
+                    .zip(&self.deviations)
+                    .map(|(d, n)| (d.name(), n.load(Relaxed))),
+            ),
             adaptive_rate_bps: self
                 .adaptive_rates
                 .lock()
@@ -161,7 +172,7 @@ impl TcpclCounters {
             sessions_refused: self
                 .sessions_refused
                 .lock()
-                .map(|m| m.iter().map(|(k, v)| (k.to_string(), *v)).collect())
+                .map(|m| by_name(m.iter().map(|(k, v)| (*k, *v))))
                 .unwrap_or_default(),
             peers: self.peers.status(),
         }

@@ -9,6 +9,8 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use client::status::LtpSpanStatus;
+
+use crate::counters::by_name;
 use ltp::{Engine, SpanState, SpanStats};
 
 /// How often the LTP thread refreshes the board (its loop wakes at least every 100 ms).
@@ -64,11 +66,6 @@ impl SpanBoard {
             .map(|(peer, id, st, state)| (*peer, span_status(*id, st, state)))
             .collect()
     }
-}
-
-/// Counts by name: cancellations by reason, deviations by kind.
-fn by_name<'a>(counts: impl Iterator<Item = (&'a str, u64)>) -> BTreeMap<String, u64> {
-    counts.map(|(name, n)| (name.to_string(), n)).collect()
 }
 
 fn span_status(engine_id: u64, st: &SpanStats, state: &SpanState) -> LtpSpanStatus {
