@@ -61,20 +61,6 @@ impl std::fmt::Debug for Stack {
     }
 }
 
-// Kept until the node drives `cla::LtpCla` (the next commits remove it).
-impl std::ops::Deref for Stack {
-    type Target = Engine;
-    fn deref(&self) -> &Engine {
-        &self.engine
-    }
-}
-
-impl std::ops::DerefMut for Stack {
-    fn deref_mut(&mut self) -> &mut Engine {
-        &mut self.engine
-    }
-}
-
 impl Stack {
     /// Wraps `engine` with an empty FEC layer (no span uses FEC until
     /// [`Stack::add_fec_span`]).

@@ -111,7 +111,13 @@ fn hsltp_repaired_matrix_decodes_when_the_kth_symbol_arrives() {
         ),
         (1, 1, 0)
     );
-    assert_eq!(w.a.span_stats(2).unwrap().data_segments_retransmitted, 0);
+    assert_eq!(
+        w.a.engine()
+            .span_stats(2)
+            .unwrap()
+            .data_segments_retransmitted,
+        0
+    );
 }
 
 #[test]
@@ -157,8 +163,14 @@ fn hsltp_failed_matrix_cancels_the_session_and_the_bundle_is_delivered_once_in_a
         (1, 1, 3)
     );
     // No LTP segment was ever retransmitted: recovery is the bundle's new session.
-    assert_eq!(w.a.span_stats(2).unwrap().data_segments_retransmitted, 0);
-    assert_eq!(w.b.span_stats(1).unwrap().imports_refused, 0);
+    assert_eq!(
+        w.a.engine()
+            .span_stats(2)
+            .unwrap()
+            .data_segments_retransmitted,
+        0
+    );
+    assert_eq!(w.b.engine().span_stats(1).unwrap().imports_refused, 0);
 }
 
 #[test]
@@ -204,7 +216,13 @@ fn eclsa_repaired_matrix_holds_segments_after_a_gap_until_it_decodes() {
         rx_data.iter().filter(|&&t| t == sent[10].arrives).count(),
         8
     );
-    assert_eq!(w.a.span_stats(2).unwrap().data_segments_retransmitted, 0);
+    assert_eq!(
+        w.a.engine()
+            .span_stats(2)
+            .unwrap()
+            .data_segments_retransmitted,
+        0
+    );
 }
 
 #[test]
@@ -219,7 +237,7 @@ fn eclsa_failed_matrix_hands_up_what_arrived_and_ltp_retransmits_the_rest() {
     assert_eq!((failed[0].time, failed[0].claims), (t_fail, 9));
     // LTP at B got the checkpoint at t_fail and reported the 3 gaps; A retransmitted exactly
     // those 3 segments in one cycle, in a new matrix.
-    let a = w.a.span_stats(2).unwrap();
+    let a = w.a.engine().span_stats(2).unwrap();
     assert_eq!(
         (a.data_segments_retransmitted, a.retransmission_cycles),
         (3, 1)
@@ -265,8 +283,8 @@ fn hsltp_lost_final_reports_are_answered_again_from_the_closed_session() {
         w.seen.iter().filter(|(_, s)| *s == Seen::Done(7)).count(),
         1
     );
-    assert_eq!(w.a.span_stats(2).unwrap().checkpoint_timeouts, 1);
-    assert_eq!(w.a.span_stats(2).unwrap().exports_cancelled, 0);
+    assert_eq!(w.a.engine().span_stats(2).unwrap().checkpoint_timeouts, 1);
+    assert_eq!(w.a.engine().span_stats(2).unwrap().exports_cancelled, 0);
     let rto = w.rows(1, "RTO_CP");
     assert_eq!(rto[0].time, RTO);
 }
@@ -285,7 +303,7 @@ fn hsltp_keeps_fifteen_sessions_in_flight_through_one_receive_buffer() {
     assert!(got
         .iter()
         .all(|(t, _)| *t < DELAY + Duration::from_millis(150)));
-    assert_eq!(w.b.span_stats(1).unwrap().imports_refused, 0);
+    assert_eq!(w.b.engine().span_stats(1).unwrap().imports_refused, 0);
     // Ten data matrices complete (the rest carried A's report-acks).
     let data_matrices = w
         .rows(2, "FEC_OK")

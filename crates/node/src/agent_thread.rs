@@ -1,9 +1,11 @@
 //! The agent thread: the BP agent with its persistent store, the application connections and the
 //! contact-plan clock.
 //!
-//! Durability ordering: a block from LTP is split into bundles, committed in ONE store
-//! transaction (`accept_from_cla_batch`), and only then is `confirm_block` sent back to the LTP
-//! thread, which releases the report that lets the previous hop delete its copy. An application's
+//! Durability ordering: a block from LTP is split into bundles when it arrives
+//! (`Agent::split_block`), committed with the other blocks of the turn in ONE store transaction
+//! (`Agent::accept_blocks`: the same two steps as in the simulator), and only then is
+//! `confirm_block` sent back to the LTP thread, which releases the report that lets the previous
+//! hop delete its copy. An application's
 //! `Send` is answered `SendOk` only after the commit that stored it. A delivery is deleted only when
 //! the application acknowledges it.
 //!
@@ -29,11 +31,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bp::{Agent, BundleKey, ClaOutcome, RedbStore, ReportFlags, SendError, SendRequest};
-use bpv7::{Bundle, Eid};
+use bpv7::Eid;
 use bytes::Bytes;
 use client::proto::{self, ErrorKind, Request, Response, SendArgs};
 
-use crate::cla::{dispatch_udp, ClaKind, TcpDispatch, TcpRouter};
+use crate::cla_dispatch::{dispatch_udp, ClaKind, TcpDispatch, TcpRouter};
 use crate::clock::dtn_now_ms;
 use crate::counters::{LtpCounters, TcpclCounters, UdpclCounters};
 use crate::ingress::{GateChange, IngressGate};
@@ -102,13 +104,14 @@ impl SendBatch {
 
 /// LTP blocks from one peer read from the input channel and not committed yet: their bundles
 /// are committed in ONE transaction (one fsync for every block that completed meanwhile, instead
-/// of one per block), then each block's session is confirmed with its own outcome.
+/// of one per block), then each red block's session is confirmed with its own verdict.
 #[derive(Default)]
 struct BlockBatch {
     peer: Option<u64>,
-    /// Per block: its import session and the range of its bundles in `bundles`.
-    blocks: Vec<(ltp::SessionId, std::ops::Range<usize>)>,
-    bundles: Vec<Bytes>,
+    /// Per block: its import session (None: a green block, nothing to confirm).
+    sessions: Vec<Option<ltp::SessionId>>,
+    /// The blocks split into bundles, in the order of `sessions`.
+    blocks: Vec<bp::ClaBlock>,
     bytes: usize,
 }
 
@@ -430,37 +433,31 @@ impl AgentThread {
         st: &mut LoopState,
     ) -> Option<AgentInput> {
         match msg {
-            AgentInput::Ltp(FromLtp::Block {
-                peer,
-                session,
-                data,
-            }) => {
+            AgentInput::Ltp(FromLtp::Block(b)) => {
                 self.flush_sends(now, &mut turn.sends, &mut st.conns, &mut st.owner);
-                if turn.blocks.peer.is_some_and(|p| p != peer) {
+                if turn.blocks.peer.is_some_and(|p| p != b.peer) {
                     turn.confirm |= self.flush_blocks(now, &mut turn.blocks);
                 }
-                let blocks = &mut turn.blocks;
-                blocks.peer = Some(peer);
-                let first = blocks.bundles.len();
-                // Trailing bytes that are no bundle can never be accepted; refusing
-                // the block would only make the sender retransmit it forever, so what
-                // split is acknowledged and the rest is counted and logged as a discard.
-                if let Err((unsplit, e)) =
-                    Bundle::split_concatenated_detailed(&data, &mut blocks.bundles)
-                {
-                    let reason = bp::split_failure_reason(&e, blocks.bundles.len() == first);
-                    self.agent.discard(now, Some(peer), reason, unsplit as u64);
+                let peer = b.peer;
+                // Trailing bytes that are no bundle can never be accepted; refusing the block
+                // would only make the sender retransmit it forever, so the agent acknowledges
+                // what split and counts the rest as a discard.
+                let block = self.agent.split_block(now, Some(peer), &b.data);
+                if let Some(d) = &block.discarded {
                     self.log.log("ltp-discard", || {
                         format!(
-                            "LTP block from node {peer}: {unsplit} of its {} bytes are \
-                             not a bundle ({reason}: {e}); acknowledged and dropped, \
-                             counted in status bundles.discarded",
-                            data.len()
+                            "LTP block from node {peer}: {} of its {} bytes are not a bundle \
+                             ({}: {}); acknowledged and dropped, counted in status \
+                             bundles.discarded",
+                            d.bytes, block.len, d.reason, d.error
                         )
                     });
                 }
-                blocks.blocks.push((session, first..blocks.bundles.len()));
-                blocks.bytes += data.len();
+                let blocks = &mut turn.blocks;
+                blocks.peer = Some(peer);
+                blocks.bytes += block.len;
+                blocks.sessions.push(b.session);
+                blocks.blocks.push(block);
                 if blocks.is_full() {
                     turn.confirm |= self.flush_blocks(now, &mut turn.blocks);
                 }
@@ -503,8 +500,16 @@ impl AgentThread {
             AgentInput::Ltp(FromLtp::Block { .. }) => {
                 // Taken by `batch`.
             }
-            AgentInput::Ltp(FromLtp::Done { tokens, ok })
-            | AgentInput::Cla(FromCla::Done { tokens, ok }) => {
+            AgentInput::Ltp(FromLtp::Outcome(o)) => {
+                self.report(
+                    now,
+                    &o.tokens,
+                    o.outcome,
+                    &mut st.outstanding,
+                    &mut st.outstanding_bytes,
+                );
+            }
+            AgentInput::Cla(FromCla::Done { tokens, ok }) => {
                 let outcome = if ok {
                     ClaOutcome::Sent
                 } else {
@@ -518,8 +523,7 @@ impl AgentThread {
                     &mut st.outstanding_bytes,
                 );
             }
-            AgentInput::Ltp(FromLtp::Refused { tokens })
-            | AgentInput::Cla(FromCla::Refused { tokens }) => {
+            AgentInput::Cla(FromCla::Refused { tokens }) => {
                 self.report(
                     now,
                     &tokens,
@@ -780,16 +784,18 @@ impl AgentThread {
         let Some(peer) = batch.peer.take() else {
             return false;
         };
+        let sessions = std::mem::take(&mut batch.sessions);
         let blocks = std::mem::take(&mut batch.blocks);
-        let bundles = std::mem::take(&mut batch.bundles);
         batch.bytes = 0;
-        let results = self.agent.accept_from_cla_batch(now, Some(peer), &bundles);
+        let verdicts = self.agent.accept_blocks(now, Some(peer), &blocks);
         let mut queued = false;
-        for (session, range) in blocks {
-            let ok = results
-                .get(range)
-                .is_some_and(|r| r.iter().all(|r| !matches!(r, Err(e) if e.is_transient())));
-            queued |= self.send_ltp(ToLtp::Confirm { session, ok });
+        for (session, v) in sessions.into_iter().zip(verdicts) {
+            if let Some(session) = session {
+                queued |= self.send_ltp(ToLtp::Confirm {
+                    session,
+                    ok: v.confirm,
+                });
+            }
         }
         queued | self.apply_gate()
     }

@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, HashMap};
 use bp::{Agent, ContactPlan, Store};
 use client::status::{Cla, ContactsStatus, NeighbourStatus, PlanContact, PlanStatus};
 
-use super::cla::ClaKind;
+use super::cla_dispatch::ClaKind;
 
 /// Most plan contacts listed (current ones first, then the next to start).
 const MAX_LISTED: usize = 32;

@@ -31,7 +31,7 @@ pub(crate) struct LtpCounters {
     pub(crate) blocks_received: std::sync::atomic::AtomicU64,
     pub(crate) exports_completed: std::sync::atomic::AtomicU64,
     pub(crate) exports_cancelled: std::sync::atomic::AtomicU64,
-    /// Export sessions the receiver cancelled for lack of resources (see `ltp_thread::receiver_refused`).
+    /// Export sessions the receiver cancelled for lack of resources (see `cla::classify_cancel`).
     pub(crate) exports_refused: std::sync::atomic::AtomicU64,
     pub(crate) malformed: std::sync::atomic::AtomicU64,
     /// Datagrams refused by the source policy (`[ltp] accept_from`).

@@ -13,16 +13,16 @@ pub(crate) struct FecCounters {
 }
 
 impl FecCounters {
-    /// Copies the counters of every FEC span of `stack` (peers as (node, engine id)) that
+    /// Copies the counters of every FEC span of `layer` (peers as (node, engine id)) that
     /// changed since `last`.
     pub(crate) fn publish(
         &self,
-        stack: &fec::Stack,
+        layer: &fec::Fec,
         peers: &[(u64, u64)],
         last: &mut BTreeMap<u64, fec::FecStats>,
     ) {
         for &(peer, engine) in peers {
-            let Some(now) = stack.fec_stats(engine) else {
+            let Some(now) = layer.stats(engine) else {
                 continue;
             };
             if last.get(&peer) != Some(now) {

@@ -4,9 +4,11 @@
 //!
 //! # Threads
 //!
-//! - **LTP thread** ([`ltp_thread`]): the UDP socket and the `ltp::Engine`; batched
-//!   `recvmmsg`/`sendmmsg` (GSO when available), nanosecond `ppoll` waits, pacing by the
-//!   engine's token bucket. Exchanges whole blocks and session results with the agent thread.
+//! - **LTP thread** ([`ltp_thread`]): the UDP socket and the LTP adapter (`cla::LtpCla`: the
+//!   engine, its FEC layer and the classification of its events, the same code the simulator
+//!   drives); batched `recvmmsg`/`sendmmsg` (GSO when available), nanosecond `ppoll` waits,
+//!   pacing by the engine's token bucket. Exchanges whole blocks and classified outcomes with
+//!   the agent thread.
 //! - **Agent thread** ([`agent_thread`]): `bp::Agent` over a `RedbStore`, the contact plan's
 //!   link schedule and every application request.
 //! - **Accept thread** plus one **reader thread** and one **writer thread per application
@@ -16,7 +18,7 @@
 //!   `tcpcl::AnySession` (TCPCLv4 or v3).
 //! - **UDPCL** ([`udpcl`]): a receive thread and a send thread on one UDP socket.
 //!
-//! The agent thread routes each bundle to its neighbour's convergence layer ([`cla`]).
+//! The agent thread routes each bundle to its neighbour's convergence layer ([`cla_dispatch`]); the LTP thread drives the LTP adapter of the `cla` crate.
 //!
 //! The threads talk only through the messages and handles of [`messages`] and the shared
 //! counters of [`counters`]; no thread module imports another. [`Node::start`] wires them.
@@ -35,7 +37,7 @@
 
 mod agent_thread;
 mod app;
-mod cla;
+mod cla_dispatch;
 mod cla_peer_stats;
 pub mod clock;
 pub mod config;
@@ -68,9 +70,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+pub use ::cla::BP_CLIENT_SERVICE;
 pub use config::{ConfigError, NodeConfig, Validated};
 pub use ltp_source::AcceptFrom;
-pub use ltp_thread::BP_CLIENT_SERVICE;
 
 use counters::TcpclCounters;
 use messages::{AgentInput, ToLtp, ToUdp};

@@ -3,15 +3,15 @@
 //! [`PUBLISH_INTERVAL`], so a status request never waits for the LTP thread and the LTP thread
 //! never builds the status. The engine's counters stay the only counters; this is a copy.
 
-use std::collections::{BTreeMap, HashMap};
-use std::net::SocketAddr;
+use std::collections::BTreeMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use cla::LtpCla;
 use client::status::LtpSpanStatus;
+use ltp::{SpanState, SpanStats};
 
 use crate::counters::by_name;
-use ltp::{Engine, SpanState, SpanStats};
 
 /// How often the LTP thread refreshes the board (its loop wakes at least every 100 ms).
 pub(crate) const PUBLISH_INTERVAL: Duration = Duration::from_millis(200);
@@ -24,29 +24,25 @@ pub(crate) struct SpanBoard {
 
 impl SpanBoard {
     /// Copies every span's counters when [`PUBLISH_INTERVAL`] has passed since `last` (then
-    /// moves `last` to now). `peers`: peer node → (engine id, address).
-    pub(crate) fn publish_due(
-        &self,
-        last: &mut Instant,
-        engine: &Engine,
-        peers: &HashMap<u64, (u64, SocketAddr)>,
-    ) {
+    /// moves `last` to now).
+    pub(crate) fn publish_due(&self, last: &mut Instant, cla: &LtpCla) {
         if last.elapsed() < PUBLISH_INTERVAL {
             return;
         }
         *last = Instant::now();
-        self.publish(engine, peers);
+        self.publish(cla);
     }
 
     /// Copies every span's counters now (the node calls it once before the LTP thread starts,
     /// so the first status already lists every span).
-    pub(crate) fn publish(&self, engine: &Engine, peers: &HashMap<u64, (u64, SocketAddr)>) {
-        let mut rows: Vec<(u64, u64, SpanStats, SpanState)> = peers
-            .iter()
-            .filter_map(|(peer, (id, _))| {
-                let stats = engine.span_stats(*id)?.clone();
-                let state = engine.span_state(*id)?;
-                Some((*peer, *id, stats, state))
+    pub(crate) fn publish(&self, cla: &LtpCla) {
+        let engine = cla.engine();
+        let mut rows: Vec<(u64, u64, SpanStats, SpanState)> = cla
+            .peers()
+            .filter_map(|(peer, id)| {
+                let stats = engine.span_stats(id)?.clone();
+                let state = engine.span_state(id)?;
+                Some((peer, id, stats, state))
             })
             .collect();
         rows.sort_by_key(|r| r.0);
@@ -110,18 +106,17 @@ mod tests {
 
     #[test]
     fn publishes_each_span_under_its_peer_at_most_once_per_interval() {
-        let mut engine = Engine::new(ltp::EngineConfig::new(1));
-        engine.add_span(ltp::SpanConfig::new(20));
-        let peers: HashMap<u64, (u64, SocketAddr)> =
-            [(2, (20, "127.0.0.1:1".parse().unwrap()))].into();
+        // Peer node 2 is reached through engine 20.
+        let mut cla = LtpCla::new(ltp::EngineConfig::new(1), 1);
+        cla.add_peer(2, ltp::SpanConfig::new(20), None).unwrap();
         let board = SpanBoard::default();
         let mut last = Instant::now();
-        board.publish_due(&mut last, &engine, &peers);
+        board.publish_due(&mut last, &cla);
         assert!(board.status().is_empty(), "not due yet");
-        board.publish(&engine, &peers);
+        board.publish(&cla);
         assert_eq!(board.status()[&2].engine_id, 20);
         last -= PUBLISH_INTERVAL;
-        board.publish_due(&mut last, &engine, &peers);
+        board.publish_due(&mut last, &cla);
         let j = board.status();
         assert_eq!(j[&2].engine_id, 20);
         assert!(j[&2].link_up);

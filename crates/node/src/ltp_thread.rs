@@ -1,308 +1,338 @@
-//! The LTP thread: one UDP socket and one `ltp::Engine`, driven in batches.
+//! The LTP thread: one UDP socket and the LTP convergence-layer adapter (`cla::LtpCla`: the LTP
+//! engine, its FEC layer and the glue to the agent, the same code the simulator drives), driven
+//! in batches.
 //!
-//! Loop: apply commands from the agent thread → receive a batch (`recvmmsg`, GRO on, into
-//! shared arenas so datagrams reach the engine as zero-copy slices) → feed the engine →
-//! forward its events (whole blocks and session results, never segments) → run timers → drain
-//! `poll_transmit_vectored` (headers into one buffer, block data as zero-copy slices) and send
-//! it per peer with `sendmmsg`/GSO, two iovecs per datagram → sleep until the
-//! socket is readable or the engine's next timer, with `ppoll`'s nanosecond resolution. The agent
-//! thread wakes this thread by sending a one-byte datagram from its waker socket, so commands
-//! never wait for a timer and no lock is shared per segment.
+//! One turn ([`LtpThread::run`]): apply the agent's commands → receive a batch (`recvmmsg`, GRO
+//! on, into shared arenas so datagrams reach the engine as zero-copy slices) → run timers → move
+//! waiting bundles into the engine → forward the adapter's events (whole blocks and classified
+//! outcomes, never segments) to the agent thread → transmit (`poll_transmit_vectored`: headers
+//! into one buffer, block data as zero-copy slices, sent per peer with `sendmmsg`/GSO, two iovecs
+//! per datagram) → publish counters → sleep until the socket is readable or the next timer, with
+//! `ppoll`'s nanosecond resolution. The agent thread wakes this thread by sending a one-byte
+//! datagram from its waker socket, so commands never wait for a timer and no lock is shared per
+//! segment. This thread classifies nothing: the adapter says what each event means.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::net::{SocketAddr, UdpSocket};
 use std::sync::mpsc::{Receiver, SyncSender, TryRecvError};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use ltp::Event;
+use cla::{LtpCla, LtpEvent};
 
 use udpio::{wait_readable, RecvBatch, RecvMeta, SendBatch};
 
 use crate::counters::LtpCounters;
 use crate::messages::{AgentInput, FromLtp, ToLtp};
 
-/// LTP client service id of the bundle protocol.
-pub const BP_CLIENT_SERVICE: u64 = 1;
-
-/// True when a cancelled export session means "the receiver refused the block for lack of
-/// resources": cancelled by the receiver with `SYS_CNCLD` (a full or failed store, a full
-/// import budget) or `USR_CNCLD` (its client refused it). The sender keeps the bundles and
-/// backs off instead of sending them again at once (which a full receiver would refuse again,
-/// forever). Other cancellations (retransmission limits, miscolouring) are failures of the
-/// transfer itself and are retried at once.
-pub(crate) fn receiver_refused(reason: ltp::CancelReason, by_receiver: bool) -> bool {
-    by_receiver
-        && matches!(
-            reason,
-            ltp::CancelReason::SystemCancelled | ltp::CancelReason::UserCancelled
-        )
-}
-
 /// Everything the LTP thread owns.
 pub(crate) struct LtpThread {
-    /// The engine with its FEC layer: FEC datagrams in and out go through it.
-    pub(crate) engine: fec::Stack,
+    /// The adapter: engine and FEC layer (FEC datagrams in and out go through it), peers.
+    pub(crate) cla: LtpCla,
     pub(crate) sock: UdpSocket,
-    /// peer node → (engine id, address).
-    pub(crate) peers: HashMap<u64, (u64, SocketAddr)>,
+    /// Engine id → the peer's address.
+    pub(crate) addr_of: HashMap<u64, SocketAddr>,
     pub(crate) batch: usize,
     pub(crate) rx: Receiver<ToLtp>,
     pub(crate) tx: SyncSender<AgentInput>,
     pub(crate) waker_addr: SocketAddr,
     pub(crate) counters: Arc<LtpCounters>,
     pub(crate) start: Instant,
-    /// Bundles not yet accepted by the engine (span queue full), in arrival order.
-    pub(crate) backlog: std::collections::VecDeque<(u64, u64, Bytes)>,
     /// Which source addresses may speak for which engine (`[ltp] accept_from`).
     pub(crate) source: crate::ltp_source::SourcePolicy,
 }
 
+/// The agent thread is gone, or asked the thread to stop.
+struct Stop;
+
+/// Buffers of the batched socket I/O, allocated once.
+struct Io {
+    recv: RecvBatch,
+    arenas: Vec<RxArena>,
+    meta: Vec<RecvMeta>,
+    send: SendBatch,
+    /// Headers and signal segments only: block data is never copied here.
+    out: Vec<u8>,
+    /// (remote engine, header offset and length in `out`, zero-copy payload) per datagram.
+    pending: Vec<(u64, usize, usize, Bytes)>,
+}
+
+impl Io {
+    fn new(batch: usize) -> Self {
+        let mut send = SendBatch::new(batch);
+        send.set_gso(true);
+        Io {
+            recv: RecvBatch::new(batch),
+            arenas: (0..batch).map(|_| RxArena::new()).collect(),
+            meta: vec![RecvMeta::default(); batch],
+            send,
+            out: Vec::with_capacity(batch * 64),
+            pending: Vec::with_capacity(batch),
+        }
+    }
+}
+
+/// What the status reply last got from this thread, to publish only changes.
+struct Published {
+    /// Adaptive spans: (peer, engine id, rate last published).
+    rates: Vec<(u64, u64, u64)>,
+    spans_at: Instant,
+    /// FEC spans: (peer, engine id), and their counters last published.
+    fec_peers: Vec<(u64, u64)>,
+    fec_last: BTreeMap<u64, fec::FecStats>,
+}
+
 impl LtpThread {
-    /// Runs until [`ToLtp::Shutdown`] or the agent thread goes away.
+    /// Runs until [`ToLtp::Shutdown`] or the agent thread goes away: one turn of named stages.
     pub(crate) fn run(mut self) -> std::io::Result<()> {
-        use std::sync::atomic::Ordering::Relaxed;
         udpio::set_thread_timer_slack(Duration::from_micros(1));
-        let engine_of: HashMap<u64, u64> = self.peers.iter().map(|(p, (e, _))| (*e, *p)).collect();
-        let addr_of: HashMap<u64, SocketAddr> =
-            self.peers.values().map(|(e, a)| (*e, *a)).collect();
-        let mut recv = RecvBatch::new(self.batch);
         // GRO: a run of equal-size datagrams from one sender (a GSO batch on loopback) arrives
         // as one buffer: one socket-queue entry and one copy per run instead of per datagram.
         // Kernels without it deliver datagrams one by one, which the loop handles the same way.
         let _ = udpio::enable_gro(&self.sock);
-        let mut arenas: Vec<RxArena> = (0..self.batch).map(|_| RxArena::new()).collect();
-        let mut meta = vec![RecvMeta::default(); self.batch];
-        let mut send = SendBatch::new(self.batch);
-        send.set_gso(true);
-        // Headers and signal segments only: block data is never copied here.
-        let mut out = Vec::with_capacity(self.batch * 64);
-        // (remote engine, header offset and length in `out`, zero-copy payload) per datagram.
-        let mut pending: Vec<(u64, usize, usize, Bytes)> = Vec::with_capacity(self.batch);
-        let engines: Vec<u64> = engine_of.keys().copied().collect();
-        // Adaptive spans: (peer, engine id, rate last published).
-        let mut rates: Vec<(u64, u64, u64)> = self
-            .peers
-            .iter()
-            .filter(|(_, (e, _))| {
-                self.engine
-                    .span_config(*e)
-                    .is_some_and(|c| c.adaptive_rate.is_some())
-            })
-            .map(|(p, (e, _))| (*p, *e, 0))
-            .collect();
-        let mut spans_published = Instant::now();
-        // FEC spans: (peer, engine id), and the counters last published.
-        let fec_peers: Vec<(u64, u64)> = self
-            .peers
-            .iter()
-            .filter(|(_, (e, _))| self.engine.fec().has_span(*e))
-            .map(|(p, (e, _))| (*p, *e))
-            .collect();
-        let mut fec_last = std::collections::BTreeMap::new();
+        let mut io = Io::new(self.batch);
+        let mut published = self.published();
         loop {
             let now = self.start.elapsed();
-            let mut busy = false;
-            // Commands.
-            loop {
-                match self.rx.try_recv() {
-                    Ok(ToLtp::Shutdown) | Err(TryRecvError::Disconnected) => return Ok(()),
-                    Ok(cmd) => {
-                        busy = true;
-                        self.apply(now, cmd);
-                    }
-                    Err(TryRecvError::Empty) => break,
-                }
-            }
-            // Receive.
-            let n = match recv.recv_uninit(&self.sock, &mut arenas, &mut meta) {
-                Ok(n) => n,
-                // An ICMP error from an earlier send (a peer that is down) surfaces here as
-                // ECONNREFUSED and similar: the peer's absence is LTP's business (timers).
-                Err(e) if transient(&e) => 0,
-                Err(e) => return Err(e),
+            let Ok(mut busy) = self.apply_commands(now) else {
+                return Ok(());
             };
-            for (a, m) in arenas.iter_mut().zip(&meta).take(n) {
-                if m.src == Some(self.waker_addr) || m.truncated {
-                    continue;
-                }
-                // Zero-copy: the engine keeps slices of the arena for red data.
-                let chunk = a.take(m.len);
-                let mut off = 0;
-                let mut count = 0u64;
-                for len in m.segments() {
-                    let dg = chunk.slice(off..(off + len).min(chunk.len()));
-                    off += len;
-                    count += 1;
-                    let source = &self.source;
-                    match self
-                        .engine
-                        .handle_datagram_checked(now, &dg, |e| source.allows(m.src, e))
-                    {
-                        Ok(()) => {}
-                        Err(fec::StackError::Ltp(ltp::RecvError::WrongSource(_))) => {
-                            self.counters.wrong_source.fetch_add(1, Relaxed);
-                        }
-                        Err(_) => {
-                            self.counters.malformed.fetch_add(1, Relaxed);
-                        }
-                    }
-                }
-                self.counters.segments_received.fetch_add(count, Relaxed);
+            busy |= self.receive(now, &mut io)?;
+            self.cla.handle_timeout(now);
+            self.cla.flush_backlog(now);
+            if self.forward_events(now).is_err() {
+                return Ok(());
             }
-            busy |= n > 0;
-            self.engine.handle_timeout(now);
-            if !self.backlog.is_empty() {
-                self.drain_backlog(now);
-            }
-            // Events.
-            while let Some(ev) = self.engine.poll_event() {
-                let msg = match ev {
-                    Event::BlockReceived {
-                        remote,
-                        session,
-                        client_service_id,
-                        data,
-                    } => {
-                        self.counters.blocks_received.fetch_add(1, Relaxed);
-                        match engine_of.get(&remote) {
-                            Some(&peer) if client_service_id == BP_CLIENT_SERVICE => {
-                                FromLtp::Block {
-                                    peer,
-                                    session,
-                                    data,
-                                }
-                            }
-                            _ => {
-                                // Not for the bundle protocol: refuse it.
-                                self.engine.confirm_block(now, session, false);
-                                continue;
-                            }
-                        }
-                    }
-                    Event::ExportCompleted { tokens, .. } => {
-                        self.counters.exports_completed.fetch_add(1, Relaxed);
-                        FromLtp::Done { tokens, ok: true }
-                    }
-                    Event::ExportCancelled {
-                        remote,
-                        tokens,
-                        reason,
-                        by_receiver,
-                        ..
-                    } => {
-                        self.counters.exports_cancelled.fetch_add(1, Relaxed);
-                        // An HSLTP receiver cancels a block whose matrix failed to decode with
-                        // SYS_CNCLD, and the bundle must go again at once in a new session
-                        // (docs/fec.md): not a refusal to back off from.
-                        let hsltp_decode_failure = reason == ltp::CancelReason::SystemCancelled
-                            && self
-                                .engine
-                                .fec()
-                                .config(remote)
-                                .is_some_and(|c| c.mode == fec::Mode::Hsltp);
-                        if receiver_refused(reason, by_receiver) && !hsltp_decode_failure {
-                            self.counters.exports_refused.fetch_add(1, Relaxed);
-                            FromLtp::Refused { tokens }
-                        } else {
-                            FromLtp::Done { tokens, ok: false }
-                        }
-                    }
-                    Event::GreenSegment { .. } | Event::ImportCancelled { .. } => continue,
-                };
-                if self.tx.send(AgentInput::Ltp(msg)).is_err() {
-                    return Ok(());
-                }
-            }
-            // Transmit: segment headers are encoded into `out`, block data stays in the blocks
-            // (zero-copy slices) and both leave as two iovecs per datagram.
-            loop {
-                out.clear();
-                pending.clear();
-                while pending.len() < self.batch {
-                    let Some(t) = self.engine.poll_transmit_vectored(now, &mut out) else {
-                        break;
-                    };
-                    pending.push((
-                        t.remote_engine,
-                        out.len() - t.header_len,
-                        t.header_len,
-                        t.payload,
-                    ));
-                }
-                if pending.is_empty() {
-                    break;
-                }
-                busy = true;
-                self.counters
-                    .segments_sent
-                    .fetch_add(pending.len() as u64, Relaxed);
-                // Runs of datagrams to the same peer leave in one call.
-                let mut i = 0;
-                while i < pending.len() {
-                    let remote = pending.get(i).map_or(0, |p| p.0);
-                    // One small vector of (header, payload) slices per run (not per segment).
-                    let mut parts: Vec<(&[u8], &[u8])> = Vec::with_capacity(pending.len() - i);
-                    while let Some((r, off, len, payload)) = pending.get(i) {
-                        if *r != remote {
-                            break;
-                        }
-                        parts.push((out.get(*off..*off + *len).unwrap_or(&[]), payload));
-                        i += 1;
-                    }
-                    if let Some(&addr) = addr_of.get(&remote) {
-                        match send.send_vectored(&self.sock, &parts, addr) {
-                            Ok(_) => {}
-                            Err(e) if transient(&e) => {}
-                            Err(e) => return Err(e),
-                        }
-                    }
-                }
-            }
-            self.counters
-                .export_sessions
-                .store(self.engine.export_sessions() as u64, Relaxed);
-            self.counters
-                .import_sessions
-                .store(self.engine.import_sessions() as u64, Relaxed);
-            self.publish_deviations();
-            crate::hardening_status::publish_ltp_admission(
-                &self.engine,
-                self.peers.values().map(|(e, _)| *e),
-                &self.counters.admission,
-            );
-            self.publish_span_totals(&engines);
-            self.publish_adaptive_rates(&mut rates);
-            self.counters
-                .spans
-                .publish_due(&mut spans_published, &self.engine, &self.peers);
-            self.counters
-                .fec
-                .publish(&self.engine, &fec_peers, &mut fec_last);
-            if busy {
-                continue;
-            }
-            // Sleep until readable (data or a wake-up from the agent) or the next timer.
-            let now = self.start.elapsed();
-            let wait = match self.engine.poll_timeout() {
-                Some(t) if t <= now => continue,
-                Some(t) => (t - now).min(Duration::from_millis(100)),
-                None => Duration::from_millis(100),
-            };
-            match wait_readable(&self.sock, wait) {
-                Ok(_) => {}
-                Err(e) if transient(&e) => {}
-                Err(e) => return Err(e),
+            busy |= self.transmit(now, &mut io)?;
+            self.publish(&mut published);
+            if !busy {
+                self.sleep()?;
             }
         }
+    }
+
+    /// Applies every command waiting from the agent thread. True when there was one.
+    fn apply_commands(&mut self, now: Duration) -> Result<bool, Stop> {
+        let mut any = false;
+        loop {
+            match self.rx.try_recv() {
+                Ok(ToLtp::Shutdown) | Err(TryRecvError::Disconnected) => return Err(Stop),
+                Ok(cmd) => {
+                    any = true;
+                    self.apply(now, cmd);
+                }
+                Err(TryRecvError::Empty) => return Ok(any),
+            }
+        }
+    }
+
+    fn apply(&mut self, now: Duration, cmd: ToLtp) {
+        match cmd {
+            // Bundles wait in the adapter (in order) while the span's block queue is full; the
+            // agent thread's window bounds that backlog.
+            ToLtp::Item {
+                peer,
+                token,
+                bundle,
+            } => self.cla.send(now, peer, token, bundle, true),
+            ToLtp::Confirm { session, ok } => {
+                self.cla.confirm(now, session, ok);
+            }
+            ToLtp::AcceptImports(accept) => self.cla.set_accepting_imports(accept),
+            ToLtp::Link {
+                peer,
+                up: true,
+                rate_bps,
+                owlt,
+            } => {
+                self.cla.link_up(now, peer, Some(rate_bps), owlt);
+            }
+            ToLtp::Link {
+                peer, up: false, ..
+            } => {
+                self.cla.link_down(now, peer);
+            }
+            ToLtp::Shutdown => {}
+        }
+    }
+
+    /// Receives one batch and feeds it to the adapter. True when anything arrived.
+    fn receive(&mut self, now: Duration, io: &mut Io) -> std::io::Result<bool> {
+        use std::sync::atomic::Ordering::Relaxed;
+        let n = match io
+            .recv
+            .recv_uninit(&self.sock, &mut io.arenas, &mut io.meta)
+        {
+            Ok(n) => n,
+            // An ICMP error from an earlier send (a peer that is down) surfaces here as
+            // ECONNREFUSED and similar: the peer's absence is LTP's business (timers).
+            Err(e) if transient(&e) => 0,
+            Err(e) => return Err(e),
+        };
+        for (a, m) in io.arenas.iter_mut().zip(&io.meta).take(n) {
+            if m.src == Some(self.waker_addr) || m.truncated {
+                continue;
+            }
+            // Zero-copy: the engine keeps slices of the arena for red data.
+            let chunk = a.take(m.len);
+            let mut off = 0;
+            let mut count = 0u64;
+            for len in m.segments() {
+                let dg = chunk.slice(off..(off + len).min(chunk.len()));
+                off += len;
+                count += 1;
+                let source = &self.source;
+                match self
+                    .cla
+                    .handle_datagram(now, &dg, |e| source.allows(m.src, e))
+                {
+                    Ok(()) => {}
+                    Err(fec::StackError::Ltp(ltp::RecvError::WrongSource(_))) => {
+                        self.counters.wrong_source.fetch_add(1, Relaxed);
+                    }
+                    Err(_) => {
+                        self.counters.malformed.fetch_add(1, Relaxed);
+                    }
+                }
+            }
+            self.counters.segments_received.fetch_add(count, Relaxed);
+        }
+        Ok(n > 0)
+    }
+
+    /// Hands the adapter's events (blocks, outcomes) to the agent thread.
+    fn forward_events(&mut self, now: Duration) -> Result<(), Stop> {
+        while let Some(ev) = self.cla.poll_event(now) {
+            let msg = match ev {
+                LtpEvent::Block(b) => FromLtp::Block(b),
+                LtpEvent::Outcome(o) => FromLtp::Outcome(o),
+            };
+            self.tx.send(AgentInput::Ltp(msg)).map_err(|_| Stop)?;
+        }
+        Ok(())
+    }
+
+    /// Sends everything the adapter has to send now: segment headers are encoded into `out`,
+    /// block data stays in the blocks (zero-copy slices) and both leave as two iovecs per
+    /// datagram; runs of datagrams to one peer leave in one call. True when anything left.
+    fn transmit(&mut self, now: Duration, io: &mut Io) -> std::io::Result<bool> {
+        use std::sync::atomic::Ordering::Relaxed;
+        let mut any = false;
+        loop {
+            io.out.clear();
+            io.pending.clear();
+            while io.pending.len() < self.batch {
+                let Some(t) = self.cla.poll_transmit_vectored(now, &mut io.out) else {
+                    break;
+                };
+                io.pending.push((
+                    t.remote_engine,
+                    io.out.len() - t.header_len,
+                    t.header_len,
+                    t.payload,
+                ));
+            }
+            if io.pending.is_empty() {
+                return Ok(any);
+            }
+            any = true;
+            self.counters
+                .segments_sent
+                .fetch_add(io.pending.len() as u64, Relaxed);
+            let mut i = 0;
+            while i < io.pending.len() {
+                let remote = io.pending.get(i).map_or(0, |p| p.0);
+                // One small vector of (header, payload) slices per run (not per segment).
+                let mut parts: Vec<(&[u8], &[u8])> = Vec::with_capacity(io.pending.len() - i);
+                while let Some((r, off, len, payload)) = io.pending.get(i) {
+                    if *r != remote {
+                        break;
+                    }
+                    parts.push((io.out.get(*off..*off + *len).unwrap_or(&[]), payload));
+                    i += 1;
+                }
+                if let Some(&addr) = self.addr_of.get(&remote) {
+                    match io.send.send_vectored(&self.sock, &parts, addr) {
+                        Ok(_) => {}
+                        Err(e) if transient(&e) => {}
+                        Err(e) => return Err(e),
+                    }
+                }
+            }
+        }
+    }
+
+    /// Sleeps until the socket is readable (data, or a wake-up from the agent) or the next
+    /// timer.
+    fn sleep(&self) -> std::io::Result<()> {
+        let now = self.start.elapsed();
+        let wait = match self.cla.poll_timeout() {
+            Some(t) if t <= now => return Ok(()),
+            Some(t) => (t - now).min(Duration::from_millis(100)),
+            None => Duration::from_millis(100),
+        };
+        match wait_readable(&self.sock, wait) {
+            Ok(_) => Ok(()),
+            Err(e) if transient(&e) => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+
+    fn published(&self) -> Published {
+        let engine = self.cla.engine();
+        Published {
+            rates: self
+                .cla
+                .peers()
+                .filter(|(_, e)| {
+                    engine
+                        .span_config(*e)
+                        .is_some_and(|c| c.adaptive_rate.is_some())
+                })
+                .map(|(p, e)| (p, e, 0))
+                .collect(),
+            spans_at: Instant::now(),
+            fec_peers: self
+                .cla
+                .peers()
+                .filter(|(_, e)| self.cla.fec().has_span(*e))
+                .collect(),
+            fec_last: BTreeMap::new(),
+        }
+    }
+
+    /// Copies what changed into the counters the status reply reads.
+    fn publish(&self, p: &mut Published) {
+        use std::sync::atomic::Ordering::Relaxed;
+        let engine = self.cla.engine();
+        let c = &self.counters;
+        c.export_sessions
+            .store(engine.export_sessions() as u64, Relaxed);
+        c.import_sessions
+            .store(engine.import_sessions() as u64, Relaxed);
+        let st = self.cla.stats();
+        c.blocks_received.store(st.blocks_received, Relaxed);
+        c.exports_completed.store(st.exports_completed, Relaxed);
+        c.exports_cancelled.store(st.exports_cancelled, Relaxed);
+        c.exports_refused.store(st.exports_refused, Relaxed);
+        self.publish_deviations();
+        crate::hardening_status::publish_ltp_admission(
+            engine,
+            self.cla.peers().map(|(_, e)| e),
+            &c.admission,
+        );
+        self.publish_span_totals();
+        self.publish_adaptive_rates(&mut p.rates);
+        c.spans.publish_due(&mut p.spans_at, &self.cla);
+        c.fec.publish(self.cla.fec(), &p.fec_peers, &mut p.fec_last);
     }
 
     /// Copies the engine's deviation counts into the status counters; the first occurrence of
     /// each kind is also logged, as TCPCL does for its peers' deviations.
     fn publish_deviations(&self) {
         use std::sync::atomic::Ordering::Relaxed;
-        let now = self.engine.stats().deviations;
+        let now = self.cla.engine().stats().deviations;
         for (d, counter) in ltp::Deviation::ALL.iter().zip(&self.counters.deviations) {
             let n = now.get(*d);
             let before = counter.swap(n, Relaxed);
@@ -318,10 +348,11 @@ impl LtpThread {
     }
 
     /// Publishes the per-span counters the status reply sums over all spans.
-    fn publish_span_totals(&self, engines: &[u64]) {
+    fn publish_span_totals(&self) {
         use std::sync::atomic::Ordering::Relaxed;
         let (mut retx, mut timeouts) = (0, 0);
-        for s in engines.iter().filter_map(|e| self.engine.span_stats(*e)) {
+        let engine = self.cla.engine();
+        for s in self.cla.peers().filter_map(|(_, e)| engine.span_stats(e)) {
             retx += s.data_segments_retransmitted;
             timeouts += s.checkpoint_timeouts;
         }
@@ -333,7 +364,7 @@ impl LtpThread {
     /// Publishes the pacing rate of adaptive spans when it changed.
     fn publish_adaptive_rates(&self, rates: &mut [(u64, u64, u64)]) {
         for (peer, engine, last) in rates.iter_mut() {
-            let Some(rate) = self.engine.span_pacing_rate(*engine) else {
+            let Some(rate) = self.cla.engine().span_pacing_rate(*engine) else {
                 continue;
             };
             if rate != *last {
@@ -342,79 +373,6 @@ impl LtpThread {
                     m.insert(*peer, rate);
                 }
             }
-        }
-    }
-
-    /// Hands waiting bundles to the engine until its span queue is full.
-    fn drain_backlog(&mut self, now: Duration) {
-        while let Some((engine, token, bundle)) = self.backlog.pop_front() {
-            match self.engine.enqueue_item(
-                now,
-                engine,
-                BP_CLIENT_SERVICE,
-                bundle.clone(),
-                token,
-                true,
-            ) {
-                Ok(()) => {}
-                Err(ltp::SendError::SpanFull(_)) => {
-                    self.backlog.push_front((engine, token, bundle));
-                    return;
-                }
-                Err(_) => {
-                    let _ = self.tx.send(AgentInput::Ltp(FromLtp::Done {
-                        tokens: vec![token],
-                        ok: false,
-                    }));
-                }
-            }
-        }
-    }
-
-    fn apply(&mut self, now: Duration, cmd: ToLtp) {
-        match cmd {
-            ToLtp::Item {
-                peer,
-                token,
-                bundle,
-            } => {
-                let Some(&(engine, _)) = self.peers.get(&peer) else {
-                    let _ = self.tx.send(AgentInput::Ltp(FromLtp::Done {
-                        tokens: vec![token],
-                        ok: false,
-                    }));
-                    return;
-                };
-                // Bundles wait here (in order) while the span's block queue is full; the agent
-                // thread's window bounds this backlog.
-                self.backlog.push_back((engine, token, bundle));
-                self.drain_backlog(now);
-            }
-            ToLtp::Confirm { session, ok } => {
-                self.engine.confirm_block(now, session, ok);
-            }
-            ToLtp::AcceptImports(accept) => self.engine.set_accepting_imports(accept),
-            ToLtp::Link {
-                peer,
-                up,
-                rate_bps,
-                owlt,
-            } => {
-                let Some(&(engine, _)) = self.peers.get(&peer) else {
-                    return;
-                };
-                if up {
-                    self.engine.set_span_rate(now, engine, rate_bps);
-                    if let Some(o) = owlt {
-                        self.engine.set_span_owlt(engine, o);
-                    }
-                    self.engine.set_link_up(now, engine);
-                } else {
-                    self.engine.flush_aggregation(now, engine);
-                    self.engine.set_link_down(now, engine);
-                }
-            }
-            ToLtp::Shutdown => {}
         }
     }
 }

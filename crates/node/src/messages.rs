@@ -82,20 +82,15 @@ pub(crate) enum ToLtp {
     Shutdown,
 }
 
-/// Results for the agent thread.
+/// What the LTP thread hands the agent thread: the LTP adapter's events, as it classified them.
 #[derive(Debug)]
 pub(crate) enum FromLtp {
-    /// A red block arrived from `peer`; confirm it with [`ToLtp::Confirm`].
-    Block {
-        peer: u64,
-        session: SessionId,
-        data: Bytes,
-    },
-    /// The bundles with these tokens reached the next hop (`ok`) or must be re-forwarded.
-    Done { tokens: Vec<u64>, ok: bool },
-    /// The next hop refused these bundles for lack of resources (it cancelled the import
-    /// session, see `ltp_thread::receiver_refused`): kept, and the neighbour backs off.
-    Refused { tokens: Vec<u64> },
+    /// A block of bundles from a neighbour: split and committed by the agent; a red block
+    /// (`session` set) is then confirmed with [`ToLtp::Confirm`].
+    Block(cla::ReceivedBlock),
+    /// The outcome of bundles handed over (sent, failed: forward again at once, refused by the
+    /// receiver: back off).
+    Outcome(cla::Outcome),
 }
 
 /// Messages from the TCPCL and UDPCL threads to the agent thread.

@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use bp::{Agent, AgentConfig, ContactPlan, LinkEventKind, NodeRange, RedbStore};
 
 use crate::agent_thread::AgentThread;
-use crate::cla::{ClaKind, TcpRouter};
+use crate::cla_dispatch::{ClaKind, TcpRouter};
 use crate::config::Validated;
 use crate::counters::{LtpCounters, TcpclCounters, UdpclCounters};
 use crate::ltp_thread::LtpThread;
@@ -28,8 +28,8 @@ use crate::{
     tcpcl_limits, udpcl, NodeError,
 };
 
-/// The LTP engine with its FEC layer and, per span, peer node → (engine id, address).
-pub(crate) type LtpEngine = (fec::Stack, HashMap<u64, (u64, SocketAddr)>);
+/// The LTP adapter (engine, FEC layer, peers) and, per span, engine id → the peer's address.
+pub(crate) type LtpEngine = (cla::LtpCla, HashMap<u64, SocketAddr>);
 
 fn pin_to(cpu: Option<usize>) {
     let Some(cpu) = cpu else { return };
@@ -211,7 +211,7 @@ pub(crate) fn cla_kinds(cfg: &Validated) -> HashMap<u64, ClaKind> {
     kinds
 }
 
-/// The LTP engine with one span per `[[span]]` (and its FEC layer), after warning about spans
+/// The LTP adapter with one span per `[[span]]` (and its FEC layer), after warning about spans
 /// that would overrun a slower receiver or do not suit their peer's profile.
 pub(crate) fn build_ltp_engine(
     cfg: &Validated,
@@ -221,9 +221,9 @@ pub(crate) fn build_ltp_engine(
     let mut ecfg = ltp::EngineConfig::new(cfg.engine_id);
     ecfg.seed ^= start_dtn;
     ecfg.max_total_import_bytes = cfg.ltp_max_import_bytes();
-    // The LTP engine with its FEC layer (spans without `[span.fec]` pass straight through).
-    let mut engine = fec::Stack::new(ltp::Engine::new(ecfg)).with_seed(start_dtn ^ 0xfec);
-    let mut peers = HashMap::new();
+    // The LTP adapter: engine and FEC layer (spans without `[span.fec]` pass straight through).
+    let mut adapter = cla::LtpCla::new(ecfg, start_dtn ^ 0xfec);
+    let mut addr_of = HashMap::new();
     for s in &cfg.spans {
         // A span with neither a rate nor adaptive pacing overruns a slower receiver.
         let planned_rates: Vec<u64> = links
@@ -241,26 +241,25 @@ pub(crate) fn build_ltp_engine(
     }
     for s in &cfg.spans {
         let planned = links.planned.contains(&s.peer);
-        engine.add_span(span_config(cfg, s, planned));
-        if let Some(f) = &s.fec {
-            engine
-                .add_fec_span(f.clone())
-                .map_err(|e| NodeError::Config(format!("span to node {}: fec.{e}", s.peer)))?;
-        }
+        adapter
+            .add_peer(s.peer, span_config(cfg, s, planned), s.fec.clone())
+            .map_err(|e| NodeError::Config(format!("span to node {}: fec.{e}", s.peer)))?;
         if planned {
-            engine.set_link_down(Duration::ZERO, s.engine_id);
+            adapter.link_down(Duration::ZERO, s.peer);
         }
-        peers.insert(s.peer, (s.engine_id, s.address));
+        addr_of.insert(s.engine_id, s.address);
     }
     if let Some(p) = &cfg.segment_log {
         let f =
             create_log(p, start_dtn).map_err(|e| startup::log_error("log.ltp_segments", p, &e))?;
-        engine.set_segment_sink(Some(Box::new(ltp::CsvSegmentLog::new(
-            std::io::BufWriter::new(f),
-        ))));
-        engine.set_fec_logging(true);
+        adapter.set_segment_log(
+            Some(Box::new(ltp::CsvSegmentLog::new(std::io::BufWriter::new(
+                f,
+            )))),
+            true,
+        );
     }
-    Ok((engine, peers))
+    Ok((adapter, addr_of))
 }
 
 /// The engine's settings of one span; `planned` when the contact plan drives its link.
@@ -428,23 +427,22 @@ impl Threads {
     pub(crate) fn start_ltp(
         &mut self,
         cfg: &Validated,
-        (engine, peers): LtpEngine,
+        (adapter, addr_of): LtpEngine,
         socket: LtpSocket,
     ) -> Result<LtpRunning, NodeError> {
         let (ltp_tx, ltp_rx) = sync_channel::<ToLtp>(16_384);
         let counters = Arc::new(LtpCounters::default());
-        counters.spans.publish(&engine, &peers);
+        counters.spans.publish(&adapter);
         let lt = LtpThread {
-            engine,
+            cla: adapter,
             sock: socket.sock,
-            peers,
+            addr_of,
             batch: cfg.raw.ltp.batch,
             rx: ltp_rx,
             tx: self.agent_tx.clone(),
             waker_addr: socket.waker_addr,
             counters: counters.clone(),
             start: Instant::now(),
-            backlog: std::collections::VecDeque::new(),
             source: ltp_source::SourcePolicy::new(
                 cfg.raw.ltp.accept_from,
                 cfg.spans.iter().map(|s| (s.engine_id, s.address)).collect(),

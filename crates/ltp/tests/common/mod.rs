@@ -268,7 +268,7 @@ impl Harness {
         let mut buf = Vec::with_capacity(2048);
         for from in 0..2 {
             if let Some(p) = self.wake_period[from] {
-                if self.now.as_nanos() % p.as_nanos().max(1) != 0 {
+                if !self.now.as_nanos().is_multiple_of(p.as_nanos().max(1)) {
                     continue;
                 }
             }
