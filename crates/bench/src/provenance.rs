@@ -18,11 +18,17 @@ pub const COMMIT_VAR: &str = "DTNKIT_COMMIT";
 /// Where a results directory came from.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Provenance {
-    /// The commit: `$DTNKIT_COMMIT`, else `git rev-parse HEAD` of the experiment's checkout, else the value of
-    /// `DTNKIT_COMMIT` when dtnkit was built; `None` when none is known.
+    /// The commit of the code that ran: `$DTNKIT_COMMIT`, else the commit dtnkit was built from (recorded at build
+    /// time), else `git rev-parse HEAD` of the experiment's checkout, else the value of `DTNKIT_COMMIT` when dtnkit
+    /// was built; `None` when none is known.
     pub commit: Option<String>,
-    /// Whether tracked files of that checkout had uncommitted changes when the runs started (`None`: unknown).
+    /// Whether the code (the crates, `Cargo.toml`, `Cargo.lock`) had uncommitted changes when dtnkit was built (or,
+    /// without a build record, when the runs started); `None`: unknown. Results and experiment files do not count.
     pub dirty: Option<bool>,
+    /// `git rev-parse HEAD` of the experiment's checkout when the runs started, when it differs from `commit` (the
+    /// checkout moved on after the build; the experiment and scenario files are read from it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checkout: Option<String>,
     /// The command line.
     pub command: Vec<String>,
     /// dtnkit's version.
@@ -53,17 +59,41 @@ impl Provenance {
             dir
         };
         let from_git = git(dir, &["rev-parse", "HEAD"]);
+        let built = option_env!("DTNKIT_BUILD_COMMIT").map(String::from);
         let commit = std::env::var(COMMIT_VAR)
             .ok()
             .filter(|c| !c.is_empty())
+            .or_else(|| built.clone())
             .or_else(|| from_git.clone())
             .or_else(|| option_env!("DTNKIT_COMMIT").map(String::from));
-        let dirty = from_git
-            .and_then(|_| git(dir, &["status", "--porcelain", "--untracked-files=no"]))
-            .map(|s| !s.is_empty());
+        let dirty = match (&built, option_env!("DTNKIT_BUILD_DIRTY")) {
+            (Some(b), Some(d)) if commit.as_ref() == Some(b) => Some(d == "true"),
+            _ => from_git
+                .as_ref()
+                .and_then(|_| {
+                    let top = git(dir, &["rev-parse", "--show-toplevel"])?;
+                    git(
+                        dir,
+                        &[
+                            "-C",
+                            &top,
+                            "status",
+                            "--porcelain",
+                            "--untracked-files=no",
+                            "--",
+                            "crates",
+                            "Cargo.toml",
+                            "Cargo.lock",
+                        ],
+                    )
+                })
+                .map(|s| !s.is_empty()),
+        };
+        let checkout = from_git.filter(|h| commit.as_ref() != Some(h));
         Provenance {
             commit,
             dirty,
+            checkout,
             command,
             version: env!("CARGO_PKG_VERSION").to_string(),
             started_unix_s: std::time::SystemTime::now()
