@@ -889,10 +889,10 @@ impl Node {
     /// True when nothing is queued or in progress here.
     pub(crate) fn is_quiet(&self, now: Duration) -> bool {
         self.ltp.is_idle()
-            && self.agent.as_ref().is_none_or(|a| {
-                let st = a.get().status();
-                st.stored_bundles == 0
-            })
+            && self
+                .agent
+                .as_ref()
+                .is_none_or(|a| a.get().stored_bundles() == 0)
             && self.pending_work == 0
             && self.in_flight.is_empty()
             && self.clients.iter().all(|c| c.client.is_finished(now))

@@ -619,7 +619,11 @@ impl Simulation {
             self.now = t;
             self.events += 1;
             self.dispatch(ev);
-            let check = self.events.is_multiple_of(1024) || std::mem::take(&mut self.cfdp.ended);
+            // Whether everything may be quiet: every 1024 events, and after a CFDP transfer ended
+            // until it is (checking only at the end itself usually found the other side's last
+            // PDUs still in flight, and the run went on to the next multiple of 1024 events —
+            // hundreds of idle seconds on a link with availability steps).
+            let check = self.events.is_multiple_of(1024) || self.cfdp.ended;
             if self.stop_when_idle && check && self.quiet() {
                 self.finish();
             }

@@ -347,6 +347,11 @@ impl<S: Store> Agent<S> {
         self.cfg.store_quota_bytes.saturating_sub(self.used)
     }
 
+    /// Bundles in the store. Constant time, unlike [`Agent::status`].
+    pub fn stored_bundles(&self) -> usize {
+        self.entries.len()
+    }
+
     /// Counters and gauges.
     pub fn status(&self) -> AgentStatus {
         let mut s = self.counters.clone();
