@@ -102,6 +102,40 @@ impl CrcType {
     }
 }
 
+/// A CRC computed over bytes that arrive in pieces (a block whose data streams in).
+pub(crate) enum CrcStream {
+    None,
+    Crc16(crc::Digest<'static, u16>),
+    Crc32c(u32),
+}
+
+impl CrcStream {
+    pub(crate) fn new(t: CrcType) -> Self {
+        match t {
+            CrcType::None => CrcStream::None,
+            CrcType::Crc16 => CrcStream::Crc16(X25.digest()),
+            CrcType::Crc32c => CrcStream::Crc32c(0),
+        }
+    }
+
+    pub(crate) fn update(&mut self, data: &[u8]) {
+        match self {
+            CrcStream::None => {}
+            CrcStream::Crc16(d) => d.update(data),
+            CrcStream::Crc32c(v) => *v = crc32c::crc32c_append(*v, data),
+        }
+    }
+
+    /// The CRC of everything given to [`CrcStream::update`] (0 for none).
+    pub(crate) fn finish(self) -> u32 {
+        match self {
+            CrcStream::None => 0,
+            CrcStream::Crc16(d) => u32::from(d.finalize()),
+            CrcStream::Crc32c(v) => v,
+        }
+    }
+}
+
 impl std::fmt::Display for CrcType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.name())

@@ -46,7 +46,7 @@ pub enum FragmentError {
     Invalid(#[from] DecodeError),
 }
 
-fn replicated(b: &CanonicalBlock) -> bool {
+pub(crate) fn replicated(b: &CanonicalBlock) -> bool {
     b.flags().contains(BlockFlags::REPLICATE_IN_EVERY_FRAGMENT)
         || matches!(
             b.block_type(),

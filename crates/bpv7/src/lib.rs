@@ -39,6 +39,7 @@ pub mod error;
 pub mod flags;
 pub mod fragment;
 pub mod primary;
+pub mod stream;
 pub mod time;
 
 /// Re-exported so users (and the fuzz target) name the same `Bytes` type the codec hands out.
@@ -56,4 +57,5 @@ pub use fragment::{
     fragment, AduKey, FragmentError, Reassembler, ReassemblyError, ReassemblyLimits,
 };
 pub use primary::{FragmentInfo, PrimaryBlock};
+pub use stream::{FragmentEncoder, FragmentPlan, Piece};
 pub use time::{dtn_time_from_unix_ms, format_dtn_time, CreationTimestamp};
