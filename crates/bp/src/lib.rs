@@ -54,7 +54,7 @@ pub use agent::{
     split_failure_reason, Accepted, AdminNotice, Agent, AgentConfig, AgentError, AgentStatus,
     BlockDiscard, BlockVerdict, BundleEvent, BundleEventKind, BundleEventSink, ClaBlock,
     ClaOutcome, CsvBundleLog, Degraded, Delivery, DtnTime, Forward, NeighbourBackoff, ReportFlags,
-    RxError, SendError, SendRequest, StoreHealth,
+    RxError, SendError, SendRequest, StoreHealth, StreamPlan, StreamRequest,
 };
 pub use contact_plan::{
     Contact, ContactId, ContactPlan, LinkEvent, LinkEventKind, NodeNum, PlanError, PlannedContact,
@@ -64,4 +64,7 @@ pub use routing::{
     BundleSpec, Cgr, CgrLimits, Exclusions, Hop, NoRoute, NodeRange, Route, StaticRoute,
     StaticRoutes,
 };
-pub use store::{Batch, BundleKey, BundleMeta, MemoryStore, RedbStore, Role, Store, StoreError};
+pub use store::{
+    Batch, BundleKey, BundleMeta, MemoryStore, RedbStore, Role, StageFile, StagedPiece, StagedRun,
+    Stager, Store, StoreError,
+};

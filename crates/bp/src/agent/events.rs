@@ -34,6 +34,9 @@ pub enum BundleEventKind {
     /// content is not a bundle, a length field claiming more bytes than arrived); the `reason`
     /// column says why. The identity columns are those of `dtn:none` (there is no bundle).
     Discarded,
+    /// A fragment made here from a stored bundle too large for its next hop's convergence
+    /// layer (it replaces that bundle, which is deleted without another event).
+    Fragmented,
 }
 
 impl BundleEventKind {
@@ -50,6 +53,7 @@ impl BundleEventKind {
             BundleEventKind::Refused => "refused",
             BundleEventKind::Failed => "failed",
             BundleEventKind::Discarded => "discarded",
+            BundleEventKind::Fragmented => "fragmented",
         }
     }
 }

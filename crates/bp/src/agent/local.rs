@@ -167,6 +167,7 @@ impl<S: Store> Agent<S> {
                 id: meta.id.clone(),
                 source: meta.id.source.clone(),
                 payload: bundle.payload(),
+                adu_len: bundle.primary().fragment.map(|f| f.total_adu_len),
                 admin_record: bundle.is_admin_record(),
             });
         }

@@ -52,6 +52,7 @@ mod local;
 mod routing;
 mod rx;
 mod security;
+mod stream;
 mod tx;
 mod types;
 
@@ -60,6 +61,7 @@ pub use blocks::{BlockDiscard, BlockVerdict, ClaBlock};
 pub use discards::split_failure_reason;
 pub use events::{BundleEvent, BundleEventKind, BundleEventSink, CsvBundleLog, CSV_HEADER};
 pub use health::{Degraded, StoreHealth};
+pub use stream::{StreamPlan, StreamRequest};
 pub use types::{
     Accepted, AdminNotice, AgentConfig, AgentError, AgentStatus, ClaOutcome, Delivery, DtnTime,
     Forward, ReportFlags, RxError, SendError, SendRequest, PRIORITY_BULK, PRIORITY_EXPEDITED,
@@ -180,6 +182,14 @@ pub struct Agent<S: Store> {
     backoffs: backoff::Backoffs,
     /// The latest `now` a driver passed in: the time of failures found where no `now` is given.
     clock: DtnTime,
+    /// Streamed sends opened and not yet committed or aborted ([`Agent::begin_stream`]).
+    streams: BTreeMap<u64, stream::OpenStream>,
+    next_stream: u64,
+    /// Store quota reserved by the open streams.
+    reserved: u64,
+    /// Largest bundle each neighbour's convergence layer carries (larger ones are fragmented
+    /// before forwarding, see [`Agent::set_neighbour_max_bundle`]).
+    neighbour_limits: BTreeMap<NodeNum, u64>,
 }
 
 impl<S: Store> std::fmt::Debug for Agent<S> {
@@ -202,6 +212,7 @@ impl<S: Store> Agent<S> {
         let node_eid = Eid::ipn(cfg.node, 0);
         let reassembler = Reassembler::new(ReassemblyLimits {
             max_pending_bytes: usize::try_from(cfg.max_reassembly_bytes).unwrap_or(usize::MAX),
+            max_adu_len: cfg.max_reassembled_adu,
             ..ReassemblyLimits::default()
         });
         let mut agent = Agent {
@@ -244,6 +255,10 @@ impl<S: Store> Agent<S> {
             health: StoreHealth::default(),
             backoffs: backoff::Backoffs::default(),
             clock: now,
+            streams: BTreeMap::new(),
+            next_stream: 1,
+            reserved: 0,
+            neighbour_limits: BTreeMap::new(),
             cfg,
         };
         for (id, exp) in contents.dedup {
@@ -344,7 +359,9 @@ impl<S: Store> Agent<S> {
     /// Bytes the store quota still admits. Constant time, unlike [`Agent::status`] (which walks
     /// every stored bundle), so a driver can publish it after every commit.
     pub fn quota_free_bytes(&self) -> u64 {
-        self.cfg.store_quota_bytes.saturating_sub(self.used)
+        self.cfg
+            .store_quota_bytes
+            .saturating_sub(self.used.saturating_add(self.reserved))
     }
 
     /// Bundles in the store. Constant time, unlike [`Agent::status`].
@@ -589,10 +606,14 @@ impl<S: Store> Agent<S> {
         bpv7::CreationTimestamp::new(next.0, next.1)
     }
 
+    /// Quota left for `txn`: what the stored bundles, the open streams' reservations and the
+    /// bundles staged in `txn` leave.
     fn free_bytes(&self, txn: &Txn) -> u64 {
-        self.cfg
-            .store_quota_bytes
-            .saturating_sub(self.used.saturating_add(txn.added_bytes))
+        self.cfg.store_quota_bytes.saturating_sub(
+            self.used
+                .saturating_add(self.reserved)
+                .saturating_add(txn.added_bytes),
+        )
     }
 
     /// Stages a new bundle in `txn` if it fits the quota; `Err(free)` otherwise.

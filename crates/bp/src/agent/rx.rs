@@ -285,6 +285,7 @@ impl<S: Store> Agent<S> {
         let dest = self.classify(&bundle.primary().destination);
         let role = match dest {
             Dest::Remote => Role::Forward,
+            Dest::Local if self.delivers_fragment_alone(&bundle) => Role::Deliver,
             _ if bundle.is_fragment() => Role::Fragment,
             _ => Role::Deliver,
         };
@@ -369,6 +370,20 @@ impl<S: Store> Agent<S> {
             }
             Err(free) => self.refuse(now, &report_meta, from, free),
         }
+    }
+
+    /// True for a fragment of an ADU too large to reassemble in memory
+    /// ([`super::AgentConfig::max_reassembled_adu`]): it is delivered on its own. Not when a
+    /// BPSec rule covers the flow (its services can only be checked on the whole ADU, so such
+    /// fragments wait for reassembly, which refuses them).
+    pub(super) fn delivers_fragment_alone(&self, bundle: &Bundle) -> bool {
+        let p = bundle.primary();
+        p.fragment
+            .is_some_and(|f| f.total_adu_len > self.cfg.max_reassembled_adu)
+            && self
+                .security
+                .as_ref()
+                .is_none_or(|pol| pol.rule_for(&p.source, &p.destination).is_none())
     }
 
     fn refuse(

@@ -2,13 +2,13 @@
 //! class then FIFO, round-robin between neighbours, per-hop block updates, and retention until
 //! the convergence layer reports the outcome.
 
-use bpv7::{Bundle, DecodeLimits, ReasonCode};
+use bpv7::{Bundle, BundleFlags, DecodeLimits, ReasonCode};
 use bytes::Bytes;
 
 use super::{
     Agent, AgentError, BundleEventKind, ClaOutcome, DtnTime, Forward, ReportKind, State, Txn,
 };
-use crate::store::{BundleKey, Store};
+use crate::store::{BundleKey, BundleMeta, Op, Store};
 use crate::NodeNum;
 
 impl<S: Store> Agent<S> {
@@ -35,6 +35,70 @@ impl<S: Store> Agent<S> {
             }
             self.enqueue_unrouted(key);
         }
+    }
+
+    /// Sets the largest bundle (encoded bytes) the convergence layer towards `neighbour` can
+    /// carry, e.g. the largest LTP block its peer accepts (`None`: no limit). A stored bundle
+    /// larger than that is fragmented (RFC 9171 5.8) when it is next handed to that neighbour:
+    /// its fragments replace it in the store (one transaction) and are forwarded instead. A
+    /// bundle that must not be fragmented is handed over whole (the convergence layer decides).
+    pub fn set_neighbour_max_bundle(&mut self, neighbour: NodeNum, max: Option<u64>) {
+        match max {
+            Some(m) => self.neighbour_limits.insert(neighbour, m),
+            None => self.neighbour_limits.remove(&neighbour),
+        };
+    }
+
+    /// Replaces the stored bundle `key` by fragments that fit `limit` once this hop's blocks
+    /// are updated, in one commit. True when done (the fragments are queued); false when it
+    /// could not be (no fit, the store full or failing): the bundle is then left as it was.
+    fn refragment(&mut self, now: DtnTime, key: BundleKey, bundle: &Bundle, limit: u64) -> bool {
+        let Some(meta) = self.entries.get(&key).map(|e| e.meta.clone()) else {
+            return false;
+        };
+        // Room for what `prepare` changes on each fragment: the previous node (this node), a
+        // grown bundle age and hop count.
+        let margin = 64 + self.node_eid.encoded_len() as u64;
+        let max = usize::try_from(limit.saturating_sub(margin)).unwrap_or(usize::MAX);
+        let Ok(frags) = bpv7::fragment::fragment(bundle, max) else {
+            return false;
+        };
+        if frags.len() < 2 {
+            return false;
+        }
+        let mut txn = Txn::default();
+        let encoded: Vec<Bytes> = frags.iter().map(|f| Bytes::from(f.encode())).collect();
+        let total: u64 = encoded.iter().map(|d| d.len() as u64).sum();
+        if total > self.free_bytes(&txn).saturating_add(meta.len) {
+            return false;
+        }
+        for (f, data) in frags.iter().zip(encoded) {
+            let m = BundleMeta {
+                id: f.id(),
+                flags: f.primary().wire_flags(),
+                len: data.len() as u64,
+                ..meta.clone()
+            };
+            let k = self.alloc_key();
+            txn.added_bytes += m.len;
+            txn.batch.push(Op::Put {
+                key: k,
+                meta: m.clone(),
+                data: data.clone(),
+            });
+            txn.added
+                .push((k, m, meta.prev_hop, data, BundleEventKind::Fragmented));
+        }
+        txn.batch.push(Op::Delete(key));
+        if self.commit_txn(now, txn).is_err() {
+            // The original stays: its delete must not outlive the failed commit as a deferred one.
+            self.pending.remove_delete(key);
+            return false;
+        }
+        self.remove_entry(key);
+        self.counters.refragmented += 1;
+        self.route_unrouted(now);
+        true
     }
 
     /// Neighbours whose link is up, with their rate as given to [`Agent::link_up`].
@@ -111,6 +175,16 @@ impl<S: Store> Agent<S> {
             self.finish_entry(key);
             return None;
         };
+        if let Some(&limit) = self.neighbour_limits.get(&neighbour) {
+            let too_large = bundle.encoded_len() as u64 > limit;
+            let may = !bundle
+                .primary()
+                .flags
+                .contains(BundleFlags::MUST_NOT_FRAGMENT);
+            if too_large && may && self.refragment(now, key, &bundle, limit) {
+                return None;
+            }
+        }
         let renamed = bundle.set_previous_node(&self.node_eid);
         let aged = bundle.add_bundle_age(now.saturating_sub(received_at));
         let hops = bundle.increment_hop_count();

@@ -49,6 +49,13 @@ pub struct AgentConfig {
     pub max_admin_queue: usize,
     /// Bound on the bytes of incomplete fragmented ADUs kept in memory for reassembly.
     pub max_reassembly_bytes: u64,
+    /// Largest ADU reassembled in memory for a local endpoint. The fragments of a larger one
+    /// are delivered one by one as they are ([`Delivery::adu_len`] set), so that memory stays
+    /// bounded whatever the ADU's size; the application puts them together.
+    pub max_reassembled_adu: u64,
+    /// Largest bundle a streamed send ([`crate::Agent::begin_stream`]) is cut into (capped by
+    /// `max_bundle_size`): a longer ADU becomes fragments of at most this many bytes.
+    pub max_fragment_bytes: u64,
     /// First back-off (ms) towards a neighbour that refused a bundle for lack of resources
     /// ([`ClaOutcome::Refused`]); doubled per refusal up to `refusal_backoff_max_ms`.
     pub refusal_backoff_first_ms: u64,
@@ -72,6 +79,8 @@ impl AgentConfig {
             max_dedup_records: 1_000_000,
             max_admin_queue: 1024,
             max_reassembly_bytes: 256 << 20,
+            max_reassembled_adu: 64 << 20,
+            max_fragment_bytes: 16 << 20,
             refusal_backoff_first_ms: 500,
             refusal_backoff_max_ms: 30_000,
         }
@@ -160,6 +169,9 @@ pub enum SendError {
     /// The bundle could not be built (invalid combination of fields).
     #[error("cannot build bundle: {0}")]
     Build(#[from] bpv7::DecodeError),
+    /// A streamed send cannot be taken (see [`crate::Agent::begin_stream`]); the reason.
+    #[error("cannot stream: {0}")]
+    BadStream(String),
     /// The security policy's services could not be added (see [`crate::Agent::set_security`]).
     #[error("cannot secure bundle: {0}")]
     Security(#[from] bpsec::SecurityError),
@@ -282,8 +294,12 @@ pub struct Delivery {
     pub id: BundleId,
     /// Its source.
     pub source: Eid,
-    /// Its payload (reassembled if it arrived fragmented).
+    /// Its payload (reassembled if it arrived fragmented, unless the ADU is larger than
+    /// [`AgentConfig::max_reassembled_adu`]: then one fragment's payload, see `adu_len`).
     pub payload: Bytes,
+    /// For a fragment delivered on its own: the length of its whole ADU (the payload goes at
+    /// offset `id.fragment.0`). `None` for a whole bundle.
+    pub adu_len: Option<u64>,
     /// True if the payload is an administrative record.
     pub admin_record: bool,
 }
@@ -359,6 +375,9 @@ pub struct AgentStatus {
     /// Echo requests left unanswered because they came from an echo endpoint (another node's
     /// echo reply): answering would start an endless exchange between two echo services.
     pub echo_replies_ignored: u64,
+    /// Bundles fragmented before forwarding because they exceeded their neighbour's limit
+    /// ([`crate::Agent::set_neighbour_max_bundle`]).
+    pub refragmented: u64,
     /// Duplicate-suppression records held.
     pub dedup_records: u64,
     /// Store commits issued by the agent.

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use bytes::Bytes;
 
-use super::{Batch, BundleKey, BundleMeta, Op, Store, StoreContents, StoreError};
+use super::{Batch, BundleKey, BundleMeta, Op, Stager, Store, StoreContents, StoreError};
 
 /// A store that lives in memory. Cloning it snapshots the contents, which is how tests simulate
 /// "the process died and the disk kept what was committed".
@@ -59,8 +59,26 @@ impl Store for MemoryStore {
             self.fail_next_commits -= 1;
             return Err(StoreError::Database("injected commit failure".into()));
         }
+        // Staged pieces must all be readable before anything changes (all or nothing).
+        let mut staged = Vec::new();
+        for op in batch.ops() {
+            if let Op::PutStaged { key, piece, .. } = op {
+                let data = piece.memory_bytes().ok_or_else(|| {
+                    StoreError::Database(format!("bundle {key}: staged bytes are not in memory"))
+                })?;
+                staged.push(data);
+            }
+        }
+        let mut staged = staged.into_iter();
         for op in batch.ops() {
             match op {
+                Op::PutStaged { key, meta, .. } => {
+                    let data = staged.next().unwrap_or_default();
+                    self.used += data.len() as u64;
+                    if let Some((_, old)) = self.bundles.insert(*key, (meta.clone(), data)) {
+                        self.used -= old.len() as u64;
+                    }
+                }
                 Op::Put { key, meta, data } => {
                     if let Some((_, old)) = self.bundles.insert(*key, (meta.clone(), data.clone()))
                     {
@@ -103,5 +121,9 @@ impl Store for MemoryStore {
 
     fn bundle_count(&self) -> u64 {
         self.bundles.len() as u64
+    }
+
+    fn stager(&self) -> Option<Stager> {
+        Some(Stager::memory())
     }
 }

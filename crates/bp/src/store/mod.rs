@@ -25,8 +25,10 @@ mod memory;
 mod meta;
 mod redb_store;
 mod segments;
+mod staging;
 
 pub use memory::MemoryStore;
+pub use staging::{StageFile, StagedPiece, StagedRun, Stager};
 pub use meta::{BundleMeta, MetaDecodeError, Role};
 pub use redb_store::{RedbStore, StoreOptions};
 
@@ -68,6 +70,16 @@ pub enum Op {
         meta: BundleMeta,
         /// The encoded bundle.
         data: Bytes,
+    },
+    /// Store a bundle written beforehand to a staging file ([`Stager`]): its metadata, and the
+    /// staged bytes adopted by the store in the same transaction (never read into memory).
+    PutStaged {
+        /// The key.
+        key: BundleKey,
+        /// The metadata record.
+        meta: BundleMeta,
+        /// Where the encoded bundle was staged.
+        piece: StagedPiece,
     },
     /// Replace only the metadata of a stored bundle (e.g. its role changed); ignored if absent.
     SetMeta {
@@ -138,6 +150,11 @@ impl Batch {
     pub fn append(&mut self, other: &mut Batch) {
         self.ops.append(&mut other.ops);
         self.time_ms = self.time_ms.max(other.time_ms.take());
+    }
+
+    /// Removes the deletes of bundle `key` (a delete that must not be committed after all).
+    pub fn remove_delete(&mut self, key: BundleKey) {
+        self.ops.retain(|op| !matches!(op, Op::Delete(k) if *k == key));
     }
 
     /// Removes every change and the time.
@@ -235,6 +252,11 @@ pub trait Store {
     fn recover(&mut self) -> Result<bool, StoreError> {
         Ok(false)
     }
+    /// Where threads other than the agent's may write bundles for a later [`Op::PutStaged`]
+    /// commit; `None` when the store cannot adopt staged bundles.
+    fn stager(&self) -> Option<Stager> {
+        None
+    }
 }
 
 impl<S: Store + ?Sized> Store for Box<S> {
@@ -255,6 +277,9 @@ impl<S: Store + ?Sized> Store for Box<S> {
     }
     fn recover(&mut self) -> Result<bool, StoreError> {
         (**self).recover()
+    }
+    fn stager(&self) -> Option<Stager> {
+        (**self).stager()
     }
 }
 

@@ -21,7 +21,7 @@ use redb::{Database, ReadableTable, ReadableTableMetadata, TableDefinition};
 
 use super::hot_cache::HotCache;
 use super::segments::{ReadError, SegRef, SegmentLog, Undo};
-use super::{Batch, BundleKey, BundleMeta, Op, Store, StoreContents, StoreError};
+use super::{Batch, BundleKey, BundleMeta, Op, Stager, Store, StoreContents, StoreError};
 
 const META: TableDefinition<u64, &[u8]> = TableDefinition::new("bundle_meta");
 const DATA: TableDefinition<u64, &[u8]> = TableDefinition::new("bundle_data");
@@ -105,6 +105,8 @@ pub struct RedbStore {
     segment_threshold: u64,
     used: u64,
     durable: bool,
+    /// Staging files in the segment directory, adopted by [`Op::PutStaged`].
+    stager: Stager,
 }
 
 impl std::fmt::Debug for RedbStore {
@@ -152,6 +154,7 @@ impl RedbStore {
             },
         )?;
         let used = index.values().map(Loc::len).sum();
+        let stager = Stager::directory(&seg_dir, opts.durable);
         Ok(RedbStore {
             db: Some(db),
             path: path.to_path_buf(),
@@ -163,6 +166,7 @@ impl RedbStore {
             segment_threshold: opts.segment_threshold,
             used,
             durable: opts.durable,
+            stager,
         })
     }
 
@@ -170,6 +174,7 @@ impl RedbStore {
     /// acknowledged bundles; a process crash does not (the OS still holds the writes).
     pub fn set_durable(&mut self, durable: bool) {
         self.durable = durable;
+        self.stager.set_durable(durable);
     }
 
     /// Compacts the database file (redb reuses freed pages but never shrinks the file by
@@ -210,10 +215,36 @@ impl RedbStore {
         self.db.as_ref().ok_or_else(closed)
     }
 
+    /// Renames every staging file the batch's [`Op::PutStaged`] refer to into the segment log
+    /// (and makes the directory stable when durable). Returns staging file id → segment id.
+    fn adopt_staged(&mut self, batch: &Batch) -> Result<HashMap<u64, u64>, StoreError> {
+        let mut adopted = HashMap::new();
+        for op in batch.ops() {
+            let Op::PutStaged { key, piece, .. } = op else {
+                continue;
+            };
+            let run = piece.run();
+            if adopted.contains_key(&run.id()) {
+                continue;
+            }
+            let path = run.path().ok_or_else(|| StoreError::CorruptData {
+                key: *key,
+                reason: "staged in memory, not in this store's staging directory".into(),
+            })?;
+            let seg = self.segments.adopt(path, run.len())?;
+            adopted.insert(run.id(), seg);
+        }
+        if !adopted.is_empty() && self.durable {
+            self.segments.sync()?;
+        }
+        Ok(adopted)
+    }
+
     fn commit_txn(
         &mut self,
         batch: &Batch,
         seg_refs: &[SegRef],
+        adopted: &HashMap<u64, u64>,
         staged: &mut HashMap<u64, Option<Loc>>,
     ) -> Result<(), StoreError> {
         let mut txn = self.db()?.begin_write().map_err(db_err)?;
@@ -262,6 +293,29 @@ impl RedbStore {
                             Loc::Inline(d.len() as u64)
                         };
                         staged.insert(key.0, Some(new));
+                    }
+                    Op::PutStaged {
+                        key,
+                        meta: m,
+                        piece,
+                    } => {
+                        let seg = adopted.get(&piece.run().id()).copied().ok_or_else(|| {
+                            StoreError::Database("staged file was not adopted".into())
+                        })?;
+                        let r = SegRef {
+                            seg,
+                            offset: piece.offset(),
+                            len: piece.len(),
+                            crc: piece.crc(),
+                        };
+                        meta.insert(key.0, m.encode().as_slice()).map_err(db_err)?;
+                        segref
+                            .insert(key.0, r.encode().as_slice())
+                            .map_err(db_err)?;
+                        if matches!(current(staged, key.0), Some(Loc::Inline(_))) {
+                            data.remove(key.0).map_err(db_err)?;
+                        }
+                        staged.insert(key.0, Some(Loc::Segment(r)));
                     }
                     Op::SetMeta { key, meta: m } => {
                         if current(staged, key.0).is_some() {
@@ -405,13 +459,21 @@ impl Store for RedbStore {
         } else {
             self.segments.append(&large, self.durable)?
         };
-        // 2. The metadata transaction.
+        // 2. Staged bundles: their files become segments (still unreferenced).
+        let adopted = match self.adopt_staged(batch) {
+            Ok(a) => a,
+            Err(e) => {
+                self.segments.undo(undo);
+                return Err(e);
+            }
+        };
+        // 3. The metadata transaction.
         let mut staged: HashMap<u64, Option<Loc>> = HashMap::new();
-        if let Err(e) = self.commit_txn(batch, &seg_refs, &mut staged) {
+        if let Err(e) = self.commit_txn(batch, &seg_refs, &adopted, &mut staged) {
             self.segments.undo(undo);
             return Err(e);
         }
-        // 3. Committed: the index, the segments' reference counts, the hot cache.
+        // 4. Committed: the index, the segments' reference counts, the hot cache.
         for (key, loc) in staged {
             let old = match loc {
                 Some(l) => {
@@ -503,5 +565,9 @@ impl Store for RedbStore {
 
     fn bundle_count(&self) -> u64 {
         self.index.len() as u64
+    }
+
+    fn stager(&self) -> Option<Stager> {
+        Some(self.stager.clone())
     }
 }

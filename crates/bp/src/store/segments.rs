@@ -160,7 +160,15 @@ impl SegmentLog {
         let rd = std::fs::read_dir(dir).map_err(|e| (None, format!("{}: {e}", dir.display())))?;
         for entry in rd {
             let entry = entry.map_err(|e| (None, format!("{}: {e}", dir.display())))?;
-            let Some(id) = entry.file_name().to_str().and_then(parse_seg_name) else {
+            let name = entry.file_name();
+            let name = name.to_str().unwrap_or_default();
+            if super::staging::is_stage_name(name) {
+                // Bundles staged for a commit that never happened (a crash mid-stream).
+                std::fs::remove_file(entry.path())
+                    .map_err(|e| (None, format!("{}: {e}", entry.path().display())))?;
+                continue;
+            }
+            let Some(id) = parse_seg_name(name) else {
                 continue;
             };
             let len = entry
@@ -258,6 +266,23 @@ impl SegmentLog {
         self.next_id += 1;
         self.segs.insert(id, SegInfo::default());
         Ok(Active { id, file })
+    }
+
+    /// Takes a finished staging file of `len` bytes into the log as a sealed segment (renamed,
+    /// not copied) and returns its id. It holds no committed reference yet: the caller commits
+    /// references into it, or [`SegmentLog::reap`] retires it. The directory entry is made
+    /// stable by [`SegmentLog::sync`].
+    pub(crate) fn adopt(&mut self, path: &Path, len: u64) -> std::io::Result<u64> {
+        let id = self.next_id;
+        std::fs::rename(path, self.dir.join(seg_name(id)))?;
+        self.next_id += 1;
+        self.segs.insert(id, SegInfo { live: 0, len });
+        Ok(id)
+    }
+
+    /// Makes the segment directory's entries stable (after [`SegmentLog::adopt`]).
+    pub(crate) fn sync(&self) -> std::io::Result<()> {
+        sync_dir(&self.dir)
     }
 
     /// Appends `payloads` (one positioned write each) and, when `durable`, makes them stable

@@ -1,0 +1,364 @@
+//! Bundles written outside the agent's thread and adopted by a later commit.
+//!
+//! A large application data unit streams into a node over minutes; holding it in memory until
+//! the agent can commit it is what bounded bundles to 64 MiB. Instead, the thread that receives
+//! it writes its bundles (fragments, see [`bpv7::FragmentPlan`]) straight into staging files of
+//! the store ([`Stager::create`], [`StageFile`]), which make them stable ([`StageFile::finish`])
+//! but reference them nowhere. The agent then commits them all in ONE transaction
+//! ([`super::Op::PutStaged`]): the [`super::RedbStore`] renames each staging file into its
+//! segment log and records the references in the same redb commit as the bundles' metadata.
+//! Before that commit nothing of them is visible or routable; a crash leaves only staging files
+//! (and renamed segments nothing references), which opening the store deletes.
+//!
+//! [`super::MemoryStore`] stages in memory ([`Stager::memory`]) with the same semantics.
+
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+
+use bytes::Bytes;
+
+/// Suffix of staging files in the segment directory (removed whenever the store is opened).
+pub(crate) const STAGE_SUFFIX: &str = ".stage";
+
+/// Creates staging files for one store. Cheap to clone and safe to share between threads.
+#[derive(Debug, Clone)]
+pub struct Stager {
+    inner: Arc<StagerInner>,
+}
+
+#[derive(Debug)]
+struct StagerInner {
+    kind: Kind,
+    next: AtomicU64,
+    durable: AtomicBool,
+}
+
+#[derive(Debug)]
+enum Kind {
+    Dir(PathBuf),
+    Memory,
+}
+
+impl Stager {
+    /// Staging files in `dir` (the segment directory of a store), synced to stable storage by
+    /// [`StageFile::finish`] when `durable`.
+    pub fn directory(dir: &Path, durable: bool) -> Stager {
+        Stager {
+            inner: Arc::new(StagerInner {
+                kind: Kind::Dir(dir.to_path_buf()),
+                next: AtomicU64::new(0),
+                durable: AtomicBool::new(durable),
+            }),
+        }
+    }
+
+    /// Staging in memory (for [`super::MemoryStore`]: the simulator and tests).
+    pub fn memory() -> Stager {
+        Stager {
+            inner: Arc::new(StagerInner {
+                kind: Kind::Memory,
+                next: AtomicU64::new(0),
+                durable: AtomicBool::new(false),
+            }),
+        }
+    }
+
+    /// Whether [`StageFile::finish`] makes the bytes stable.
+    pub fn is_durable(&self) -> bool {
+        matches!(self.inner.kind, Kind::Dir(_)) && self.inner.durable.load(Ordering::Relaxed)
+    }
+
+    /// Turns syncing on or off for files finished from now on (the store's durability).
+    pub(crate) fn set_durable(&self, durable: bool) {
+        self.inner.durable.store(durable, Ordering::Relaxed);
+    }
+
+    /// A new, empty staging file.
+    pub fn create(&self) -> std::io::Result<StageFile> {
+        let id = self.inner.next.fetch_add(1, Ordering::Relaxed);
+        let sink = match &self.inner.kind {
+            Kind::Dir(dir) => {
+                let path = dir.join(format!("{id:08}{STAGE_SUFFIX}"));
+                let file = OpenOptions::new()
+                    .write(true)
+                    .create(true)
+                    .truncate(true)
+                    .open(&path)?;
+                Sink::File { path, file }
+            }
+            Kind::Memory => Sink::Memory(Vec::new()),
+        };
+        Ok(StageFile {
+            id,
+            sink: Some(sink),
+            len: 0,
+            open_piece: None,
+            pieces: Vec::new(),
+            durable: self.is_durable(),
+        })
+    }
+}
+
+#[derive(Debug)]
+enum Sink {
+    File { path: PathBuf, file: File },
+    Memory(Vec<u8>),
+}
+
+/// A staging file being written: bundles appended one after the other, each between
+/// [`StageFile::begin_piece`] and [`StageFile::end_piece`]. Dropped unfinished, it is deleted.
+#[derive(Debug)]
+pub struct StageFile {
+    id: u64,
+    sink: Option<Sink>,
+    len: u64,
+    /// The bundle being written: its offset and the CRC-32C of its bytes so far.
+    open_piece: Option<(u64, u32)>,
+    /// Finished bundles: offset, length, CRC-32C of their bytes.
+    pieces: Vec<(u64, u64, u32)>,
+    durable: bool,
+}
+
+impl StageFile {
+    /// Bytes written so far.
+    pub fn len(&self) -> u64 {
+        self.len
+    }
+
+    /// True when nothing was written.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Starts the next bundle at the current end (ending the previous one if still open).
+    pub fn begin_piece(&mut self) {
+        self.end_piece();
+        self.open_piece = Some((self.len, 0));
+    }
+
+    /// Appends bytes of the current bundle.
+    pub fn write(&mut self, data: &[u8]) -> std::io::Result<()> {
+        match self.sink.as_mut() {
+            Some(Sink::File { file, .. }) => file.write_all(data)?,
+            Some(Sink::Memory(v)) => v.extend_from_slice(data),
+            None => return Err(std::io::Error::other("staging file already finished")),
+        }
+        self.len += data.len() as u64;
+        if let Some((_, crc)) = self.open_piece.as_mut() {
+            *crc = crc32c::crc32c_append(*crc, data);
+        }
+        Ok(())
+    }
+
+    /// Ends the current bundle; its index among this file's bundles, if one was open.
+    pub fn end_piece(&mut self) -> Option<usize> {
+        let (start, crc) = self.open_piece.take()?;
+        self.pieces.push((start, self.len - start, crc));
+        Some(self.pieces.len() - 1)
+    }
+
+    /// Ends the last bundle, makes the file stable (`fdatasync` when the stager is durable)
+    /// and closes it: the bundles can now be committed ([`super::Op::PutStaged`]).
+    pub fn finish(mut self) -> std::io::Result<StagedRun> {
+        self.end_piece();
+        let (path, bytes) = match self.sink.take() {
+            Some(Sink::File { path, file }) => {
+                if self.durable {
+                    if let Err(e) = file.sync_data() {
+                        let _ = std::fs::remove_file(&path);
+                        return Err(e);
+                    }
+                }
+                (Some(path), None)
+            }
+            Some(Sink::Memory(v)) => (None, Some(Bytes::from(v))),
+            None => (None, Some(Bytes::new())),
+        };
+        Ok(StagedRun {
+            inner: Arc::new(RunInner {
+                id: self.id,
+                path,
+                bytes,
+                len: self.len,
+                pieces: std::mem::take(&mut self.pieces),
+            }),
+        })
+    }
+}
+
+impl Drop for StageFile {
+    fn drop(&mut self) {
+        if let Some(Sink::File { path, .. }) = &self.sink {
+            let _ = std::fs::remove_file(path);
+        }
+    }
+}
+
+/// A finished staging file. Dropped before a commit adopted it, it is deleted.
+#[derive(Debug, Clone)]
+pub struct StagedRun {
+    inner: Arc<RunInner>,
+}
+
+#[derive(Debug)]
+struct RunInner {
+    id: u64,
+    /// The file (none for in-memory staging).
+    path: Option<PathBuf>,
+    /// The bytes (in-memory staging only).
+    bytes: Option<Bytes>,
+    len: u64,
+    pieces: Vec<(u64, u64, u32)>,
+}
+
+impl Drop for RunInner {
+    fn drop(&mut self) {
+        // After a commit adopted the file it has another name and this fails harmlessly.
+        if let Some(p) = &self.path {
+            let _ = std::fs::remove_file(p);
+        }
+    }
+}
+
+impl StagedRun {
+    /// The bundles in the file, in the order they were written.
+    pub fn pieces(&self) -> impl Iterator<Item = StagedPiece> + '_ {
+        (0..self.inner.pieces.len()).filter_map(|i| self.piece(i))
+    }
+
+    /// Bundle `i` of the file.
+    pub fn piece(&self, i: usize) -> Option<StagedPiece> {
+        let &(offset, len, crc) = self.inner.pieces.get(i)?;
+        Some(StagedPiece {
+            run: self.clone(),
+            offset,
+            len,
+            crc,
+        })
+    }
+
+    /// Bytes in the file.
+    pub fn len(&self) -> u64 {
+        self.inner.len
+    }
+
+    /// True when the file holds nothing.
+    pub fn is_empty(&self) -> bool {
+        self.inner.len == 0
+    }
+
+    /// Identifies the file among those of its stager.
+    pub(crate) fn id(&self) -> u64 {
+        self.inner.id
+    }
+
+    /// The file's path (file-backed staging).
+    pub(crate) fn path(&self) -> Option<&Path> {
+        self.inner.path.as_deref()
+    }
+
+    /// The bytes (in-memory staging).
+    pub(crate) fn bytes(&self) -> Option<&Bytes> {
+        self.inner.bytes.as_ref()
+    }
+}
+
+/// One staged bundle: where it is in its staging file.
+#[derive(Debug, Clone)]
+pub struct StagedPiece {
+    run: StagedRun,
+    offset: u64,
+    len: u64,
+    crc: u32,
+}
+
+impl StagedPiece {
+    /// Encoded length of the bundle.
+    pub fn len(&self) -> u64 {
+        self.len
+    }
+
+    /// True for an empty piece (never a valid bundle).
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The staging file.
+    pub(crate) fn run(&self) -> &StagedRun {
+        &self.run
+    }
+
+    /// Offset in the staging file.
+    pub(crate) fn offset(&self) -> u64 {
+        self.offset
+    }
+
+    /// CRC-32C of the bundle's bytes.
+    pub(crate) fn crc(&self) -> u32 {
+        self.crc
+    }
+
+    /// The bundle's bytes, for in-memory staging.
+    pub(crate) fn memory_bytes(&self) -> Option<Bytes> {
+        let b = self.run.bytes()?;
+        let start = usize::try_from(self.offset).ok()?;
+        let end = start.checked_add(usize::try_from(self.len).ok()?)?;
+        (end <= b.len()).then(|| b.slice(start..end))
+    }
+}
+
+/// True for a file name [`Stager`] creates.
+pub(crate) fn is_stage_name(name: &str) -> bool {
+    name.strip_suffix(STAGE_SUFFIX)
+        .is_some_and(|d| !d.is_empty() && d.bytes().all(|b| b.is_ascii_digit()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pieces_record_offsets_lengths_and_crcs_and_unfinished_files_vanish() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let s = Stager::directory(dir.path(), true);
+        let mut f = s.create().expect("create");
+        f.begin_piece();
+        f.write(b"hello ").expect("write");
+        f.write(b"world").expect("write");
+        f.begin_piece();
+        f.write(b"!").expect("write");
+        let run = f.finish().expect("finish");
+        let pieces: Vec<_> = run.pieces().collect();
+        assert_eq!(pieces.len(), 2);
+        assert_eq!((pieces[0].offset(), pieces[0].len()), (0, 11));
+        assert_eq!(pieces[0].crc(), crc32c::crc32c(b"hello world"));
+        assert_eq!((pieces[1].offset(), pieces[1].len()), (11, 1));
+        let path = run.path().expect("path").to_path_buf();
+        assert_eq!(std::fs::read(&path).expect("read"), b"hello world!");
+        assert!(is_stage_name(path.file_name().unwrap().to_str().unwrap()));
+        drop(pieces);
+        drop(run);
+        assert!(!path.exists(), "an unadopted run is deleted when dropped");
+        let mut g = s.create().expect("create");
+        g.begin_piece();
+        g.write(b"x").expect("write");
+        drop(g);
+        assert_eq!(std::fs::read_dir(dir.path()).expect("dir").count(), 0);
+    }
+
+    #[test]
+    fn memory_staging_keeps_the_bytes() {
+        let s = Stager::memory();
+        let mut f = s.create().expect("create");
+        f.begin_piece();
+        f.write(b"abc").expect("write");
+        f.begin_piece();
+        f.write(b"de").expect("write");
+        let run = f.finish().expect("finish");
+        let p: Vec<_> = run.pieces().map(|p| p.memory_bytes().unwrap()).collect();
+        assert_eq!(p, vec![Bytes::from_static(b"abc"), Bytes::from_static(b"de")]);
+    }
+}

@@ -1,0 +1,309 @@
+//! Streamed sends (`Agent::begin_stream` / `commit_stream`), delivery of ADUs too large to
+//! reassemble in memory fragment by fragment, and fragmentation before a neighbour whose
+//! convergence layer carries smaller bundles.
+
+use std::collections::BTreeMap;
+
+use bp::{
+    Agent, AgentConfig, ClaOutcome, MemoryStore, RedbStore, SendError, SendRequest, StagedPiece,
+    Store, StreamPlan, StreamRequest,
+};
+use bpv7::{Bundle, Eid};
+use bytes::Bytes;
+
+const T0: u64 = 800_000_000_000;
+
+fn eid(s: &str) -> Eid {
+    s.parse().expect("eid")
+}
+
+fn adu(len: usize) -> Vec<u8> {
+    (0..len).map(|i| (i * 31 + i / 7) as u8).collect()
+}
+
+/// Writes the ADU the way a node's connection thread does: each planned piece's head, its
+/// payload bytes in chunks, its tail, into staging files of at most `file_bytes`.
+fn stage(plan: &StreamPlan, data: &[u8], file_bytes: u64) -> Vec<StagedPiece> {
+    let mut pieces = Vec::new();
+    let mut file = plan.stager.create().expect("stage file");
+    for i in 0..plan.plan.pieces().len() {
+        if file.len() >= file_bytes {
+            let full = std::mem::replace(&mut file, plan.stager.create().expect("stage file"));
+            pieces.extend(full.finish().expect("finish").pieces());
+        }
+        let mut e = plan.plan.encoder(i).expect("encoder");
+        let p = e.piece();
+        file.begin_piece();
+        file.write(e.head()).expect("write");
+        for c in data[p.offset as usize..(p.offset + p.len) as usize].chunks(1000) {
+            e.update(c);
+            file.write(c).expect("write");
+        }
+        file.write(&e.tail()).expect("write");
+    }
+    pieces.extend(file.finish().expect("finish").pieces());
+    pieces
+}
+
+fn cfg(node: u64, fragment: u64) -> AgentConfig {
+    AgentConfig {
+        max_fragment_bytes: fragment,
+        ..AgentConfig::new(node)
+    }
+}
+
+/// Forwards everything `a` has for node 2 into `b`; returns the bundles' encoded lengths.
+fn forward<S: Store, T: Store>(a: &mut Agent<S>, b: &mut Agent<T>, now: u64) -> Vec<usize> {
+    let mut lens = Vec::new();
+    while let Some(f) = a.poll_transmit(now) {
+        lens.push(f.bundle.len());
+        let ok = b.accept_from_cla(now, Some(1), f.bundle).is_ok();
+        a.cla_result(
+            now,
+            f.key,
+            if ok {
+                ClaOutcome::Sent
+            } else {
+                ClaOutcome::Failed
+            },
+        )
+        .expect("cla result");
+    }
+    lens
+}
+
+#[test]
+fn a_streamed_adu_becomes_bounded_fragments_committed_together_and_reassembles() {
+    let data = adu(100_000);
+    let mut a = Agent::open(cfg(1, 10_000), MemoryStore::new(), T0).expect("a");
+    let mut b = Agent::open(AgentConfig::new(2), MemoryStore::new(), T0).expect("b");
+    b.register(eid("ipn:2.1")).expect("register");
+    a.link_up(T0, 2, 0);
+    let plan = a
+        .begin_stream(
+            T0,
+            StreamRequest::new(eid("ipn:1.1"), eid("ipn:2.1"), data.len() as u64),
+        )
+        .expect("begin");
+    assert!(plan.plan.is_fragmented());
+    assert_eq!(a.reserved_bytes(), plan.plan.encoded_len());
+    let pieces = stage(&plan, &data, 30_000);
+    // Nothing is visible before the commit.
+    assert!(a.poll_transmit(T0).is_none());
+    assert_eq!(a.stored_bundles(), 0);
+    let commits = a.store().commits();
+    let id = a.commit_stream(T0, plan.stream, pieces).expect("commit");
+    assert_eq!(a.store().commits(), commits + 1, "one transaction");
+    assert_eq!(id, plan.id);
+    assert_eq!(a.reserved_bytes(), 0);
+    assert_eq!(a.open_streams(), 0);
+    let lens = forward(&mut a, &mut b, T0);
+    assert_eq!(lens.len(), plan.plan.pieces().len());
+    assert!(lens.iter().all(|&l| l <= 10_000), "{lens:?}");
+    let d = b.poll_delivery().expect("reassembled delivery");
+    assert_eq!(&d.payload[..], &data[..]);
+    assert_eq!(d.adu_len, None);
+    assert_eq!(d.id.timestamp, id.timestamp);
+}
+
+#[test]
+fn streams_reserve_quota_and_aborts_release_it() {
+    let mut a = Agent::open(
+        AgentConfig {
+            store_quota_bytes: 300_000,
+            ..cfg(1, 50_000)
+        },
+        MemoryStore::new(),
+        T0,
+    )
+    .expect("a");
+    let req = |n| StreamRequest::new(eid("ipn:1.1"), eid("ipn:2.1"), n);
+    let s1 = a.begin_stream(T0, req(200_000)).expect("first fits");
+    match a.begin_stream(T0, req(200_000)) {
+        Err(SendError::StoreFull { needed, free }) => {
+            assert!(needed > 200_000 && free < 100_000, "{needed} {free}")
+        }
+        other => panic!("expected store full, got {other:?}"),
+    }
+    // Sends see the reservation too.
+    let big = SendRequest::new(eid("ipn:1.1"), eid("ipn:2.1"), Bytes::from(vec![1u8; 99_900]));
+    assert!(matches!(
+        a.send(T0, big.clone()),
+        Err(SendError::StoreFull { .. })
+    ));
+    assert!(a.abort_stream(s1.stream));
+    assert_eq!(a.reserved_bytes(), 0);
+    a.send(T0, big).expect("fits once the reservation is gone");
+    assert!(!a.abort_stream(s1.stream), "already closed");
+}
+
+#[test]
+fn bad_streams_are_refused_with_the_reason() {
+    let mut a = Agent::open(cfg(1, 10_000), MemoryStore::new(), T0).expect("a");
+    let bad_src = a.begin_stream(T0, StreamRequest::new(eid("ipn:9.1"), eid("ipn:2.1"), 10));
+    assert!(matches!(bad_src, Err(SendError::BadSource(_))));
+    let echo = a.begin_stream(T0, StreamRequest::new(eid("ipn:1.1"), eid("ipn:1.7"), 10));
+    assert!(
+        matches!(&echo, Err(SendError::BadStream(m)) if m.contains("echo")),
+        "{echo:?}"
+    );
+    // The wrong number or sizes of staged bundles are refused and nothing is stored.
+    let data = adu(50_000);
+    let plan = a
+        .begin_stream(
+            T0,
+            StreamRequest::new(eid("ipn:1.1"), eid("ipn:2.1"), data.len() as u64),
+        )
+        .expect("begin");
+    let mut pieces = stage(&plan, &data, u64::MAX);
+    pieces.pop();
+    let e = a.commit_stream(T0, plan.stream, pieces).expect_err("short");
+    assert!(e.to_string().contains("planned"), "{e}");
+    assert_eq!(a.stored_bundles(), 0);
+    assert_eq!(a.reserved_bytes(), 0);
+}
+
+#[test]
+fn nothing_of_an_uncommitted_stream_survives_a_crash_and_a_committed_one_survives_whole() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("n1.redb");
+    let seg_dir = dir.path().join("n1.segments");
+    let data = adu(300_000);
+    let files = |d: &std::path::Path| -> Vec<String> {
+        let mut v: Vec<String> = std::fs::read_dir(d)
+            .map(|r| {
+                r.filter_map(|e| e.ok())
+                    .map(|e| e.file_name().to_string_lossy().into_owned())
+                    .collect()
+            })
+            .unwrap_or_default();
+        v.sort();
+        v
+    };
+    {
+        let mut a = Agent::open(cfg(1, 40_000), RedbStore::open(&path).expect("open"), T0)
+            .expect("a");
+        let plan = a
+            .begin_stream(
+                T0,
+                StreamRequest::new(eid("ipn:1.1"), eid("ipn:2.1"), data.len() as u64),
+            )
+            .expect("begin");
+        let pieces = stage(&plan, &data, 100_000);
+        assert!(files(&seg_dir).iter().any(|f| f.ends_with(".stage")));
+        // The process dies before the commit: the staged files stay on disk...
+        std::mem::forget(pieces);
+        drop(a.into_store());
+    }
+    // ... and opening the store removes them; nothing of the ADU is there.
+    let store = RedbStore::open(&path).expect("reopen");
+    assert_eq!(store.bundle_count(), 0);
+    assert!(
+        files(&seg_dir).iter().all(|f| !f.ends_with(".stage")),
+        "{:?}",
+        files(&seg_dir)
+    );
+    let mut a = Agent::open(cfg(1, 40_000), store, T0 + 1).expect("a");
+    let plan = a
+        .begin_stream(
+            T0 + 1,
+            StreamRequest::new(eid("ipn:1.1"), eid("ipn:2.1"), data.len() as u64),
+        )
+        .expect("begin");
+    let n = plan.plan.pieces().len();
+    let pieces = stage(&plan, &data, 100_000);
+    a.commit_stream(T0 + 1, plan.stream, pieces)
+        .expect("commit");
+    assert!(files(&seg_dir).iter().all(|f| f.ends_with(".seg")));
+    drop(a.into_store());
+    let store = RedbStore::open(&path).expect("reopen");
+    assert_eq!(store.bundle_count() as usize, n);
+    let mut a = Agent::open(cfg(1, 40_000), store, T0 + 2).expect("a");
+    let mut b = Agent::open(AgentConfig::new(2), MemoryStore::new(), T0).expect("b");
+    b.register(eid("ipn:2.1")).expect("register");
+    a.link_up(T0 + 2, 2, 0);
+    forward(&mut a, &mut b, T0 + 2);
+    let d = b.poll_delivery().expect("delivery");
+    assert_eq!(&d.payload[..], &data[..]);
+}
+
+#[test]
+fn fragments_of_an_adu_too_large_to_reassemble_are_delivered_one_by_one() {
+    let data = adu(120_000);
+    let mut a = Agent::open(cfg(1, 20_000), MemoryStore::new(), T0).expect("a");
+    let mut b = Agent::open(
+        AgentConfig {
+            max_reassembled_adu: 100_000,
+            ..AgentConfig::new(2)
+        },
+        MemoryStore::new(),
+        T0,
+    )
+    .expect("b");
+    b.register(eid("ipn:2.1")).expect("register");
+    a.link_up(T0, 2, 0);
+    let plan = a
+        .begin_stream(
+            T0,
+            StreamRequest::new(eid("ipn:1.1"), eid("ipn:2.1"), data.len() as u64),
+        )
+        .expect("begin");
+    let pieces = stage(&plan, &data, u64::MAX);
+    a.commit_stream(T0, plan.stream, pieces).expect("commit");
+    forward(&mut a, &mut b, T0);
+    let mut got = BTreeMap::new();
+    while let Some(d) = b.poll_delivery() {
+        assert_eq!(d.adu_len, Some(data.len() as u64));
+        let (off, len) = d.id.fragment.expect("a fragment");
+        assert_eq!(len, d.payload.len() as u64);
+        got.insert(off, d.payload.clone());
+        b.delivered(T0, d.key).expect("ack");
+    }
+    let joined: Vec<u8> = got.values().flat_map(|p| p.iter().copied()).collect();
+    assert_eq!(joined, data);
+    assert_eq!(b.stored_bundles(), 0);
+    // A small fragmented ADU is still reassembled.
+    let small = adu(50_000);
+    let plan = a
+        .begin_stream(
+            T0,
+            StreamRequest::new(eid("ipn:1.1"), eid("ipn:2.1"), small.len() as u64),
+        )
+        .expect("begin");
+    let pieces = stage(&plan, &small, u64::MAX);
+    a.commit_stream(T0, plan.stream, pieces).expect("commit");
+    forward(&mut a, &mut b, T0);
+    let d = b.poll_delivery().expect("whole");
+    assert_eq!(d.adu_len, None);
+    assert_eq!(&d.payload[..], &small[..]);
+}
+
+#[test]
+fn a_bundle_larger_than_its_neighbours_limit_is_fragmented_before_forwarding() {
+    let data = adu(100_000);
+    let mut a = Agent::open(AgentConfig::new(1), MemoryStore::new(), T0).expect("a");
+    let mut b = Agent::open(AgentConfig::new(2), MemoryStore::new(), T0).expect("b");
+    b.register(eid("ipn:2.1")).expect("register");
+    a.send(
+        T0,
+        SendRequest::new(eid("ipn:1.1"), eid("ipn:2.1"), Bytes::from(data.clone())),
+    )
+    .expect("send");
+    a.set_neighbour_max_bundle(2, Some(30_000));
+    a.link_up(T0, 2, 0);
+    let mut lens = Vec::new();
+    while let Some(f) = a.poll_transmit(T0) {
+        let frag = Bundle::decode(f.bundle.clone()).expect("a valid bundle");
+        assert!(frag.is_fragment());
+        assert_eq!(frag.primary().fragment.map(|x| x.total_adu_len), Some(100_000));
+        lens.push(f.bundle.len());
+        b.accept_from_cla(T0, Some(1), f.bundle).expect("accepted");
+        a.cla_result(T0, f.key, ClaOutcome::Sent).expect("sent");
+    }
+    assert!(lens.len() >= 4, "{lens:?}");
+    assert!(lens.iter().all(|&l| l <= 30_000), "{lens:?}");
+    assert_eq!(a.status().refragmented, 1);
+    assert_eq!(a.stored_bundles(), 0);
+    let d = b.poll_delivery().expect("reassembled");
+    assert_eq!(&d.payload[..], &data[..]);
+}
