@@ -8,7 +8,9 @@ use std::time::{Duration, Instant};
 
 use bytes::{Buf, Bytes, BytesMut};
 
-use crate::proto::{self, BundleId, DecodeError, ErrorKind, Request, Response, SendArgs};
+use crate::proto::{
+    self, BundleId, DecodeError, ErrorKind, Request, Response, SendArgs, StreamArgs,
+};
 use crate::status::NodeStatus;
 
 /// Frames at least this long are read straight into their own buffer (no staging copy).
@@ -55,6 +57,11 @@ pub enum ClientError {
     /// The node's status reply is not a status object ([`Client::node_status`]).
     #[error("node status: {0}")]
     Status(#[from] serde_json::Error),
+    /// Reading the data of a streamed send failed or it ended before its declared length
+    /// ([`Client::send_stream`]). The node got fewer bytes than declared: the next request on
+    /// this connection cuts the stream short (the node refuses it and stores nothing of it).
+    #[error("stream data: {0}")]
+    Source(std::io::Error),
 }
 
 impl ClientError {
@@ -111,8 +118,10 @@ pub struct Client {
     completed: VecDeque<Result<BundleId, ClientError>>,
     deliveries: VecDeque<Received>,
     registered: Vec<String>,
-    seen: HashSet<BundleId>,
-    seen_order: VecDeque<BundleId>,
+    /// Deliveries returned, by id and payload length (fragments of one ADU cut differently on
+    /// two paths may share an offset).
+    seen: HashSet<(BundleId, usize)>,
+    seen_order: VecDeque<(BundleId, usize)>,
     duplicates: u64,
 }
 
@@ -224,6 +233,115 @@ impl Client {
         Ok(())
     }
 
+    /// Sends an application data unit of `args.total_len` bytes read from `data` as a stream
+    /// (`SendBegin`, then `SendChunk` frames of at most [`proto::MAX_CHUNK`] bytes), so that
+    /// neither this process nor the node ever holds more than a chunk of it: for ADUs beyond
+    /// the frame limit of [`Client::send`] (64 MiB), of any size. Returns, like `send`, once the
+    /// node has stored all of it durably (as one bundle, or as fragments of its
+    /// `[bp] max_fragment_bytes`). `progress` is called with the bytes written so far.
+    ///
+    /// Answers of sends pending from [`Client::submit`] are read first (kept for
+    /// [`Client::next_send_result`]). A node that refuses the stream at once (store full, bad
+    /// destination...) is noticed while writing and no more data is sent. When `data` fails or
+    /// ends early this returns [`ClientError::Source`] and the node stores nothing of the
+    /// stream; the next request on the connection is answered after the stream's refusal.
+    pub fn send_stream(
+        &mut self,
+        args: StreamArgs,
+        data: &mut dyn Read,
+        progress: &mut dyn FnMut(u64),
+    ) -> Result<BundleId, ClientError> {
+        self.settle_pending()?;
+        let total = args.total_len;
+        self.write(&Request::SendBegin(args))?;
+        self.pending_sends += 1;
+        let mut buf = vec![0u8; proto::MAX_CHUNK];
+        let mut sent = 0u64;
+        while sent < total {
+            let want = usize::try_from(total - sent)
+                .unwrap_or(usize::MAX)
+                .min(buf.len());
+            let mut got = 0;
+            while got < want {
+                match data.read(&mut buf[got..want]) {
+                    Ok(0) => {
+                        return Err(ClientError::Source(std::io::Error::new(
+                            std::io::ErrorKind::UnexpectedEof,
+                            format!(
+                                "the data ended after {} of {total} bytes",
+                                sent + got as u64
+                            ),
+                        )))
+                    }
+                    Ok(n) => got += n,
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                    Err(e) => return Err(ClientError::Source(e)),
+                }
+            }
+            proto::send_chunk_head(&mut self.head, got);
+            proto::write_frame(&mut self.stream, &self.head, &buf[..got])?;
+            sent += got as u64;
+            progress(sent);
+            if let Some(refused) = self.early_answer()? {
+                return Err(refused);
+            }
+        }
+        self.read_send_answer()
+    }
+
+    /// While a stream is being written: takes what the node sent meanwhile without waiting
+    /// (deliveries are queued); the stream's answer if it already came (only a refusal can come
+    /// before its last byte).
+    fn early_answer(&mut self) -> Result<Option<ClientError>, ClientError> {
+        if self.large.is_none() {
+            self.stream.set_nonblocking(true)?;
+            let r = self.stream.read(&mut self.chunk);
+            self.stream.set_nonblocking(false)?;
+            match r {
+                Ok(0) => {
+                    return Err(std::io::Error::new(
+                        std::io::ErrorKind::UnexpectedEof,
+                        "node closed the connection",
+                    )
+                    .into())
+                }
+                Ok(n) => self.rx.extend_from_slice(&self.chunk[..n]),
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::Interrupted
+                    ) => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        loop {
+            match self.next_frame(Some(Instant::now()))? {
+                None => return Ok(None),
+                Some(Response::Deliver {
+                    token,
+                    endpoint,
+                    id,
+                    payload,
+                }) => self.deliveries.push_back(Received {
+                    token,
+                    endpoint,
+                    id,
+                    payload,
+                }),
+                Some(Response::Error { kind, message }) => {
+                    self.pending_sends = self.pending_sends.saturating_sub(1);
+                    return Ok(Some(ClientError::Refused { kind, message }));
+                }
+                Some(_) => {
+                    self.pending_sends = self.pending_sends.saturating_sub(1);
+                    return Ok(Some(ClientError::Unexpected(
+                        "answer before the stream's end",
+                    )));
+                }
+            }
+        }
+    }
+
     /// The outcome of the oldest submitted send whose outcome was not returned yet, waiting
     /// for the node's answer if needed. Deliveries arriving meanwhile are queued for
     /// [`Client::recv`].
@@ -304,7 +422,8 @@ impl Client {
         let deadline = timeout.map(|t| Instant::now() + t);
         loop {
             while let Some(r) = self.deliveries.pop_front() {
-                if self.seen.contains(&r.id) {
+                let key = (r.id.clone(), r.payload.len());
+                if self.seen.contains(&key) {
                     self.duplicates += 1;
                     self.write(&Request::Ack { token: r.token })?;
                     continue;
@@ -314,8 +433,8 @@ impl Client {
                         self.seen.remove(&old);
                     }
                 }
-                self.seen.insert(r.id.clone());
-                self.seen_order.push_back(r.id.clone());
+                self.seen.insert(key.clone());
+                self.seen_order.push_back(key);
                 return Ok(Some(r));
             }
             match self.next_frame(deadline)? {

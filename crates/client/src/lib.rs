@@ -21,5 +21,5 @@ pub mod status;
 /// Re-export of the `bytes` crate used in the API (payloads are `Bytes`).
 pub use bytes;
 pub use client::{Client, ClientError, Received};
-pub use proto::{BundleId, ErrorKind, Request, Response, SendArgs};
+pub use proto::{BundleId, ErrorKind, Request, Response, SendArgs, StreamArgs};
 pub use status::NodeStatus;

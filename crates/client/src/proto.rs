@@ -42,6 +42,11 @@ pub const VERSION: u8 = 1;
 /// memory.
 pub const MAX_FRAME: usize = 64 * 1024 * 1024 + 4096;
 
+/// Largest `data` of one [`Request::SendChunk`]: a stream's application data travels in pieces
+/// of at most this many bytes, so neither end holds more than a chunk of it in memory (the node
+/// refuses a larger chunk and the whole stream with it).
+pub const MAX_CHUNK: usize = 4 * 1024 * 1024;
+
 /// Status-report request flags of [`SendArgs::report_flags`] (bit values of the protocol; the
 /// node maps them to RFC 9171 bundle processing control flags).
 pub mod report {
@@ -97,6 +102,25 @@ pub struct SendArgs {
     pub payload: Bytes,
 }
 
+/// Parameters of a streamed send ([`Request::SendBegin`]): those of [`SendArgs`] without the
+/// payload, and the length of the application data unit that the [`Request::SendChunk`] frames
+/// after it carry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StreamArgs {
+    /// Source endpoint (as in [`SendArgs::source`]).
+    pub source: String,
+    /// Destination endpoint.
+    pub destination: String,
+    /// Lifetime in milliseconds (0 = the node's default).
+    pub lifetime_ms: u64,
+    /// Status-report request flags ([`report`]).
+    pub report_flags: u8,
+    /// Priority 0 (bulk) .. 2 (expedited).
+    pub priority: u8,
+    /// Exact length of the application data unit, in bytes.
+    pub total_len: u64,
+}
+
 /// Messages from the application to the node.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Request {
@@ -116,6 +140,20 @@ pub enum Request {
     },
     /// Ask for the node status. Answered by [`Response::Status`].
     Status,
+    /// Start a streamed send: an application data unit of `total_len` bytes follows in
+    /// [`Request::SendChunk`] frames. The stream is answered once, like a [`Request::Send`]:
+    /// [`Response::SendOk`] only after its last byte arrived and all of it is durably stored, or
+    /// [`Response::Error`] (then nothing of it is kept). Until the stream is complete only
+    /// `SendChunk` and `Ack` may follow on the connection; any other request cuts the stream
+    /// short (refused) and is then handled as usual.
+    SendBegin(StreamArgs),
+    /// The next bytes of the open stream (at most [`MAX_CHUNK`]). Not answered; chunks that
+    /// arrive while no stream is open (the rest of a stream the node already refused) are
+    /// ignored.
+    SendChunk {
+        /// Application data.
+        data: Bytes,
+    },
 }
 
 /// Error classes of [`Response::Error`].
@@ -242,6 +280,8 @@ const T_REGISTER: u8 = 0x01;
 const T_SEND: u8 = 0x02;
 const T_ACK: u8 = 0x03;
 const T_STATUS: u8 = 0x04;
+const T_SEND_BEGIN: u8 = 0x05;
+const T_SEND_CHUNK: u8 = 0x06;
 const T_OK: u8 = 0x81;
 const T_SEND_OK: u8 = 0x82;
 const T_ERROR: u8 = 0x83;
@@ -287,6 +327,14 @@ fn finish_head(head: &mut BytesMut, tail_len: usize) {
     head[..4].copy_from_slice(&len.to_be_bytes());
 }
 
+/// Encodes the head of a [`Request::SendChunk`] frame whose data (`len` bytes) the caller
+/// writes after it (e.g. with [`write_frame`] from its own reusable buffer).
+pub fn send_chunk_head(head: &mut BytesMut, len: usize) {
+    begin_into(head, T_SEND_CHUNK);
+    head.put_u32(len as u32);
+    finish_head(head, len);
+}
+
 /// Joins a head and its tail into one frame.
 fn join(mut head: BytesMut, tail: &[u8]) -> Bytes {
     head.extend_from_slice(tail);
@@ -294,6 +342,18 @@ fn join(mut head: BytesMut, tail: &[u8]) -> Bytes {
 }
 
 impl Request {
+    /// The message's name as the protocol documentation spells it (for error messages).
+    pub fn name(&self) -> &'static str {
+        match self {
+            Request::Register { .. } => "Register",
+            Request::Send(_) => "Send",
+            Request::Ack { .. } => "Ack",
+            Request::Status => "Status",
+            Request::SendBegin(_) => "SendBegin",
+            Request::SendChunk { .. } => "SendChunk",
+        }
+    }
+
     /// Encodes the request as one complete frame (length prefix included). Copies the payload;
     /// hot paths use [`Request::encode_head`] and [`write_frame`] instead.
     pub fn encode(&self) -> Bytes {
@@ -332,6 +392,21 @@ impl Request {
                 begin_into(head, T_STATUS);
                 &[]
             }
+            Request::SendBegin(a) => {
+                begin_into(head, T_SEND_BEGIN);
+                put_str(head, &a.source);
+                put_str(head, &a.destination);
+                head.put_u64(a.lifetime_ms);
+                head.put_u8(a.report_flags);
+                head.put_u8(a.priority);
+                head.put_u64(a.total_len);
+                &[]
+            }
+            Request::SendChunk { data } => {
+                begin_into(head, T_SEND_CHUNK);
+                head.put_u32(data.len() as u32);
+                data
+            }
         };
         finish_head(head, tail.len());
         tail
@@ -352,6 +427,15 @@ impl Request {
             }),
             T_ACK => Request::Ack { token: r.u64()? },
             T_STATUS => Request::Status,
+            T_SEND_BEGIN => Request::SendBegin(StreamArgs {
+                source: r.str()?,
+                destination: r.str()?,
+                lifetime_ms: r.u64()?,
+                report_flags: r.u8()?,
+                priority: r.u8()?,
+                total_len: r.u64()?,
+            }),
+            T_SEND_CHUNK => Request::SendChunk { data: r.bytes()? },
             t => return Err(DecodeError::UnknownType(t)),
         };
         r.end()?;
@@ -605,6 +689,18 @@ mod tests {
             }),
             Request::Ack { token: 77 },
             Request::Status,
+            Request::SendBegin(StreamArgs {
+                source: "ipn:1.1".into(),
+                destination: "ipn:2.1".into(),
+                lifetime_ms: 60_000,
+                report_flags: report::RECEPTION,
+                priority: 2,
+                total_len: 5 << 30,
+            }),
+            Request::SendChunk {
+                data: Bytes::from_static(b"chunk"),
+            },
+            Request::SendChunk { data: Bytes::new() },
         ];
         for r in reqs {
             let f = r.encode();
@@ -787,6 +883,31 @@ mod tests {
             let b = Bytes::from(data);
             let _ = Request::decode(&b);
             let _ = Response::decode(&b);
+        }
+
+        #[test]
+        fn stream_messages_round_trip(src in "[a-z:0-9.]{0,20}", dst in "[a-z:0-9.]{0,40}",
+                                      life in any::<u64>(), flags in any::<u8>(), prio in any::<u8>(),
+                                      total in any::<u64>(),
+                                      data in proptest::collection::vec(any::<u8>(), 0..300)) {
+            let begin = Request::SendBegin(StreamArgs { source: src, destination: dst, lifetime_ms: life,
+                report_flags: flags, priority: prio, total_len: total });
+            prop_assert_eq!(Request::decode(&begin.encode().slice(4..)).unwrap(), begin);
+            let chunk = Request::SendChunk { data: Bytes::from(data) };
+            let f = chunk.encode();
+            prop_assert_eq!(Request::decode(&f.slice(4..)).unwrap(), chunk);
+            // Every strict prefix of a frame body is refused, never accepted or a panic.
+            for cut in 0..f.len() - 4 {
+                prop_assert!(Request::decode(&f.slice(4..4 + cut)).is_err());
+            }
+        }
+
+        #[test]
+        fn junk_after_a_stream_type_byte_never_panics(ty in 5u8..=6,
+                                                      rest in proptest::collection::vec(any::<u8>(), 0..64)) {
+            let mut b = vec![VERSION, ty];
+            b.extend_from_slice(&rest);
+            let _ = Request::decode(&Bytes::from(b));
         }
 
         #[test]

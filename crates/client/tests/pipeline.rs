@@ -11,7 +11,7 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
-use client::proto::{self, BundleId, ErrorKind, Request, Response, SendArgs};
+use client::proto::{self, BundleId, ErrorKind, Request, Response, SendArgs, StreamArgs};
 use client::{Client, ClientError};
 
 /// A unique socket path in the temp directory.
@@ -170,7 +170,7 @@ fn send_register_and_status_settle_pending_sends_first() {
             Request::Status => vec![Response::Status {
                 json: "{\"n\":1}".into(),
             }],
-            Request::Ack { .. } => Vec::new(),
+            Request::Ack { .. } | Request::SendBegin(_) | Request::SendChunk { .. } => Vec::new(),
         })
     });
     let mut c = connect(&path);
@@ -306,3 +306,109 @@ fn a_closed_connection_fails_pending_sends() {
     assert_eq!(c.pending_sends(), 1, "its outcome is unknown");
     assert_eq!(node.join().expect("node").len(), 2);
 }
+
+fn stream_args(total_len: u64) -> StreamArgs {
+    StreamArgs {
+        source: String::new(),
+        destination: "ipn:2.1".into(),
+        lifetime_ms: 0,
+        report_flags: 0,
+        priority: 1,
+        total_len,
+    }
+}
+
+#[test]
+fn send_stream_writes_bounded_chunks_after_the_pending_sends_and_returns_the_answer() {
+    let total = 3 * proto::MAX_CHUNK as u64 + 12_345;
+    let mut got = 0u64;
+    let (path, node) = fake_node(move |i, req| {
+        Some(match req {
+            Request::Send(_) => vec![Response::SendOk { id: id(i as u64) }],
+            Request::SendChunk { data } => {
+                assert!(data.len() <= proto::MAX_CHUNK);
+                got += data.len() as u64;
+                if got == total {
+                    vec![Response::SendOk { id: id(77) }]
+                } else {
+                    Vec::new()
+                }
+            }
+            _ => Vec::new(),
+        })
+    });
+    let mut c = connect(&path);
+    c.submit(args(Bytes::from_static(b"before")))
+        .expect("submit");
+    let data: Vec<u8> = (0..total).map(|i| (i % 251) as u8).collect();
+    let mut seen = Vec::new();
+    let id = c
+        .send_stream(stream_args(total), &mut &data[..], &mut |n| seen.push(n))
+        .expect("stream stored");
+    assert_eq!(id.sequence, 77);
+    assert_eq!(seen.last().copied(), Some(total));
+    assert_eq!(seen.len(), 4);
+    // The send submitted before the stream is still reported.
+    assert_eq!(c.next_send_result().expect("ok").sequence, 0);
+    drop(c);
+    let reqs = node.join().expect("node");
+    assert!(matches!(&reqs[1], Request::SendBegin(a) if a.total_len == total));
+    let sum: usize = reqs[2..]
+        .iter()
+        .map(|r| match r {
+            Request::SendChunk { data } => data.len(),
+            other => panic!("unexpected {other:?}"),
+        })
+        .sum();
+    assert_eq!(sum as u64, total);
+}
+
+#[test]
+fn a_stream_refused_at_once_stops_sending_and_short_data_is_an_error() {
+    let (path, node) = fake_node(|_, req| {
+        Some(match req {
+            Request::SendBegin(a) if a.total_len > 1 << 30 => vec![Response::Error {
+                kind: ErrorKind::StoreFull,
+                message: "full".into(),
+            }],
+            _ => Vec::new(),
+        })
+    });
+    let mut c = connect(&path);
+    // 8 GiB of zeros: the refusal must stop the writing long before the end.
+    let mut zeros = std::io::repeat(0).take_bytes(8 << 30);
+    let e = c
+        .send_stream(stream_args(8 << 30), &mut zeros, &mut |_| {})
+        .expect_err("refused");
+    assert!(
+        matches!(
+            &e,
+            ClientError::Refused {
+                kind: ErrorKind::StoreFull,
+                ..
+            }
+        ),
+        "{e:?}"
+    );
+    assert_eq!(c.pending_sends(), 0);
+    // Data shorter than declared fails locally.
+    let e = c
+        .send_stream(stream_args(100), &mut &[1u8; 40][..], &mut |_| {})
+        .expect_err("short");
+    assert!(matches!(&e, ClientError::Source(_)), "{e:?}");
+    drop(c);
+    let reqs = node.join().expect("node");
+    let chunks = reqs
+        .iter()
+        .filter(|r| matches!(r, Request::SendChunk { .. }))
+        .count();
+    assert!(chunks < 1000, "{chunks} chunks written after the refusal");
+}
+
+/// `Read::take` for an owned reader, spelled out so the test reads plainly.
+trait TakeBytes: std::io::Read + Sized {
+    fn take_bytes(self, n: u64) -> std::io::Take<Self> {
+        std::io::Read::take(self, n)
+    }
+}
+impl<R: std::io::Read> TakeBytes for R {}
