@@ -30,17 +30,19 @@ use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, TrySendError};
 use std::sync::Arc;
 use std::time::Duration;
 
-use bp::{Agent, BundleKey, ClaOutcome, RedbStore, ReportFlags, SendError, SendRequest};
+use bp::{
+    Agent, BundleKey, ClaOutcome, RedbStore, ReportFlags, SendError, SendRequest, StreamRequest,
+};
 use bpv7::Eid;
 use bytes::Bytes;
-use client::proto::{self, ErrorKind, Request, Response, SendArgs};
+use client::proto::{self, ErrorKind, Request, Response, SendArgs, StreamArgs};
 
 use crate::cla_dispatch::{dispatch_udp, ClaKind, TcpDispatch, TcpRouter};
 use crate::clock::dtn_now_ms;
 use crate::counters::{LtpCounters, TcpclCounters, UdpclCounters};
 use crate::ingress::{GateChange, IngressGate};
 use crate::messages::{
-    AgentInput, AppWriter, FromCla, FromLtp, LinkChange, ToLtp, ToSession, ToUdp,
+    AgentInput, AppWriter, FromCla, FromLtp, LinkChange, StreamGrant, ToLtp, ToSession, ToUdp,
 };
 use crate::ratelog::RateLog;
 use crate::reports::ReportCounts;
@@ -352,7 +354,7 @@ impl AgentThread {
             let msg = Response::Deliver {
                 token: d.key.as_token(),
                 endpoint: d.endpoint.to_string(),
-                id: wire_id(&d.id),
+                id: wire_id(&d.id, d.adu_len),
                 payload: d.payload,
             };
             if !conn.writer.push(msg) {
@@ -595,6 +597,43 @@ impl AgentThread {
                 if let Some(c) = st.conns.get_mut(&conn) {
                     self.resume_if_drained(c);
                 }
+            }
+            AgentInput::StreamBegin { conn, args, reply } => {
+                let grant = match self.begin_stream(now, conn, args, &st.conns) {
+                    Ok(g) => Some(g),
+                    Err(answer) => {
+                        if !write_to(&st.conns, conn, *answer) {
+                            self.drop_conn(&mut st.conns, &mut st.owner, conn);
+                        }
+                        None
+                    }
+                };
+                let _ = reply.send(grant);
+                self.update_free();
+            }
+            AgentInput::StreamEnd {
+                conn,
+                stream,
+                outcome,
+            } => {
+                let answer = match outcome {
+                    Ok(pieces) => Some(match self.agent.commit_stream(now, stream, pieces) {
+                        Ok(id) => Response::SendOk {
+                            id: wire_id(&id, None),
+                        },
+                        Err(e) => send_error(e),
+                    }),
+                    Err(answer) => {
+                        self.agent.abort_stream(stream);
+                        answer
+                    }
+                };
+                if let Some(a) = answer {
+                    if !write_to(&st.conns, conn, a) {
+                        self.drop_conn(&mut st.conns, &mut st.owner, conn);
+                    }
+                }
+                self.update_free();
             }
             AgentInput::App { conn, req } => {
                 if let Some(resp) =
@@ -859,6 +898,39 @@ impl AgentThread {
         Ok(req)
     }
 
+    /// Opens a streamed send for connection `conn`: what its reader needs, or the answer that
+    /// refuses it.
+    fn begin_stream(
+        &mut self,
+        now: u64,
+        conn: u64,
+        a: StreamArgs,
+        conns: &HashMap<u64, Conn>,
+    ) -> Result<StreamGrant, Box<Response>> {
+        let base = SendArgs {
+            source: a.source,
+            destination: a.destination,
+            lifetime_ms: a.lifetime_ms,
+            report_flags: a.report_flags,
+            priority: a.priority,
+            payload: Bytes::new(),
+        };
+        let r = self.send_request(conn, base, conns).map_err(bad_request)?;
+        let mut req = StreamRequest::new(r.source, r.destination, a.total_len);
+        req.lifetime_ms = r.lifetime_ms;
+        req.priority = r.priority;
+        req.report_flags = r.report_flags;
+        let plan = self
+            .agent
+            .begin_stream(now, req)
+            .map_err(|e| Box::new(send_error(e)))?;
+        Ok(StreamGrant {
+            stream: plan.stream,
+            plan: plan.plan,
+            stager: plan.stager,
+        })
+    }
+
     /// Commits the collected application sends in one transaction and answers each on its
     /// connection, in arrival order (so per connection in request order).
     fn flush_sends(
@@ -889,7 +961,9 @@ impl AgentThread {
             let answer = match known {
                 Some(a) => a,
                 None => match results.next() {
-                    Some(Ok(id)) => Response::SendOk { id: wire_id(&id) },
+                    Some(Ok(id)) => Response::SendOk {
+                        id: wire_id(&id, None),
+                    },
                     Some(Err(e)) => send_error(e),
                     None => Response::Error {
                         kind: ErrorKind::Internal,
@@ -950,7 +1024,9 @@ impl AgentThread {
             }
             Request::Send(a) => Some(match self.send_request(conn, a, conns) {
                 Ok(req) => match self.agent.send(now, req) {
-                    Ok(id) => Response::SendOk { id: wire_id(&id) },
+                    Ok(id) => Response::SendOk {
+                        id: wire_id(&id, None),
+                    },
                     Err(e) => send_error(e),
                 },
                 Err(why) => bad_request(why),
@@ -964,6 +1040,10 @@ impl AgentThread {
             Request::Status => Some(Response::Status {
                 json: self.status_json(),
             }),
+            // The connection's reader handles streams (and never hands these over).
+            Request::SendBegin(_) | Request::SendChunk { .. } => Some(bad_request(
+                "stream frames are handled by the connection's reader".into(),
+            )),
         }
     }
 
@@ -1046,7 +1126,9 @@ fn send_error(e: SendError) -> Response {
         SendError::StoreFull { .. } => ErrorKind::StoreFull,
         SendError::Store(bp::StoreError::Unavailable { .. }) => ErrorKind::StoreUnavailable,
         SendError::TooLarge { .. } => ErrorKind::TooLarge,
-        SendError::BadSource(_) | SendError::BadDestination(_) => ErrorKind::BadRequest,
+        SendError::BadSource(_) | SendError::BadDestination(_) | SendError::BadStream(_) => {
+            ErrorKind::BadRequest
+        }
         _ => ErrorKind::Internal,
     };
     Response::Error {
@@ -1055,12 +1137,15 @@ fn send_error(e: SendError) -> Response {
     }
 }
 
-/// The protocol form of a bundle id.
-fn wire_id(id: &bpv7::BundleId) -> proto::BundleId {
+/// The protocol form of a bundle id: for a fragment delivered on its own (`adu_len` set), its
+/// offset and the total length of its ADU, as docs/app-protocol.md defines the field.
+fn wire_id(id: &bpv7::BundleId, adu_len: Option<u64>) -> proto::BundleId {
     proto::BundleId {
         source: id.source.to_string(),
         creation_ms: id.timestamp.dtn_time_ms,
         sequence: id.timestamp.sequence,
-        fragment: id.fragment,
+        fragment: id
+            .fragment
+            .map(|(offset, len)| (offset, adu_len.unwrap_or(len))),
     }
 }

@@ -23,8 +23,9 @@ use std::sync::mpsc::{self, Receiver, Sender, SyncSender};
 use std::sync::Arc;
 use std::time::Duration;
 
+use bp::{StagedPiece, Stager};
 use bytes::Bytes;
-use client::proto::{Request, Response};
+use client::proto::{Request, Response, StreamArgs};
 use ltp::SessionId;
 
 /// Inputs of the agent thread: from the LTP thread, the TCPCL and UDPCL threads and the
@@ -43,8 +44,35 @@ pub(crate) enum AgentInput {
     AppClosed { conn: u64 },
     /// A connection's writer drained the backlog that held a delivery back.
     AppDrained { conn: u64 },
+    /// A connection opens a streamed send (`SendBegin`): the agent answers on `reply` with
+    /// what the connection's reader needs to stage the stream's bundles, or `None` after
+    /// queueing the refusal on the connection's writer (the reader then ignores the stream's
+    /// chunks).
+    StreamBegin {
+        conn: u64,
+        args: StreamArgs,
+        reply: SyncSender<Option<StreamGrant>>,
+    },
+    /// A stream's last byte was staged (`Ok`: its bundles, to commit and answer), or the
+    /// stream failed (`Err`: the answer to give, none when the connection is gone).
+    StreamEnd {
+        conn: u64,
+        stream: u64,
+        outcome: Result<Vec<StagedPiece>, Option<Response>>,
+    },
     /// Stop.
     Shutdown,
+}
+
+/// What a connection's reader needs to stage an accepted stream (from `bp::StreamPlan`).
+#[derive(Debug)]
+pub(crate) struct StreamGrant {
+    /// Names the stream in [`AgentInput::StreamEnd`].
+    pub(crate) stream: u64,
+    /// The bundles to encode around the stream's bytes.
+    pub(crate) plan: Arc<bpv7::FragmentPlan>,
+    /// Where to write them.
+    pub(crate) stager: Stager,
 }
 
 /// A link change scheduled by the contact plan (DTN time).

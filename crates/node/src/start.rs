@@ -94,6 +94,7 @@ pub(crate) fn build_agent(
     let mut acfg = AgentConfig::new(cfg.raw.node);
     acfg.store_quota_bytes = cfg.raw.store.quota_bytes;
     acfg.max_bundle_size = cfg.raw.bp.max_bundle_size;
+    acfg.max_fragment_bytes = cfg.max_fragment_bytes();
     acfg.default_lifetime_ms = cfg.raw.bp.default_lifetime_ms;
     acfg.echo_service = (cfg.raw.bp.echo_service != 0).then_some(cfg.raw.bp.echo_service);
     acfg.status_reports = cfg.raw.bp.status_reports;
@@ -103,6 +104,12 @@ pub(crate) fn build_agent(
         path: cfg.store_path.display().to_string(),
         msg: e.to_string(),
     })?;
+    for s in &cfg.spans {
+        // LTP blocks the neighbour accepts: larger bundles are fragmented before the span.
+        // (TCPCL sessions fragment to the peer's transfer MRU and UDPCL to the datagram size
+        // themselves, as zero-copy slices of the bundle.)
+        agent.set_neighbour_max_bundle(s.peer, s.max_send_bundle);
+    }
     if !cfg.bpsec_rules.is_empty() {
         let policy = bpsec::Policy::new(cfg.bpsec_rules.clone()).map_err(NodeError::Config)?;
         agent.set_security(Some(policy));

@@ -121,6 +121,10 @@ impl<S: Store> Store for TimedStore<S> {
     fn recover(&mut self) -> Result<bool, StoreError> {
         self.inner.recover()
     }
+
+    fn stager(&self) -> Option<bp::Stager> {
+        self.inner.stager()
+    }
 }
 
 #[cfg(test)]

@@ -5,6 +5,7 @@
 //! ([`writer`]) writes what the agent thread queues for it, so no lock is needed on the stream
 //! and a slow client never blocks the agent thread.
 
+mod stream;
 mod writer;
 
 use std::os::unix::net::{UnixListener, UnixStream};
@@ -15,6 +16,11 @@ use std::sync::Arc;
 use client::proto::{self, DecodeError, ErrorKind, Request, Response};
 
 use crate::messages::AgentInput;
+use stream::Incoming;
+
+/// Longest wait for the next frame of an open stream before it is refused and the connection
+/// closed.
+const STREAM_IDLE: std::time::Duration = std::time::Duration::from_secs(120);
 
 /// Accepts connections until `stop` is set (checked on every accept).
 pub(crate) fn accept_loop(
@@ -50,18 +56,46 @@ pub(crate) fn accept_loop(
 }
 
 fn read_loop(conn: u64, mut stream: UnixStream, tx: SyncSender<AgentInput>) {
+    // The streamed send in progress on this connection (SendBegin accepted, bytes missing).
+    let mut open: Option<Incoming> = None;
     loop {
+        // A stream holds a quota reservation: a client that stops sending in the middle of
+        // one is not waited for forever.
+        let idle = open.as_ref().map(|_| STREAM_IDLE);
+        if stream.set_read_timeout(idle).is_err() {
+            break;
+        }
         let body = match proto::read_frame(&mut stream, proto::MAX_FRAME) {
             Ok(Some(b)) => b,
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) =>
+            {
+                if let Some(s) = open.take() {
+                    let answer = refusal(
+                        ErrorKind::BadRequest,
+                        format!(
+                            "stream stalled: {} bytes declared, {} received, then nothing for \
+                             {} s; nothing of it was stored and the connection is closed",
+                            s.total(),
+                            s.received(),
+                            STREAM_IDLE.as_secs()
+                        ),
+                    );
+                    end_stream(&tx, conn, s.stream, Err(Some(answer)));
+                }
+                break;
+            }
             Ok(None) | Err(_) => break,
         };
-        match Request::decode(&body) {
-            Ok(req) => {
-                if tx.send(AgentInput::App { conn, req }).is_err() {
-                    return;
-                }
-            }
+        let req = match Request::decode(&body) {
+            Ok(req) => req,
             Err(e) => {
+                if let Some(s) = open.take() {
+                    end_stream(&tx, conn, s.stream, Err(None));
+                }
                 let kind = if matches!(e, DecodeError::Version(_)) {
                     ErrorKind::Version
                 } else {
@@ -74,7 +108,154 @@ fn read_loop(conn: u64, mut stream: UnixStream, tx: SyncSender<AgentInput>) {
                 let _ = std::io::Write::write_all(&mut stream, &msg.encode());
                 break;
             }
+        };
+        let req = match (open.take(), req) {
+            (Some(s), Request::SendChunk { data }) => {
+                open = stream_chunk(&tx, conn, s, &data);
+                continue;
+            }
+            (Some(s), req @ Request::Ack { .. }) => {
+                // Acknowledging deliveries does not interrupt a stream.
+                open = Some(s);
+                req
+            }
+            (Some(s), req) => {
+                let answer = refusal(
+                    ErrorKind::BadRequest,
+                    format!(
+                        "stream cut short: {} bytes declared, {} received before a {} request; \
+                         nothing of it was stored",
+                        s.total(),
+                        s.received(),
+                        req.name()
+                    ),
+                );
+                end_stream(&tx, conn, s.stream, Err(Some(answer)));
+                req
+            }
+            // The rest of a stream the node refused at its SendBegin.
+            (None, Request::SendChunk { .. }) => continue,
+            (None, Request::SendBegin(args)) => {
+                match begin_stream(&tx, conn, args) {
+                    Ok(s) => open = s,
+                    Err(()) => return,
+                }
+                continue;
+            }
+            (None, req) => req,
+        };
+        if tx.send(AgentInput::App { conn, req }).is_err() {
+            return;
         }
     }
+    if let Some(s) = open.take() {
+        // The connection closed mid-stream: nothing of it is kept, and nobody to answer.
+        end_stream(&tx, conn, s.stream, Err(None));
+    }
     let _ = tx.send(AgentInput::AppClosed { conn });
+}
+
+fn refusal(kind: ErrorKind, message: String) -> Response {
+    Response::Error { kind, message }
+}
+
+fn end_stream(
+    tx: &SyncSender<AgentInput>,
+    conn: u64,
+    stream: u64,
+    outcome: Result<Vec<bp::StagedPiece>, Option<Response>>,
+) {
+    let _ = tx.send(AgentInput::StreamEnd {
+        conn,
+        stream,
+        outcome,
+    });
+}
+
+/// Asks the agent thread to open a stream. `Ok(Some)`: staging; `Ok(None)`: refused (the agent
+/// queued the answer; the stream's chunks will be ignored); `Err`: the agent thread is gone.
+fn begin_stream(
+    tx: &SyncSender<AgentInput>,
+    conn: u64,
+    args: proto::StreamArgs,
+) -> Result<Option<Incoming>, ()> {
+    let (reply, answer) = std::sync::mpsc::sync_channel(1);
+    tx.send(AgentInput::StreamBegin { conn, args, reply })
+        .map_err(|_| ())?;
+    let Some(grant) = answer.recv().map_err(|_| ())? else {
+        return Ok(None);
+    };
+    let stream = grant.stream;
+    match Incoming::new(grant) {
+        Ok(s) if s.is_complete() => {
+            // An empty ADU: complete already.
+            finish_stream(tx, conn, s);
+            Ok(None)
+        }
+        Ok(s) => Ok(Some(s)),
+        Err(e) => {
+            end_stream(tx, conn, stream, Err(Some(write_failed(&e))));
+            Ok(None)
+        }
+    }
+}
+
+fn write_failed(e: &std::io::Error) -> Response {
+    refusal(
+        ErrorKind::Internal,
+        format!("writing the stream to the store failed: {e}; nothing of it was stored"),
+    )
+}
+
+/// Stages one chunk of the open stream `s`; the stream, while it is still open.
+fn stream_chunk(
+    tx: &SyncSender<AgentInput>,
+    conn: u64,
+    mut s: Incoming,
+    data: &[u8],
+) -> Option<Incoming> {
+    if data.len() > proto::MAX_CHUNK {
+        let answer = refusal(
+            ErrorKind::TooLarge,
+            format!(
+                "SendChunk of {} bytes exceeds the limit of {} bytes per chunk; the stream \
+                 ({} bytes declared) is refused and nothing of it was stored",
+                data.len(),
+                proto::MAX_CHUNK,
+                s.total()
+            ),
+        );
+        end_stream(tx, conn, s.stream, Err(Some(answer)));
+        return None;
+    }
+    let after = s.received().saturating_add(data.len() as u64);
+    if after > s.total() {
+        let answer = refusal(
+            ErrorKind::BadRequest,
+            format!(
+                "more data than declared: {} bytes declared, {after} received; the stream is \
+                 refused and nothing of it was stored",
+                s.total()
+            ),
+        );
+        end_stream(tx, conn, s.stream, Err(Some(answer)));
+        return None;
+    }
+    if let Err(e) = s.push(data) {
+        end_stream(tx, conn, s.stream, Err(Some(write_failed(&e))));
+        return None;
+    }
+    if s.is_complete() {
+        finish_stream(tx, conn, s);
+        return None;
+    }
+    Some(s)
+}
+
+/// Finishes the staging files of a complete stream and hands its bundles to the agent thread,
+/// which commits them and answers.
+fn finish_stream(tx: &SyncSender<AgentInput>, conn: u64, s: Incoming) {
+    let stream = s.stream;
+    let outcome = s.finish().map_err(|e| Some(write_failed(&e)));
+    end_stream(tx, conn, stream, outcome);
 }

@@ -232,7 +232,17 @@ pub struct BpSection {
     /// Longest back-off (ms) towards a refusing neighbour. Default 30000.
     #[serde(default = "default_backoff_max")]
     pub refusal_backoff_max_ms: u64,
+    /// Largest bundle an application's streamed send (`SendBegin`) is cut into: a longer
+    /// ADU becomes RFC 9171 fragments of at most this many encoded bytes, each an ordinary
+    /// bundle downstream. Default 16 MiB (at most `max_bundle_size`).
+    #[serde(default)]
+    pub max_fragment_bytes: Option<u64>,
 }
+
+/// Smallest `[bp] max_fragment_bytes` (a fragment's blocks take a few hundred bytes).
+pub const MIN_FRAGMENT_BYTES: u64 = 4096;
+/// Default `[bp] max_fragment_bytes`.
+pub const DEFAULT_FRAGMENT_BYTES: u64 = 16 << 20;
 
 fn default_backoff_first() -> u64 {
     500
@@ -251,6 +261,7 @@ impl Default for BpSection {
             delivery_backlog_bytes: None,
             refusal_backoff_first_ms: default_backoff_first(),
             refusal_backoff_max_ms: default_backoff_max(),
+            max_fragment_bytes: None,
         }
     }
 }
@@ -341,6 +352,12 @@ pub struct SpanSection {
     /// can send); a segment beyond it cancels the session.
     #[serde(default)]
     pub max_block_bytes: Option<u64>,
+    /// Largest red block the neighbour accepts from us (default: this span's
+    /// `max_block_bytes`, i.e. a neighbour configured like this node). A stored bundle that
+    /// would not fit in such a block (beside `aggregation_bytes` of others, unless the span
+    /// sends one bundle per block) is fragmented by the agent before it is handed to the span.
+    #[serde(default)]
+    pub peer_max_block_bytes: Option<u64>,
     /// Copies of every LTP signal segment (reports, acks, cancels) sent back to back: "LTP
     /// enhanced" signal replication (default 1, standard LTP).
     #[serde(default)]
@@ -420,6 +437,9 @@ pub struct Span {
     pub burst_time: Option<Duration>,
     /// Largest red block accepted (`max_block_bytes` or its default).
     pub max_block_bytes: u64,
+    /// Largest bundle handed to this span whole (derived from `peer_max_block_bytes`); larger
+    /// ones are fragmented by the agent first. `None`: no limit below `[bp] max_bundle_size`.
+    pub max_send_bundle: Option<u64>,
     /// Aggregation size limit in effect (`aggregation_bytes` or the peer kind's).
     pub aggregation_bytes: usize,
     /// Most bundles per block in effect (0 = no limit).
@@ -544,6 +564,16 @@ impl Validated {
             .bp
             .delivery_backlog_bytes
             .unwrap_or(self.raw.store.quota_bytes / 4)
+    }
+
+    /// The fragment size of streamed sends in effect (`[bp] max_fragment_bytes` or its
+    /// default, never above `max_bundle_size`).
+    pub fn max_fragment_bytes(&self) -> u64 {
+        self.raw
+            .bp
+            .max_fragment_bytes
+            .unwrap_or(DEFAULT_FRAGMENT_BYTES)
+            .min(self.raw.bp.max_bundle_size)
     }
 
     /// The forwarding window in effect (`[ltp] window_bytes` or its default, derived from
@@ -687,6 +717,19 @@ impl NodeConfig {
                 "at least 64 bytes",
             ));
         }
+        if let Some(v) = self.bp.max_fragment_bytes {
+            if v < MIN_FRAGMENT_BYTES || v > self.bp.max_bundle_size {
+                return Err(err(
+                    file,
+                    "bp.max_fragment_bytes",
+                    v,
+                    &format!(
+                        "{MIN_FRAGMENT_BYTES} to bp.max_bundle_size ({}) bytes",
+                        self.bp.max_bundle_size
+                    ),
+                ));
+            }
+        }
         if self.bp.refusal_backoff_first_ms == 0
             || self.bp.refusal_backoff_max_ms < self.bp.refusal_backoff_first_ms
             || self.bp.refusal_backoff_max_ms > 86_400_000
@@ -792,6 +835,32 @@ impl NodeConfig {
                     .max_bundle_size
                     .saturating_add(aggregation_bytes as u64),
             };
+            let max_bundles_per_block = s
+                .max_bundles_per_block
+                .unwrap_or(profile.max_bundles_per_block);
+            // What fits in one of the neighbour's blocks beside what aggregation may add.
+            let peer_block = s.peer_max_block_bytes.unwrap_or(max_block_bytes);
+            let send_limit = if max_bundles_per_block == 1 {
+                peer_block
+            } else {
+                peer_block.saturating_sub(aggregation_bytes as u64)
+            };
+            let max_send_bundle = match s.peer_max_block_bytes {
+                Some(v) if send_limit < MIN_FRAGMENT_BYTES => {
+                    return Err(err(
+                        file,
+                        &f("peer_max_block_bytes"),
+                        v,
+                        &format!(
+                            "at least aggregation_bytes ({aggregation_bytes}) + \
+                             {MIN_FRAGMENT_BYTES} bytes (room for one fragment beside an \
+                             aggregated block)"
+                        ),
+                    ))
+                }
+                _ if send_limit < MIN_FRAGMENT_BYTES => None,
+                _ => (send_limit < self.bp.max_bundle_size).then_some(send_limit),
+            };
             let burst_time = match s.burst_ms {
                 Some(v) => Some(ms(file, &f("burst_ms"), v)?),
                 None => None,
@@ -842,10 +911,9 @@ impl NodeConfig {
                 )?,
                 burst_time,
                 max_block_bytes,
+                max_send_bundle,
                 aggregation_bytes,
-                max_bundles_per_block: s
-                    .max_bundles_per_block
-                    .unwrap_or(profile.max_bundles_per_block),
+                max_bundles_per_block,
                 max_burst_bytes: s.max_burst_bytes.unwrap_or(profile.max_burst_bytes),
                 fec,
                 cfg: s.clone(),
