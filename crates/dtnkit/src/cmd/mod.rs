@@ -13,6 +13,7 @@ pub mod node;
 pub mod perf;
 pub mod ping;
 pub mod recv;
+pub mod recv_adu;
 pub mod send;
 pub mod sim;
 pub mod status;

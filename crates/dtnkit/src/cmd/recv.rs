@@ -3,6 +3,11 @@
 //! Survives node restarts: on a broken connection it reconnects (until `--timeout`) and
 //! registers again; the client's de-duplication makes re-offered bundles invisible, so every
 //! bundle is printed (and written) exactly once.
+//!
+//! ADUs larger than the node reassembles in memory arrive as fragments (their ids carry the
+//! offset and the ADU's length); they are put together by [`super::recv_adu`] (written at their
+//! offsets into one file per ADU, or hashed in order) and count, are printed and hashed as one
+//! bundle once complete.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -25,7 +30,9 @@ pub struct RecvArgs {
     /// Stop after this many bundles.
     #[arg(long)]
     count: Option<u64>,
-    /// Write each payload to this directory (one file per bundle, named after its id).
+    /// Write each payload to this directory (one file per bundle, named after its id; an ADU
+    /// delivered in fragments is written into one file as they arrive, `NAME.part` until
+    /// complete).
     #[arg(long)]
     out_dir: Option<PathBuf>,
     /// Stop when nothing arrived for this many seconds (default: wait forever).
@@ -37,6 +44,14 @@ pub struct RecvArgs {
     /// Print payloads as text.
     #[arg(long)]
     print: bool,
+}
+
+/// File name for a bundle id (for a fragment delivered on its own: its ADU's name).
+fn adu_file_name(id: &client::BundleId) -> String {
+    file_name(&client::BundleId {
+        fragment: None,
+        ..id.clone()
+    })
 }
 
 /// File name for a bundle id.
@@ -78,6 +93,8 @@ pub fn run(a: RecvArgs) -> anyhow::Result<()> {
     let mut deadline = idle.map(|t| Instant::now() + t);
     let mut c = connect(&a, deadline)?;
     let (mut n, mut bytes) = (0u64, 0u64);
+    let mut fragments = 0u64;
+    let mut adus = super::recv_adu::Assembler::new(a.out_dir.clone(), a.hash);
     let out = std::io::stdout();
     let t0 = Instant::now();
     while a.count.is_none_or(|k| n < k) {
@@ -103,6 +120,38 @@ pub fn run(a: RecvArgs) -> anyhow::Result<()> {
             }
             Err(e) => return Err(e.into()),
         };
+        deadline = idle.map(|t| Instant::now() + t);
+        // A fragment of an ADU the node delivers piece by piece.
+        if let Some((offset, total)) =
+            r.id.fragment
+                .filter(|&(_, total)| r.payload.len() as u64 != total)
+        {
+            let adu = (r.id.source.clone(), r.id.creation_ms, r.id.sequence);
+            let done = adus
+                .add(&adu, &adu_file_name(&r.id), offset, total, &r.payload)
+                .with_context(|| format!("fragment {}", r.id))?;
+            // Written: the node may delete the fragment.
+            let _ = c.ack(&r);
+            fragments += 1;
+            let Some(done) = done else {
+                continue;
+            };
+            let whole = client::BundleId {
+                fragment: None,
+                ..r.id.clone()
+            };
+            let mut line = format!("recv {whole} len={}", done.len);
+            if let Some(h) = done.sha256 {
+                line.push_str(" sha256=");
+                line.push_str(&h);
+            }
+            let mut o = out.lock();
+            writeln!(o, "{line}")?;
+            o.flush()?;
+            n += 1;
+            bytes += done.len;
+            continue;
+        }
         if let Some(d) = &a.out_dir {
             let p = d.join(file_name(&r.id));
             std::fs::write(&p, &r.payload).with_context(|| format!("writing {}", p.display()))?;
@@ -130,10 +179,14 @@ pub fn run(a: RecvArgs) -> anyhow::Result<()> {
         }
         n += 1;
         bytes += r.payload.len() as u64;
-        deadline = idle.map(|t| Instant::now() + t);
     }
+    let pieces = if fragments > 0 {
+        format!(", {fragments} of them in fragments delivered one by one")
+    } else {
+        String::new()
+    };
     eprintln!(
-        "received {n} bundles, {bytes} bytes in {:.3} s ({} duplicates skipped)",
+        "received {n} bundles{pieces}, {bytes} bytes in {:.3} s ({} duplicates skipped)",
         t0.elapsed().as_secs_f64(),
         c.duplicates_skipped()
     );

@@ -4,11 +4,14 @@ use std::collections::VecDeque;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
+use std::io::{Read, Seek, Write};
+
 use anyhow::Context;
 use bytes::Bytes;
 use clap::Args;
-use client::proto::{report, SendArgs};
+use client::proto::{report, SendArgs, StreamArgs};
 use client::{Client, ClientError, ErrorKind};
+use indicatif::{ProgressBar, ProgressStyle};
 
 use super::UsageError;
 
@@ -24,15 +27,22 @@ pub struct SendCmdArgs {
     /// Source endpoint (default: the node id).
     #[arg(long, default_value = "")]
     src: String,
-    /// Payload from a file.
+    /// Payload from a file (`-`: standard input). Files beyond 64 MiB are sent as a stream.
     #[arg(long, conflicts_with_all = ["text", "size"])]
     file: Option<PathBuf>,
     /// Payload text.
     #[arg(long, conflicts_with = "size")]
     text: Option<String>,
     /// Generated payload of this many bytes; each bundle's starts with `dtnkit:<index>:`.
+    /// Beyond 64 MiB it is sent as a stream (generated as it is sent).
     #[arg(long)]
-    size: Option<usize>,
+    size: Option<u64>,
+    /// Send every payload as a stream (SendBegin + SendChunk frames of at most 4 MiB), whatever
+    /// its size: the node stores it as one bundle, or as fragments of its `[bp]
+    /// max_fragment_bytes`, and answers once all of it is stored. Payloads beyond 64 MiB, which
+    /// a Send request cannot carry, are always streamed; streams go one at a time.
+    #[arg(long)]
+    stream: bool,
     /// Number of bundles.
     #[arg(long, default_value_t = 1)]
     count: u64,
@@ -102,19 +112,140 @@ pub fn generated_payload(index: u64, size: usize) -> Vec<u8> {
     p
 }
 
+/// Payloads larger than this do not fit a Send request (64 MiB frames) and are streamed.
+pub const STREAM_ABOVE: u64 = (64 << 20) - 4096;
+
+/// A generated payload ([`generated_payload`]) produced as it is read, never whole in memory.
+pub struct GeneratedReader {
+    header: Vec<u8>,
+    block: Vec<u8>,
+    size: u64,
+    pos: u64,
+}
+
+impl GeneratedReader {
+    /// The payload of bundle `index`, `size` bytes (at least 1).
+    pub fn new(index: u64, size: u64) -> Self {
+        // The header and the filler block are those of a short payload of the same index.
+        let head_len = format!("dtnkit:{index}:").len();
+        let sample = generated_payload(index, head_len + FILLER_BLOCK);
+        let (header, block) = sample.split_at(head_len);
+        Self {
+            header: header.to_vec(),
+            block: block.to_vec(),
+            size: size.max(1),
+            pos: 0,
+        }
+    }
+}
+
+impl Read for GeneratedReader {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let mut n = 0;
+        while n < buf.len() && self.pos < self.size {
+            let left = usize::try_from(self.size - self.pos).unwrap_or(usize::MAX);
+            let room = (buf.len() - n).min(left);
+            let hl = self.header.len() as u64;
+            let src: &[u8] = if self.pos < hl {
+                &self.header[self.pos as usize..]
+            } else {
+                let off = ((self.pos - hl) % FILLER_BLOCK as u64) as usize;
+                &self.block[off..]
+            };
+            let k = room.min(src.len());
+            buf[n..n + k].copy_from_slice(&src[..k]);
+            n += k;
+            self.pos += k as u64;
+        }
+        Ok(n)
+    }
+}
+
+/// Where the payload of a streamed send comes from.
+enum StreamSource {
+    /// A file (read again for every bundle).
+    File(PathBuf),
+    /// Standard input spooled to an unlinked temporary file (bounded memory).
+    Spool(std::fs::File),
+    /// Generated payloads.
+    Generated,
+}
+
+/// A temporary file for spooled input, unlinked at once (it lives as long as its descriptor).
+fn spool_file() -> anyhow::Result<std::fs::File> {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    let path =
+        std::env::temp_dir().join(format!("dtnkit-send-{}-{nanos}.spool", std::process::id()));
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create_new(true)
+        .open(&path)
+        .with_context(|| format!("creating {}", path.display()))?;
+    let _ = std::fs::remove_file(&path);
+    Ok(f)
+}
+
+/// Spools standard input: the bytes in memory when they fit a Send request (and `--stream`
+/// was not asked for), else in an unlinked temporary file, with their length.
+fn read_stdin(force_stream: bool) -> anyhow::Result<Result<Bytes, (std::fs::File, u64)>> {
+    let mut stdin = std::io::stdin().lock();
+    let mut head = Vec::new();
+    (&mut stdin)
+        .take(STREAM_ABOVE + 1)
+        .read_to_end(&mut head)
+        .context("reading standard input")?;
+    if head.len() as u64 <= STREAM_ABOVE && !force_stream {
+        return Ok(Ok(Bytes::from(head)));
+    }
+    let mut f = spool_file()?;
+    f.write_all(&head).context("spooling standard input")?;
+    drop(head);
+    std::io::copy(&mut stdin, &mut f).context("spooling standard input")?;
+    let len = f.stream_position().context("spooling standard input")?;
+    Ok(Err((f, len)))
+}
+
 /// Sends the bundles, keeping up to `--window` of them in flight; a refusal (e.g. store full,
 /// unless `--store-full-wait` allows retrying) is an error naming the reason, returned once the
-/// bundles already in flight are answered (those are counted and printed).
+/// bundles already in flight are answered (those are counted and printed). Payloads beyond
+/// 64 MiB (or all with `--stream`) go as streams, one at a time.
 pub fn run(a: SendCmdArgs) -> anyhow::Result<()> {
+    let mut stream: Option<(StreamSource, u64)> = None;
     let fixed: Option<Bytes> = match (&a.file, &a.text) {
-        (Some(f), _) => Some(Bytes::from(
-            std::fs::read(f).with_context(|| format!("reading {}", f.display()))?,
-        )),
-        (None, Some(t)) => Some(Bytes::from(t.clone().into_bytes())),
-        (None, None) if a.size.is_some() => None,
-        (None, None) => {
-            return Err(UsageError("one of --file, --text or --size is required".into()).into())
+        (Some(f), _) if f.as_os_str() == "-" => match read_stdin(a.stream)? {
+            Ok(b) => Some(b),
+            Err((file, len)) => {
+                stream = Some((StreamSource::Spool(file), len));
+                None
+            }
+        },
+        (Some(f), _) => {
+            let len = std::fs::metadata(f)
+                .with_context(|| format!("reading {}", f.display()))?
+                .len();
+            if len > STREAM_ABOVE || a.stream {
+                stream = Some((StreamSource::File(f.clone()), len));
+                None
+            } else {
+                Some(Bytes::from(
+                    std::fs::read(f).with_context(|| format!("reading {}", f.display()))?,
+                ))
+            }
         }
+        (None, Some(t)) => Some(Bytes::from(t.clone().into_bytes())),
+        (None, None) => match a.size {
+            Some(n) if n > STREAM_ABOVE || a.stream => {
+                stream = Some((StreamSource::Generated, n.max(1)));
+                None
+            }
+            Some(_) => None,
+            None => {
+                return Err(UsageError("one of --file, --text or --size is required".into()).into())
+            }
+        },
     };
     if !(a.store_full_wait.is_finite() && a.store_full_wait >= 0.0) {
         return Err(UsageError(format!(
@@ -136,16 +267,30 @@ pub fn run(a: SendCmdArgs) -> anyhow::Result<()> {
     if a.report_deletion {
         flags |= report::DELETION;
     }
+    if let Some((source, len)) = stream {
+        return send_streams(&a, &mut c, source, len, flags, full_wait);
+    }
+    if a.stream {
+        // A short --text sent as a stream.
+        if let Some(p) = &fixed {
+            let len = p.len() as u64;
+            let mut f = spool_file()?;
+            f.write_all(p).context("spooling the payload")?;
+            let source = StreamSource::Spool(f);
+            return send_streams(&a, &mut c, source, len, flags, full_wait);
+        }
+    }
+    let size = usize::try_from(a.size.unwrap_or(1)).unwrap_or(usize::MAX);
     let payload = |i: u64| -> Bytes {
         match &fixed {
             Some(p) => p.clone(),
-            None => Bytes::from(generated_payload(i, a.size.unwrap_or(1))),
+            None => Bytes::from(generated_payload(i, size)),
         }
     };
     // Every bundle has the same length (generated payloads are exactly `size` bytes, min 1).
     let payload_len = match &fixed {
         Some(p) => p.len() as u64,
-        None => a.size.unwrap_or(1).max(1) as u64,
+        None => a.size.unwrap_or(1).max(1),
     };
     let t0 = Instant::now();
     let window = usize::try_from(a.window).unwrap_or(usize::MAX);
@@ -267,4 +412,135 @@ pub fn run(a: SendCmdArgs) -> anyhow::Result<()> {
     }
     eprintln!("sent {sent} bundles, {bytes} bytes in {secs:.3} s");
     Ok(())
+}
+
+/// Sends `--count` payloads of `len` bytes from `source` as streams, one after the other, with a
+/// progress bar (unless `--quiet`); a store-full refusal is retried as for bundles.
+fn send_streams(
+    a: &SendCmdArgs,
+    c: &mut Client,
+    source: StreamSource,
+    len: u64,
+    flags: u8,
+    full_wait: Duration,
+) -> anyhow::Result<()> {
+    let t0 = Instant::now();
+    let pb = if a.quiet {
+        ProgressBar::hidden()
+    } else {
+        let pb = ProgressBar::new(len);
+        pb.set_style(
+            ProgressStyle::with_template(
+                "{msg} {bar:30} {bytes}/{total_bytes} {binary_bytes_per_sec} eta {eta}",
+            )
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+        );
+        pb
+    };
+    let (mut sent, mut bytes) = (0u64, 0u64);
+    for i in 0..a.count {
+        let mut full_since: Option<Instant> = None;
+        let mut backoff = FULL_BACKOFF.0;
+        loop {
+            let mut reader: Box<dyn Read> = match &source {
+                StreamSource::File(p) => Box::new(std::io::BufReader::with_capacity(
+                    1 << 20,
+                    std::fs::File::open(p).with_context(|| format!("reading {}", p.display()))?,
+                )),
+                StreamSource::Spool(f) => {
+                    let mut f = f.try_clone().context("reading the spooled input")?;
+                    f.rewind().context("reading the spooled input")?;
+                    Box::new(std::io::BufReader::with_capacity(1 << 20, f))
+                }
+                StreamSource::Generated => Box::new(GeneratedReader::new(i, len)),
+            };
+            let args = StreamArgs {
+                source: a.src.clone(),
+                destination: a.dst.clone(),
+                lifetime_ms: a.lifetime_ms,
+                report_flags: flags,
+                priority: a.priority,
+                total_len: len,
+            };
+            pb.set_message(format!("stream {}/{}", i + 1, a.count));
+            pb.set_position(0);
+            match c.send_stream(args, &mut reader, &mut |n| pb.set_position(n)) {
+                Ok(id) => {
+                    sent += 1;
+                    bytes += len;
+                    pb.suspend(|| {
+                        if !a.quiet {
+                            println!("sent {id}");
+                        }
+                    });
+                    break;
+                }
+                Err(ClientError::Refused {
+                    kind: ErrorKind::StoreFull | ErrorKind::StoreUnavailable,
+                    message,
+                }) if !full_wait.is_zero() => {
+                    let since = *full_since.get_or_insert_with(Instant::now);
+                    if since.elapsed() > full_wait {
+                        pb.finish_and_clear();
+                        anyhow::bail!(
+                            "stream {i} to {}: node refused: store full: {message} (still full after {:.1} s)",
+                            a.dst,
+                            full_wait.as_secs_f64()
+                        );
+                    }
+                    std::thread::sleep(backoff);
+                    backoff = (backoff * 2).min(FULL_BACKOFF.1);
+                }
+                Err(e) => {
+                    pb.finish_and_clear();
+                    if sent > 0 {
+                        eprintln!(
+                            "sent {sent} of {} streams, {bytes} bytes in {:.3} s",
+                            a.count,
+                            t0.elapsed().as_secs_f64()
+                        );
+                    }
+                    return Err(anyhow::Error::new(e)
+                        .context(format!("stream {i} of {len} bytes to {}", a.dst)));
+                }
+            }
+        }
+    }
+    pb.finish_and_clear();
+    eprintln!(
+        "sent {sent} bundles, {bytes} bytes in {:.3} s (streamed)",
+        t0.elapsed().as_secs_f64()
+    );
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn generated_reader_yields_generated_payload_in_any_read_sizes() {
+        for (index, size) in [
+            (0u64, 1u64),
+            (7, 10),
+            (12, 4096),
+            (3, 20_000),
+            (99, 100_001),
+        ] {
+            let want = generated_payload(index, size as usize);
+            for step in [1usize, 7, 4096, 65_536] {
+                let mut r = GeneratedReader::new(index, size);
+                let mut got = Vec::new();
+                let mut buf = vec![0u8; step];
+                loop {
+                    let n = r.read(&mut buf).unwrap();
+                    if n == 0 {
+                        break;
+                    }
+                    got.extend_from_slice(&buf[..n]);
+                }
+                assert_eq!(got, want, "index {index} size {size} step {step}");
+            }
+        }
+    }
 }
