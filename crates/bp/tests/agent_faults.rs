@@ -45,6 +45,9 @@ impl Store for FlakyStore {
         self.recovers.fetch_add(1, Relaxed);
         Ok(false)
     }
+    fn stager(&self) -> Option<bp::Stager> {
+        self.inner.stager()
+    }
 }
 
 fn req(to: u64, len: usize) -> SendRequest {

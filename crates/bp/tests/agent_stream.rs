@@ -126,7 +126,11 @@ fn streams_reserve_quota_and_aborts_release_it() {
         other => panic!("expected store full, got {other:?}"),
     }
     // Sends see the reservation too.
-    let big = SendRequest::new(eid("ipn:1.1"), eid("ipn:2.1"), Bytes::from(vec![1u8; 99_900]));
+    let big = SendRequest::new(
+        eid("ipn:1.1"),
+        eid("ipn:2.1"),
+        Bytes::from(vec![1u8; 99_900]),
+    );
     assert!(matches!(
         a.send(T0, big.clone()),
         Err(SendError::StoreFull { .. })
@@ -181,8 +185,8 @@ fn nothing_of_an_uncommitted_stream_survives_a_crash_and_a_committed_one_survive
         v
     };
     {
-        let mut a = Agent::open(cfg(1, 40_000), RedbStore::open(&path).expect("open"), T0)
-            .expect("a");
+        let mut a =
+            Agent::open(cfg(1, 40_000), RedbStore::open(&path).expect("open"), T0).expect("a");
         let plan = a
             .begin_stream(
                 T0,
@@ -295,7 +299,10 @@ fn a_bundle_larger_than_its_neighbours_limit_is_fragmented_before_forwarding() {
     while let Some(f) = a.poll_transmit(T0) {
         let frag = Bundle::decode(f.bundle.clone()).expect("a valid bundle");
         assert!(frag.is_fragment());
-        assert_eq!(frag.primary().fragment.map(|x| x.total_adu_len), Some(100_000));
+        assert_eq!(
+            frag.primary().fragment.map(|x| x.total_adu_len),
+            Some(100_000)
+        );
         lens.push(f.bundle.len());
         b.accept_from_cla(T0, Some(1), f.bundle).expect("accepted");
         a.cla_result(T0, f.key, ClaOutcome::Sent).expect("sent");

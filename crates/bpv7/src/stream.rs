@@ -75,8 +75,11 @@ impl FragmentPlan {
         let mut payload = payload.clone();
         payload.set_data(Bytes::new());
         let first_blocks = extensions.to_vec();
-        let later_blocks: Vec<CanonicalBlock> =
-            extensions.iter().filter(|b| replicated(b)).cloned().collect();
+        let later_blocks: Vec<CanonicalBlock> = extensions
+            .iter()
+            .filter(|b| replicated(b))
+            .cloned()
+            .collect();
         let whole_overhead = 2
             + primary.encoded_len() as u64
             + first_blocks
@@ -370,7 +373,9 @@ mod tests {
 
     #[test]
     fn an_adu_that_fits_is_one_ordinary_bundle() {
-        let empty = template(CrcType::Crc32c, true, Bytes::new()).build().unwrap();
+        let empty = template(CrcType::Crc32c, true, Bytes::new())
+            .build()
+            .unwrap();
         let plan = FragmentPlan::new(&empty, 1000, 1 << 20).unwrap();
         assert!(!plan.is_fragmented());
         assert_eq!(plan.pieces().len(), 1);
@@ -383,7 +388,9 @@ mod tests {
 
     #[test]
     fn gigabyte_plans_are_computed_from_the_length_alone() {
-        let empty = template(CrcType::Crc32c, true, Bytes::new()).build().unwrap();
+        let empty = template(CrcType::Crc32c, true, Bytes::new())
+            .build()
+            .unwrap();
         let total = 4u64 << 30;
         let plan = FragmentPlan::new(&empty, total, 16 << 20).unwrap();
         assert!(plan.is_fragmented());
@@ -408,7 +415,9 @@ mod tests {
             FragmentPlan::new(&empty, 10_000, 1000),
             Err(FragmentError::MustNotFragment { .. })
         ));
-        let empty = template(CrcType::Crc32c, false, Bytes::new()).build().unwrap();
+        let empty = template(CrcType::Crc32c, false, Bytes::new())
+            .build()
+            .unwrap();
         assert!(matches!(
             FragmentPlan::new(&empty, 10_000, 40),
             Err(FragmentError::TooSmall { .. })

@@ -237,6 +237,10 @@ pub struct BundleStatus {
     pub hop_limit_exceeded: u64,
     /// Echo requests answered.
     pub echoed: u64,
+    /// Stored bundles replaced by fragments that fit their next hop (an LTP span's
+    /// `peer_max_block_bytes`); not counted: fragments the TCPCL and UDPCL sessions cut as
+    /// they send (`tcpcl`/`udpcl` `bundles_fragmented`).
+    pub fragmented: u64,
 }
 
 /// `ltp`: the LTP engine, all spans together, then each span.

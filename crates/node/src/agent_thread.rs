@@ -1088,6 +1088,7 @@ impl AgentThread {
                 discarded: names(&s.discarded),
                 hop_limit_exceeded: s.hop_limit_exceeded,
                 echoed: s.echoed,
+                fragmented: s.refragmented,
             },
             ltp: self.counters.status(),
             tcpcl: self.tcp_counters.as_ref().map(|c| c.status()),

@@ -15,7 +15,7 @@
 
 use std::sync::Arc;
 
-use bpv7::{BundleBuilder, BundleFlags, BundleId, CreationTimestamp, CrcType, Eid, FragmentPlan};
+use bpv7::{BundleBuilder, BundleFlags, BundleId, CrcType, CreationTimestamp, Eid, FragmentPlan};
 use bytes::Bytes;
 
 use super::local::Dest;

@@ -28,9 +28,9 @@ mod segments;
 mod staging;
 
 pub use memory::MemoryStore;
-pub use staging::{StageFile, StagedPiece, StagedRun, Stager};
 pub use meta::{BundleMeta, MetaDecodeError, Role};
 pub use redb_store::{RedbStore, StoreOptions};
+pub use staging::{StageFile, StagedPiece, StagedRun, Stager};
 
 use bpv7::BundleId;
 use bytes::Bytes;
@@ -154,7 +154,8 @@ impl Batch {
 
     /// Removes the deletes of bundle `key` (a delete that must not be committed after all).
     pub fn remove_delete(&mut self, key: BundleKey) {
-        self.ops.retain(|op| !matches!(op, Op::Delete(k) if *k == key));
+        self.ops
+            .retain(|op| !matches!(op, Op::Delete(k) if *k == key));
     }
 
     /// Removes every change and the time.
@@ -253,10 +254,9 @@ pub trait Store {
         Ok(false)
     }
     /// Where threads other than the agent's may write bundles for a later [`Op::PutStaged`]
-    /// commit; `None` when the store cannot adopt staged bundles.
-    fn stager(&self) -> Option<Stager> {
-        None
-    }
+    /// commit; `None` when the store cannot adopt staged bundles. (No default: a wrapper must
+    /// pass its inner store's on, or streamed sends would be refused.)
+    fn stager(&self) -> Option<Stager>;
 }
 
 impl<S: Store + ?Sized> Store for Box<S> {

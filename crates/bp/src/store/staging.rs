@@ -359,6 +359,9 @@ mod tests {
         f.write(b"de").expect("write");
         let run = f.finish().expect("finish");
         let p: Vec<_> = run.pieces().map(|p| p.memory_bytes().unwrap()).collect();
-        assert_eq!(p, vec![Bytes::from_static(b"abc"), Bytes::from_static(b"de")]);
+        assert_eq!(
+            p,
+            vec![Bytes::from_static(b"abc"), Bytes::from_static(b"de")]
+        );
     }
 }

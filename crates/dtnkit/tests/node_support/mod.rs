@@ -75,6 +75,8 @@ pub struct NodeSpec {
     pub quota: u64,
     pub rto_ms: f64,
     pub extra: String,
+    /// More `[store]` keys (one per line).
+    pub store_extra: String,
 }
 
 impl NodeSpec {
@@ -88,6 +90,7 @@ impl NodeSpec {
             quota: 1 << 30,
             rto_ms: 200.0,
             extra: String::new(),
+            store_extra: String::new(),
         }
     }
 }
@@ -106,8 +109,8 @@ impl NodeProc {
         let nd = dir.join(format!("n{}", s.node));
         std::fs::create_dir_all(&nd).unwrap();
         let mut cfg = format!(
-            "node = {}\nbind = \"127.0.0.1:{}\"\n{}\n[store]\npath = \"store\"\nquota_bytes = {}\n\n[log]\nbundles = \"bundles.csv\"\n",
-            s.node, s.port, if s.plan.is_some() { "contact_plan = \"plan.txt\"" } else { "" }, s.quota
+            "node = {}\nbind = \"127.0.0.1:{}\"\n{}\n[store]\npath = \"store\"\nquota_bytes = {}\n{}\n[log]\nbundles = \"bundles.csv\"\n",
+            s.node, s.port, if s.plan.is_some() { "contact_plan = \"plan.txt\"" } else { "" }, s.quota, s.store_extra
         );
         for (peer, port) in &s.spans {
             cfg.push_str(&format!(

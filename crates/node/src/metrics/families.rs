@@ -122,6 +122,7 @@ const BUNDLES_RULES: &[Rule<BundleStatus>] = &[
     r!(refused_store_full, C, "dtnkit_bundles_refused", &[("reason", "store_full")], "Bundles refused (from applications and peers), by reason."),
     r!(cla_failures, C, "dtnkit_cla_failures", &[], "Convergence-layer transmissions that failed (the bundle is forwarded again)."),
     r!(echoed, C, "dtnkit_bundles_echoed", &[], "Echo requests answered."),
+    r!(fragmented, C, "dtnkit_bundles_fragmented", &[], "Stored bundles replaced by fragments that fit their next hop."),
 ];
 
 /// Rules of `bpsec`.

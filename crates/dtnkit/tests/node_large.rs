@@ -1,0 +1,597 @@
+//! Application data units far beyond the 64 MiB frame limit, end to end through real nodes
+//! (issue 30 item 4): streamed sends stored as bounded fragments with bounded memory, kill -9
+//! in the middle of a stream, bundles fragmented for a next hop that carries less, and the
+//! refusal of streams whose sizes do not add up.
+//!
+//! Memory bound checked here (peak RSS from `/proc/PID/status` VmHWM minus the node's RSS when
+//! idle): with `[bp] max_fragment_bytes` F = 8 MiB, a forwarding window W = 16 MiB and a hot
+//! cache H = 16 MiB, a node holds at most W + F of fragments in flight to its peer (sender),
+//! or the fragments its peer has in flight (W + F), H of recently stored ones and a delivery
+//! backlog of 8 MiB + F (receiver) — none of it depends on the ADU's size. The tests assert
+//! 64 MiB over TCPCL and 80 MiB over LTP, whose receiver also holds the import sessions'
+//! segments until a block is complete, for a 300 MB ADU.
+
+mod node_support;
+
+use std::io::{Read, Write};
+use std::os::unix::net::UnixStream;
+use std::time::{Duration, Instant};
+
+use client::proto::{self, ErrorKind, Request, Response, StreamArgs};
+use node_support::*;
+use sha2::Digest;
+
+const MIB: u64 = 1 << 20;
+const LIMIT: Duration = Duration::from_secs(60);
+
+fn s(p: &std::path::Path) -> &str {
+    p.to_str().unwrap()
+}
+
+/// Settings that bound a node's memory for large ADUs (see the module docs).
+const BOUNDED: &str = "\n[bp]\nmax_fragment_bytes = 8388608\n";
+const BOUNDED_LTP: &str = "\n[ltp]\nwindow_bytes = 16777216\n";
+
+/// Peak and current resident set (VmHWM, VmRSS) of a process, bytes.
+fn rss(pid: u32) -> (u64, u64) {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let field = |name: &str| {
+        s.lines()
+            .find(|l| l.starts_with(name))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .and_then(|v| v.parse::<u64>().ok())
+            .unwrap_or(0)
+            * 1024
+    };
+    (field("VmHWM:"), field("VmRSS:"))
+}
+
+/// SHA-256 of `dtnkit send --size SIZE`'s payload number `index` (the generator of
+/// `cmd::send::generated_payload`, computed piecewise).
+fn generated_sha256(index: u64, size: u64) -> String {
+    let header = format!("dtnkit:{index}:").into_bytes();
+    let mut x = index.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+    let mut block = [0u8; 4096];
+    for chunk in block.chunks_mut(8) {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        for (k, b) in chunk.iter_mut().enumerate() {
+            *b = b'a' + ((x >> (8 * k)) as u8) % 26;
+        }
+    }
+    let mut h = sha2::Sha256::new();
+    let hl = (header.len() as u64).min(size);
+    h.update(&header[..hl as usize]);
+    let mut left = size - hl;
+    while left > 0 {
+        let n = left.min(4096);
+        h.update(&block[..n as usize]);
+        left -= n;
+    }
+    h.finalize().iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// A TCPCL node listening on `listen`, with neighbour `peer` (at `peer_port` if given).
+fn tcp_node(node: u64, listen: u16, peer: u64, peer_port: Option<u16>, extra: &str) -> NodeSpec {
+    let mut n = NodeSpec::new(node, free_port());
+    let address = peer_port.map_or(String::new(), |p| format!("address = \"127.0.0.1:{p}\"\n"));
+    n.extra = format!(
+        "\n[tcpcl]\nlisten = \"127.0.0.1:{listen}\"\nreconnect_min_ms = 50\nreconnect_max_ms = 400\n\n[[tcp_peer]]\npeer = {peer}\n{address}{extra}"
+    );
+    n
+}
+
+/// A spec with the settings that bound memory for large ADUs (module docs).
+fn bounded(mut n: NodeSpec) -> NodeSpec {
+    n.extra.push_str(BOUNDED);
+    n.extra.push_str(BOUNDED_LTP);
+    n.store_extra = "hot_cache_mb = 16\n".into();
+    n.quota = 2 << 30;
+    n
+}
+
+/// Sends a generated ADU of `size` bytes from `from` to ipn:2.1 at `to` and checks it arrives
+/// whole (SHA-256); returns each node's peak RSS above its idle RSS, and the time taken.
+fn large_transfer(from: &NodeProc, to: &NodeProc, size: u64) -> (u64, u64, Duration) {
+    let idle: Vec<u64> = [from, to].iter().map(|n| rss(n.pid().unwrap()).1).collect();
+    let t0 = Instant::now();
+    let recv = Proc::spawn(&[
+        "recv",
+        "--socket",
+        s(&to.socket),
+        "--endpoint",
+        "ipn:2.1",
+        "--count",
+        "1",
+        "--timeout",
+        "50",
+        "--hash",
+    ]);
+    let out = run(
+        &[
+            "send",
+            "--socket",
+            s(&from.socket),
+            "--dst",
+            "ipn:2.1",
+            "--size",
+            &size.to_string(),
+            "--quiet",
+        ],
+        LIMIT,
+    );
+    assert!(
+        out.status.success(),
+        "send: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let got = recv.wait(LIMIT);
+    let text = String::from_utf8_lossy(&got.stdout).into_owned();
+    assert!(
+        got.status.success(),
+        "recv: {}",
+        String::from_utf8_lossy(&got.stderr)
+    );
+    let elapsed = t0.elapsed();
+    assert!(
+        text.contains(&format!("len={size} sha256={}", generated_sha256(0, size))),
+        "{text}"
+    );
+    assert!(
+        String::from_utf8_lossy(&got.stderr).contains("in fragments delivered one by one"),
+        "{}",
+        String::from_utf8_lossy(&got.stderr)
+    );
+    let peaks: Vec<u64> = [from, to]
+        .iter()
+        .zip(&idle)
+        .map(|(n, i)| rss(n.pid().unwrap()).0.saturating_sub(*i))
+        .collect();
+    (peaks[0], peaks[1], elapsed)
+}
+
+#[test]
+fn a_300_mb_adu_crosses_tcpcl_with_bounded_memory() {
+    let dir = TempDir::new("large-tcp");
+    let (l1, l2) = (free_tcp_port(), free_tcp_port());
+    let n2 = NodeProc::start(&dir.0, &bounded(tcp_node(2, l2, 1, None, "")));
+    let n1 = NodeProc::start(&dir.0, &bounded(tcp_node(1, l1, 2, Some(l2), "")));
+    let (tx, rx, took) = large_transfer(&n1, &n2, 300_000_000);
+    eprintln!(
+        "TCPCL 300 MB: {took:?}, peak RSS above idle: sender {} MiB, receiver {} MiB",
+        tx / MIB,
+        rx / MIB
+    );
+    for (who, d) in [("sender", tx), ("receiver", rx)] {
+        assert!(
+            d <= 64 * MIB,
+            "{who} peak RSS {} MiB above idle (bound 64 MiB)",
+            d / MIB
+        );
+    }
+    assert_eq!(n1.status().store.bundles, 0, "forwarded and deleted");
+}
+
+#[test]
+fn a_300_mb_adu_crosses_ltp_with_bounded_memory() {
+    let dir = TempDir::new("large-ltp");
+    let (p1, p2) = (free_port(), free_port());
+    let mut a = NodeSpec::new(1, p1);
+    a.spans.push((2, p2));
+    let mut b = NodeSpec::new(2, p2);
+    b.spans.push((1, p1));
+    let n1 = NodeProc::start(&dir.0, &bounded(a));
+    let n2 = NodeProc::start(&dir.0, &bounded(b));
+    let (tx, rx, took) = large_transfer(&n1, &n2, 300_000_000);
+    eprintln!(
+        "LTP 300 MB: {took:?}, peak RSS above idle: sender {} MiB, receiver {} MiB",
+        tx / MIB,
+        rx / MIB
+    );
+    for (who, d) in [("sender", tx), ("receiver", rx)] {
+        assert!(
+            d <= 80 * MIB,
+            "{who} peak RSS {} MiB above idle (bound 80 MiB)",
+            d / MIB
+        );
+    }
+}
+
+/// Writes one request frame.
+fn write_req(s: &mut UnixStream, r: &Request) {
+    let f = r.encode();
+    s.write_all(&f).unwrap();
+}
+
+/// Reads the next answer (deliveries are not expected here).
+fn read_resp(s: &mut UnixStream) -> Response {
+    s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    let body = proto::read_frame(s, proto::MAX_FRAME)
+        .unwrap()
+        .expect("an answer");
+    Response::decode(&body).unwrap()
+}
+
+fn begin(total_len: u64, dst: &str) -> Request {
+    Request::SendBegin(StreamArgs {
+        source: String::new(),
+        destination: dst.into(),
+        lifetime_ms: 0,
+        report_flags: 0,
+        priority: 1,
+        total_len,
+    })
+}
+
+fn chunk(n: usize) -> Request {
+    Request::SendChunk {
+        data: bytes::Bytes::from(vec![7u8; n]),
+    }
+}
+
+fn refusal(r: Response) -> (ErrorKind, String) {
+    match r {
+        Response::Error { kind, message } => (kind, message),
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+}
+
+/// Files of the store's segment directory with a suffix.
+fn store_files(n: &NodeProc, suffix: &str) -> usize {
+    let d = n.spec_dir.join("store").join("bundles.segments");
+    std::fs::read_dir(d)
+        .map(|r| {
+            r.filter_map(|e| e.ok())
+                .filter(|e| e.file_name().to_string_lossy().ends_with(suffix))
+                .count()
+        })
+        .unwrap_or(0)
+}
+
+#[test]
+fn streams_whose_sizes_do_not_add_up_are_refused_and_nothing_is_stored() {
+    let dir = TempDir::new("large-bad");
+    let mut spec = NodeSpec::new(1, free_port());
+    spec.extra = BOUNDED.into();
+    let n = NodeProc::start(&dir.0, &spec);
+    let recv = Proc::spawn(&[
+        "recv",
+        "--socket",
+        s(&n.socket),
+        "--endpoint",
+        "ipn:1.5",
+        "--timeout",
+        "6",
+    ]);
+    let mut c = UnixStream::connect(&n.socket).unwrap();
+    // A declared length the data does not reach: cut short by the next request.
+    write_req(&mut c, &begin(10_000_000, "ipn:1.5"));
+    write_req(&mut c, &chunk(3_000_000));
+    write_req(&mut c, &Request::Status);
+    let (kind, m) = refusal(read_resp(&mut c));
+    assert_eq!(kind, ErrorKind::BadRequest);
+    assert!(
+        m.contains("cut short") && m.contains("10000000") && m.contains("3000000"),
+        "{m}"
+    );
+    assert!(matches!(read_resp(&mut c), Response::Status { .. }));
+    // More data than declared.
+    write_req(&mut c, &begin(1_000_000, "ipn:1.5"));
+    write_req(&mut c, &chunk(600_000));
+    write_req(&mut c, &chunk(600_000));
+    let (kind, m) = refusal(read_resp(&mut c));
+    assert_eq!(kind, ErrorKind::BadRequest);
+    assert!(
+        m.contains("more data than declared") && m.contains("1000000") && m.contains("1200000"),
+        "{m}"
+    );
+    // A chunk over the limit.
+    write_req(&mut c, &begin(20_000_000, "ipn:1.5"));
+    write_req(&mut c, &chunk(proto::MAX_CHUNK + 1));
+    let (kind, m) = refusal(read_resp(&mut c));
+    assert_eq!(kind, ErrorKind::TooLarge);
+    assert!(
+        m.contains(&(proto::MAX_CHUNK + 1).to_string())
+            && m.contains(&proto::MAX_CHUNK.to_string()),
+        "{m}"
+    );
+    // The refused stream's remaining chunks are ignored; the connection still works.
+    write_req(&mut c, &chunk(1000));
+    write_req(&mut c, &Request::Status);
+    assert!(matches!(read_resp(&mut c), Response::Status { .. }));
+    // A declared length beyond the store's quota is refused at once.
+    write_req(&mut c, &begin(5 << 30, "ipn:1.5"));
+    let (kind, m) = refusal(read_resp(&mut c));
+    assert_eq!(kind, ErrorKind::StoreFull, "{m}");
+    // A stream cut short by the connection closing, after more than a staging file's worth.
+    write_req(&mut c, &begin(200_000_000, "ipn:1.5"));
+    for _ in 0..20 {
+        write_req(&mut c, &chunk(proto::MAX_CHUNK));
+    }
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while store_files(&n, ".stage") == 0 {
+        assert!(Instant::now() < deadline, "nothing was staged");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    drop(c);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let st = n.status();
+        if store_files(&n, ".stage") == 0 && st.store.bundles == 0 {
+            assert_eq!(st.store.bytes, 0);
+            break;
+        }
+        assert!(Instant::now() < deadline, "stream left behind: {st}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(store_files(&n, ".seg"), 0, "nothing adopted");
+    // Nothing of any of them reached the endpoint, and the quota is whole again.
+    let out = recv.wait(LIMIT);
+    assert!(
+        String::from_utf8_lossy(&out.stdout).trim().is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    let st = n.status();
+    assert_eq!((st.store.bundles, st.bundles.created), (0, 0), "{st}");
+    // And a stream that does add up is stored and delivered, fragment by fragment.
+    let recv = Proc::spawn(&[
+        "recv",
+        "--socket",
+        s(&n.socket),
+        "--endpoint",
+        "ipn:1.5",
+        "--count",
+        "1",
+        "--timeout",
+        "30",
+        "--hash",
+    ]);
+    let out = run(
+        &[
+            "send",
+            "--socket",
+            s(&n.socket),
+            "--dst",
+            "ipn:1.5",
+            "--size",
+            "100000000",
+            "--quiet",
+        ],
+        LIMIT,
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let got = recv.wait(LIMIT);
+    let text = String::from_utf8_lossy(&got.stdout);
+    assert!(
+        text.contains(&format!(
+            "len=100000000 sha256={}",
+            generated_sha256(0, 100_000_000)
+        )),
+        "{text} {}",
+        String::from_utf8_lossy(&got.stderr)
+    );
+}
+
+/// A reader that yields `limit` bytes of a pattern, then blocks until the test ends.
+struct Stalling {
+    left: u64,
+    staged: std::sync::mpsc::Sender<()>,
+}
+
+impl Read for Stalling {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        if self.left == 0 {
+            let _ = self.staged.send(());
+            std::thread::sleep(Duration::from_secs(30));
+            return Err(std::io::Error::other("stalled"));
+        }
+        let n = (buf.len() as u64).min(self.left) as usize;
+        buf[..n].fill(0x5a);
+        self.left -= n as u64;
+        Ok(n)
+    }
+}
+
+#[test]
+fn kill_9_mid_stream_keeps_nothing_of_it_and_an_acknowledged_adu_arrives_whole() {
+    let dir = TempDir::new("large-kill");
+    let (l1, l2) = (free_tcp_port(), free_tcp_port());
+    let mut n1 = NodeProc::start(&dir.0, &tcp_node(1, l1, 2, Some(l2), BOUNDED));
+    // 1. The sending node dies while a 1 GB stream is half written.
+    let socket = n1.socket.clone();
+    let (staged_tx, staged_rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut c = client::Client::connect(&socket).unwrap();
+        let mut src = Stalling {
+            left: 150_000_000,
+            staged: staged_tx,
+        };
+        let args = StreamArgs {
+            source: String::new(),
+            destination: "ipn:2.1".into(),
+            lifetime_ms: 0,
+            report_flags: 0,
+            priority: 1,
+            total_len: 1_000_000_000,
+        };
+        let _ = c.send_stream(args, &mut src, &mut |_| {});
+    });
+    staged_rx
+        .recv_timeout(Duration::from_secs(40))
+        .expect("150 MB written");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while store_files(&n1, ".stage") < 2 {
+        assert!(Instant::now() < deadline, "nothing staged");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    n1.kill();
+    assert!(
+        store_files(&n1, ".stage") >= 2,
+        "the crash left staged files"
+    );
+    n1.restart();
+    assert_eq!(store_files(&n1, ".stage"), 0, "removed at open");
+    assert_eq!(store_files(&n1, ".seg"), 0);
+    let st = n1.status();
+    assert_eq!((st.store.bundles, st.store.bytes), (0, 0), "{st}");
+    // 2. A stream that was acknowledged survives a kill -9 before it was forwarded: node 2 is
+    // not up yet.
+    let size = 100_000_000u64;
+    let out = run(
+        &[
+            "send",
+            "--socket",
+            s(&n1.socket),
+            "--dst",
+            "ipn:2.1",
+            "--size",
+            &size.to_string(),
+            "--quiet",
+        ],
+        LIMIT,
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stored = n1.status().store.bundles;
+    assert_eq!(stored, 12, "100 MB in fragments of at most 8 MiB");
+    n1.kill();
+    n1.restart();
+    assert_eq!(n1.status().store.bundles, stored, "all of it survives");
+    let n2 = NodeProc::start(&dir.0, &tcp_node(2, l2, 1, None, ""));
+    let recv = Proc::spawn(&[
+        "recv",
+        "--socket",
+        s(&n2.socket),
+        "--endpoint",
+        "ipn:2.1",
+        "--timeout",
+        "15",
+        "--hash",
+    ]);
+    let got = recv.wait(LIMIT);
+    let text = String::from_utf8_lossy(&got.stdout).into_owned();
+    // Exactly one ADU: the acknowledged one, whole; nothing of the killed stream.
+    assert_eq!(text.lines().count(), 1, "{text}");
+    assert!(
+        text.contains(&format!("len={size} sha256={}", generated_sha256(0, size))),
+        "{text}"
+    );
+}
+
+#[test]
+fn a_bundle_larger_than_the_peers_tcpcl_transfer_mru_is_fragmented_and_reassembled() {
+    let dir = TempDir::new("large-mru");
+    let (l1, l2) = (free_tcp_port(), free_tcp_port());
+    let mut b = tcp_node(2, l2, 1, None, "");
+    b.extra = b.extra.replace(
+        "reconnect_min_ms = 50",
+        "transfer_mru = 1000000\nreconnect_min_ms = 50",
+    );
+    let n2 = NodeProc::start(&dir.0, &b);
+    let n1 = NodeProc::start(&dir.0, &tcp_node(1, l1, 2, Some(l2), ""));
+    let d = data(5_000_000, 41);
+    let f = dir.0.join("in.bin");
+    std::fs::write(&f, &d).unwrap();
+    let recv = Proc::spawn(&[
+        "recv",
+        "--socket",
+        s(&n2.socket),
+        "--endpoint",
+        "ipn:2.1",
+        "--count",
+        "1",
+        "--timeout",
+        "30",
+        "--hash",
+    ]);
+    let out = run(
+        &[
+            "send",
+            "--socket",
+            s(&n1.socket),
+            "--dst",
+            "ipn:2.1",
+            "--file",
+            s(&f),
+        ],
+        LIMIT,
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let got = recv.wait(LIMIT);
+    let text = String::from_utf8_lossy(&got.stdout);
+    // Reassembled by node 2: one whole bundle (no fragment in its id).
+    assert!(
+        text.contains(&format!("len=5000000 sha256={}", sha256_hex(&d))) && !text.contains("frag"),
+        "{text}"
+    );
+    assert!(n1.tcpcl().bundles_fragmented >= 1);
+}
+
+#[test]
+fn a_bundle_larger_than_the_ltp_peers_blocks_is_fragmented_by_the_agent_and_reassembled() {
+    let dir = TempDir::new("large-ltp-block");
+    let (p1, p2) = (free_port(), free_port());
+    let mut a = NodeSpec::new(1, p1);
+    a.spans.push((2, p2));
+    a.extra = "max_block_bytes = 2000000\n".into();
+    let mut b = NodeSpec::new(2, p2);
+    b.spans.push((1, p1));
+    b.extra = "max_block_bytes = 2000000\n".into();
+    let n1 = NodeProc::start(&dir.0, &a);
+    let n2 = NodeProc::start(&dir.0, &b);
+    let d = data(5_000_000, 43);
+    let f = dir.0.join("in.bin");
+    std::fs::write(&f, &d).unwrap();
+    let recv = Proc::spawn(&[
+        "recv",
+        "--socket",
+        s(&n2.socket),
+        "--endpoint",
+        "ipn:2.1",
+        "--count",
+        "1",
+        "--timeout",
+        "30",
+        "--hash",
+    ]);
+    let out = run(
+        &[
+            "send",
+            "--socket",
+            s(&n1.socket),
+            "--dst",
+            "ipn:2.1",
+            "--file",
+            s(&f),
+        ],
+        LIMIT,
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let got = recv.wait(LIMIT);
+    let text = String::from_utf8_lossy(&got.stdout);
+    assert!(
+        text.contains(&format!("len=5000000 sha256={}", sha256_hex(&d))) && !text.contains("frag"),
+        "{text} {}",
+        String::from_utf8_lossy(&got.stderr)
+    );
+    // Node 1's agent replaced the bundle by fragments that fit the peer's blocks.
+    assert_eq!(n1.status().bundles.fragmented, 1);
+    assert_eq!(n2.status().bundles.malformed, 0);
+}
