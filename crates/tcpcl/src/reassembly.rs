@@ -1,9 +1,9 @@
 //! The reassembly buffer of one incoming bundle, shared by both TCPCL versions.
 //!
-//! `buf[..filled]` holds the data received so far. `buf[filled..]` is zero-filled room that a
-//! session's `payload_buf` handed out (or is about to) for the driver to read into; it never
-//! extends past the current segment, and is kept (not re-zeroed) when a read returns less than
-//! offered. Data passed through `handle_input` overwrites that room first, so the buffer always
+//! `buf[..filled]` holds the data received so far. `buf[filled..]` is zero-filled room: the
+//! whole announced transfer when it was reserved up front, else grown to what a session's
+//! `payload_buf` handed out (or is about to) for the driver to read into, never past the current
+//! segment; it is kept (not re-zeroed) when a read returns less than offered. Data passed through `handle_input` overwrites that room first, so the buffer always
 //! holds exactly the stream's data octets in order.
 
 use bytes::{Bytes, BytesMut};
@@ -18,10 +18,14 @@ pub(crate) struct Reassembly {
 }
 
 impl Reassembly {
-    /// An empty buffer with `capacity` reserved (the caller bounds it by its limits).
+    /// An empty buffer with `capacity` octets of zeroed room (the caller bounds it by its
+    /// limits). Zeroed in one allocation: a large one comes from fresh pages that the kernel
+    /// zeroes anyway and the allocator does not clear again, where growing the room read by read
+    /// wrote every octet once more (a `memset` pass over each 50 MB transfer, 16-22 % of the
+    /// receiving session thread).
     pub(crate) fn with_capacity(capacity: usize) -> Self {
         Reassembly {
-            buf: BytesMut::with_capacity(capacity),
+            buf: BytesMut::zeroed(capacity),
             filled: 0,
         }
     }
