@@ -32,8 +32,10 @@ max_fragment_bytes (16 MiB); the receiving node delivers an ADU it does not reas
   matrix  TCPCL with every bundle size in --large-tcpcl-bundle-sizes (1 MB, 50 MB, 1 GB) and LTP with
           --large-segment-byte segments (8192) and every size in --large-ltp-bundle-sizes (500 kB, 50 MB, 1 GB),
           --large-bytes per run (2 GB), next to the network ceiling as above;
-  single  one bundle of --single-bytes (4 GiB; 0 skips) per CLA in --single-clas, whose SHA-256 at the receiver
-          (`dtnkit recv --hash`) is checked against the generator's (same bytes as `dtnkit send --size`).
+  single  one bundle of --single-bytes (4 GiB; 0 skips) per CLA in --single-clas, whose SHA-256 is checked against
+          the generator's (same bytes as `dtnkit send --size`): `dtnkit recv --out-dir` writes the ADU into
+          --sha-dir (/dev/shm) and it is hashed after the timing (`recv --hash` hashes in order and holds at most
+          256 MiB of fragments arriving ahead, which LTP's parallel sessions exceed with GB ADUs).
   Every row reports goodput, node CPU seconds per GB for each node and per thread, and each node's peak RSS
   (VmHWM), the memory target being 200 MB per node whatever the bundle size (OUT/large.csv, OUT/large.md).
   Stores of these rows get a quota of the run's bytes + 1 GiB + one bundle (the default 1 GiB would refuse a
@@ -47,6 +49,7 @@ Outputs: OUT/throughput.csv (one row per run), OUT/summary.csv and OUT/summary.m
 
 import argparse
 import csv
+import hashlib
 import json
 import os
 import shutil
@@ -234,7 +237,6 @@ def tcpcl_config(n, nodes, tcp_ports):
 def generated_sha256(index, size):
     """SHA-256 of `dtnkit send --size SIZE`'s payload number `index` (cmd::send::generated_payload: `dtnkit:I:`,
     then a 4 KiB block of letters from an xorshift seeded by the index, repeated), computed piecewise."""
-    import hashlib
     mask = (1 << 64) - 1
     x = ((index * 0x9E3779B97F4A7C15) & mask) | 1
     block = bytearray()
@@ -258,19 +260,22 @@ def run_dtnkit(args, cla, segment, bundle, durable, total_bytes, nodes=2, detail
                check_sha=False):
     """One transfer of total_bytes from node 1 to node `nodes`; returns (goodput Mbit/s, CPU s per GB (sum of all
     nodes), peak RSS MB of the sender, of the receiver), and with detail=True also the per-node stats of
-    NodeChain.stop. check_sha: the receiver hashes every ADU and each must equal the generator's (RuntimeError
-    otherwise); quota: the stores' quota_bytes."""
+    NodeChain.stop. check_sha: the receiver writes every ADU into --sha-dir and each must have the generator's
+    SHA-256 (RuntimeError otherwise); quota: the stores' quota_bytes."""
     count = max(1, total_bytes // bundle)
     work = tempfile.mkdtemp(prefix="dtnkit-bench-", dir=args.workdir)
-    chain = None
+    chain, rx_dir = None, None
     try:
         chain = NodeChain(args, work, cla, segment, bundle, durable, nodes, quota)
         timeout = str(args.transfer_timeout)
+        # With check_sha the receiver writes each ADU into a directory in memory (tmpfs: its final fsync is
+        # free), hashed after the timing: `recv --hash` hashes in order and holds at most 256 MiB of fragments
+        # that arrive ahead, which LTP's parallel sessions (and their retransmissions) exceed with GB ADUs.
+        rx_dir = tempfile.mkdtemp(prefix="dtnkit-bench-rx-", dir=args.sha_dir) if check_sha else None
         recv = subprocess.Popen([args.bin, "recv", "--socket", f"{work}/s{nodes}/app.sock", "--endpoint",
                                  f"ipn:{nodes}.1", "--count", str(count), "--timeout", timeout]
-                                + (["--hash"] if check_sha else []),
-                                stdout=open(f"{work}/recv.out", "w") if check_sha else subprocess.DEVNULL,
-                                stderr=open(f"{work}/recv.log", "w"))
+                                + (["--out-dir", rx_dir] if check_sha else []),
+                                stdout=subprocess.DEVNULL, stderr=open(f"{work}/recv.log", "w"))
         time.sleep(0.3)
         t0 = time.monotonic()
         subprocess.run([args.bin, "send", "--socket", f"{work}/s1/app.sock", "--dst", f"ipn:{nodes}.1",
@@ -282,14 +287,21 @@ def run_dtnkit(args, cla, segment, bundle, durable, total_bytes, nodes=2, detail
         elapsed = time.monotonic() - t0
         if rc != 0:
             raise RuntimeError(f"recv failed ({rc}): {Path(work, 'recv.log').read_text().strip()}")
-        if check_sha:
-            got = Path(work, "recv.out").read_text()
-            for i in range(count):
-                want = f"len={bundle} sha256={generated_sha256(i, bundle)}"
-                if want not in got:
-                    raise RuntimeError(f"bundle {i}: no ADU with {want} received; recv printed:\n{got}")
         stats = chain.stop()
         chain = None
+        if check_sha:
+            got = set()
+            for p in Path(rx_dir).iterdir():
+                h = hashlib.sha256()
+                with open(p, "rb") as f:
+                    while block := f.read(1 << 24):
+                        h.update(block)
+                got.add((p.stat().st_size, h.hexdigest()))
+            for i in range(count):
+                want = (bundle, generated_sha256(i, bundle))
+                if want not in got:
+                    raise RuntimeError(f"bundle {i}: no ADU of {want[0]} bytes with SHA-256 {want[1]} received; "
+                                       f"got {sorted(got)}")
         gb = count * bundle / 1e9
         cpu = sum(s[0] for s in stats) / gb
         result = (count * bundle * 8 / elapsed / 1e6, cpu, stats[0][1], stats[-1][1])
@@ -297,6 +309,8 @@ def run_dtnkit(args, cla, segment, bundle, durable, total_bytes, nodes=2, detail
     finally:
         if chain:
             chain.stop()
+        if rx_dir:
+            shutil.rmtree(rx_dir, ignore_errors=True)
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)
 
@@ -416,9 +430,9 @@ def relay_family(args, out, modes):
 def large_family(args, out, modes):
     """Bundles of 50 MB to GBs (streamed, stored and delivered as fragments) next to the usual sizes, and one single
     bundle of --single-bytes per CLA with its SHA-256 checked: goodput, CPU s/GB per node and thread, peak RSS."""
-    points = [("tcpcl", 0, b, args.large_bytes) for b in map(int, args.large_tcpcl_bundle_sizes.split(","))]
+    points = [("tcpcl", 0, b, args.large_bytes) for b in map(int, filter(None, args.large_tcpcl_bundle_sizes.split(",")))]
     points += [("ltp", args.large_segment, b, args.large_bytes)
-               for b in map(int, args.large_ltp_bundle_sizes.split(","))]
+               for b in map(int, filter(None, args.large_ltp_bundle_sizes.split(",")))]
     if args.single_bytes > 0:
         points += [(cla, args.large_segment if cla == "ltp" else 0, args.single_bytes, args.single_bytes)
                    for cla in args.single_clas.split(",")]
@@ -498,6 +512,9 @@ def main():
     ap.add_argument("--single-bytes", type=int, default=4 << 30,
                     help="size of the single-bundle rows of --only large (0: skip them)")
     ap.add_argument("--single-clas", default="tcpcl,ltp", help="convergence layers of the single-bundle rows")
+    ap.add_argument("--sha-dir", default="/dev/shm" if os.path.isdir("/dev/shm") else None,
+                    help="where the single-bundle rows' receiver writes the ADU to hash it after the timing "
+                         "(default /dev/shm: memory, so the file's fsync costs nothing; needs --single-bytes free)")
     ap.add_argument("--relay-bytes", type=int, default=200_000_000, help="payload bytes per relay row run")
     ap.add_argument("--relay-points", default="ltp:8192:500000,tcpcl:0:1000000",
                     help="relay rows as CLA:SEGMENT:BUNDLE, comma-separated")
