@@ -8,8 +8,11 @@
 # durable stores (ceiling: min(network, disk/2), the disk rate measured in the same run) and without fsync, and a
 # 5 GB transfer checks each node's peak memory. CFDP rows (--only cfdp, or after the others): a class-2 CFDP put over
 # BP (one PDU per bundle, per checksum) next to plain BP with bundles of the same size (docs/cfdp.md).
+# Large bundles (--only large, never in the default run; issue 30): TCPCL 1 MB / 50 MB / 1 GB and LTP 8192-byte
+# segments 500 kB / 50 MB / 1 GB bundles (streamed, stored and delivered as fragments), then one 4 GiB bundle per
+# CLA with its SHA-256 checked, each with goodput, CPU s/GB per node and per thread, and each node's peak RSS.
 #
-# Usage: scripts/bench.sh [--out DIR] [--reps N] [--bytes B] [--only ltp|tcpcl|relay|cfdp] [--store both|durable|volatile] ...
+# Usage: scripts/bench.sh [--out DIR] [--reps N] [--bytes B] [--only ltp|tcpcl|relay|cfdp|large] [--store both|durable|volatile] ...
 #        (all options: python3 scripts/throughput.py --help)
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -25,6 +25,22 @@ Points:
          each repetition, for every CLA:SEGMENT:BUNDLE in --relay-points: goodput of both, their ratio, the relay's
          spread, and the middle node's peak RSS and CPU per GB (OUT/relay.csv, OUT/relay.md).
 
+Large bundles (--only large; not part of the default run, which would become hours long): bundles beyond the
+64 MiB frame limit are streamed by `dtnkit send --size` and stored as fragments of the node's [bp]
+max_fragment_bytes (16 MiB); the receiving node delivers an ADU it does not reassemble fragment by fragment and
+`dtnkit recv --count` counts it once, when all its bytes arrived (docs/node.md). Rows:
+  matrix  TCPCL with every bundle size in --large-tcpcl-bundle-sizes (1 MB, 50 MB, 1 GB) and LTP with
+          --large-segment-byte segments (8192) and every size in --large-ltp-bundle-sizes (500 kB, 50 MB, 1 GB),
+          --large-bytes per run (2 GB), next to the network ceiling as above;
+  single  one bundle of --single-bytes (4 GiB; 0 skips) per CLA in --single-clas, whose SHA-256 is checked against
+          the generator's (same bytes as `dtnkit send --size`): `dtnkit recv --out-dir` writes the ADU into
+          --sha-dir (/dev/shm) and it is hashed after the timing (`recv --hash` hashes in order and holds at most
+          256 MiB of fragments arriving ahead, which LTP's parallel sessions exceed with GB ADUs).
+  Every row reports goodput, node CPU seconds per GB for each node and per thread, and each node's peak RSS
+  (VmHWM), the memory target being 200 MB per node whatever the bundle size (OUT/large.csv, OUT/large.md).
+  Stores of these rows get a quota of the run's bytes + 1 GiB + one bundle (the default 1 GiB would refuse a
+  4 GiB ADU), and LTP spans aggregate at most 16 MiB (one fragment) per block.
+
 Every point also records the CPU seconds per GB of each node thread (from /proc/PID/task/*/stat), summarised in
 summary.md.
 
@@ -33,6 +49,7 @@ Outputs: OUT/throughput.csv (one row per run), OUT/summary.csv and OUT/summary.m
 
 import argparse
 import csv
+import hashlib
 import json
 import os
 import shutil
@@ -122,7 +139,7 @@ class NodeChain:
     """`dtnkit node` processes on loopback in a line, node 1 -> 2 -> ... -> N, neighbours joined by one LTP span or
     one TCPCL connection; node 1 reaches node N through static routes (N = 2: the direct pair)."""
 
-    def __init__(self, args, work, cla, segment, bundle, durable, nodes=2):
+    def __init__(self, args, work, cla, segment, bundle, durable, nodes=2, quota=None):
         self.args, self.work, self.procs, self.nodes = args, work, [], nodes
         ports = [free_port() for _ in range(nodes)]
         tcp_ports = [free_port(socket.SOCK_STREAM) for _ in range(nodes)]
@@ -134,6 +151,8 @@ class NodeChain:
                 f'path = "{work}/s{n}"',
                 f"durable = {'true' if durable else 'false'}",
             ]
+            if quota:
+                lines.append(f"quota_bytes = {quota}")
             neighbours = [p for p in (n - 1, n + 1) if 1 <= p <= nodes]
             if cla == "ltp":
                 for peer in neighbours:
@@ -143,7 +162,9 @@ class NodeChain:
                         f'address = "127.0.0.1:{ports[peer - 1]}"',
                         f"max_segment_size = {segment}",
                         "max_sessions = 64",
-                        f"aggregation_bytes = {bundle}",
+                        # One block aggregates at most 16 MiB, a fragment of a streamed ADU (the
+                        # node's [bp] max_fragment_bytes): waiting for a GB of bundles helps nothing.
+                        f"aggregation_bytes = {min(bundle, 16 << 20)}",
                         "aggregation_ms = 1",
                         "rto_ms = 500",
                     ]
@@ -213,18 +234,47 @@ def tcpcl_config(n, nodes, tcp_ports):
     return lines
 
 
-def run_dtnkit(args, cla, segment, bundle, durable, total_bytes, nodes=2, detail=False):
+def generated_sha256(index, size):
+    """SHA-256 of `dtnkit send --size SIZE`'s payload number `index` (cmd::send::generated_payload: `dtnkit:I:`,
+    then a 4 KiB block of letters from an xorshift seeded by the index, repeated), computed piecewise."""
+    mask = (1 << 64) - 1
+    x = ((index * 0x9E3779B97F4A7C15) & mask) | 1
+    block = bytearray()
+    for _ in range(4096 // 8):
+        x ^= (x << 13) & mask
+        x ^= x >> 7
+        x ^= (x << 17) & mask
+        block += bytes(ord("a") + ((x >> (8 * k)) & 0xFF) % 26 for k in range(8))
+    header = f"dtnkit:{index}:".encode()[:size]
+    h = hashlib.sha256(header)
+    left = size - len(header)
+    big = bytes(block) * 256  # 1 MiB, a whole number of blocks
+    while left >= len(big):
+        h.update(big)
+        left -= len(big)
+    h.update(big[:left])
+    return h.hexdigest()
+
+
+def run_dtnkit(args, cla, segment, bundle, durable, total_bytes, nodes=2, detail=False, quota=None,
+               check_sha=False):
     """One transfer of total_bytes from node 1 to node `nodes`; returns (goodput Mbit/s, CPU s per GB (sum of all
     nodes), peak RSS MB of the sender, of the receiver), and with detail=True also the per-node stats of
-    NodeChain.stop."""
+    NodeChain.stop. check_sha: the receiver writes every ADU into --sha-dir and each must have the generator's
+    SHA-256 (RuntimeError otherwise); quota: the stores' quota_bytes."""
     count = max(1, total_bytes // bundle)
     work = tempfile.mkdtemp(prefix="dtnkit-bench-", dir=args.workdir)
-    chain = None
+    chain, rx_dir = None, None
     try:
-        chain = NodeChain(args, work, cla, segment, bundle, durable, nodes)
+        chain = NodeChain(args, work, cla, segment, bundle, durable, nodes, quota)
         timeout = str(args.transfer_timeout)
+        # With check_sha the receiver writes each ADU into a directory in memory (tmpfs: its final fsync is
+        # free), hashed after the timing: `recv --hash` hashes in order and holds at most 256 MiB of fragments
+        # that arrive ahead, which LTP's parallel sessions (and their retransmissions) exceed with GB ADUs.
+        rx_dir = tempfile.mkdtemp(prefix="dtnkit-bench-rx-", dir=args.sha_dir) if check_sha else None
         recv = subprocess.Popen([args.bin, "recv", "--socket", f"{work}/s{nodes}/app.sock", "--endpoint",
-                                 f"ipn:{nodes}.1", "--count", str(count), "--timeout", timeout],
+                                 f"ipn:{nodes}.1", "--count", str(count), "--timeout", timeout]
+                                + (["--out-dir", rx_dir] if check_sha else []),
                                 stdout=subprocess.DEVNULL, stderr=open(f"{work}/recv.log", "w"))
         time.sleep(0.3)
         t0 = time.monotonic()
@@ -239,6 +289,19 @@ def run_dtnkit(args, cla, segment, bundle, durable, total_bytes, nodes=2, detail
             raise RuntimeError(f"recv failed ({rc}): {Path(work, 'recv.log').read_text().strip()}")
         stats = chain.stop()
         chain = None
+        if check_sha:
+            got = set()
+            for p in Path(rx_dir).iterdir():
+                h = hashlib.sha256()
+                with open(p, "rb") as f:
+                    while block := f.read(1 << 24):
+                        h.update(block)
+                got.add((p.stat().st_size, h.hexdigest()))
+            for i in range(count):
+                want = (bundle, generated_sha256(i, bundle))
+                if want not in got:
+                    raise RuntimeError(f"bundle {i}: no ADU of {want[0]} bytes with SHA-256 {want[1]} received; "
+                                       f"got {sorted(got)}")
         gb = count * bundle / 1e9
         cpu = sum(s[0] for s in stats) / gb
         result = (count * bundle * 8 / elapsed / 1e6, cpu, stats[0][1], stats[-1][1])
@@ -246,6 +309,8 @@ def run_dtnkit(args, cla, segment, bundle, durable, total_bytes, nodes=2, detail
     finally:
         if chain:
             chain.stop()
+        if rx_dir:
+            shutil.rmtree(rx_dir, ignore_errors=True)
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)
 
@@ -362,6 +427,58 @@ def relay_family(args, out, modes):
     print("\n".join(md))
 
 
+def large_family(args, out, modes):
+    """Bundles of 50 MB to GBs (streamed, stored and delivered as fragments) next to the usual sizes, and one single
+    bundle of --single-bytes per CLA with its SHA-256 checked: goodput, CPU s/GB per node and thread, peak RSS."""
+    points = [("tcpcl", 0, b, args.large_bytes) for b in map(int, filter(None, args.large_tcpcl_bundle_sizes.split(",")))]
+    points += [("ltp", args.large_segment, b, args.large_bytes)
+               for b in map(int, filter(None, args.large_ltp_bundle_sizes.split(",")))]
+    if args.single_bytes > 0:
+        points += [(cla, args.large_segment if cla == "ltp" else 0, args.single_bytes, args.single_bytes)
+                   for cla in args.single_clas.split(",")]
+    f = open(out / "large.csv", "w", newline="")
+    w = csv.writer(f)
+    w.writerow(["cla", "segment_bytes", "bundle_bytes", "bundles", "store", "rep", "network_ceiling_mbps",
+                "dtnkit_mbps", "cpu_s_per_gb", "cpu_s_per_gb_sender", "cpu_s_per_gb_receiver", "rss_mb_sender",
+                "rss_mb_receiver", "sha256"])
+    rows, thread_rows = [], {}
+    for i, (cla, seg, b, total) in enumerate(points, 1):
+        count = max(1, total // b)
+        gb = count * b / 1e9
+        single = total == b and b == args.single_bytes
+        for mode in modes:
+            for r in range(1, args.reps + 1):
+                c = float("nan") if single else run_iperf(args, cla == "tcpcl", seg)
+                d, cpu, m1, m2, stats = run_dtnkit(args, cla, seg, b, mode == "durable", total, detail=True,
+                                                   quota=total + b + (1 << 30), check_sha=single)
+                for role, st in (("sender", stats[0]), ("receiver", stats[-1])):
+                    thread_rows.setdefault((cla, seg, b, mode, role), []).append(
+                        {n: v / gb for n, v in st[2].items()})
+                tx, rx = stats[0][0] / gb, stats[-1][0] / gb
+                sha = "equal" if single else "-"
+                w.writerow([cla, seg, b, count, mode, r, f"{c:.1f}", f"{d:.1f}", f"{cpu:.2f}", f"{tx:.2f}",
+                            f"{rx:.2f}", f"{m1:.1f}", f"{m2:.1f}", sha])
+                f.flush()
+                rows.append((cla, seg, b, count, mode, r, c, d, cpu, tx, rx, m1, m2, sha))
+                print(f"[large {i}/{len(points)}] {cla} seg={seg or '-'} bundle={b} x{count} {mode} rep {r}: "
+                      f"network {c:.0f} Mbit/s, dtnkit {d:.0f} Mbit/s, CPU s/GB {cpu:.2f} "
+                      f"(sender {tx:.2f}, receiver {rx:.2f}), peak RSS {m1:.0f}/{m2:.0f} MB"
+                      f"{', SHA-256 equal' if single else ''}", flush=True)
+    f.close()
+    md = [f"Large bundles: {args.large_bytes / 1e9:.1f} GB per matrix run, single bundles of "
+          f"{args.single_bytes} bytes; {args.reps} rep(s).", "",
+          "| CLA | segment B | bundle B | bundles | store | rep | network Mbit/s | dtnkit Mbit/s | CPU s/GB (both) | "
+          "CPU s/GB sender | CPU s/GB receiver | peak RSS MB sender | peak RSS MB receiver | SHA-256 |",
+          "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for cla, seg, b, n, mode, r, c, d, cpu, tx, rx, m1, m2, sha in rows:
+        md.append(f"| {cla} | {seg or '-'} | {b} | {n} | {mode} | {r} | {c:.0f} | {d:.0f} | {cpu:.2f} | {tx:.2f} | "
+                  f"{rx:.2f} | {m1:.0f} | {m2:.0f} | {sha} |")
+    md += ["", "CPU by thread (user + system, per GB moved; threads under 2 % of their node left out):", ""]
+    md += thread_table(thread_rows)
+    (out / "large.md").write_text("\n".join(md) + "\n")
+    print("\n".join(md))
+
+
 def thread_table(thread_rows):
     """Markdown table of CPU seconds per GB by thread, per point and node (medians over repetitions)."""
     md = ["| CLA | segment B | bundle B | store | node | CPU s/GB by thread (median; share of the node) |",
@@ -386,7 +503,18 @@ def main():
     ap.add_argument("--segment-sizes", default="1024,1400,8192,65000")
     ap.add_argument("--ltp-bundle-sizes", default="500000,5000000")
     ap.add_argument("--tcpcl-bundle-sizes", default="100000,1000000,5000000")
-    ap.add_argument("--only", choices=["ltp", "tcpcl", "relay", "cfdp"], help="run one family of points")
+    ap.add_argument("--only", choices=["ltp", "tcpcl", "relay", "cfdp", "large"],
+                    help="run one family of points (large: only this way)")
+    ap.add_argument("--large-bytes", type=int, default=2_000_000_000, help="payload bytes per large-matrix run")
+    ap.add_argument("--large-tcpcl-bundle-sizes", default="1000000,50000000,1000000000")
+    ap.add_argument("--large-ltp-bundle-sizes", default="500000,50000000,1000000000")
+    ap.add_argument("--large-segment", type=int, default=8192, help="LTP segment size of the large rows")
+    ap.add_argument("--single-bytes", type=int, default=4 << 30,
+                    help="size of the single-bundle rows of --only large (0: skip them)")
+    ap.add_argument("--single-clas", default="tcpcl,ltp", help="convergence layers of the single-bundle rows")
+    ap.add_argument("--sha-dir", default="/dev/shm" if os.path.isdir("/dev/shm") else None,
+                    help="where the single-bundle rows' receiver writes the ADU to hash it after the timing "
+                         "(default /dev/shm: memory, so the file's fsync costs nothing; needs --single-bytes free)")
     ap.add_argument("--relay-bytes", type=int, default=200_000_000, help="payload bytes per relay row run")
     ap.add_argument("--relay-points", default="ltp:8192:500000,tcpcl:0:1000000",
                     help="relay rows as CLA:SEGMENT:BUNDLE, comma-separated")
@@ -424,6 +552,9 @@ def main():
         return
     if args.only == "relay":
         relay_family(args, out, modes)
+        return
+    if args.only == "large":
+        large_family(args, out, modes)
         return
     runs_f = open(out / "throughput.csv", "w", newline="")
     runs = csv.writer(runs_f)

@@ -17,7 +17,9 @@ use toml::{Table, Value};
 use crate::LabError;
 
 /// The largest bundle payload the lab lets a scenario ask for: the node's default `max_bundle_size` (64 MiB)
-/// minus room for the bundle's blocks.
+/// minus room for the bundle's blocks, the largest payload one Send request carries. Larger payloads are
+/// streamed and stored as fragments (`lab::perf` does it for `dtnkit perf client --size` between real nodes);
+/// the lab's emulated runs are not set up or tested for them, so a scenario may not ask for them.
 pub const MAX_PAYLOAD: usize = (64 << 20) - 4096;
 
 /// The two-node, one-link, one-flow shape the lab emulates, resolved from a scenario.
@@ -66,7 +68,9 @@ pub fn topology(scn: &Scenario) -> Result<Topology<'_>, LabError> {
     }
     if traffic.bundle_size > MAX_PAYLOAD {
         return Err(unsupported(format!(
-            "traffic[0].bundle_size = {}: the real node accepts payloads up to {MAX_PAYLOAD} bytes",
+            "traffic[0].bundle_size = {}: the lab runs bundles of at most {MAX_PAYLOAD} bytes (64 MiB - 4096, \
+             one Send request each); larger bundles are streamed and fragmented, which `dtnkit perf client \
+             --size` does between real nodes but the lab's emulated runs do not support",
             traffic.bundle_size
         )));
     }

@@ -14,8 +14,13 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use client::{Client, ClientError, ErrorKind, SendArgs};
-use traffic::{BundleRecord, ClientConfig, ClientReport, Pacing, ServerStats, Stop};
+use client::{Client, ClientError, ErrorKind, SendArgs, StreamArgs};
+use traffic::{BundleRecord, ClientConfig, ClientReport, DataHeader, Pacing, ServerStats, Stop};
+
+/// Payloads up to this size go in one Send request (the application protocol's frames are at
+/// most 64 MiB); larger ones are streamed ([`Client::send_stream`]) and generated as they are
+/// written, never held whole in memory.
+pub const STREAM_ABOVE: usize = crate::config::MAX_PAYLOAD;
 
 /// Longest single wait for an ACK or a delivery, so cancellation and progress stay responsive.
 const POLL: Duration = Duration::from_millis(50);
@@ -75,7 +80,10 @@ pub struct ClientOptions {
     pub pacing: Pacing,
     /// Time, data or bundle-count stop rule.
     pub stop: Stop,
-    /// Payload bytes per bundle (at least the 22-byte DTNperf header).
+    /// Payload bytes per bundle (at least the 22-byte DTNperf header). Above [`STREAM_ABOVE`]
+    /// each bundle is streamed: the node stores it as fragments of its `[bp]
+    /// max_fragment_bytes`, and a server whose node does not reassemble it counts it once all
+    /// its fragments arrived.
     pub payload_size: usize,
     /// Bundle lifetime in ms (0 = the node's default).
     pub lifetime_ms: u64,
@@ -185,6 +193,73 @@ fn send_retrying(
     }
 }
 
+/// A DTNperf data payload generated as it is read: the header, then zero filler up to `len`
+/// bytes (the bytes of [`DataHeader::encode`], never all in memory).
+struct StreamedPayload {
+    head: [u8; traffic::payload::DATA_HEADER_LEN],
+    len: u64,
+    pos: u64,
+}
+
+impl std::io::Read for StreamedPayload {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let left = usize::try_from(self.len - self.pos).unwrap_or(usize::MAX);
+        let n = buf.len().min(left);
+        let out = &mut buf[..n];
+        out.fill(0);
+        if let Ok(p) = usize::try_from(self.pos) {
+            if p < self.head.len() {
+                let k = (self.head.len() - p).min(n);
+                out[..k].copy_from_slice(&self.head[p..p + k]);
+            }
+        }
+        self.pos += n as u64;
+        Ok(n)
+    }
+}
+
+/// Streams one bundle of `len` bytes starting with `header`, offering it again (from its
+/// start) while the node's store is full (bounded by `limit`).
+fn send_stream_retrying(
+    c: &mut Client,
+    args: &StreamArgs,
+    header: DataHeader,
+    limit: Duration,
+    retries: &mut u64,
+) -> Result<(), PerfError> {
+    let deadline = Instant::now() + limit;
+    loop {
+        let mut data = StreamedPayload {
+            head: header.head(),
+            len: args.total_len,
+            pos: 0,
+        };
+        match c.send_stream(args.clone(), &mut data, &mut |_| {}) {
+            Ok(_) => return Ok(()),
+            Err(ClientError::Refused {
+                kind: ErrorKind::StoreFull | ErrorKind::StoreUnavailable,
+                ..
+            }) if Instant::now() < deadline => {
+                *retries += 1;
+                std::thread::sleep(STORE_FULL_BACKOFF);
+            }
+            Err(ClientError::Refused {
+                kind: ErrorKind::StoreFull | ErrorKind::StoreUnavailable,
+                ..
+            }) => return Err(PerfError::StoreFull(limit, header.seq)),
+            Err(source) => {
+                return Err(PerfError::Node {
+                    what: format!(
+                        "streaming bundle {} ({} bytes) to {}",
+                        header.seq, args.total_len, args.destination
+                    ),
+                    source,
+                })
+            }
+        }
+    }
+}
+
 /// Runs a DTNperf client until its stop rule holds and every ACK arrived (or `drain_timeout` passed after
 /// generation ended, or `cancel` was set). `progress` is called about every 100 ms and once at the end.
 pub fn run_client(
@@ -218,16 +293,36 @@ pub fn run_client(
             break;
         }
         // Each send blocks until the node stored the bundle, so every bundle is stamped with its own time.
-        while let Some(o) = tc.next_send(epoch.elapsed()) {
-            let args = SendArgs {
-                source: opts.src_endpoint.clone(),
-                destination: opts.dst.clone(),
-                lifetime_ms: opts.lifetime_ms,
-                report_flags: 0,
-                priority: opts.priority,
-                payload: o.payload,
-            };
-            send_retrying(&mut c, &args, o.seq, opts.store_full_timeout, &mut retries)?;
+        // A bundle above the frame limit is streamed and stamped when its stream begins; ACKs
+        // arriving while it is written are queued and timed when the stream ends.
+        while let Some(b) = tc.next_bundle(epoch.elapsed()) {
+            if opts.payload_size > STREAM_ABOVE {
+                let args = StreamArgs {
+                    source: opts.src_endpoint.clone(),
+                    destination: opts.dst.clone(),
+                    lifetime_ms: opts.lifetime_ms,
+                    report_flags: 0,
+                    priority: opts.priority,
+                    total_len: b.len,
+                };
+                send_stream_retrying(
+                    &mut c,
+                    &args,
+                    b.header,
+                    opts.store_full_timeout,
+                    &mut retries,
+                )?;
+            } else {
+                let args = SendArgs {
+                    source: opts.src_endpoint.clone(),
+                    destination: opts.dst.clone(),
+                    lifetime_ms: opts.lifetime_ms,
+                    report_flags: 0,
+                    priority: opts.priority,
+                    payload: b.header.encode(opts.payload_size),
+                };
+                send_retrying(&mut c, &args, b.seq, opts.store_full_timeout, &mut retries)?;
+            }
             if cancel.load(Ordering::Relaxed) {
                 break;
             }
@@ -336,7 +431,9 @@ pub struct ServerOptions {
 pub const SERVER_CSV_HEADER: &str = "source,creation_ms,bundle_seq,perf_seq,bytes,received_ns";
 
 /// Runs a DTNperf server: every valid data bundle delivered to the endpoint is answered with an ACK bundle to its
-/// source, then acknowledged to the node. Ends when `cancel` is set or `max_bundles` were received. `csv`, when
+/// source, then acknowledged to the node. An ADU the node delivers fragment by fragment (larger than it
+/// reassembles) counts as one bundle and is answered once all its bytes arrived ([`traffic::Server::on_fragment`];
+/// each fragment is acknowledged to the node as it is taken). Ends when `cancel` is set or `max_bundles` were received. `csv`, when
 /// given, receives one row per valid bundle ([`SERVER_CSV_HEADER`]). `on_bundle` sees the counters after each one.
 pub fn run_server(
     opts: &ServerOptions,
@@ -369,8 +466,18 @@ pub fn run_server(
             }
         };
         let now = epoch.elapsed();
-        if let Ok(ack) = server.on_bundle(now, &r.payload) {
-            let seq = traffic::DataHeader::decode(&r.payload).map_or(0, |h| h.seq);
+        let answer = match r.id.fragment {
+            Some((offset, total)) if r.payload.len() as u64 != total => {
+                let adu = (r.id.source.clone(), r.id.creation_ms, r.id.sequence);
+                server
+                    .on_fragment(now, &adu, offset, total, &r.payload)
+                    .ok()
+                    .flatten()
+            }
+            _ => server.on_bundle(now, &r.payload).ok(),
+        };
+        if let Some(ack) = answer {
+            let (seq, len) = traffic::Ack::decode(&ack).map_or((0, 0), |a| (a.seq, a.len));
             let args = SendArgs {
                 source: opts.endpoint.clone(),
                 destination: r.id.source.clone(),
@@ -388,7 +495,7 @@ pub fn run_server(
                     r.id.creation_ms,
                     r.id.sequence,
                     seq,
-                    r.payload.len(),
+                    len,
                     now.as_nanos()
                 )
                 .map_err(io)?;

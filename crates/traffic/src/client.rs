@@ -49,6 +49,19 @@ pub struct Outgoing {
     pub payload: Bytes,
 }
 
+/// A bundle the driver must send now, without its payload: for bundles too large to hold in
+/// memory, the driver streams [`DataHeader::head`] then zero filler up to `len` bytes (the same
+/// bytes [`Outgoing::payload`] would carry).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NextBundle {
+    /// Sequence number.
+    pub seq: u64,
+    /// The header at the start of the payload.
+    pub header: DataHeader,
+    /// Payload bytes (header included).
+    pub len: u64,
+}
+
 /// What one ACK told the client.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct AckInfo {
@@ -151,6 +164,15 @@ impl Client {
 
     /// The next bundle to send at `now`, if the pacing and stop rules allow one. Call repeatedly until `None`.
     pub fn next_send(&mut self, now: Duration) -> Option<Outgoing> {
+        self.next_bundle(now).map(|b| Outgoing {
+            seq: b.seq,
+            payload: b.header.encode(self.payload_size()),
+        })
+    }
+
+    /// Like [`Client::next_send`] (the same pacing, stop rule and bookkeeping) but without
+    /// building the payload: for drivers that stream large payloads from [`NextBundle::header`].
+    pub fn next_bundle(&mut self, now: Duration) -> Option<NextBundle> {
         if now < self.cfg.start || self.generation_done(now) {
             return None;
         }
@@ -178,9 +200,10 @@ impl Client {
             delivered: None,
             acked: None,
         });
-        Some(Outgoing {
+        Some(NextBundle {
             seq,
-            payload: DataHeader { seq, sent: now }.encode(size),
+            header: DataHeader { seq, sent: now },
+            len: size as u64,
         })
     }
 
@@ -398,6 +421,25 @@ mod tests {
             None,
             "an echo has no receive time"
         );
+    }
+
+    #[test]
+    fn next_bundle_is_next_send_without_the_payload() {
+        let cfg = ClientConfig {
+            pacing: Pacing::Window(2),
+            stop: Stop::Bundles(3),
+            payload_size: 1000,
+            start: ms(0),
+        };
+        let (mut a, mut b) = (Client::new(cfg), Client::new(cfg));
+        for _ in 0..2 {
+            let o = a.next_send(ms(1)).unwrap();
+            let n = b.next_bundle(ms(1)).unwrap();
+            assert_eq!((o.seq, o.payload.len() as u64), (n.seq, n.len));
+            assert_eq!(o.payload, n.header.encode(1000));
+        }
+        assert!(b.next_bundle(ms(1)).is_none(), "window of 2 is full");
+        assert_eq!(a.report(), b.report());
     }
 
     #[test]

@@ -68,6 +68,22 @@ pub enum PayloadError {
         /// Kind expected.
         expected: u8,
     },
+    /// A fragment of an application data unit that does not fit it: it ends beyond the ADU's
+    /// length, or names another length than earlier fragments of the same ADU.
+    #[error(
+        "fragment at offset {offset} with {len} bytes does not fit an ADU of {total} bytes \
+         (its first fragment seen said {known} bytes)"
+    )]
+    BadFragment {
+        /// Offset of the fragment in its ADU.
+        offset: u64,
+        /// Bytes in the fragment.
+        len: u64,
+        /// ADU length the fragment names.
+        total: u64,
+        /// ADU length named by the first fragment seen (equal to `total` for the first).
+        known: u64,
+    },
     /// An echoed data payload whose length differs from the bundle sent (truncated or padded
     /// on the way): it does not prove that the bundle arrived whole.
     #[error("echo of bundle {seq} has {len} bytes where {sent} were sent")]
@@ -128,13 +144,22 @@ impl DataHeader {
     pub fn encode(&self, size: usize) -> Bytes {
         let size = size.max(DATA_HEADER_LEN);
         let mut b = BytesMut::with_capacity(size);
-        b.put_slice(&MAGIC);
-        b.put_u8(VERSION);
-        b.put_u8(KIND_DATA);
-        b.put_u64(self.seq);
-        b.put_u64(ns(self.sent));
+        b.put_slice(&self.head());
         b.resize(size, 0);
         b.freeze()
+    }
+
+    /// The first [`DATA_HEADER_LEN`] bytes of a data payload carrying this header: a driver that
+    /// streams a payload too large to hold in memory sends these, then zero filler up to the
+    /// bundle size (the same bytes as [`DataHeader::encode`]).
+    pub fn head(&self) -> [u8; DATA_HEADER_LEN] {
+        let mut h = [0u8; DATA_HEADER_LEN];
+        h[0..4].copy_from_slice(&MAGIC);
+        h[4] = VERSION;
+        h[5] = KIND_DATA;
+        h[6..14].copy_from_slice(&self.seq.to_be_bytes());
+        h[14..22].copy_from_slice(&ns(self.sent).to_be_bytes());
+        h
     }
 
     /// Parses the header of a data payload (the filler is not inspected).
@@ -200,6 +225,7 @@ mod tests {
         assert_eq!(p.len(), 1000);
         assert_eq!(DataHeader::decode(&p), Ok(h));
         assert_eq!(h.encode(3).len(), DATA_HEADER_LEN);
+        assert_eq!(&p[..DATA_HEADER_LEN], &h.head()[..]);
     }
 
     #[test]

@@ -20,7 +20,8 @@ use super::UsageError;
 /// `dtnkit perf server|client`.
 #[derive(Subcommand)]
 pub enum PerfCommand {
-    /// Acknowledge every bundle received on an endpoint with a small ACK bundle to its source.
+    /// Acknowledge every bundle received on an endpoint with a small ACK bundle to its source
+    /// (an ADU delivered fragment by fragment: once all its bytes arrived).
     Server(ServerArgs),
     /// Send DTNperf bundles (window, time or data mode) and measure goodput from the server's ACKs.
     Client(ClientArgs),
@@ -81,7 +82,10 @@ pub struct ClientArgs {
     /// Generate exactly N bundles.
     #[arg(long, value_name = "N")]
     bundles: Option<u64>,
-    /// Payload bytes per bundle (at least 22, the DTNperf header).
+    /// Payload bytes per bundle (at least 22, the DTNperf header). Above 64 MiB - 4096 each
+    /// bundle is streamed to the node (generated as it is written, never whole in memory) and
+    /// stored as fragments of its `[bp] max_fragment_bytes`; the server counts it once all its
+    /// bytes arrived. Any size the nodes' store quotas hold (e.g. 4294967296).
     #[arg(long)]
     size: usize,
     /// Bundle lifetime in ms (0: the node's default).
@@ -185,13 +189,20 @@ fn client_options(a: &ClientArgs) -> anyhow::Result<ClientOptions> {
             .into())
         }
     };
-    if a.size < traffic::payload::DATA_HEADER_LEN || a.size > lab::config::MAX_PAYLOAD {
+    if a.size < traffic::payload::DATA_HEADER_LEN {
         return Err(UsageError(format!(
-            "--size {}: expected {} to {} bytes (the DTNperf header is {} bytes)",
+            "--size {}: expected at least {} bytes (the DTNperf header)",
             a.size,
-            traffic::payload::DATA_HEADER_LEN,
-            lab::config::MAX_PAYLOAD,
             traffic::payload::DATA_HEADER_LEN
+        ))
+        .into());
+    }
+    if a.echo && a.size > perf::STREAM_ABOVE {
+        return Err(UsageError(format!(
+            "--size {} with --echo: expected at most {} bytes (larger bundles are streamed and \
+             fragmented, and an echo service answers fragment by fragment; use `dtnkit perf server`)",
+            a.size,
+            perf::STREAM_ABOVE
         ))
         .into());
     }
@@ -402,10 +413,18 @@ fn server(a: ServerArgs) -> anyhow::Result<()> {
         _ => 0.0,
     };
     println!(
-        "perf server: {} bundles, {} bytes received ({} malformed); {:.3} Mb/s between first and last",
+        "perf server: {} bundles, {} bytes received ({} malformed{}); {:.3} Mb/s between first and last",
         stats.received,
         stats.bytes,
         stats.malformed,
+        if stats.fragments > 0 || stats.abandoned > 0 {
+            format!(
+                ", {} fragments of ADUs delivered piece by piece, {} such ADUs abandoned incomplete",
+                stats.fragments, stats.abandoned
+            )
+        } else {
+            String::new()
+        },
         if span > 0.0 {
             stats.bytes as f64 * 8.0 / span / 1e6
         } else {

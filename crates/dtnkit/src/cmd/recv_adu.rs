@@ -5,9 +5,10 @@
 //!
 //! With an output directory the ADU is written in place into `NAME.part`, the ranges received
 //! are appended to `NAME.ranges` before each fragment is acknowledged (so a restarted `dtnkit
-//! recv` resumes where it was), and `NAME.part` becomes `NAME` when complete. Without one only
-//! its SHA-256 is computed, in order: fragments ahead of the next expected byte wait in memory
-//! (bounded).
+//! recv` resumes where it was), and `NAME.part` becomes `NAME` when complete. Without one, with
+//! `--hash`, only its SHA-256 is computed, in order: fragments ahead of the next expected byte
+//! wait in memory (bounded). Without either only the byte ranges received are kept (nothing of
+//! the data), however out of order the fragments arrive.
 
 use std::collections::{BTreeMap, HashMap};
 use std::fs::{File, OpenOptions};
@@ -97,6 +98,8 @@ pub struct Assembler {
     hash: bool,
     files: HashMap<AduId, AduFile>,
     hashes: HashMap<AduId, AduHash>,
+    /// ADUs only counted (no output directory, no hash): their length and the ranges received.
+    counts: HashMap<AduId, (u64, Ranges)>,
 }
 
 fn hex(d: &[u8]) -> String {
@@ -111,6 +114,7 @@ impl Assembler {
             hash,
             files: HashMap::new(),
             hashes: HashMap::new(),
+            counts: HashMap::new(),
         }
     }
 
@@ -133,8 +137,34 @@ impl Assembler {
         }
         match self.out_dir.clone() {
             Some(dir) => self.add_to_file(&dir, id, name, offset, total, data),
-            None => self.add_to_hash(id, offset, total, data),
+            None if self.hash => self.add_to_hash(id, offset, total, data),
+            None => self.add_to_count(id, offset, total, data.len() as u64),
         }
+    }
+
+    fn add_to_count(
+        &mut self,
+        id: &AduId,
+        offset: u64,
+        total: u64,
+        len: u64,
+    ) -> anyhow::Result<Option<Completed>> {
+        let (known, have) = self
+            .counts
+            .entry(id.clone())
+            .or_insert_with(|| (total, Ranges::default()));
+        if *known != total {
+            anyhow::bail!("fragment says its ADU has {total} bytes, earlier ones said {known}");
+        }
+        have.insert(offset, offset + len);
+        if !have.complete(total) {
+            return Ok(None);
+        }
+        self.counts.remove(id);
+        Ok(Some(Completed {
+            len: total,
+            sha256: None,
+        }))
     }
 
     fn add_to_file(
@@ -403,5 +433,25 @@ mod tests {
             .add(&("ipn:1.1".into(), 1, 1), "n", 90, 100, &[0u8; 20])
             .unwrap_err();
         assert!(e.to_string().contains("beyond"), "{e}");
+    }
+
+    #[test]
+    fn counting_only_holds_no_data_however_far_out_of_order() {
+        // Without an output directory or a hash, fragments far ahead of the first byte are
+        // only ranges: 1 GiB in 4 MiB pieces, last to first, completes once.
+        let mut a = Assembler::new(None, false);
+        let id: AduId = ("ipn:1.1".into(), 1, 1);
+        let (piece, total) = (4u64 << 20, 1u64 << 30);
+        let data = vec![0u8; piece as usize];
+        for k in (1..total / piece).rev() {
+            assert!(a.add(&id, "n", k * piece, total, &data).unwrap().is_none());
+        }
+        let done = a.add(&id, "n", 0, total, &data).unwrap().expect("complete");
+        assert_eq!((done.len, done.sha256), (total, None));
+        assert!(a.counts.is_empty() && a.hashes.is_empty());
+        // A later ADU of the same id starts over; its fragments must agree on its length.
+        assert!(a.add(&id, "n", 0, 10, &data[..5]).unwrap().is_none());
+        let e = a.add(&id, "n", 5, 7, &data[..2]).unwrap_err();
+        assert!(e.to_string().contains("earlier ones said 10"), "{e}");
     }
 }
