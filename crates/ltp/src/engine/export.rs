@@ -167,7 +167,6 @@ impl ExportSession {
         red_len: u64,
         tokens: Vec<u64>,
         first_cp_serial: u64,
-        cp_interval: u64,
     ) -> Self {
         let len = block.len() as u64;
         let mut ranges = VecDeque::with_capacity(2);
@@ -205,7 +204,7 @@ impl ExportSession {
             queued: false,
             burst_start: None,
             feedback: None,
-            cp_interval,
+            cp_interval: 0,
             since_cp: 0,
             first_pass_cps: Vec::new(),
         }

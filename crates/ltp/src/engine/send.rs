@@ -263,8 +263,8 @@ impl Engine {
             block.red_len as u64,
             block.tokens,
             first_cp,
-            cp_interval,
         );
+        session.cp_interval = cp_interval;
         session.queued = true;
         self.exports.insert(number, session);
         if let Some(s) = self.spans.get_mut(span) {
