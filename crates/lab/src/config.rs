@@ -140,6 +140,12 @@ pub struct SpanPlan {
     pub max_import_sessions: usize,
     /// Copies of each signal segment.
     pub signal_replication: u32,
+    /// Intermediate checkpoint interval (the node's `checkpoint_bytes`; 0 = one per block). The
+    /// node accepts 0 or at least `ltp::MIN_CHECKPOINT_INTERVAL`: a smaller scenario value is
+    /// raised to that (with a warning, [`unmapped_settings`]).
+    pub checkpoint_bytes: u64,
+    /// Adaptive pacing (the scenario's `ltp.adaptive_rate`).
+    pub adaptive_rate: bool,
     /// FEC below LTP (`[node.fec]` becomes the span's `[span.fec]`).
     pub fec: Option<fec::FecSection>,
 }
@@ -159,6 +165,11 @@ pub fn span_plan(node: &NodeSection, out: &DirectionConfig, back: &DirectionConf
         burst_ms: l.pacing_burst_ms,
         max_import_sessions: l.max_import_sessions,
         signal_replication: l.signal_replication,
+        checkpoint_bytes: match l.checkpoint_interval_bytes {
+            0 => 0,
+            c => c.max(ltp::MIN_CHECKPOINT_INTERVAL),
+        },
+        adaptive_rate: l.adaptive_rate,
         fec: node.fec.clone(),
     }
 }
@@ -192,6 +203,14 @@ pub fn unmapped_settings(scn: &Scenario, t: &Topology<'_>) -> Vec<String> {
                     "node[{i}].ltp.{name}: not configurable on the real node; its default is used"
                 ));
             }
+        }
+        let c = l.checkpoint_interval_bytes;
+        if c != 0 && c < ltp::MIN_CHECKPOINT_INTERVAL {
+            w.push(format!(
+                "node[{i}].ltp.checkpoint_interval_bytes: {c} is below the node's smallest \
+                 checkpoint_bytes; {} is used",
+                ltp::MIN_CHECKPOINT_INTERVAL
+            ));
         }
         if !n.routes.is_empty() {
             w.push(format!(
@@ -274,9 +293,15 @@ pub fn node_toml(
         Value::Integer(span.rate_bps.min(i64::MAX as u64) as i64),
     );
     s.insert("owlt_ms".into(), Value::Float(span.owlt_ms));
-    // The simulator's engines never adapt their rate; the real nodes of a lab run must not
-    // either, or an emulated run of a scenario would not take the simulated run's decisions.
-    s.insert("adaptive_rate".into(), Value::Boolean(false));
+    // The simulator's engines adapt their rate only when the scenario says so; the real nodes
+    // of a lab run must do the same, or an emulated run of a scenario would not take the
+    // simulated run's decisions.
+    s.insert("adaptive_rate".into(), Value::Boolean(span.adaptive_rate));
+    // Likewise the checkpoints: the node's peer-kind default (1 MiB) is not the scenario's.
+    s.insert(
+        "checkpoint_bytes".into(),
+        Value::Integer(span.checkpoint_bytes.min(i64::MAX as u64) as i64),
+    );
     if span.burst_bytes > 0 {
         s.insert(
             "burst_bytes".into(),
@@ -611,6 +636,12 @@ bundle_size = 100000
             "the scenario leaves the engine's default depth"
         );
         span.burst_ms = Some(2.5);
+        assert_eq!(
+            (span.checkpoint_bytes, span.adaptive_rate),
+            (0, false),
+            "the scenario's defaults, not the node's peer-kind ones"
+        );
+        span.checkpoint_bytes = 1 << 20;
         span.signal_replication = 3;
         span.fec = Some(fec::FecSection {
             mode: "hsltp".into(),
@@ -640,6 +671,7 @@ bundle_size = 100000
         assert_eq!(v.spans[0].rto, Some(Duration::from_millis(16)));
         assert_eq!(v.spans[0].burst_time, Some(Duration::from_micros(2500)));
         assert_eq!(v.spans[0].cfg.signal_replication, Some(3));
+        assert_eq!(v.spans[0].checkpoint_bytes, 1 << 20);
         let f = v.spans[0].fec.as_ref().unwrap();
         assert_eq!(
             (f.mode, f.max_k, f.signal_time),

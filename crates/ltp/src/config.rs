@@ -74,6 +74,14 @@ impl Default for AdaptiveRate {
     }
 }
 
+/// Interval of intermediate checkpoints the receiving side budgets for: an import session
+/// counts intermediate checkpoints and the checkpoints of the retransmissions their reports
+/// cause as progress (not as retransmission cycles) up to
+/// `2 × max_red_bytes_per_session / MIN_CHECKPOINT_INTERVAL` of them, so a sender cannot make
+/// a receiver answer one checkpoint per segment without limit. Senders should not use a
+/// shorter `checkpoint_interval_bytes` for blocks near that size.
+pub const MIN_CHECKPOINT_INTERVAL: u64 = 64 * 1024;
+
 /// Largest multiple of the RTO's processing part that [`SpanConfig::rto_backoff`] waits
 /// (a power of two).
 pub const MAX_RTO_BACKOFF: u32 = 64;
@@ -148,6 +156,20 @@ pub struct SpanConfig {
     pub max_retransmission_cycles: u32,
     /// Maximum reception claims in one report; more claims are split over several reports.
     pub max_claims_per_report: usize,
+    /// Intermediate checkpoints: in the first transmission of a block's red part, the red
+    /// segment that brings the red bytes sent since the previous checkpoint to at least this
+    /// many becomes a checkpoint (`RD_CP`), so a long red part draws reports — and with them
+    /// retransmission and adaptive-pacing feedback — while it is being sent instead of once at
+    /// its end (RFC 5326 allows a checkpoint on any red segment). 0 (the default, standard
+    /// single checkpoint) makes the last red segment the only checkpoint of a first
+    /// transmission. Retransmission batches always end with exactly one checkpoint.
+    ///
+    /// The receiver answers each with a report whose scope starts where the previous primary
+    /// report's ended (RFC 5326 section 6.2), and neither end counts those reports against
+    /// `max_retransmission_cycles`. A receiver that counts every report against a small
+    /// per-session limit (ION's, derived from its `maxber`) may cancel sessions that carry
+    /// many of them.
+    pub checkpoint_interval_bytes: u64,
     /// Copies of each signal segment (RS, RA, CS, CAS, CR, CAR) sent back to back: the
     /// "LTP enhanced" signal replication. 1 = standard LTP.
     pub signal_replication: u32,
@@ -220,6 +242,7 @@ impl SpanConfig {
             max_cancel_retransmissions: 10,
             max_retransmission_cycles: 100,
             max_claims_per_report: 20,
+            checkpoint_interval_bytes: 0,
             signal_replication: 1,
             aggregation_size_limit: 64 * 1024,
             aggregation_time_limit: Duration::from_millis(1),

@@ -80,7 +80,26 @@
 //!   learnt from reports instead of fixed — halved after a round of bursts whose reports
 //!   leave more than 5 % of their red bytes unclaimed (an overrun receiver), doubled (until the
 //!   first overrun) or raised by an eighth of the last good rate after clean rounds, never
-//!   above a configured `rate_bps` ([`pacing::RateController`]).
+//!   above a configured `rate_bps` ([`pacing::RateController`]). A burst is the data one
+//!   checkpoint closes, so without intermediate checkpoints a block is one burst.
+//! - **Intermediate checkpoints** (`SpanConfig::checkpoint_interval_bytes`, 0 = off by
+//!   default): the first transmission of a red part gets a checkpoint (`RD_CP`) each time that
+//!   many red bytes were sent since the previous one. A 50 MB block sent with its single final
+//!   checkpoint gave adaptive pacing one report per 50 MB (it stayed at its initial 100 Mb/s
+//!   for 4 s on loopback) and lost segments were learnt only at its end; with a checkpoint per
+//!   MiB the reports come during the block. The receiver scopes reports as RFC 5326
+//!   section 6.11 says: a primary report (answering a first-transmission checkpoint) starts at
+//!   the previous primary report's upper bound — a checkpoint below it, one lost or late, gets
+//!   a report from 0 —, a secondary report at the lower bound of the answer it follows up;
+//!   with one checkpoint per block both are 0 as before. Reports answering intermediate
+//!   checkpoints, and the checkpoints of the retransmissions they cause, count as progress,
+//!   not as retransmission cycles, on both ends (at most
+//!   `2 × max_red_bytes_per_session / MIN_CHECKPOINT_INTERVAL` per import session).
+//!   Retransmission batches still leave after the session's first transmission, each closed
+//!   by one checkpoint; a gap already planned in an unsent batch is not planned again (a
+//!   receiver whose reports all start at 0 would otherwise have it resent per interval), and
+//!   a report that covers an unanswered first-transmission checkpoint's interval retires it
+//!   (its own report, or the checkpoint, was lost).
 //! - **Tolerated peer deviations**: the engine decodes with [`Segment::decode_tolerant`],
 //!   which accepts ION's report padding and nothing else beyond RFC 5326, counting each
 //!   occurrence by name ([`deviation`]); everything the engine sends is strict RFC 5326.
@@ -128,6 +147,7 @@ pub mod stats;
 pub use bytes;
 pub use config::{
     AdaptiveRate, EngineConfig, SpanConfig, DEFAULT_PACING_BURST_TIME, MAX_RTO_BACKOFF,
+    MIN_CHECKPOINT_INTERVAL,
 };
 pub use deviation::{Deviation, DeviationCounts};
 pub use engine::{Engine, SendOutcome, Transmit, VectoredTransmit, MIN_SEGMENT_SIZE};

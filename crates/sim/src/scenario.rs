@@ -200,6 +200,12 @@ pub struct LtpSection {
     /// `ltp::DEFAULT_PACING_BURST_TIME`, as on a real node).
     #[serde(default)]
     pub pacing_burst_ms: Option<f64>,
+    /// Adaptive pacing (`ltp::SpanConfig::adaptive_rate` with its defaults): the span paces at a
+    /// rate learnt from the peer's reports, never above `rate_bps` when that is not 0. A node
+    /// turns it on for a span without a rate; off by default here, where spans pace at their
+    /// link's rate.
+    #[serde(default)]
+    pub adaptive_rate: bool,
     /// Copies of each signal segment.
     #[serde(default = "d_one")]
     pub signal_replication: u32,
@@ -215,6 +221,11 @@ pub struct LtpSection {
     /// Maximum claims per report segment.
     #[serde(default = "d_claims")]
     pub max_claims_per_report: usize,
+    /// Intermediate checkpoints every this many red bytes of a block's first transmission
+    /// (`ltp::SpanConfig::checkpoint_interval_bytes`; a node's `checkpoint_bytes`). 0 (the
+    /// default here): one checkpoint at the end of each red part, as the seed papers' ION.
+    #[serde(default)]
+    pub checkpoint_interval_bytes: u64,
     /// Bundles aggregated into one LTP block at most (the node's `max_bundles_per_block`;
     /// aggregation also ends at 64 KiB or 1 ms). 1: every bundle in a block of its own; 0: no
     /// count limit.
@@ -262,11 +273,13 @@ impl Default for LtpSection {
             rate_bps: None,
             pacing_burst_bytes: 0,
             pacing_burst_ms: None,
+            adaptive_rate: false,
             signal_replication: 1,
             max_checkpoint_retransmissions: d_retx(),
             max_report_retransmissions: d_retx(),
             max_retransmission_cycles: d_cycles(),
             max_claims_per_report: d_claims(),
+            checkpoint_interval_bytes: 0,
             max_bundles_per_block: d_bundles_per_block(),
         }
     }
@@ -828,6 +841,14 @@ impl Scenario {
                         format!("node[{i}].fec.{}", e.field),
                         e.value,
                         &e.expected,
+                    ));
+                }
+                if n.ltp.adaptive_rate {
+                    // As on a node: the FEC layer paces at the span's configured rate.
+                    return Err(invalid(
+                        format!("node[{i}].ltp.adaptive_rate"),
+                        true,
+                        "false on a node with [node.fec] (the FEC layer paces at the span's rate)",
                     ));
                 }
             }

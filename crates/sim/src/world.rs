@@ -286,6 +286,9 @@ impl Simulation {
                 if let Some(b) = lt.pacing_burst_ms {
                     sc.pacing_burst_time = millis(b);
                 }
+                if lt.adaptive_rate {
+                    sc.adaptive_rate = Some(ltp::AdaptiveRate::default());
+                }
                 sc.owlt = lt
                     .owlt_ms
                     .map(millis)
@@ -297,6 +300,7 @@ impl Simulation {
                 sc.max_report_retransmissions = lt.max_report_retransmissions;
                 sc.max_retransmission_cycles = lt.max_retransmission_cycles;
                 sc.max_claims_per_report = lt.max_claims_per_report;
+                sc.checkpoint_interval_bytes = lt.checkpoint_interval_bytes;
                 // As on a real node, the agent confirms each red block once its bundles are committed.
                 sc.defer_final_report = agent_layer;
                 // One bundle per block unless the scenario aggregates (`node.ltp.max_bundles_per_block`).

@@ -2,10 +2,12 @@
 //! span's [`crate::pacing::RateController`] (spans with `adaptive_rate` only; a no-op
 //! otherwise).
 //!
-//! A burst is the red data closed by one checkpoint. Its outcome is taken over `[0, end of the
-//! checkpoint)`: the red bytes unclaimed there before the first report segment answering the
-//! checkpoint (what the burst carried) and after the segment whose upper bound reaches the
-//! checkpoint's end (what is still missing). Following the answer across all its segments
+//! A burst is the red data closed by one checkpoint. Its outcome is taken over the checkpoint's
+//! scope (`[0, end of the checkpoint)` for a block sent with a single checkpoint, the interval
+//! it closes for an intermediate one): the red bytes unclaimed there before the first report
+//! segment answering the checkpoint (what the burst carried) and after the segment whose upper
+//! bound reaches the checkpoint's end (what is still missing). With intermediate checkpoints
+//! a long block feeds the controller once per interval instead of once per block. Following the answer across all its segments
 //! matters: a receiver that was overrun has many gaps, so its report is split (ION and dtnkit
 //! put at most 20 claims in a segment) and the first segment alone would mostly show the
 //! data that its socket buffer absorbed.
@@ -36,11 +38,13 @@ pub(super) fn before_claims(span: &Span, ex: &mut ExportSession, rs: &ReportSegm
         return;
     };
     let end = cp.end().min(ex.red_len);
-    let outstanding = ex.acked.missing_len(0..end);
+    let start = cp.scope_start.min(end);
+    let outstanding = ex.acked.missing_len(start..end);
     ex.feedback = (outstanding > 0).then_some(Feedback {
         serial: cp.serial,
         burst_start: cp.burst_start,
         burst_end: cp.burst_end,
+        start,
         end,
         outstanding,
     });
@@ -61,7 +65,7 @@ pub(super) fn after_claims(
         return;
     }
     ex.feedback = None;
-    let lost = ex.acked.missing_len(0..fb.end);
+    let lost = ex.acked.missing_len(fb.start..fb.end);
     let min_round_bytes = span.cfg.adaptive_rate.map_or(0, |a| {
         a.min_round_segments
             .saturating_mul(span.cfg.max_segment_size as u64)

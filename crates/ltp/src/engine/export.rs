@@ -3,8 +3,10 @@
 //! The plan is a queue of *batches*: the first transmission is one batch (red ranges, then
 //! green), and each report with gaps adds one batch holding exactly the unclaimed ranges of
 //! that report. The last red segment of every batch is a checkpoint, so one report produces
-//! one retransmission cycle. Segments are cut lazily at transmission time, so a block costs
-//! no per-segment allocation.
+//! one retransmission cycle. With `SpanConfig::checkpoint_interval_bytes` the first
+//! transmission also carries *intermediate* checkpoints, one per interval of red bytes, each
+//! answered by a report covering its interval. Segments are cut lazily at transmission time,
+//! so a block costs no per-segment allocation.
 
 use std::collections::VecDeque;
 use std::ops::Range;
@@ -28,6 +30,15 @@ pub(crate) struct Batch {
     /// Report serial carried by the batch's checkpoint (0 for the first transmission).
     pub(crate) report_serial: u64,
     pub(crate) retransmission: bool,
+    /// Start of the first-transmission interval the batch's data lies in (see
+    /// [`Checkpoint::scope_start`]; 0 for the first transmission, whose scope moves with its
+    /// intermediate checkpoints).
+    pub(crate) scope_start: u64,
+    /// Serial of the checkpoint whose answer planned this retransmission batch (0 for the
+    /// first transmission).
+    pub(crate) answers: u64,
+    /// Whether a segment was cut from it already.
+    pub(crate) started: bool,
 }
 
 /// An outstanding checkpoint, kept so a timeout can resend it verbatim.
@@ -37,6 +48,12 @@ pub(crate) struct Checkpoint {
     pub(crate) report_serial: u64,
     pub(crate) offset: u64,
     pub(crate) len: u64,
+    /// Start of the red data this checkpoint vouches for: the end of the previous checkpoint
+    /// of the first transmission (0 for its first one, and for every checkpoint of a block sent
+    /// with a single one), or for a retransmission batch the start of the first-transmission
+    /// interval its data lies in. Its reports cover `[scope_start, end)`: the checkpoint is
+    /// done once that is claimed, and adaptive pacing takes the burst's outcome there.
+    pub(crate) scope_start: u64,
     pub(crate) ty: SegmentType,
     pub(crate) retransmissions: u32,
     /// Span-clock deadline of the armed timer.
@@ -48,9 +65,14 @@ pub(crate) struct Checkpoint {
 }
 
 impl Checkpoint {
-    /// End of the checkpoint segment: its reports cover `[0 or a lower bound, end)`.
+    /// End of the checkpoint segment: its reports cover `[scope_start, end)`.
     pub(crate) fn end(&self) -> u64 {
         self.offset + self.len
+    }
+
+    /// Whether a checkpoint of the first transmission (not of a retransmission batch).
+    pub(crate) fn first_pass(&self) -> bool {
+        self.report_serial == 0
     }
 }
 
@@ -61,8 +83,10 @@ pub(crate) struct Feedback {
     pub(crate) serial: u64,
     pub(crate) burst_start: Duration,
     pub(crate) burst_end: Duration,
+    /// The checkpoint's scope, `[start, end)`.
+    pub(crate) start: u64,
     pub(crate) end: u64,
-    /// Red bytes in `[0, end)` unclaimed before the first report segment.
+    /// Red bytes in `[start, end)` unclaimed before the first report segment.
     pub(crate) outstanding: u64,
 }
 
@@ -97,13 +121,25 @@ pub(crate) struct ExportSession {
     pub(crate) next_cp_serial: u64,
     /// Report serials already acted upon (duplicates only get an RA).
     pub(crate) handled_reports: Vec<u64>,
+    /// Retransmission cycles counted against `max_retransmission_cycles`: one per checkpoint
+    /// whose answer showed gaps, however many report segments that answer took.
     pub(crate) cycles: u32,
+    /// The checkpoint last counted in `cycles`.
+    pub(crate) cycle_cp: u64,
     /// Whether the session number is in the span's `data_sessions` queue.
     pub(crate) queued: bool,
     /// Start of the burst in progress (first red segment sent since the last checkpoint).
     pub(crate) burst_start: Option<Duration>,
     /// Adaptive pacing: the report being followed (spans with adaptive pacing only).
     pub(crate) feedback: Option<Feedback>,
+    /// Intermediate checkpoints every this many red bytes of the first transmission (0 =
+    /// none: its last red segment is its only checkpoint).
+    pub(crate) cp_interval: u64,
+    /// Red bytes of the first transmission sent since its last checkpoint.
+    pub(crate) since_cp: u64,
+    /// Checkpoints of the first transmission so far, `(serial, end)` in offset order: the
+    /// interval boundaries.
+    pub(crate) first_pass_cps: Vec<(u64, u64)>,
 }
 
 /// The next data segment chosen by [`ExportSession::next_segment`].
@@ -117,6 +153,8 @@ pub(crate) struct PlannedSegment {
     /// A timeout-driven resend of an existing checkpoint (its timer is re-armed, no new
     /// checkpoint record).
     pub(crate) checkpoint_resend: bool,
+    /// The checkpoint's [`Checkpoint::scope_start`] (meaningful for checkpoints only).
+    pub(crate) scope_start: u64,
 }
 
 impl ExportSession {
@@ -143,6 +181,9 @@ impl ExportSession {
             ranges,
             report_serial: 0,
             retransmission: false,
+            scope_start: 0,
+            answers: 0,
+            started: false,
         });
         Self {
             id,
@@ -159,10 +200,35 @@ impl ExportSession {
             next_cp_serial: first_cp_serial,
             handled_reports: Vec::new(),
             cycles: 0,
+            cycle_cp: 0,
             queued: false,
             burst_start: None,
             feedback: None,
+            cp_interval: 0,
+            since_cp: 0,
+            first_pass_cps: Vec::new(),
         }
+    }
+
+    /// Start of the first-transmission interval holding `offset`: the end of the last
+    /// first-transmission checkpoint at or below it (0 when there is none, in particular
+    /// whenever the block is sent with a single checkpoint).
+    pub(crate) fn interval_start(&self, offset: u64) -> u64 {
+        let k = self
+            .first_pass_cps
+            .partition_point(|&(_, end)| end <= offset);
+        k.checked_sub(1)
+            .and_then(|k| self.first_pass_cps.get(k))
+            .map_or(0, |&(_, end)| end)
+    }
+
+    /// Whether `serial` is an intermediate checkpoint: one of the first transmission that does
+    /// not end its red part. The reports answering it are not retransmission cycles.
+    pub(crate) fn is_intermediate(&self, serial: u64) -> bool {
+        let red_len = self.red_len;
+        self.first_pass_cps
+            .iter()
+            .any(|&(s, end)| s == serial && end < red_len)
     }
 
     /// Whether data segments remain to be sent.
@@ -199,7 +265,7 @@ impl ExportSession {
     /// retransmission limit, cancels the session instead of letting it sit forever.
     pub(crate) fn retire_answered_checkpoints(&mut self) {
         let acked = &self.acked;
-        let done = |c: &Checkpoint| acked.contains_range(0..c.end());
+        let done = |c: &Checkpoint| acked.contains_range(c.scope_start..c.end());
         let live = self.checkpoints.iter().any(|c| !done(c));
         if live || self.has_red_batch() || self.red_complete() {
             self.checkpoints.retain(|c| !done(c));
@@ -238,6 +304,7 @@ impl ExportSession {
                     }),
                     retransmission: true,
                     checkpoint_resend: true,
+                    scope_start: cp.scope_start,
                 });
             }
         }
@@ -252,6 +319,7 @@ impl ExportSession {
                 self.batches.pop_front();
                 continue;
             };
+            batch.started = true;
             let start = range.start;
             let red = start < red_len;
             let base = header + sdnv::encoded_len(start);
@@ -275,8 +343,17 @@ impl ExportSession {
             }
             let last_red =
                 red && range_done && batch.ranges.front().is_none_or(|r| r.start >= red_len);
+            let first_pass = !batch.retransmission;
+            // An intermediate checkpoint closes each interval of the first transmission.
+            let intermediate = red
+                && first_pass
+                && !last_red
+                && self.cp_interval > 0
+                && self.since_cp + len >= self.cp_interval;
             let ty = if red {
-                if !last_red {
+                if intermediate {
+                    SegmentType::RedCheckpoint
+                } else if !last_red {
                     SegmentType::RedData
                 } else if end < red_len {
                     SegmentType::RedCheckpoint
@@ -290,9 +367,21 @@ impl ExportSession {
             } else {
                 SegmentType::GreenData
             };
+            let scope_start = if first_pass {
+                self.first_pass_cps.last().map_or(0, |&(_, e)| e)
+            } else {
+                batch.scope_start
+            };
+            if red && first_pass {
+                self.since_cp += len;
+            }
             let checkpoint = if ty.is_checkpoint() {
                 let serial = self.next_cp_serial;
                 self.next_cp_serial = self.next_cp_serial.wrapping_add(1).max(1);
+                if first_pass {
+                    self.first_pass_cps.push((serial, end));
+                    self.since_cp = 0;
+                }
                 Some(CheckpointInfo {
                     checkpoint_serial: serial,
                     report_serial: batch.report_serial,
@@ -311,6 +400,7 @@ impl ExportSession {
                 checkpoint,
                 retransmission,
                 checkpoint_resend: false,
+                scope_start,
             });
         }
     }

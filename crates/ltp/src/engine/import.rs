@@ -13,6 +13,20 @@ use bytes::Bytes;
 use crate::rangeset::RangeSet;
 use crate::segment::{CancelReason, CheckpointInfo, ReportSegment};
 
+/// Report serials whose answer an import session remembers ([`ImportSession::answer_of`]).
+pub(crate) const MAX_ANSWERS: usize = 256;
+
+/// The answer to one checkpoint (all its report segments).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Answer {
+    /// Lower bound of its scope: a checkpoint citing one of its reports draws a secondary
+    /// report from there.
+    pub(crate) lower: u64,
+    /// Whether it answered an intermediate checkpoint: the retransmission it causes is part
+    /// of the first transmission's repair, not a retransmission cycle.
+    pub(crate) intermediate: bool,
+}
+
 /// A report issued by this session, kept until acknowledged.
 #[derive(Debug, Clone)]
 pub(crate) struct IssuedReport {
@@ -53,6 +67,16 @@ pub(crate) struct ImportSession {
     pub(crate) reports: Vec<IssuedReport>,
     pub(crate) next_report_serial: u64,
     pub(crate) answered_checkpoints: Vec<u64>,
+    /// Of those, the ones that are not retransmission cycles: intermediate checkpoints
+    /// (primary ones that moved `primary_upper` forward without ending the red part) and
+    /// checkpoints of retransmissions planned from their reports.
+    pub(crate) free_answered: usize,
+    /// Upper bound of the primary reports issued so far (RFC 5326 section 6.11): the next
+    /// primary report's scope starts there.
+    pub(crate) primary_upper: u64,
+    /// The answer each recent report belonged to, by report serial (at most
+    /// [`MAX_ANSWERS`], oldest forgotten first).
+    answers: Vec<(u64, Answer)>,
     pub(crate) state: ImportState,
     /// Span-clock time of the last segment received.
     pub(crate) last_rx: Duration,
@@ -93,6 +117,9 @@ impl ImportSession {
             reports: Vec::new(),
             next_report_serial: first_report_serial,
             answered_checkpoints: Vec::new(),
+            free_answered: 0,
+            primary_upper: 0,
+            answers: Vec::new(),
             state: ImportState::Active,
             last_rx: clock,
             data_segments: 0,
@@ -110,6 +137,24 @@ impl ImportSession {
     /// claimed must never be dropped silently (see `claimed`).
     pub(crate) fn progressed(&self) -> bool {
         self.delivered || self.data_segments > 1 || self.claimed
+    }
+
+    /// Remembers that report `serial` belongs to `answer`.
+    pub(crate) fn note_answer(&mut self, serial: u64, answer: Answer) {
+        if self.answers.len() >= MAX_ANSWERS {
+            self.answers.remove(0);
+        }
+        self.answers.push((serial, answer));
+    }
+
+    /// The answer report `serial` belonged to (`None` when unknown: forgotten, or never
+    /// issued by this session).
+    pub(crate) fn answer_of(&self, serial: u64) -> Option<Answer> {
+        self.answers
+            .iter()
+            .rev()
+            .find(|&&(s, _)| s == serial)
+            .map(|&(_, a)| a)
     }
 
     /// Whether the red part is complete (and not yet delivered).

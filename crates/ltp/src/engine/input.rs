@@ -2,6 +2,7 @@
 //! reports, report acknowledgments, cancellation).
 
 use super::*;
+use crate::rangeset::RangeSet;
 
 impl Engine {
     /// Process one received datagram. Malformed datagrams and segments from unknown
@@ -428,10 +429,11 @@ impl Engine {
         cp: CheckpointInfo,
         cp_end: u64,
     ) {
-        let (max_claims, max_cycles) = match self.spans.get(i) {
+        let (max_claims, max_cycles, max_free) = match self.spans.get(i) {
             Some(s) => (
                 s.cfg.max_claims_per_report.max(1),
                 s.cfg.max_retransmission_cycles,
+                (s.cfg.max_red_bytes_per_session / crate::MIN_CHECKPOINT_INTERVAL).max(1) * 2,
             ),
             None => return,
         };
@@ -465,15 +467,48 @@ impl Engine {
             imp.held_checkpoint = Some((cp, cp_end));
             return;
         }
-        if imp.answered_checkpoints.len() as u64 > u64::from(max_cycles) {
+        // RFC 5326 section 6.11: a checkpoint of the first transmission (report serial 0)
+        // draws a primary report, whose scope starts where the previous primary report's
+        // ended; one sent in answer to a report draws a secondary report, whose scope starts
+        // where that report's answer started (the lower bound of all its segments: the
+        // answer to a single checkpoint per block starts at 0, so such blocks keep reports
+        // from 0). A primary checkpoint below the previous primary bound (a lost or late one)
+        // is answered from 0. Once the red part is complete, one claim covers it all.
+        let primary = cp.report_serial == 0;
+        let cited = (!primary)
+            .then(|| imp.answer_of(cp.report_serial))
+            .flatten();
+        let (lower, upper) = match (imp.delivered, imp.red_len) {
+            (true, Some(r)) => (0, r),
+            _ => {
+                let lower = if primary {
+                    imp.primary_upper
+                } else {
+                    cited.map_or(0, |a| a.lower)
+                };
+                (if lower < cp_end { lower } else { 0 }, cp_end)
+            }
+        };
+        // A primary checkpoint that moves the primary bound forward without ending the red
+        // part is an intermediate checkpoint: progress of the first transmission, not a
+        // retransmission cycle; nor is the checkpoint of the retransmission its report caused
+        // (the sender does not count those either). At most `max_free` of them per session.
+        let intermediate =
+            primary && !imp.delivered && cp_end > imp.primary_upper && imp.red_len != Some(cp_end);
+        let free = (intermediate || cited.is_some_and(|a| a.intermediate))
+            && (imp.free_answered as u64) < max_free;
+        let cycles = imp.answered_checkpoints.len() - imp.free_answered;
+        if !free && cycles as u64 > u64::from(max_cycles) {
             self.cancel_import_with(now, i, id, CancelReason::RetransmissionCyclesExceeded);
             return;
         }
         imp.answered_checkpoints.push(cp.checkpoint_serial);
-        let upper = match (imp.delivered, imp.red_len) {
-            (true, Some(r)) => r,
-            _ => cp_end,
-        };
+        if free {
+            imp.free_answered += 1;
+        }
+        if primary {
+            imp.primary_upper = imp.primary_upper.max(upper);
+        }
         let full = imp.delivered;
         // Split the claims in [0, upper) into reports of at most `max_claims` claims with
         // contiguous scopes.
@@ -481,12 +516,16 @@ impl Engine {
         let ranges = imp.received.ranges();
         let in_scope: Vec<std::ops::Range<u64>> = ranges
             .iter()
-            .filter(|r| r.start < upper)
-            .map(|r| r.start..r.end.min(upper))
+            .filter(|r| r.start < upper && r.end > lower)
+            .map(|r| r.start.max(lower)..r.end.min(upper))
             .collect();
         let chunks = in_scope.chunks(max_claims);
         let n_chunks = chunks.len();
-        let mut lower = 0u64;
+        let answer = Answer {
+            lower,
+            intermediate: intermediate && free,
+        };
+        let mut lower = lower;
         for (k, chunk) in in_scope.chunks(max_claims).enumerate() {
             let last = k + 1 == n_chunks;
             let chunk_end = chunk.last().map_or(lower, |r| r.end);
@@ -513,6 +552,7 @@ impl Engine {
                 deadline: None,
                 full: full && last && k == 0,
             });
+            imp.note_answer(serial, answer);
             new_serials.push(serial);
             lower = ub;
         }
@@ -618,8 +658,46 @@ impl Engine {
         }
         let mut ranges = VecDeque::new();
         let upper = rs.upper_bound.min(red_len);
-        let lower = rs.lower_bound.min(upper);
-        ex.acked.for_each_gap(lower..upper, |r| ranges.push_back(r));
+        let mut lower = rs.lower_bound.min(upper);
+        if ex.cp_interval > 0 {
+            if let Some(k) = ex
+                .first_pass_cps
+                .iter()
+                .position(|&(s, _)| s == rs.checkpoint_serial)
+            {
+                // A report answering a checkpoint of the first transmission vouches for that
+                // checkpoint's interval; the gaps of intervals whose checkpoints were answered
+                // before are planned or in flight already. Only a receiver whose reports start
+                // below the interval (at 0, as RFC 5326 allows) reaches into them.
+                let own = k
+                    .checked_sub(1)
+                    .and_then(|j| ex.first_pass_cps.get(j))
+                    .map_or(0, |&(_, end)| end);
+                let floor = ex
+                    .checkpoints
+                    .iter()
+                    .filter(|c| c.first_pass())
+                    .map(|c| c.scope_start)
+                    .fold(own, u64::min);
+                lower = lower.max(floor.min(upper));
+            }
+        }
+        if ex.cp_interval == 0 {
+            ex.acked.for_each_gap(lower..upper, |r| ranges.push_back(r));
+        } else {
+            // The first transmission goes on while reports arrive: a gap already planned in a
+            // retransmission batch not sent yet is not planned twice (a receiver whose reports
+            // all start at 0 would otherwise have every early gap resent once per interval).
+            let mut planned = RangeSet::new();
+            for b in ex.batches.iter().filter(|b| b.retransmission) {
+                for r in &b.ranges {
+                    planned.insert(r.clone());
+                }
+            }
+            ex.acked.for_each_gap(lower..upper, |g| {
+                planned.for_each_gap(g, |r| ranges.push_back(r));
+            });
+        }
         if ranges.is_empty() {
             // Nothing to resend in this report's scope, yet red data is unclaimed: it lies in
             // another report segment that was lost, refused as malformed, or never sent.
@@ -631,10 +709,20 @@ impl Engine {
             ex.retire_answered_checkpoints();
             return;
         }
-        ex.cycles += 1;
-        if ex.cycles > max_cycles {
-            self.cancel_export_with(now, id.number, CancelReason::RetransmissionCyclesExceeded);
-            return;
+        // A report answering an intermediate checkpoint is part of the first transmission's
+        // feedback, not a retransmission cycle (a long block would otherwise reach the limit
+        // by its length alone). An answer split over several report segments (at most
+        // `max_claims_per_report` claims each) is one cycle: counted per segment, the answer
+        // to a block that lost more than 2000 segments in scattered gaps used up the default
+        // limit of 100 by itself.
+        let counted = rs.checkpoint_serial != 0 && rs.checkpoint_serial == ex.cycle_cp;
+        if !counted && !ex.is_intermediate(rs.checkpoint_serial) {
+            ex.cycle_cp = rs.checkpoint_serial;
+            ex.cycles += 1;
+            if ex.cycles > max_cycles {
+                self.cancel_export_with(now, id.number, CancelReason::RetransmissionCyclesExceeded);
+                return;
+            }
         }
         let Some(ex) = self.exports.get_mut(&id.number) else {
             return;
@@ -644,11 +732,36 @@ impl Engine {
         if rs.checkpoint_serial != 0 {
             ex.checkpoints.retain(|c| c.serial != rs.checkpoint_serial);
         }
-        ex.batches.push_back(Batch {
-            ranges,
-            report_serial: rs.report_serial,
-            retransmission: true,
-        });
+        if ex.cp_interval > 0 {
+            // ... and of every first-transmission checkpoint whose interval the report covers
+            // (one whose own report was lost, or that the receiver never saw).
+            ex.checkpoints
+                .retain(|c| !(c.first_pass() && c.scope_start >= lower && c.end() <= upper));
+        }
+        let scope_start = ex.interval_start(lower);
+        let merge = ex.cp_interval > 0
+            && rs.checkpoint_serial != 0
+            && ex
+                .batches
+                .back()
+                .is_some_and(|b| b.answers == rs.checkpoint_serial && !b.started);
+        match ex.batches.back_mut() {
+            // The next segment of an answer whose earlier segment's batch has not left yet:
+            // one batch and one checkpoint for the whole answer (its scope starts at the
+            // answer's lower bound, which the checkpoint's cited report shares).
+            Some(b) if merge => {
+                b.ranges.extend(ranges);
+                b.scope_start = b.scope_start.min(scope_start);
+            }
+            _ => ex.batches.push_back(Batch {
+                ranges,
+                report_serial: rs.report_serial,
+                retransmission: true,
+                scope_start,
+                answers: rs.checkpoint_serial,
+                started: false,
+            }),
+        }
         ex.retire_answered_checkpoints();
         if let Some(s) = self.spans.get_mut(i) {
             s.stats.retransmission_cycles += 1;

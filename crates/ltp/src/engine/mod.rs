@@ -49,7 +49,7 @@ use crate::stats::{EngineStats, SpanState, SpanStats};
 use closed::ClosedSessions;
 use export::{Batch, Checkpoint, ExportSession, ExportState};
 use fasthash::FoldMap;
-use import::{ImportSession, ImportState, IssuedReport};
+use import::{Answer, ImportSession, ImportState, IssuedReport};
 use span::{Aggregator, PendingBlock, Signal, SignalKind, Span, TimerKey};
 
 /// Smallest usable `max_segment_size`: room for a worst-case data segment header (64-bit

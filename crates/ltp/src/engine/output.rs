@@ -223,6 +223,7 @@ impl Engine {
                     report_serial: cp.report_serial,
                     offset: plan.offset,
                     len: plan.len,
+                    scope_start: plan.scope_start,
                     ty: plan.ty,
                     retransmissions: 0,
                     deadline: Some(deadline),

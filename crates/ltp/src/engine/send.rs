@@ -238,9 +238,13 @@ impl Engine {
         span: usize,
         block: PendingBlock,
     ) -> Result<SessionId, PendingBlock> {
-        let (bits, remote) = match self.spans.get(span) {
-            Some(s) => (s.cfg.session_number_bits, s.cfg.remote_engine_id),
-            None => (32, 0),
+        let (bits, remote, cp_interval) = match self.spans.get(span) {
+            Some(s) => (
+                s.cfg.session_number_bits,
+                s.cfg.remote_engine_id,
+                s.cfg.checkpoint_interval_bytes,
+            ),
+            None => (32, 0, 0),
         };
         let Some(number) = self.alloc_session_number(bits) else {
             return Err(block);
@@ -260,6 +264,7 @@ impl Engine {
             block.tokens,
             first_cp,
         );
+        session.cp_interval = cp_interval;
         session.queued = true;
         self.exports.insert(number, session);
         if let Some(s) = self.spans.get_mut(span) {

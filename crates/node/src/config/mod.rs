@@ -362,6 +362,13 @@ pub struct SpanSection {
     /// enhanced" signal replication (default 1, standard LTP).
     #[serde(default)]
     pub signal_replication: Option<u32>,
+    /// Intermediate checkpoints (`ltp::SpanConfig::checkpoint_interval_bytes`): a red segment
+    /// of a block's first transmission becomes a checkpoint every this many bytes, so a long
+    /// block draws reports while it is sent (0 = only its last red segment; default: the peer
+    /// kind's, 1 MiB towards dtnkit, 0 towards ION, HDTN and generic peers and on spans with
+    /// `[span.fec]`; otherwise at least 65 536).
+    #[serde(default)]
+    pub checkpoint_bytes: Option<u64>,
     /// Packet-layer FEC below LTP on this span (`[span.fec]`, docs/fec.md); the neighbour must
     /// have it on its span too. The FEC layer paces at `rate_bps` (or the contact's rate) and
     /// adaptive pacing is off.
@@ -446,6 +453,8 @@ pub struct Span {
     pub max_bundles_per_block: usize,
     /// Pacing burst cap in effect (0 = none).
     pub max_burst_bytes: u64,
+    /// Intermediate checkpoint interval in effect (0 = one checkpoint per block).
+    pub checkpoint_bytes: u64,
     /// FEC settings (`[span.fec]`), paced at `rate_bps` until a contact sets another rate.
     pub fec: Option<fec::FecConfig>,
 }
@@ -870,6 +879,19 @@ impl NodeConfig {
                     return Err(err(file, &f("signal_replication"), r, "1 to 16 copies"));
                 }
             }
+            if let Some(c) = s.checkpoint_bytes {
+                if c != 0 && c < peer_kind::MIN_CHECKPOINT_BYTES {
+                    return Err(err(
+                        file,
+                        &f("checkpoint_bytes"),
+                        c,
+                        &format!(
+                            "0 (one checkpoint per block) or at least {} bytes",
+                            peer_kind::MIN_CHECKPOINT_BYTES
+                        ),
+                    ));
+                }
+            }
             let fec = match &s.fec {
                 None => None,
                 Some(sec) => {
@@ -915,6 +937,12 @@ impl NodeConfig {
                 aggregation_bytes,
                 max_bundles_per_block,
                 max_burst_bytes: s.max_burst_bytes.unwrap_or(profile.max_burst_bytes),
+                // The FEC layer has its own block model (HSLTP closes on the full report).
+                checkpoint_bytes: s.checkpoint_bytes.unwrap_or(if fec.is_some() {
+                    0
+                } else {
+                    profile.checkpoint_bytes
+                }),
                 fec,
                 cfg: s.clone(),
             });
@@ -1253,6 +1281,24 @@ adaptive_rate = true
 ")
         )
         .is_err());
+    }
+
+    #[test]
+    fn checkpoint_bytes_defaults_by_peer_kind_and_is_validated() {
+        let span = |extra: &str| parse(&format!("{GOOD}{extra}")).map(|v| v.spans[0].clone());
+        assert_eq!(span("").unwrap().checkpoint_bytes, 1 << 20);
+        for k in ["ion", "hdtn", "generic"] {
+            let s = span(&format!("peer_kind = \"{k}\"\n")).unwrap();
+            assert_eq!(s.checkpoint_bytes, 0, "{k}");
+        }
+        // FEC spans keep one checkpoint per block unless told otherwise.
+        let fec = "rate_bps = 10000000\n[span.fec]\nmode = \"hsltp\"\n";
+        assert_eq!(span(fec).unwrap().checkpoint_bytes, 0);
+        assert_eq!(span("checkpoint_bytes = 0\n").unwrap().checkpoint_bytes, 0);
+        let ion = span("peer_kind = \"ion\"\ncheckpoint_bytes = 65536\n").unwrap();
+        assert_eq!(ion.checkpoint_bytes, 65_536);
+        let e = span("checkpoint_bytes = 8192\n").unwrap_err().to_string();
+        assert!(e.contains("span[0].checkpoint_bytes"), "{e}");
     }
 
     #[test]

@@ -5,7 +5,9 @@
 //! would give. The needs behind each profile are documented in `docs/interop.md`:
 //!
 //! - `dtnkit` (the default): several bundles per LTP block (aggregation), pacing bursts as deep
-//!   as `burst_ms` at the current rate;
+//!   as `burst_ms` at the current rate, an intermediate checkpoint every
+//!   [`DTNKIT_CHECKPOINT_BYTES`] of a long red part (reports, retransmission and adaptive
+//!   pacing during the block, not once at its end);
 //! - `ion` (ION 4.1.3): several bundles per block as well (ION does the same), bursts capped at
 //!   [`SMALL_BUFFER_BURST_BYTES`] (ION keeps the kernel's default 212 992-byte UDP receive
 //!   buffer); TCPCL sessions we open speak version 3 (ION 4.1.3 speaks no other);
@@ -16,12 +18,26 @@
 //!   (`exceed_peer_transfer_mru`), since it advertises 64 000 bytes and accepts megabytes;
 //! - `generic`: an implementation not known here: the safe choices, one bundle per block and
 //!   capped bursts.
+//!
+//! Only `dtnkit` peers get intermediate checkpoints by default: ION counts every report it
+//! sends against a small per-session limit derived from its `maxber` (docs/interop.md) and
+//! would cancel a long block that draws one report per interval; how HDTN handles them was not
+//! measured.
 
 use serde::Deserialize;
 
 /// Largest pacing burst for receivers with the kernel's default UDP buffer (212 992 bytes):
 /// under a third of it, so a burst leaves room for what the receiver has not read yet.
 pub const SMALL_BUFFER_BURST_BYTES: u64 = 64 * 1024;
+
+/// `checkpoint_bytes` towards another dtnkit node: an intermediate checkpoint per MiB of a
+/// block's first transmission (a 500 kB block keeps its single checkpoint).
+pub const DTNKIT_CHECKPOINT_BYTES: u64 = 1 << 20;
+
+/// Smallest `checkpoint_bytes` other than 0: below it reports would rival data segments in
+/// number (and the receiver counts intermediate checkpoints as progress only up to its block
+/// limit divided by this, `ltp::MIN_CHECKPOINT_INTERVAL`).
+pub const MIN_CHECKPOINT_BYTES: u64 = ltp::MIN_CHECKPOINT_INTERVAL;
 
 /// The implementation a neighbour runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
@@ -51,6 +67,8 @@ pub struct LtpProfile {
     pub max_bundles_per_block: usize,
     /// `max_burst_bytes` (0 = no cap).
     pub max_burst_bytes: u64,
+    /// `checkpoint_bytes` (0 = a single checkpoint per block).
+    pub checkpoint_bytes: u64,
 }
 
 /// Defaults of a TCPCL neighbour for one peer kind.
@@ -81,9 +99,13 @@ impl PeerKind {
             aggregation_ms: 1.0,
             max_bundles_per_block: 0,
             max_burst_bytes: 0,
+            checkpoint_bytes: 0,
         };
         match self {
-            PeerKind::Dtnkit => Ok(aggregating),
+            PeerKind::Dtnkit => Ok(LtpProfile {
+                checkpoint_bytes: DTNKIT_CHECKPOINT_BYTES,
+                ..aggregating
+            }),
             PeerKind::Ion => Ok(LtpProfile {
                 max_burst_bytes: SMALL_BUFFER_BURST_BYTES,
                 ..aggregating
@@ -123,9 +145,14 @@ mod tests {
         assert_eq!(p(PeerKind::Hdtn).max_bundles_per_block, 1);
         assert_eq!(p(PeerKind::Generic).max_bundles_per_block, 1);
         assert_eq!(p(PeerKind::Dtnkit).max_burst_bytes, 0);
+        assert_eq!(
+            p(PeerKind::Dtnkit).checkpoint_bytes,
+            DTNKIT_CHECKPOINT_BYTES
+        );
         for k in [PeerKind::Ion, PeerKind::Hdtn, PeerKind::Generic] {
             assert_eq!(p(k).max_burst_bytes, SMALL_BUFFER_BURST_BYTES, "{k:?}");
             assert!(p(k).max_burst_bytes < 212_992 / 3);
+            assert_eq!(p(k).checkpoint_bytes, 0, "{k:?}");
         }
         assert!(PeerKind::Dtn7.ltp_profile().is_err());
         assert!(PeerKind::Dtn7.tcp_profile().exceed_peer_transfer_mru);
