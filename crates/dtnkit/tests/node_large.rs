@@ -492,72 +492,10 @@ fn kill_9_mid_stream_keeps_nothing_of_it_and_an_acknowledged_adu_arrives_whole()
     );
 }
 
-#[test]
-fn a_bundle_larger_than_the_peers_tcpcl_transfer_mru_is_fragmented_and_reassembled() {
-    let dir = TempDir::new("large-mru");
-    let (l1, l2) = (free_tcp_port(), free_tcp_port());
-    let mut b = tcp_node(2, l2, 1, None, "");
-    b.extra = b.extra.replace(
-        "reconnect_min_ms = 50",
-        "transfer_mru = 1000000\nreconnect_min_ms = 50",
-    );
-    let n2 = NodeProc::start(&dir.0, &b);
-    let n1 = NodeProc::start(&dir.0, &tcp_node(1, l1, 2, Some(l2), ""));
-    let d = data(5_000_000, 41);
-    let f = dir.0.join("in.bin");
-    std::fs::write(&f, &d).unwrap();
-    let recv = Proc::spawn(&[
-        "recv",
-        "--socket",
-        s(&n2.socket),
-        "--endpoint",
-        "ipn:2.1",
-        "--count",
-        "1",
-        "--timeout",
-        "30",
-        "--hash",
-    ]);
-    let out = run(
-        &[
-            "send",
-            "--socket",
-            s(&n1.socket),
-            "--dst",
-            "ipn:2.1",
-            "--file",
-            s(&f),
-        ],
-        LIMIT,
-    );
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let got = recv.wait(LIMIT);
-    let text = String::from_utf8_lossy(&got.stdout);
-    // Reassembled by node 2: one whole bundle (no fragment in its id).
-    assert!(
-        text.contains(&format!("len=5000000 sha256={}", sha256_hex(&d))) && !text.contains("frag"),
-        "{text}"
-    );
-    assert!(n1.tcpcl().bundles_fragmented >= 1);
-}
-
-#[test]
-fn a_bundle_larger_than_the_ltp_peers_blocks_is_fragmented_by_the_agent_and_reassembled() {
-    let dir = TempDir::new("large-ltp-block");
-    let (p1, p2) = (free_port(), free_port());
-    let mut a = NodeSpec::new(1, p1);
-    a.spans.push((2, p2));
-    a.extra = "max_block_bytes = 2000000\n".into();
-    let mut b = NodeSpec::new(2, p2);
-    b.spans.push((1, p1));
-    b.extra = "max_block_bytes = 2000000\n".into();
-    let n1 = NodeProc::start(&dir.0, &a);
-    let n2 = NodeProc::start(&dir.0, &b);
-    let d = data(5_000_000, 43);
+/// Sends a 5 MB file from `n1` to ipn:2.1 at `n2` and checks it is delivered as one whole
+/// bundle (reassembled: no fragment in its id) with the file's SHA-256.
+fn send_file_and_receive_whole(dir: &TempDir, n1: &NodeProc, n2: &NodeProc, seed: u64) {
+    let d = data(5_000_000, seed);
     let f = dir.0.join("in.bin");
     std::fs::write(&f, &d).unwrap();
     let recv = Proc::spawn(&[
@@ -596,6 +534,37 @@ fn a_bundle_larger_than_the_ltp_peers_blocks_is_fragmented_by_the_agent_and_reas
         "{text} {}",
         String::from_utf8_lossy(&got.stderr)
     );
+}
+
+#[test]
+fn a_bundle_larger_than_the_peers_tcpcl_transfer_mru_is_fragmented_and_reassembled() {
+    let dir = TempDir::new("large-mru");
+    let (l1, l2) = (free_tcp_port(), free_tcp_port());
+    let mut b = tcp_node(2, l2, 1, None, "");
+    b.extra = b.extra.replace(
+        "reconnect_min_ms = 50",
+        "transfer_mru = 1000000\nreconnect_min_ms = 50",
+    );
+    let n2 = NodeProc::start(&dir.0, &b);
+    let n1 = NodeProc::start(&dir.0, &tcp_node(1, l1, 2, Some(l2), ""));
+    // Reassembled by node 2: one whole bundle (no fragment in its id).
+    send_file_and_receive_whole(&dir, &n1, &n2, 41);
+    assert!(n1.tcpcl().bundles_fragmented >= 1);
+}
+
+#[test]
+fn a_bundle_larger_than_the_ltp_peers_blocks_is_fragmented_by_the_agent_and_reassembled() {
+    let dir = TempDir::new("large-ltp-block");
+    let (p1, p2) = (free_port(), free_port());
+    let mut a = NodeSpec::new(1, p1);
+    a.spans.push((2, p2));
+    a.extra = "max_block_bytes = 2000000\n".into();
+    let mut b = NodeSpec::new(2, p2);
+    b.spans.push((1, p1));
+    b.extra = "max_block_bytes = 2000000\n".into();
+    let n1 = NodeProc::start(&dir.0, &a);
+    let n2 = NodeProc::start(&dir.0, &b);
+    send_file_and_receive_whole(&dir, &n1, &n2, 43);
     // Node 1's agent replaced the bundle by fragments that fit the peer's blocks.
     assert_eq!(n1.status().bundles.fragmented, 1);
     assert_eq!(n2.status().bundles.malformed, 0);
