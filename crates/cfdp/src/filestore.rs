@@ -7,7 +7,7 @@
 //! relative, `/`-separated, no `..`, no NUL.
 
 use std::collections::HashMap;
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io;
 use std::path::{Component, Path, PathBuf};
 
@@ -120,6 +120,8 @@ pub trait Filestore: Send {
 #[derive(Debug)]
 pub struct NativeFilestore {
     root: PathBuf,
+    /// Every name is resolved beneath this descriptor without following links.
+    dir: crate::beneath::Root,
     open: HashMap<String, File>,
 }
 
@@ -127,12 +129,16 @@ pub struct NativeFilestore {
 const MAX_OPEN_FILES: usize = 64;
 
 impl NativeFilestore {
-    /// A filestore whose names resolve under `root` (created if missing).
+    /// A filestore whose names resolve under `root` (created if missing). Names never leave
+    /// it: a symbolic link met while resolving one is refused, wherever it points (the root
+    /// itself may be reached through links).
     pub fn new(root: impl Into<PathBuf>) -> io::Result<Self> {
         let root = root.into();
         std::fs::create_dir_all(&root)?;
+        let dir = crate::beneath::Root::open(&root)?;
         Ok(Self {
             root,
+            dir,
             open: HashMap::new(),
         })
     }
@@ -153,17 +159,16 @@ impl NativeFilestore {
             if self.open.len() >= MAX_OPEN_FILES {
                 self.open.clear();
             }
-            let host = self.host_path(path)?;
-            let f = OpenOptions::new()
-                .read(true)
-                .write(write)
-                .open(&host)
+            let name = check_name(path.as_bytes())?;
+            let f = self
+                .dir
+                .open_file(name, write, false)
                 .or_else(|e| {
                     // A file opened for reading first may be written later: reopen read-write.
                     if write {
                         Err(e)
                     } else {
-                        File::open(&host)
+                        self.dir.open_file(name, false, false)
                     }
                 })
                 .map_err(|e| FilestoreError::from_io(path, e))?;
@@ -173,19 +178,15 @@ impl NativeFilestore {
             .get_mut(path)
             .ok_or_else(|| FilestoreError::NotFound(path.to_owned()))
     }
-
-    fn parent_dirs(&self, host: &Path, name: &str) -> Result<(), FilestoreError> {
-        if let Some(parent) = host.parent() {
-            std::fs::create_dir_all(parent).map_err(|e| FilestoreError::from_io(name, e))?;
-        }
-        Ok(())
-    }
 }
 
 impl Filestore for NativeFilestore {
     fn size(&mut self, path: &str) -> Result<u64, FilestoreError> {
-        let host = self.host_path(path)?;
-        let md = std::fs::metadata(&host).map_err(|e| FilestoreError::from_io(path, e))?;
+        let name = check_name(path.as_bytes())?;
+        let md = self
+            .dir
+            .metadata(name)
+            .map_err(|e| FilestoreError::from_io(path, e))?;
         if !md.is_file() {
             return Err(FilestoreError::Io {
                 path: path.to_owned(),
@@ -204,14 +205,10 @@ impl Filestore for NativeFilestore {
 
     fn create(&mut self, path: &str) -> Result<(), FilestoreError> {
         self.open.remove(path);
-        let host = self.host_path(path)?;
-        self.parent_dirs(&host, path)?;
-        let f = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .open(&host)
+        let name = check_name(path.as_bytes())?;
+        let f = self
+            .dir
+            .open_file(name, true, true)
             .map_err(|e| FilestoreError::from_io(path, e))?;
         self.open.insert(path.to_owned(), f);
         Ok(())
@@ -232,41 +229,54 @@ impl Filestore for NativeFilestore {
     fn rename(&mut self, from: &str, to: &str) -> Result<(), FilestoreError> {
         self.open.remove(from);
         self.open.remove(to);
-        let (a, b) = (self.host_path(from)?, self.host_path(to)?);
-        self.parent_dirs(&b, to)?;
-        std::fs::rename(&a, &b).map_err(|e| FilestoreError::from_io(from, e))
+        let (a, b) = (check_name(from.as_bytes())?, check_name(to.as_bytes())?);
+        self.dir
+            .rename(a, b)
+            .map_err(|e| FilestoreError::from_io(from, e))
     }
 
     fn remove_file(&mut self, path: &str) -> Result<(), FilestoreError> {
         self.open.remove(path);
-        let host = self.host_path(path)?;
-        std::fs::remove_file(&host).map_err(|e| FilestoreError::from_io(path, e))
+        let name = check_name(path.as_bytes())?;
+        self.dir
+            .remove_file(name)
+            .map_err(|e| FilestoreError::from_io(path, e))
     }
 
     fn append(&mut self, target: &str, source: &str) -> Result<(), FilestoreError> {
         self.open.remove(target);
-        let (t, s) = (self.host_path(target)?, self.host_path(source)?);
-        let mut src = File::open(&s).map_err(|e| FilestoreError::from_io(source, e))?;
-        let mut dst = OpenOptions::new()
-            .append(true)
-            .open(&t)
+        let (t, s) = (
+            check_name(target.as_bytes())?,
+            check_name(source.as_bytes())?,
+        );
+        let mut src = self
+            .dir
+            .open_file(s, false, false)
+            .map_err(|e| FilestoreError::from_io(source, e))?;
+        let mut dst = self
+            .dir
+            .open_append(t)
             .map_err(|e| FilestoreError::from_io(target, e))?;
         io::copy(&mut src, &mut dst).map_err(|e| FilestoreError::from_io(target, e))?;
         Ok(())
     }
 
     fn create_dir(&mut self, path: &str) -> Result<(), FilestoreError> {
-        let host = self.host_path(path)?;
-        std::fs::create_dir_all(&host).map_err(|e| FilestoreError::from_io(path, e))
+        let name = check_name(path.as_bytes())?;
+        self.dir
+            .create_dir_all(name)
+            .map_err(|e| FilestoreError::from_io(path, e))
     }
 
     fn remove_dir(&mut self, path: &str) -> Result<(), FilestoreError> {
-        let host = self.host_path(path)?;
-        std::fs::remove_dir(&host).map_err(|e| FilestoreError::from_io(path, e))
+        let name = check_name(path.as_bytes())?;
+        self.dir
+            .remove_dir(name)
+            .map_err(|e| FilestoreError::from_io(path, e))
     }
 
     fn exists(&mut self, path: &str) -> bool {
-        self.host_path(path).is_ok_and(|p| p.exists())
+        check_name(path.as_bytes()).is_ok_and(|n| self.dir.metadata(n).is_ok())
     }
 
     fn close(&mut self, path: &str) {

@@ -79,6 +79,7 @@
 
 #![warn(missing_docs)]
 
+mod beneath;
 pub mod checksum;
 pub mod engine;
 pub mod error;

@@ -1101,3 +1101,33 @@ fn serve_answers_a_restarted_sender_at_its_new_port() {
         assert_eq!(file_sha(&dir.0.join("serve-root").join(name)), sha);
     }
 }
+
+/// A symbolic link inside `serve`'s root does not let a peer write outside it (issue 32): the
+/// name `out/x.bin`, where `out` links to a directory outside the root, is refused and nothing
+/// is written there. On the code before names were walked without following links, the file
+/// was created outside the root and the transfer reported NoError.
+#[test]
+fn a_symlink_in_the_root_does_not_let_a_peer_write_outside_it() {
+    let dir = TempDir::new("cfdp-symlink");
+    let outside = dir.0.join("outside");
+    std::fs::create_dir_all(&outside).unwrap();
+    let root = dir.0.join("serve-root");
+    std::fs::create_dir_all(&root).unwrap();
+    std::os::unix::fs::symlink(&outside, root.join("out")).unwrap();
+    let port = free_port();
+    let mut rx = dtnkit_serve(&dir.0, "serve", 2, port, 1, &[]);
+    let (src, _) = source_file(&dir.0, "x.bin", 20_000, 7);
+    let mut put = Command::new(BIN);
+    put.args(["cfdp", "put", s(&src), "2:out/x.bin", "--id", "1"])
+        .args(["--peer", &format!("2=127.0.0.1:{port}")])
+        .args(["--class", "2", "--json", "--quiet", "--timeout-s", "20"]);
+    let (_, out) = run_to_end("put", put, &dir.0, Duration::from_secs(60));
+    let fin = rx.next_event("finished", Duration::from_secs(30));
+    assert_eq!(fin["condition"], "FilestoreRejection", "{fin}\nput: {out}");
+    let written: Vec<_> = std::fs::read_dir(&outside).unwrap().collect();
+    assert!(written.is_empty(), "written outside the root: {written:?}");
+    assert!(std::fs::symlink_metadata(root.join("out"))
+        .unwrap()
+        .file_type()
+        .is_symlink());
+}

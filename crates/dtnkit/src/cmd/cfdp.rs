@@ -318,14 +318,16 @@ fn put(a: PutArgs) -> anyhow::Result<()> {
         )
         .into());
     }
-    let dir = a
-        .file
+    // The source may be reached through symbolic links (the user's own choice): resolve them
+    // here, since the filestore refuses to follow a link beneath its directory.
+    let source = std::fs::canonicalize(&a.file)
+        .with_context(|| format!("source file {}", a.file.display()))?;
+    let dir = source
         .parent()
         .filter(|p| !p.as_os_str().is_empty())
         .unwrap_or(Path::new("."))
         .to_path_buf();
-    let name = a
-        .file
+    let name = source
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .ok_or_else(|| UsageError(format!("source file {}: no file name", a.file.display())))?;
