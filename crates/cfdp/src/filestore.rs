@@ -73,6 +73,20 @@ pub fn check_name(raw: &[u8]) -> Result<&str, FilestoreError> {
     if name.contains('\0') {
         return Err(invalid("contains NUL"));
     }
+    if name.chars().any(char::is_control) {
+        // A newline would split every line-oriented log and report that prints the name.
+        return Err(invalid("contains a control character"));
+    }
+    if name.contains('\\') {
+        // Not a separator here, but one on other systems: a name that means a path elsewhere.
+        return Err(invalid("contains a backslash"));
+    }
+    if Path::new(name)
+        .components()
+        .all(|c| matches!(c, Component::CurDir))
+    {
+        return Err(invalid("names no file (only '.')"));
+    }
     if name.starts_with('/') || name.starts_with('\\') {
         return Err(invalid("absolute path"));
     }
@@ -478,6 +492,11 @@ mod tests {
             b"",
             b"a\0b",
             b"\xff",
+            b".",
+            b"./.",
+            b"a\nb.txt",
+            b"a\x7fb",
+            b"dir\\x.bin",
         ] {
             assert!(check_name(bad).is_err(), "{bad:?}");
         }
