@@ -198,6 +198,8 @@ struct RemoteState {
     link_up: bool,
     /// Round trip measured toward this remote.
     rtt: RttEstimator,
+    /// Positive-ACK expiries since the latest round-trip sample (the ACK timer's backoff).
+    ack_backoff: u32,
 }
 
 /// The timers of a transaction with `peer` configured by `rc`, after the round trip.
@@ -206,8 +208,11 @@ fn effective(
     peer: EntityId,
     rc: &RemoteConfig,
 ) -> EffectiveTimers {
-    let rtt = remotes.get(&peer).map(|r| r.rtt).unwrap_or_default();
-    EffectiveTimers::derive(rc, &rtt)
+    let (rtt, backoff) = remotes
+        .get(&peer)
+        .map(|r| (r.rtt, r.ack_backoff))
+        .unwrap_or_default();
+    EffectiveTimers::derive(rc, &rtt, backoff)
 }
 
 /// Remembered outcome of a finished transaction.
@@ -338,6 +343,7 @@ impl Entity {
                 cfg: rc,
                 link_up: true,
                 rtt: RttEstimator::default(),
+                ack_backoff: 0,
             }
         })
     }
@@ -359,7 +365,15 @@ impl Entity {
 
     /// Add a round-trip sample for `remote`.
     fn rtt_sample(&mut self, remote: EntityId, rtt: Duration) {
-        self.remote(remote).rtt.sample(rtt);
+        let r = self.remote(remote);
+        r.rtt.sample(rtt);
+        r.ack_backoff = 0;
+    }
+
+    /// A positive ACK timer toward `remote` expired: back the derived ACK timer off.
+    fn ack_expired(&mut self, remote: EntityId) {
+        let r = self.remote(remote);
+        r.ack_backoff = (r.ack_backoff + 1).min(rtt::MAX_BACKOFF);
     }
 
     fn link_up(&self, id: EntityId) -> bool {

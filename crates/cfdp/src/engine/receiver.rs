@@ -1024,6 +1024,7 @@ impl Entity {
                             .then_some(self.cfg.local_id),
                     }),
                 };
+                self.ack_expired(id.source);
                 self.queue(id.source, pdu, Hook::FinishedSent(id));
             }
         }

@@ -14,6 +14,9 @@ use std::time::Duration;
 
 use super::config::RemoteConfig;
 
+/// Largest ACK timer backoff exponent (×64).
+pub(crate) const MAX_BACKOFF: u32 = 6;
+
 /// Clock granularity term of the RTO.
 const GRANULARITY: Duration = Duration::from_millis(1);
 
@@ -88,8 +91,11 @@ fn clamp(v: Duration, lo: Duration, hi: Duration) -> Duration {
 }
 
 impl EffectiveTimers {
-    /// Timers for `rc` given the round trip measured so far.
-    pub fn derive(rc: &RemoteConfig, rtt: &RttEstimator) -> Self {
+    /// Timers for `rc` given the round trip measured so far and the ACK timer's backoff
+    /// (doubled per positive-ACK expiry since the latest sample, Karn's rule: an EOF or
+    /// Finished sent twice gives no sample, so a round trip grown past the timer is only
+    /// learnt once the timer has grown past it).
+    pub fn derive(rc: &RemoteConfig, rtt: &RttEstimator, ack_backoff: u32) -> Self {
         let a = &rc.adaptive;
         let Some(rto) = rtt.rto() else {
             return Self {
@@ -104,7 +110,8 @@ impl EffectiveTimers {
             rc.nak_timer
         };
         let ack = if a.ack {
-            clamp(rto, a.min_timer, rc.ack_timer)
+            let backed_off = rto.saturating_mul(1 << ack_backoff.min(MAX_BACKOFF));
+            clamp(backed_off, a.min_timer, rc.ack_timer)
         } else {
             rc.ack_timer
         };
@@ -151,18 +158,20 @@ mod tests {
     fn derived_timers_are_bounded_and_explicit_settings_win() {
         let mut rc = RemoteConfig::new(1);
         let mut e = RttEstimator::default();
-        let t = EffectiveTimers::derive(&rc, &e);
+        let t = EffectiveTimers::derive(&rc, &e, 0);
         assert_eq!(
             (t.nak, t.ack, t.inactivity),
             (rc.nak_timer, rc.ack_timer, rc.inactivity_timer)
         );
         e.sample(ms(20)); // RTO 60 ms
-        let t = EffectiveTimers::derive(&rc, &e);
+        let t = EffectiveTimers::derive(&rc, &e, 0);
         assert_eq!((t.nak, t.ack), (ms(60), ms(60)));
+        assert_eq!(EffectiveTimers::derive(&rc, &e, 2).ack, ms(240));
+        assert_eq!(EffectiveTimers::derive(&rc, &e, 9).ack, rc.ack_timer);
         assert_eq!(t.inactivity, rc.adaptive.min_inactivity);
         let mut big = RttEstimator::default();
         big.sample(Duration::from_secs(10)); // RTO 30 s
-        let t = EffectiveTimers::derive(&rc, &big);
+        let t = EffectiveTimers::derive(&rc, &big, 0);
         assert_eq!(
             (t.nak, t.ack, t.inactivity),
             (rc.nak_timer, rc.ack_timer, rc.inactivity_timer)
@@ -170,11 +179,11 @@ mod tests {
         let mut tiny = RttEstimator::default();
         tiny.sample(Duration::from_micros(100));
         assert_eq!(
-            EffectiveTimers::derive(&rc, &tiny).nak,
+            EffectiveTimers::derive(&rc, &tiny, 0).nak,
             rc.adaptive.min_timer
         );
         rc.adaptive.nak = false;
         rc.nak_timer = ms(700);
-        assert_eq!(EffectiveTimers::derive(&rc, &e).nak, ms(700));
+        assert_eq!(EffectiveTimers::derive(&rc, &e, 0).nak, ms(700));
     }
 }

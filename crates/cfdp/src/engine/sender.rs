@@ -674,6 +674,7 @@ impl Entity {
             }
             let pdu = tx.eof_pdu();
             let dest = tx.dest;
+            self.ack_expired(dest);
             self.queue(dest, pdu, Hook::EofSent(id));
         }
         let Some(tx) = self.senders.get_mut(&id) else {
