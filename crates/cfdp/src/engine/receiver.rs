@@ -75,13 +75,15 @@ pub(crate) struct RecvTx {
     pub sampled_batch: u64,
     /// Metadata asked for by a NAK, until its copy should have arrived.
     pub metadata_asked_until: Option<Duration>,
-    /// The rate at which the sender's data arrives, measured over the first pass (until
-    /// EOF, when the sender sends continuously; after it the sender idles between
-    /// retransmissions): first and latest File Data PDU's arrival and the file data bytes
-    /// after the first (duplicates included).
+    /// The rate at which the sender sends, measured over the first pass (until EOF, when
+    /// the sender sends continuously; after it the sender idles between retransmissions):
+    /// first and latest File Data PDU's arrival, the file data bytes after the first
+    /// (duplicates included), and of the first pass, the bytes up to the highest offset
+    /// seen and those of them never seen then (lost on the way: gaps when they opened).
     pub rx_first: Option<Duration>,
     pub rx_last: Duration,
     pub rx_bytes: u64,
+    pub rx_gap_bytes: u64,
 }
 
 impl RecvTx {
@@ -123,6 +125,7 @@ impl RecvTx {
             rx_first: None,
             rx_last: Duration::ZERO,
             rx_bytes: 0,
+            rx_gap_bytes: 0,
             rc,
         }
     }
@@ -137,13 +140,17 @@ impl RecvTx {
         })
     }
 
-    /// Time for `bytes` to arrive at the rate file data has been arriving (zero while that
-    /// rate is unknown).
+    /// Time for the sender to send `bytes` at the rate it sent the first pass (zero while
+    /// that rate is unknown): the rate data arrived at, divided by the share of the first
+    /// pass that arrived (the channel erases retransmissions as it erased the first pass).
     fn arrival_time(&self, bytes: u64) -> Duration {
         match self.rx_first {
             Some(first) if self.rx_last > first && self.rx_bytes > 0 => {
                 let elapsed = (self.rx_last - first).as_secs_f64();
-                Duration::from_secs_f64(bytes as f64 * elapsed / self.rx_bytes as f64)
+                let upper = self.received.upper_bound().max(1);
+                let delivered = (1.0 - self.rx_gap_bytes as f64 / upper as f64).max(0.05);
+                let rate = self.rx_bytes as f64 / elapsed / delivered;
+                Duration::from_secs_f64(bytes as f64 / rate)
             }
             _ => Duration::ZERO,
         }
@@ -410,9 +417,11 @@ impl Entity {
         self.stats.file_data_bytes_received += fd.data.len() as u64;
         if tx.rx_first.is_none() {
             tx.rx_first = Some(now);
+            tx.rx_gap_bytes = fd.offset;
         } else if tx.eof.is_none() {
             tx.rx_bytes += fd.data.len() as u64;
             tx.rx_last = now;
+            tx.rx_gap_bytes += fd.offset.saturating_sub(tx.received.upper_bound());
         }
         if tx.state != RecvState::Receiving || fd.data.is_empty() {
             return;
