@@ -84,6 +84,11 @@ pub(crate) struct RecvTx {
     pub rx_last: Duration,
     pub rx_bytes: u64,
     pub rx_gap_bytes: u64,
+    /// End offset and arrival time of the latest File Data PDU, and the smoothed rate of
+    /// back-to-back pairs (a PDU that starts where the previous one ended: nothing was lost
+    /// or sent between them, so they arrived as fast as the sender sends), in bytes/s.
+    pub rx_prev: Option<(u64, Duration)>,
+    pub pair_rate: Option<f64>,
 }
 
 impl RecvTx {
@@ -126,6 +131,8 @@ impl RecvTx {
             rx_last: Duration::ZERO,
             rx_bytes: 0,
             rx_gap_bytes: 0,
+            rx_prev: None,
+            pair_rate: None,
             rc,
         }
     }
@@ -143,14 +150,23 @@ impl RecvTx {
     /// Time for the sender to send `bytes` at the rate it sent the first pass (zero while
     /// that rate is unknown): the rate data arrived at, divided by the share of the first
     /// pass that arrived (the channel erases retransmissions as it erased the first pass).
-    fn arrival_time(&self, bytes: u64) -> Duration {
-        match self.rx_first {
+    ///
+    /// The rate is that of back-to-back pairs when there were some, else the arrival rate
+    /// over the first pass divided by the share of it that arrived. The result is capped at
+    /// `cap`.
+    fn arrival_time(&self, bytes: u64, cap: Duration) -> Duration {
+        let rate = self.pair_rate.or(match self.rx_first {
             Some(first) if self.rx_last > first && self.rx_bytes > 0 => {
                 let elapsed = (self.rx_last - first).as_secs_f64();
                 let upper = self.received.upper_bound().max(1);
-                let delivered = (1.0 - self.rx_gap_bytes as f64 / upper as f64).max(0.05);
-                let rate = self.rx_bytes as f64 / elapsed / delivered;
-                Duration::from_secs_f64(bytes as f64 / rate)
+                let delivered = (1.0 - self.rx_gap_bytes as f64 / upper as f64).max(0.001);
+                Some(self.rx_bytes as f64 / elapsed / delivered)
+            }
+            _ => None,
+        });
+        match rate {
+            Some(r) if r > 0.0 => {
+                Duration::from_secs_f64((bytes as f64 / r).min(cap.as_secs_f64()))
             }
             _ => Duration::ZERO,
         }
@@ -423,6 +439,14 @@ impl Entity {
             tx.rx_last = now;
             tx.rx_gap_bytes += fd.offset.saturating_sub(tx.received.upper_bound());
         }
+        let end = fd.offset.saturating_add(fd.data.len() as u64);
+        if let Some((prev_end, at)) = tx.rx_prev {
+            if prev_end == fd.offset && now > at {
+                let sample = fd.data.len() as f64 / (now - at).as_secs_f64();
+                tx.pair_rate = Some(tx.pair_rate.map_or(sample, |r| (7.0 * r + sample) / 8.0));
+            }
+        }
+        tx.rx_prev = Some((end, now));
         if tx.state != RecvState::Receiving || fd.data.is_empty() {
             return;
         }
@@ -488,7 +512,10 @@ impl Entity {
                 segments.push((0, 0));
             }
             if fd.offset > upper_before {
-                segments.push((upper_before, fd.offset));
+                // A new gap, or after EOF a retransmission beyond everything received: only
+                // what no NAK asked for yet.
+                let ask = tx.asked.not_in_flight(now, upper_before..fd.offset);
+                segments.extend(ask.into_iter().map(|r| (r.start, r.end)));
             }
             if !segments.is_empty() {
                 let nak = Pdu {
@@ -657,6 +684,12 @@ impl Entity {
             .get(&id.source)
             .and_then(|r| r.rtt.rto())
             .unwrap_or(timers.nak);
+        // The wait for the sender's queue is at most 16 RTOs (or NAK timers) and half the
+        // inactivity timer: asking again for a range the sender still has queued costs it
+        // nothing (its retransmission set holds each byte once), while a rate estimated too
+        // low (under extreme loss little of what the sender sends arrives to measure it)
+        // would otherwise leave both ends silent.
+        let cap = (rto.max(timers.nak) * 16).min(timers.inactivity / 2);
         let received = &tx.received;
         tx.asked
             .retain(|k, f| !received.missing_within(k..f.end).is_empty());
@@ -684,7 +717,7 @@ impl Entity {
             }
             for r in tx.received.missing_within(s..e.max(s)) {
                 outstanding += r.end - r.start;
-                let until = now + rto + tx.arrival_time(outstanding);
+                let until = now + rto + tx.arrival_time(outstanding, cap);
                 tx.asked.insert(
                     r.clone(),
                     Flight {

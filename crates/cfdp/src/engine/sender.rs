@@ -416,6 +416,11 @@ impl Entity {
             }
         } else {
             tx.bytes_retransmitted += len;
+            // A PDU at these offsets left again: a NAK ending at one of them no longer
+            // names one transmission (no PDU → NAK sample from it).
+            let from = tx.recent_sends.partition_point(|&(o, _)| o < offset);
+            let to = tx.recent_sends.partition_point(|&(o, _)| o < offset + len);
+            tx.recent_sends.drain(from..to);
             if let Some(srtt) = self.remotes.get(&tx.dest).and_then(|r| r.rtt.srtt()) {
                 tx.resent.insert(
                     offset..offset + len,
