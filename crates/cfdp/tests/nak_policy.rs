@@ -50,8 +50,11 @@ fn fd_times(n: &Net, offset: u64) -> Vec<Duration> {
         .collect()
 }
 
+/// The segment lists of the NAKs B sent, in order.
+type NakLog = Rc<RefCell<Vec<Vec<(u64, u64)>>>>;
+
 /// Record the segments of every NAK B sends (that the link carries).
-fn record_naks(n: &mut Net) -> Rc<RefCell<Vec<Vec<(u64, u64)>>>> {
+fn record_naks(n: &mut Net) -> NakLog {
     let naks = Rc::new(RefCell::new(Vec::new()));
     let r = naks.clone();
     n.mutate = Some(Box::new(move |from, p| {
