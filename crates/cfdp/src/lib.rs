@@ -89,7 +89,8 @@ pub mod rangeset;
 
 pub use bytes;
 pub use engine::{
-    Entity, EntityConfig, EntityStats, Event, NakMode, PduError, PutError, PutRequest,
-    RemoteConfig, Role, Snapshot, TransactionSummary, Transmit, NAK_HINT_PREFIX,
+    AdaptiveTimers, EffectiveTimers, Entity, EntityConfig, EntityStats, Event, NakMode, PduError,
+    PutError, PutRequest, RemoteConfig, Role, RttEstimator, Snapshot, TransactionSummary, Transmit,
+    NAK_HINT_PREFIX,
 };
 pub use filestore::{Filestore, FilestoreError, MemFilestore, NativeFilestore};

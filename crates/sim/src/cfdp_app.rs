@@ -965,17 +965,22 @@ impl CfdpSetup<'_> {
                 c.nak_mode.as_deref().and_then(|m| m.parse().ok())
             })
             .unwrap_or(NakMode::Immediate);
+            // A timer set explicitly is used as set; one left out follows the measured round
+            // trip with the default as its bound (cfdp::AdaptiveTimers).
             if let Some(v) = pick(both(), |c| c.ack_timer_ms) {
                 r.ack_timer = millis(v);
+                r.adaptive.ack = false;
             }
             if let Some(v) = pick(both(), |c| c.ack_limit) {
                 r.ack_limit = v;
             }
             if let Some(v) = pick(both(), |c| c.inactivity_s) {
                 r.inactivity_timer = secs(v);
+                r.adaptive.inactivity = false;
             }
             if let Some(v) = pick(rcv.iter().copied(), |c| c.nak_timer_ms) {
                 r.nak_timer = millis(v);
+                r.adaptive.nak = false;
             }
             if let Some(v) = pick(rcv.iter().copied(), |c| c.nak_limit) {
                 r.nak_limit = v;

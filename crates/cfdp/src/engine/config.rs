@@ -37,6 +37,53 @@ impl std::str::FromStr for NakMode {
     }
 }
 
+/// Which timers follow the round trip measured toward a remote (see `docs/cfdp.md`, "Timers").
+///
+/// A timer that follows the round trip is RTO = SRTT + max(1 ms, 4·RTTVAR) of the samples
+/// taken so far ([`crate::engine::RttEstimator`]), clamped to `[min_timer, configured]` for
+/// the NAK and ACK timers and to `[min_inactivity, configured]` for the inactivity timer,
+/// which is 2·RTO per ACK or NAK retransmission the limits allow (`2·(max(ack_limit,
+/// nak_limit) + 1)·RTO`). The configured value is the upper bound and the value used before
+/// the first sample. A timer set explicitly (CLI option, scenario key) does not follow.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AdaptiveTimers {
+    /// The NAK timer follows the round trip.
+    pub nak: bool,
+    /// The positive ACK timer follows the round trip.
+    pub ack: bool,
+    /// The inactivity timer follows the round trip.
+    pub inactivity: bool,
+    /// Floor of a derived NAK or ACK timer.
+    pub min_timer: Duration,
+    /// Floor of a derived inactivity timer.
+    pub min_inactivity: Duration,
+}
+
+impl AdaptiveTimers {
+    /// Every timer follows the round trip, NAK and ACK timers not below 10 ms, inactivity not
+    /// below 10 s.
+    pub const DEFAULT: Self = Self {
+        nak: true,
+        ack: true,
+        inactivity: true,
+        min_timer: Duration::from_millis(10),
+        min_inactivity: Duration::from_secs(10),
+    };
+    /// Every timer as configured.
+    pub const OFF: Self = Self {
+        nak: false,
+        ack: false,
+        inactivity: false,
+        ..Self::DEFAULT
+    };
+}
+
+impl Default for AdaptiveTimers {
+    fn default() -> Self {
+        Self::DEFAULT
+    }
+}
+
 /// Settings that apply to transactions with one remote entity.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RemoteConfig {
@@ -44,16 +91,20 @@ pub struct RemoteConfig {
     pub entity_id: EntityId,
     /// NAK policy of this entity when it receives from the remote.
     pub nak_mode: NakMode,
-    /// Positive ACK timer (EOF and Finished retransmission) interval.
+    /// Positive ACK timer (EOF and Finished retransmission) interval (the upper bound when
+    /// `adaptive.ack`).
     pub ack_timer: Duration,
     /// Expirations of the positive ACK timer before the "positive ACK limit reached" fault.
     pub ack_limit: u32,
-    /// NAK retransmission timer interval.
+    /// NAK retransmission timer interval (the upper bound when `adaptive.nak`).
     pub nak_timer: Duration,
     /// NAK timer expirations without progress before the "NAK limit reached" fault.
     pub nak_limit: u32,
-    /// Time without any PDU of a transaction before the "inactivity detected" fault.
+    /// Time without any PDU of a transaction before the "inactivity detected" fault (the
+    /// upper bound when `adaptive.inactivity`).
     pub inactivity_timer: Duration,
+    /// Which of the three timers above follow the measured round trip.
+    pub adaptive: AdaptiveTimers,
     /// Class 1 receiver: check timer interval after an EOF while data is missing.
     pub check_timer: Duration,
     /// Class 1 receiver: check timer expirations before the "check limit reached" fault.
@@ -93,6 +144,7 @@ impl RemoteConfig {
             nak_timer: Duration::from_secs(2),
             nak_limit: 15,
             inactivity_timer: Duration::from_secs(60),
+            adaptive: AdaptiveTimers::DEFAULT,
             check_timer: Duration::from_secs(2),
             check_limit: 3,
             keep_alive_interval: None,

@@ -11,9 +11,11 @@
 
 mod config;
 mod event;
+mod inflight;
 mod pacing;
 mod persist;
 mod receiver;
+mod rtt;
 mod sender;
 mod timers;
 
@@ -23,9 +25,10 @@ use std::time::Duration;
 use bytes::Bytes;
 use thiserror::Error;
 
-pub use config::{EntityConfig, NakMode, RemoteConfig, NAK_HINT_PREFIX};
+pub use config::{AdaptiveTimers, EntityConfig, NakMode, RemoteConfig, NAK_HINT_PREFIX};
 pub use event::{Event, Role, TransactionSummary};
 pub use persist::{PersistError, Snapshot};
+pub use rtt::{EffectiveTimers, RttEstimator};
 
 use crate::filestore::{Filestore, FilestoreError};
 use crate::pdu::{
@@ -153,6 +156,12 @@ pub struct EntityStats {
     pub naks_sent: u64,
     /// NAK PDUs received.
     pub naks_received: u64,
+    /// File data bytes a received NAK asked for that were not resent because they had been
+    /// resent less than a round trip before (the NAK crossed their retransmission).
+    pub nak_bytes_crossed: u64,
+    /// Missing file data bytes a NAK did not ask for again because their retransmission,
+    /// asked for earlier, could still be on its way.
+    pub nak_bytes_in_flight: u64,
     /// Faults raised.
     pub faults: u64,
     /// Transactions finished with NoError.
@@ -187,6 +196,23 @@ struct RemoteState {
     cfg: RemoteConfig,
     pacer: Pacer,
     link_up: bool,
+    /// Round trip measured toward this remote.
+    rtt: RttEstimator,
+    /// Positive-ACK expiries since the latest round-trip sample (the ACK timer's backoff).
+    ack_backoff: u32,
+}
+
+/// The timers of a transaction with `peer` configured by `rc`, after the round trip.
+fn effective(
+    remotes: &HashMap<EntityId, RemoteState>,
+    peer: EntityId,
+    rc: &RemoteConfig,
+) -> EffectiveTimers {
+    let (rtt, backoff) = remotes
+        .get(&peer)
+        .map(|r| (r.rtt, r.ack_backoff))
+        .unwrap_or_default();
+    EffectiveTimers::derive(rc, &rtt, backoff)
 }
 
 /// Remembered outcome of a finished transaction.
@@ -316,8 +342,38 @@ impl Entity {
                 pacer: Pacer::new(rc.rate_bps, rc.pacing_burst_bytes),
                 cfg: rc,
                 link_up: true,
+                rtt: RttEstimator::default(),
+                ack_backoff: 0,
             }
         })
+    }
+
+    /// The round trip measured toward `remote` (None before the first exchange with it).
+    pub fn round_trip(&self, remote: EntityId) -> Option<RttEstimator> {
+        self.remotes.get(&remote).map(|r| r.rtt)
+    }
+
+    /// The NAK, ACK and inactivity timers a new transaction with `remote` would use now
+    /// (see [`AdaptiveTimers`]).
+    pub fn effective_timers(&self, remote: EntityId) -> EffectiveTimers {
+        let rc = self
+            .remotes
+            .get(&remote)
+            .map_or_else(|| self.cfg.remote(remote), |r| r.cfg.clone());
+        effective(&self.remotes, remote, &rc)
+    }
+
+    /// Add a round-trip sample for `remote`.
+    fn rtt_sample(&mut self, remote: EntityId, rtt: Duration) {
+        let r = self.remote(remote);
+        r.rtt.sample(rtt);
+        r.ack_backoff = 0;
+    }
+
+    /// A positive ACK timer toward `remote` expired: back the derived ACK timer off.
+    fn ack_expired(&mut self, remote: EntityId) {
+        let r = self.remote(remote);
+        r.ack_backoff = (r.ack_backoff + 1).min(rtt::MAX_BACKOFF);
     }
 
     fn link_up(&self, id: EntityId) -> bool {
@@ -678,10 +734,17 @@ impl Entity {
             match out.pdu.encode(buf) {
                 Ok(len) => {
                     self.sent(now, dest, len);
-                    if matches!(out.pdu.body, PduBody::Nak(_)) {
-                        self.stats.naks_sent += 1;
+                    match (&out.pdu.body, out.hook) {
+                        (PduBody::Nak(nak), Hook::NakSent(id)) => {
+                            self.stats.naks_sent += 1;
+                            self.nak_sent(now, id, &nak.segments);
+                        }
+                        (PduBody::Nak(_), hook) => {
+                            self.stats.naks_sent += 1;
+                            self.run_hook(now, hook);
+                        }
+                        (_, hook) => self.run_hook(now, hook),
                     }
-                    self.run_hook(now, out.hook);
                     return Some(Transmit { dest, len });
                 }
                 Err(_) => {
@@ -731,12 +794,7 @@ impl Entity {
             Hook::None => {}
             Hook::EofSent(id) => self.eof_sent(now, id),
             Hook::FinishedSent(id) => self.finished_sent(now, id),
-            Hook::NakSent(id) => {
-                if let Some(tx) = self.receivers.get_mut(&id) {
-                    tx.naks_sent += 1;
-                    tx.timers.nak = Some(now + tx.rc.nak_timer);
-                }
-            }
+            Hook::NakSent(id) => self.nak_sent(now, id, &[]),
         }
     }
 

@@ -19,9 +19,10 @@ use crate::pdu::{
 };
 use crate::rangeset::RangeSet;
 
+use super::inflight::{Flight, InFlight};
 use super::persist::ReceiverSnapshot;
 use super::timers::Timers;
-use super::{Entity, Event, Hook, NakMode, RemoteConfig, Role, TransactionSummary};
+use super::{effective, Entity, Event, Hook, NakMode, RemoteConfig, Role, TransactionSummary};
 
 /// Where a receiving transaction stands.
 #[derive(Debug, Clone, PartialEq)]
@@ -65,6 +66,29 @@ pub(crate) struct RecvTx {
     pub naks_sent: u64,
     /// Immediate mode asked for the Metadata once already.
     pub metadata_nak_sent: bool,
+    /// Ranges asked for by a NAK, until their retransmission should have arrived (never
+    /// asked for again before: NAKs ask once).
+    pub asked: InFlight,
+    /// NAK PDUs that asked for ranges (the `batch` of [`Flight`]).
+    pub nak_batch: u64,
+    /// Latest batch a round-trip sample was taken from.
+    pub sampled_batch: u64,
+    /// Metadata asked for by a NAK, until its copy should have arrived.
+    pub metadata_asked_until: Option<Duration>,
+    /// The rate at which the sender sends, measured over the first pass (until EOF, when
+    /// the sender sends continuously; after it the sender idles between retransmissions):
+    /// first and latest File Data PDU's arrival, the file data bytes after the first
+    /// (duplicates included), and of the first pass, the bytes up to the highest offset
+    /// seen and those of them never seen then (lost on the way: gaps when they opened).
+    pub rx_first: Option<Duration>,
+    pub rx_last: Duration,
+    pub rx_bytes: u64,
+    pub rx_gap_bytes: u64,
+    /// End offset and arrival time of the latest File Data PDU, and the smoothed rate of
+    /// back-to-back pairs (a PDU that starts where the previous one ended: nothing was lost
+    /// or sent between them, so they arrived as fast as the sender sends), in bytes/s.
+    pub rx_prev: Option<(u64, Duration)>,
+    pub pair_rate: Option<f64>,
 }
 
 impl RecvTx {
@@ -99,6 +123,16 @@ impl RecvTx {
             duplicate_pdus: 0,
             naks_sent: 0,
             metadata_nak_sent: false,
+            asked: InFlight::default(),
+            nak_batch: 0,
+            sampled_batch: 0,
+            metadata_asked_until: None,
+            rx_first: None,
+            rx_last: Duration::ZERO,
+            rx_bytes: 0,
+            rx_gap_bytes: 0,
+            rx_prev: None,
+            pair_rate: None,
             rc,
         }
     }
@@ -111,6 +145,76 @@ impl RecvTx {
                 .map(|m| m.file_size)
                 .filter(|&s| s > 0)
         })
+    }
+
+    /// Time for the sender to send `bytes` at the rate it sent the first pass (zero while
+    /// that rate is unknown): the rate data arrived at, divided by the share of the first
+    /// pass that arrived (the channel erases retransmissions as it erased the first pass).
+    ///
+    /// The rate is that of back-to-back pairs when there were some, else the arrival rate
+    /// over the first pass divided by the share of it that arrived. The result is capped at
+    /// `cap`.
+    fn arrival_time(&self, bytes: u64, cap: Duration) -> Duration {
+        let rate = self.pair_rate.or(match self.rx_first {
+            Some(first) if self.rx_last > first && self.rx_bytes > 0 => {
+                let elapsed = (self.rx_last - first).as_secs_f64();
+                let upper = self.received.upper_bound().max(1);
+                let delivered = (1.0 - self.rx_gap_bytes as f64 / upper as f64).max(0.001);
+                Some(self.rx_bytes as f64 / elapsed / delivered)
+            }
+            _ => None,
+        });
+        match rate {
+            Some(r) if r > 0.0 => {
+                Duration::from_secs_f64((bytes as f64 / r).min(cap.as_secs_f64()))
+            }
+            _ => Duration::ZERO,
+        }
+    }
+
+    /// End of the data a NAK may cover now: the file size after EOF, else the highest
+    /// offset received.
+    fn nak_end(&self) -> u64 {
+        let end = self
+            .known_size()
+            .unwrap_or_else(|| self.received.upper_bound());
+        if self.eof.is_some() {
+            end
+        } else {
+            self.received
+                .upper_bound()
+                .min(end.max(self.received.upper_bound()))
+        }
+    }
+
+    /// What a NAK issued now asks for: (0, 0) for the Metadata, then every missing range
+    /// whose retransmission, asked for earlier, cannot be on its way any more. Also returns
+    /// the missing bytes left out because they can.
+    fn nak_segments(&self, now: Duration) -> (Vec<(u64, u64)>, u64) {
+        let mut segments = Vec::new();
+        if self.metadata.is_none() && self.metadata_asked_until.is_none_or(|u| u <= now) {
+            segments.push((0, 0));
+        }
+        let mut skipped = 0;
+        for r in self.received.missing_within(0..self.nak_end()) {
+            let len = r.end - r.start;
+            let ask = self.asked.not_in_flight(now, r);
+            skipped += len - ask.iter().map(|a| a.end - a.start).sum::<u64>();
+            segments.extend(ask.into_iter().map(|a| (a.start, a.end)));
+        }
+        (segments, skipped)
+    }
+
+    /// Whether anything is missing (Metadata, or data below what a NAK may cover).
+    fn anything_missing(&self) -> bool {
+        self.metadata.is_none()
+            || self.eof.as_ref().map_or(
+                !self
+                    .received
+                    .missing_within(0..self.received.upper_bound())
+                    .is_empty(),
+                |e| !self.received.covers_prefix(e.file_size),
+            )
     }
 
     fn dest_name(&self) -> Option<String> {
@@ -257,7 +361,7 @@ impl Entity {
             });
         }
         let tx = self.receivers.get_mut(&id).expect("present");
-        tx.timers.inactivity = Some(now + tx.rc.inactivity_timer);
+        tx.timers.inactivity = Some(now + effective(&self.remotes, id.source, &tx.rc).inactivity);
         match pdu.body {
             PduBody::Metadata(md) => self.on_metadata(now, id, md),
             PduBody::FileData(fd) => self.on_file_data(now, id, fd),
@@ -327,6 +431,22 @@ impl Entity {
         let tx = self.receivers.get_mut(&id).expect("present");
         tx.file_data_pdus += 1;
         self.stats.file_data_bytes_received += fd.data.len() as u64;
+        if tx.rx_first.is_none() {
+            tx.rx_first = Some(now);
+            tx.rx_gap_bytes = fd.offset;
+        } else if tx.eof.is_none() {
+            tx.rx_bytes += fd.data.len() as u64;
+            tx.rx_last = now;
+            tx.rx_gap_bytes += fd.offset.saturating_sub(tx.received.upper_bound());
+        }
+        let end = fd.offset.saturating_add(fd.data.len() as u64);
+        if let Some((prev_end, at)) = tx.rx_prev {
+            if prev_end == fd.offset && now > at {
+                let sample = fd.data.len() as f64 / (now - at).as_secs_f64();
+                tx.pair_rate = Some(tx.pair_rate.map_or(sample, |r| (7.0 * r + sample) / 8.0));
+            }
+        }
+        tx.rx_prev = Some((end, now));
         if tx.state != RecvState::Receiving || fd.data.is_empty() {
             return;
         }
@@ -368,6 +488,21 @@ impl Entity {
             }
         }
         tx.nak_count = 0; // progress
+                          // The first byte that arrives of a NAK's request, if it was asked for once and with
+                          // nothing else outstanding, measures the round trip NAK → retransmitted data.
+        let mut sample = None;
+        for piece in &new {
+            if let Some((_, f)) = tx.asked.find(piece.start) {
+                if f.clean && f.batch > tx.sampled_batch {
+                    tx.sampled_batch = f.batch;
+                    sample = Some(now.saturating_sub(f.at));
+                }
+            }
+        }
+        if let Some(rtt) = sample {
+            self.rtt_sample(id.source, rtt);
+        }
+        let tx = self.receivers.get_mut(&id).expect("present");
         self.dirty.insert((Role::Receiver, id));
         // Immediate NAK of a new gap (and of a missing Metadata, once).
         if tx.mode == TransmissionMode::Acknowledged && tx.rc.nak_mode == NakMode::Immediate {
@@ -377,7 +512,10 @@ impl Entity {
                 segments.push((0, 0));
             }
             if fd.offset > upper_before {
-                segments.push((upper_before, fd.offset));
+                // A new gap, or after EOF a retransmission beyond everything received: only
+                // what no NAK asked for yet.
+                let ask = tx.asked.not_in_flight(now, upper_before..fd.offset);
+                segments.extend(ask.into_iter().map(|r| (r.start, r.end)));
             }
             if !segments.is_empty() {
                 let nak = Pdu {
@@ -447,8 +585,14 @@ impl Entity {
             TransmissionMode::Acknowledged => {
                 let async_down =
                     tx.rc.nak_mode == NakMode::Asynchronous && !self.link_up(id.source);
-                if !async_down {
-                    self.issue_full_nak(now, id, true);
+                if !async_down && !self.issue_full_nak(now, id, false) {
+                    // Everything missing is on its way already: the NAK timer (started by
+                    // the NAKs that asked for it) looks again later.
+                    let tx = self.receivers.get_mut(&id).expect("present");
+                    if tx.timers.nak.is_none() {
+                        let t = effective(&self.remotes, id.source, &tx.rc).nak;
+                        tx.timers.nak = Some(now + t);
+                    }
                 }
             }
             TransmissionMode::Unacknowledged => {
@@ -459,34 +603,28 @@ impl Entity {
 
     /// Queue NAKs for everything missing (split to fit `max_pdu_size`). `forced`: also
     /// when nothing is missing (answer to a Prompt: an empty NAK reports progress).
-    pub(super) fn issue_full_nak(&mut self, _now: Duration, id: TransactionId, forced: bool) {
+    ///
+    /// NAKs ask once: a range asked for earlier is left out while its retransmission can
+    /// still be on its way (see [`Entity::nak_sent`]). A NAK that would ask for nothing is
+    /// not sent unless `forced`. Returns whether a NAK was queued.
+    pub(super) fn issue_full_nak(
+        &mut self,
+        now: Duration,
+        id: TransactionId,
+        forced: bool,
+    ) -> bool {
         let Some(tx) = self.receivers.get_mut(&id) else {
-            return;
+            return false;
         };
         if tx.mode != TransmissionMode::Acknowledged || tx.state != RecvState::Receiving {
-            return;
+            return false;
         }
-        let end = tx.known_size().unwrap_or_else(|| tx.received.upper_bound());
-        let end = if tx.eof.is_some() {
-            end
-        } else {
-            tx.received
-                .upper_bound()
-                .min(end.max(tx.received.upper_bound()))
-        };
-        let mut segments: Vec<(u64, u64)> = Vec::new();
-        if tx.metadata.is_none() {
-            segments.push((0, 0));
-        }
-        segments.extend(
-            tx.received
-                .missing_within(0..end)
-                .into_iter()
-                .map(|r| (r.start, r.end)),
-        );
+        let end = tx.nak_end();
+        let (segments, skipped) = tx.nak_segments(now);
         if segments.is_empty() && !forced {
-            return;
+            return false;
         }
+        self.stats.nak_bytes_in_flight += skipped;
         let fss = if tx.header.large_file { 8 } else { 4 };
         let overhead = tx.header_len_estimate() + 1 + 2 * fss + 2;
         let per_pdu = (tx.rc.max_pdu_size.saturating_sub(overhead) / (2 * fss)).max(1);
@@ -522,6 +660,75 @@ impl Entity {
         });
         for p in pdus {
             self.queue(id.source, p, Hook::NakSent(id));
+        }
+        true
+    }
+
+    /// A NAK of receiving transaction `id` left asking for `segments`: record each missing
+    /// range with the time by which its retransmission should have arrived — now + RTO (the
+    /// NAK timer before the first sample) + the time the bytes asked for before it, in this
+    /// NAK and still outstanding from earlier ones, take to arrive at the rate data has been
+    /// arriving — and start the NAK timer.
+    pub(super) fn nak_sent(&mut self, now: Duration, id: TransactionId, segments: &[(u64, u64)]) {
+        let Some(tx) = self.receivers.get_mut(&id) else {
+            return;
+        };
+        tx.naks_sent += 1;
+        let timers = effective(&self.remotes, id.source, &tx.rc);
+        tx.timers.nak = Some(now + timers.nak);
+        if segments.is_empty() {
+            return;
+        }
+        let rto = self
+            .remotes
+            .get(&id.source)
+            .and_then(|r| r.rtt.rto())
+            .unwrap_or(timers.nak);
+        // The wait for the sender's queue is at most 16 RTOs (or NAK timers) and half the
+        // inactivity timer: asking again for a range the sender still has queued costs it
+        // nothing (its retransmission set holds each byte once), while a rate estimated too
+        // low (under extreme loss little of what the sender sends arrives to measure it)
+        // would otherwise leave both ends silent.
+        let cap = (rto.max(timers.nak) * 16).min(timers.inactivity / 2);
+        let received = &tx.received;
+        tx.asked
+            .retain(|k, f| !received.missing_within(k..f.end).is_empty());
+        // Clean: nothing else outstanding (a sample would include the time the sender spends
+        // on it) and nothing asked for again (Karn).
+        let clean = tx.asked.is_empty();
+        let mut outstanding: u64 = tx
+            .asked
+            .iter()
+            .filter(|(_, f)| f.until > now)
+            .map(|(k, f)| {
+                received
+                    .missing_within(k..f.end)
+                    .iter()
+                    .map(|r| r.end - r.start)
+                    .sum::<u64>()
+            })
+            .sum();
+        tx.nak_batch += 1;
+        let batch = tx.nak_batch;
+        for &(s, e) in segments {
+            if s == 0 && e == 0 {
+                tx.metadata_asked_until = Some(now + rto);
+                continue;
+            }
+            for r in tx.received.missing_within(s..e.max(s)) {
+                outstanding += r.end - r.start;
+                let until = now + rto + tx.arrival_time(outstanding, cap);
+                tx.asked.insert(
+                    r.clone(),
+                    Flight {
+                        end: r.end,
+                        at: now,
+                        until,
+                        batch,
+                        clean,
+                    },
+                );
+            }
         }
     }
 
@@ -782,7 +989,9 @@ impl Entity {
             return;
         };
         match tx.mode {
-            TransmissionMode::Acknowledged => tx.timers.ack = Some(now + tx.rc.ack_timer),
+            TransmissionMode::Acknowledged => {
+                tx.timers.ack = Some(now + effective(&self.remotes, id.source, &tx.rc).ack)
+            }
             TransmissionMode::Unacknowledged => self.end_receiver(now, id),
         }
     }
@@ -857,6 +1066,7 @@ impl Entity {
                             .then_some(self.cfg.local_id),
                     }),
                 };
+                self.ack_expired(id.source);
                 self.queue(id.source, pdu, Hook::FinishedSent(id));
             }
         }
@@ -864,23 +1074,23 @@ impl Entity {
             return;
         };
         if Timers::expired(&mut tx.timers.nak, frozen, now) {
-            let missing = tx.metadata.is_none()
-                || tx.eof.as_ref().map_or(
-                    !tx.received
-                        .missing_within(0..tx.received.upper_bound())
-                        .is_empty(),
-                    |e| !tx.received.covers_prefix(e.file_size),
-                );
-            if missing && tx.state == RecvState::Receiving {
-                tx.nak_count += 1;
-                if tx.nak_count > tx.rc.nak_limit {
-                    self.fault(now, Role::Receiver, id, ConditionCode::NakLimitReached);
-                    return;
-                }
-                // Before EOF, only the immediate and asynchronous modes re-request.
-                let before_eof_ok =
-                    matches!(tx.rc.nak_mode, NakMode::Immediate | NakMode::Asynchronous);
-                if tx.eof.is_some() || before_eof_ok {
+            // Before EOF, only the immediate and asynchronous modes re-request.
+            let before_eof_ok =
+                matches!(tx.rc.nak_mode, NakMode::Immediate | NakMode::Asynchronous);
+            if tx.anything_missing()
+                && tx.state == RecvState::Receiving
+                && (tx.eof.is_some() || before_eof_ok)
+            {
+                if tx.nak_segments(now).0.is_empty() {
+                    // Everything missing was asked for and can still be on its way: not an
+                    // expiry without progress; look again a NAK timer later.
+                    tx.timers.nak = Some(now + effective(&self.remotes, id.source, &tx.rc).nak);
+                } else {
+                    tx.nak_count += 1;
+                    if tx.nak_count > tx.rc.nak_limit {
+                        self.fault(now, Role::Receiver, id, ConditionCode::NakLimitReached);
+                        return;
+                    }
                     self.issue_full_nak(now, id, false);
                 }
             }

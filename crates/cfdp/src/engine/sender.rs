@@ -6,7 +6,7 @@
 //! EOF is repeated on the positive-ACK timer until ACKed; Finished is ACKed and ends the
 //! transaction. CFDP-repeat (class 1): every PDU leaves `repeat` times back to back.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::time::Duration;
 
 use crate::checksum::Checksum;
@@ -18,11 +18,12 @@ use crate::pdu::{
 };
 use crate::rangeset::RangeSet;
 
+use super::inflight::{Flight, InFlight};
 use super::persist::SenderSnapshot;
 use super::timers::Timers;
 use super::{
-    make_header, Closed, Entity, Event, Hook, PersistError, PutError, PutRequest, RemoteConfig,
-    Role, TransactionSummary,
+    effective, make_header, Closed, Entity, Event, Hook, PersistError, PutError, PutRequest,
+    RemoteConfig, Role, TransactionSummary,
 };
 
 /// State of one sending transaction.
@@ -64,7 +65,19 @@ pub(crate) struct SendTx {
     pub file_data_pdus: u64,
     pub naks: u64,
     pub progress: u64,
+    /// Ranges retransmitted less than a round trip ago: a NAK arriving before then was
+    /// issued before the retransmission could reach the receiver and does not resend them.
+    pub resent: InFlight,
+    /// Start offsets and send times of the latest first-pass File Data PDUs (at most
+    /// [`RECENT_SENDS`]): the immediate NAK of a gap names the PDU that revealed it.
+    pub recent_sends: VecDeque<(u64, Duration)>,
+    /// When the EOF (NoError or cancellation) last left, and how often it left.
+    pub eof_sent_at: Option<Duration>,
+    pub eof_sends: u32,
 }
+
+/// First-pass PDUs remembered for the PDU → NAK round-trip sample.
+const RECENT_SENDS: usize = 4096;
 
 impl SendTx {
     pub(crate) fn start(
@@ -170,6 +183,10 @@ impl SendTx {
             file_data_pdus: 0,
             naks: 0,
             progress: 0,
+            resent: InFlight::default(),
+            recent_sends: VecDeque::new(),
+            eof_sent_at: None,
+            eof_sends: 0,
             rc,
         })
     }
@@ -291,6 +308,10 @@ impl SendTx {
             file_data_pdus: 0,
             naks: 0,
             progress: 0,
+            resent: InFlight::default(),
+            recent_sends: VecDeque::new(),
+            eof_sent_at: None,
+            eof_sends: 0,
             rc,
         })
     }
@@ -387,8 +408,31 @@ impl Entity {
                 c.update(&buf[data_at..]);
             }
             tx.next_offset = offset + len;
+            if tx.mode == TransmissionMode::Acknowledged {
+                if tx.recent_sends.len() >= RECENT_SENDS {
+                    tx.recent_sends.pop_front();
+                }
+                tx.recent_sends.push_back((offset, now));
+            }
         } else {
             tx.bytes_retransmitted += len;
+            // A PDU at these offsets left again: a NAK ending at one of them no longer
+            // names one transmission (no PDU → NAK sample from it).
+            let from = tx.recent_sends.partition_point(|&(o, _)| o < offset);
+            let to = tx.recent_sends.partition_point(|&(o, _)| o < offset + len);
+            tx.recent_sends.drain(from..to);
+            if let Some(srtt) = self.remotes.get(&tx.dest).and_then(|r| r.rtt.srtt()) {
+                tx.resent.insert(
+                    offset..offset + len,
+                    Flight {
+                        end: offset + len,
+                        at: now,
+                        until: now + srtt,
+                        batch: 0,
+                        clean: false,
+                    },
+                );
+            }
         }
         finish_pdu(&tx.header, buf, start);
         let pdu_len = buf.len() - start;
@@ -424,17 +468,20 @@ impl Entity {
         };
         let first = !tx.eof_sent;
         tx.eof_sent = true;
+        tx.eof_sent_at = Some(now);
+        tx.eof_sends += 1;
         if first && tx.eof_condition == ConditionCode::NoError {
             self.events.push_back(Event::EofSent { id });
         }
         let tx = self.senders.get_mut(&id).expect("present");
+        let timers = effective(&self.remotes, tx.dest, &tx.rc);
         if first {
-            tx.timers.inactivity = Some(now + tx.rc.inactivity_timer);
+            tx.timers.inactivity = Some(now + timers.inactivity);
         }
         match tx.mode {
             TransmissionMode::Acknowledged => {
                 if !tx.eof_acked {
-                    tx.timers.ack = Some(now + tx.rc.ack_timer);
+                    tx.timers.ack = Some(now + timers.ack);
                 }
             }
             TransmissionMode::Unacknowledged => {
@@ -467,10 +514,20 @@ impl Entity {
         }
         let tx = self.senders.get_mut(&id).expect("present");
         if tx.eof_sent {
-            tx.timers.inactivity = Some(now + tx.rc.inactivity_timer);
+            tx.timers.inactivity = Some(now + effective(&self.remotes, tx.dest, &tx.rc).inactivity);
         }
         match pdu.body {
             PduBody::Ack(ack) if ack.directive == DirectiveCode::Eof => {
+                // EOF → ACK(EOF) measures the round trip when the EOF left once (Karn).
+                let sample = match (tx.eof_acked, tx.eof_sends, tx.eof_sent_at) {
+                    (false, 1, Some(at)) => Some(now.saturating_sub(at)),
+                    _ => None,
+                };
+                if let Some(rtt) = sample {
+                    let dest = tx.dest;
+                    self.rtt_sample(dest, rtt);
+                }
+                let tx = self.senders.get_mut(&id).expect("present");
                 tx.eof_acked = true;
                 tx.timers.ack = None;
                 tx.ack_count = 0;
@@ -486,7 +543,24 @@ impl Entity {
                 if tx.cancelling {
                     return;
                 }
+                // The immediate NAK of a gap (scope = the gap, ending at the first-pass PDU
+                // that revealed it) measures the round trip PDU → NAK.
+                if let [(s, e)] = nak.segments[..] {
+                    if s > 0 && (s, e) == (nak.start_of_scope, nak.end_of_scope) {
+                        let i = tx.recent_sends.partition_point(|&(o, _)| o < e);
+                        if let Some(&(o, at)) = tx.recent_sends.get(i) {
+                            if o == e {
+                                tx.recent_sends.drain(..=i);
+                                let dest = tx.dest;
+                                self.rtt_sample(dest, now.saturating_sub(at));
+                            }
+                        }
+                    }
+                }
+                let tx = self.senders.get_mut(&id).expect("present");
+                tx.resent.retain(|_, f| f.until > now);
                 let had_data = tx.has_data();
+                let mut crossed = 0;
                 for &(s, e) in &nak.segments {
                     if s == 0 && e == 0 {
                         tx.resend_metadata = true;
@@ -495,9 +569,16 @@ impl Entity {
                     // Only bytes already sent once; the first pass covers the rest.
                     let e = e.min(tx.next_offset);
                     if s < e {
-                        tx.retransmit.insert(s..e);
+                        // Not what was resent less than a round trip ago: this NAK was
+                        // issued before that retransmission could have arrived.
+                        let resend = tx.resent.not_in_flight(now, s..e);
+                        crossed += (e - s) - resend.iter().map(|r| r.end - r.start).sum::<u64>();
+                        for r in resend {
+                            tx.retransmit.insert(r);
+                        }
                     }
                 }
+                self.stats.nak_bytes_crossed += crossed;
                 let resend_md = std::mem::take(&mut tx.resend_metadata);
                 let md = resend_md.then(|| tx.metadata_pdu());
                 let dest = tx.dest;
@@ -598,6 +679,7 @@ impl Entity {
             }
             let pdu = tx.eof_pdu();
             let dest = tx.dest;
+            self.ack_expired(dest);
             self.queue(dest, pdu, Hook::EofSent(id));
         }
         let Some(tx) = self.senders.get_mut(&id) else {
@@ -624,6 +706,7 @@ impl Entity {
         tx.cancelling = true;
         tx.eof_condition = condition;
         tx.eof_acked = false;
+        tx.eof_sends = 0;
         tx.ack_count = 0;
         tx.retransmit = RangeSet::new();
         tx.repeat_pdu = None;

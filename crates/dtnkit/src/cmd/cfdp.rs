@@ -120,21 +120,24 @@ pub struct EntityArgs {
     /// Protect every PDU with the CRC-16.
     #[arg(long)]
     crc: bool,
-    /// Positive ACK timer (ms).
-    #[arg(long, default_value_t = 2000)]
-    ack_timer_ms: u64,
-    /// NAK timer (ms).
-    #[arg(long, default_value_t = 2000)]
-    nak_timer_ms: u64,
+    /// Positive ACK timer (ms). Default: the measured round trip's RTO, between 10 ms and
+    /// 2000 ms (see docs/cfdp.md, "Timers"); set, it is used as is.
+    #[arg(long)]
+    ack_timer_ms: Option<u64>,
+    /// NAK timer (ms). Default: the measured round trip's RTO, between 10 ms and 2000 ms;
+    /// set, it is used as is.
+    #[arg(long)]
+    nak_timer_ms: Option<u64>,
     /// Positive ACK limit.
     #[arg(long, default_value_t = 10)]
     ack_limit: u32,
     /// NAK limit (timer expirations without progress).
     #[arg(long, default_value_t = 15)]
     nak_limit: u32,
-    /// Inactivity timer (s).
-    #[arg(long, default_value_t = 60.0)]
-    inactivity_s: f64,
+    /// Inactivity timer (s). Default: 2·(max(ack limit, NAK limit) + 1) measured RTOs,
+    /// between 10 s and 60 s; set, it is used as is.
+    #[arg(long)]
+    inactivity_s: Option<f64>,
     /// Keep Alive interval when receiving class 2 (ms; 0: only when prompted).
     #[arg(long, default_value_t = 0)]
     keep_alive_ms: u64,
@@ -243,11 +246,21 @@ fn entity_config(a: &EntityArgs, nak: NakMode) -> EntityConfig {
     let mut cfg = EntityConfig::new(a.id);
     let mut r = RemoteConfig::new(0);
     r.nak_mode = nak;
-    r.ack_timer = Duration::from_millis(a.ack_timer_ms);
-    r.nak_timer = Duration::from_millis(a.nak_timer_ms);
+    // Timers left out follow the measured round trip, the defaults as their upper bounds.
+    if let Some(v) = a.ack_timer_ms {
+        r.ack_timer = Duration::from_millis(v);
+        r.adaptive.ack = false;
+    }
+    if let Some(v) = a.nak_timer_ms {
+        r.nak_timer = Duration::from_millis(v);
+        r.adaptive.nak = false;
+    }
     r.ack_limit = a.ack_limit;
     r.nak_limit = a.nak_limit;
-    r.inactivity_timer = Duration::from_secs_f64(a.inactivity_s.max(0.001));
+    if let Some(v) = a.inactivity_s {
+        r.inactivity_timer = Duration::from_secs_f64(v.max(0.001));
+        r.adaptive.inactivity = false;
+    }
     r.keep_alive_interval = (a.keep_alive_ms > 0).then(|| Duration::from_millis(a.keep_alive_ms));
     r.max_file_segment = a.segment_size as usize;
     r.max_pdu_size = (a.segment_size as usize + 64).max(512);

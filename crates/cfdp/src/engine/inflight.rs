@@ -1,0 +1,147 @@
+//! Disjoint byte ranges with a time until which they count as "in flight": a receiver's
+//! ranges asked for by a NAK whose retransmission has not had time to arrive, a sender's
+//! ranges retransmitted too recently for a NAK to have seen them.
+
+use std::collections::BTreeMap;
+use std::ops::Range;
+use std::time::Duration;
+
+/// One range's record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Flight {
+    /// End of the range (its start is the map key).
+    pub end: u64,
+    /// When it was asked for (receiver) or sent (sender).
+    pub at: Duration,
+    /// In flight while `now < until`.
+    pub until: Duration,
+    /// NAK issue number (receiver; 0 on the sender).
+    pub batch: u64,
+    /// Receiver: asked while nothing else was outstanding, and asked for the first time (a
+    /// round-trip sample may be taken from its first byte).
+    pub clean: bool,
+}
+
+/// Disjoint ranges keyed by their start.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct InFlight {
+    map: BTreeMap<u64, Flight>,
+}
+
+impl InFlight {
+    pub fn is_empty(&self) -> bool {
+        self.map.is_empty()
+    }
+
+    /// Keys of the entries overlapping `r`, ascending.
+    fn overlapping(&self, r: &Range<u64>) -> Vec<u64> {
+        let mut keys: Vec<u64> = self
+            .map
+            .range(..r.end)
+            .rev()
+            .take_while(|(_, f)| f.end > r.start)
+            .map(|(k, _)| *k)
+            .collect();
+        keys.reverse();
+        keys
+    }
+
+    /// The parts of `r` not covered by an entry still in flight at `now`, ascending.
+    pub fn not_in_flight(&self, now: Duration, r: Range<u64>) -> Vec<Range<u64>> {
+        let mut out = Vec::new();
+        let mut cursor = r.start;
+        for k in self.overlapping(&r) {
+            let f = self.map[&k];
+            if f.until <= now {
+                continue;
+            }
+            if k > cursor {
+                out.push(cursor..k.min(r.end));
+            }
+            cursor = cursor.max(f.end);
+        }
+        if cursor < r.end {
+            out.push(cursor..r.end);
+        }
+        out
+    }
+
+    /// Record `r`, replacing what overlaps it (the parts of older entries outside `r` stay).
+    pub fn insert(&mut self, r: Range<u64>, f: Flight) {
+        if r.start >= r.end {
+            return;
+        }
+        for k in self.overlapping(&r) {
+            let old = self.map.remove(&k).expect("listed");
+            if k < r.start {
+                self.map.insert(
+                    k,
+                    Flight {
+                        end: r.start,
+                        ..old
+                    },
+                );
+            }
+            if old.end > r.end {
+                self.map.insert(r.end, old);
+            }
+        }
+        self.map.insert(r.start, Flight { end: r.end, ..f });
+    }
+
+    /// The entry holding byte `offset`.
+    pub fn find(&self, offset: u64) -> Option<(u64, Flight)> {
+        self.map
+            .range(..=offset)
+            .next_back()
+            .filter(|(_, f)| f.end > offset)
+            .map(|(k, f)| (*k, *f))
+    }
+
+    /// Keep the entries for which `keep(start, flight)` holds.
+    pub fn retain(&mut self, mut keep: impl FnMut(u64, &Flight) -> bool) {
+        self.map.retain(|k, f| keep(*k, f));
+    }
+
+    /// Entries, ascending.
+    pub fn iter(&self) -> impl Iterator<Item = (u64, &Flight)> {
+        self.map.iter().map(|(k, f)| (*k, f))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn f(until: u64) -> Flight {
+        Flight {
+            end: 0,
+            at: Duration::ZERO,
+            until: Duration::from_millis(until),
+            batch: 0,
+            clean: false,
+        }
+    }
+
+    #[test]
+    fn subtract_insert_find() {
+        let mut s = InFlight::default();
+        s.insert(10..20, f(100));
+        s.insert(30..40, f(50));
+        let now = Duration::from_millis(60);
+        assert_eq!(s.not_in_flight(now, 0..50), vec![0..10, 20..50]);
+        assert_eq!(
+            s.not_in_flight(Duration::ZERO, 0..50),
+            vec![0..10, 20..30, 40..50]
+        );
+        assert_eq!(s.not_in_flight(now, 12..18), Vec::<Range<u64>>::new());
+        s.insert(15..35, f(200));
+        let v: Vec<_> = s
+            .iter()
+            .map(|(k, x)| (k, x.end, x.until.as_millis()))
+            .collect();
+        assert_eq!(v, vec![(10, 15, 100), (15, 35, 200), (35, 40, 50)]);
+        assert_eq!(s.find(34).map(|x| x.0), Some(15));
+        assert_eq!(s.find(40), None);
+    }
+}

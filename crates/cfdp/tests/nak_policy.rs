@@ -1,0 +1,346 @@
+//! NAKs that ask once and timers that follow the measured round trip, in virtual time with
+//! exact expected times (a 10 ms one-way link unless a test changes it, 1000-byte segments).
+
+mod common;
+
+use std::cell::RefCell;
+use std::rc::Rc;
+use std::time::Duration;
+
+use cfdp::bytes::Bytes;
+use cfdp::pdu::{
+    Ack, ConditionCode as C, Direction, DirectiveCode, Nak, Pdu, PduBody, TransactionStatus,
+};
+use cfdp::{Entity, MemFilestore, NakMode, PutRequest};
+use common::*;
+
+/// Drop the first `times` first-pass-or-later File Data PDUs from A at each listed offset.
+fn drop_fd(rules: &[(u64, u32)]) -> DropRule {
+    let mut left: Vec<(u64, u32)> = rules.to_vec();
+    Box::new(move |_, from, p| {
+        if let PduBody::FileData(fd) = &p.body {
+            if from == A {
+                if let Some(l) = left.iter_mut().find(|l| l.0 == fd.offset && l.1 > 0) {
+                    l.1 -= 1;
+                    return true;
+                }
+            }
+        }
+        false
+    })
+}
+
+/// Times at which A sent (or the link dropped) the File Data PDU at `offset`.
+fn fd_times(n: &Net, offset: u64) -> Vec<Duration> {
+    n.trace
+        .iter()
+        .filter_map(|(t, r)| match r {
+            Rec::Sent {
+                from: 1,
+                kind: "FD",
+                offset: o,
+            }
+            | Rec::Dropped {
+                from: 1,
+                kind: "FD",
+                offset: o,
+            } if *o == offset => Some(*t),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The segment lists of the NAKs B sent, in order.
+type NakLog = Rc<RefCell<Vec<Vec<(u64, u64)>>>>;
+
+/// Record the segments of every NAK B sends (that the link carries).
+fn record_naks(n: &mut Net) -> NakLog {
+    let naks = Rc::new(RefCell::new(Vec::new()));
+    let r = naks.clone();
+    n.mutate = Some(Box::new(move |from, p| {
+        if let (B, PduBody::Nak(nak)) = (from, &p.body) {
+            r.borrow_mut().push(nak.segments.clone());
+        }
+    }));
+    naks
+}
+
+#[test]
+fn a_nak_is_not_repeated_while_its_retransmission_is_in_flight() {
+    // A paced at 8 Mb/s: the FD at 3000 is lost, the one at 4000 reveals the gap (immediate
+    // NAK), the EOF arrives while the retransmission is still on its way. Before NAKs asked
+    // once, the EOF's NAK asked for 3000..4000 again and A sent it twice.
+    let data = pattern(10_000, 11);
+    let ca = config(A, B, |r| {
+        r.rate_bps = 8_000_000;
+        r.pacing_burst_bytes = 0;
+    });
+    let mut n = Net::new(ca, config(B, A, |_| {}), &[("f", data.clone())]);
+    n.drop = drop_fd(&[(3000, 1)]);
+    let naks = record_naks(&mut n);
+    n.a.put(n.now, PutRequest::new(B, "f")).unwrap();
+    n.run(ms(10_000));
+    let fd4000 = fd_times(&n, 4000)[0];
+    let eof = n.sent_times(A, "EOF")[0];
+    // The gap is NAKed once, when FD 4000 arrives; the EOF arrives before the resend.
+    assert_eq!(
+        n.sent_times(B, "NAK"),
+        vec![fd4000 + ms(10)],
+        "{}",
+        n.dump()
+    );
+    assert_eq!(*naks.borrow(), vec![vec![(3000, 4000)]]);
+    let resend = fd4000 + ms(20);
+    assert!(eof + ms(10) < resend + ms(10), "the EOF arrives first");
+    // Resent once, right when the NAK arrives (A is idle then: its pacer is full).
+    assert_eq!(fd_times(&n, 3000)[1..], [resend]);
+    assert_eq!(n.sent_times(B, "FIN"), vec![resend + ms(10)]);
+    assert_eq!(n.file_b("f").unwrap(), data);
+    assert_eq!(
+        n.b.stats().nak_bytes_in_flight,
+        0,
+        "no NAK left it out: none was due"
+    );
+    assert_eq!(n.b.stats().naks_sent, 1);
+}
+
+#[test]
+fn a_lost_retransmission_is_asked_again_and_the_nak_timer_follows_the_round_trip() {
+    // B's NAK timer may be up to 1 s. FD 3000 and FD 6000 are lost; the EOF's NAK (10 ms)
+    // asks for both. The retransmission of 3000 arrives at 30 ms: NAK → data = 20 ms, so
+    // SRTT 20, RTTVAR 10, RTO 60 ms. That of 6000 is lost: asked again when the first NAK's
+    // timer (started before any sample: 1 s) expires at 1010 ms; the NAK timer is then the
+    // RTO, 60 ms: the second loss of 6000 is asked again at 1070 ms.
+    let data = pattern(10_000, 12);
+    let cb = config(B, A, |r| {
+        r.nak_timer = ms(1000);
+        r.inactivity_timer = ms(10_000);
+    });
+    let ca = config(A, B, |r| r.inactivity_timer = ms(10_000));
+    let mut n = Net::new(ca, cb, &[("f", data.clone())]);
+    n.drop = drop_fd(&[(3000, 1), (6000, 3)]);
+    let naks = record_naks(&mut n);
+    n.a.put(n.now, PutRequest::new(B, "f")).unwrap();
+    n.run(ms(10_000));
+    assert_eq!(
+        n.sent_times(B, "NAK"),
+        [10, 1010, 1070].map(ms).to_vec(),
+        "{}",
+        n.dump()
+    );
+    assert_eq!(
+        *naks.borrow(),
+        vec![
+            vec![(3000, 4000), (6000, 7000)],
+            vec![(6000, 7000)],
+            vec![(6000, 7000)]
+        ]
+    );
+    let rtt = n.b.round_trip(A).unwrap();
+    assert_eq!((rtt.samples(), rtt.srtt()), (1, Some(ms(20))));
+    assert_eq!(n.b.effective_timers(A).nak, ms(60));
+    assert_eq!(fd_times(&n, 3000), [0, 20].map(ms));
+    assert_eq!(fd_times(&n, 6000), [0, 20, 1020, 1080].map(ms));
+    assert_eq!(n.sent_times(B, "FIN"), vec![ms(1090)]);
+    assert_eq!(n.file_b("f").unwrap(), data);
+}
+
+#[test]
+fn the_same_with_an_explicit_nak_timer() {
+    // An explicit setting wins: with `adaptive.nak` off the timer stays at 1 s.
+    let data = pattern(10_000, 12);
+    let cb = config(B, A, |r| {
+        r.nak_timer = ms(1000);
+        r.adaptive.nak = false;
+        r.inactivity_timer = ms(10_000);
+    });
+    let ca = config(A, B, |r| r.inactivity_timer = ms(10_000));
+    let mut n = Net::new(ca, cb, &[("f", data.clone())]);
+    n.drop = drop_fd(&[(3000, 1), (6000, 3)]);
+    n.a.put(n.now, PutRequest::new(B, "f")).unwrap();
+    n.run(ms(10_000));
+    assert_eq!(
+        n.sent_times(B, "NAK"),
+        [10, 1010, 2010].map(ms).to_vec(),
+        "{}",
+        n.dump()
+    );
+    assert_eq!(n.b.effective_timers(A).nak, ms(1000));
+    assert_eq!(n.file_b("f").unwrap(), data);
+}
+
+/// A PDU toward A's sending transaction 1 with `body`.
+fn to_sender(first: &Pdu, body: PduBody) -> Bytes {
+    let mut header = first.header;
+    header.direction = Direction::TowardSender;
+    let mut v = Vec::new();
+    Pdu { header, body }.encode(&mut v).unwrap();
+    Bytes::from(v)
+}
+
+fn nak(s: u64, e: u64) -> PduBody {
+    PduBody::Nak(Nak {
+        start_of_scope: 0,
+        end_of_scope: 10_000,
+        segments: vec![(s, e)],
+    })
+}
+
+/// File Data offsets A sends at `now`.
+fn drain_fd(a: &mut Entity, now: Duration) -> Vec<u64> {
+    let mut out = Vec::new();
+    let mut buf = Vec::new();
+    while let Some(t) = a.poll_transmit(now, &mut buf) {
+        let p = Pdu::decode(&Bytes::copy_from_slice(&buf[buf.len() - t.len..])).unwrap();
+        if let PduBody::FileData(fd) = p.body {
+            out.push(fd.offset);
+        }
+        buf.clear();
+    }
+    out
+}
+
+#[test]
+fn crossing_naks_cause_one_retransmission() {
+    // The sender alone, fed by hand: EOF at 0, ACK(EOF) at 20 ms → SRTT 20 ms. A NAK for
+    // 3000..4000 at 30 ms: resent at once. A second NAK for it at 45 ms was issued (35 ms)
+    // before the resend could arrive (40 ms): they crossed, nothing is resent. One at 50 ms
+    // (issued at 40 ms, when the resend should have arrived) is a new loss: resent.
+    let mut fs = MemFilestore::new();
+    fs.insert("f", pattern(10_000, 13));
+    let mut a = Entity::new(config(A, B, |_| {}), Box::new(fs));
+    a.put(ms(0), PutRequest::new(B, "f")).unwrap();
+    let mut buf = Vec::new();
+    let t = a.poll_transmit(ms(0), &mut buf).unwrap();
+    let first = Pdu::decode(&Bytes::copy_from_slice(&buf[..t.len])).unwrap();
+    assert_eq!(drain_fd(&mut a, ms(0)).len(), 10);
+    let ack = PduBody::Ack(Ack {
+        directive: DirectiveCode::Eof,
+        subtype: 0,
+        condition: C::NoError,
+        status: TransactionStatus::Active,
+    });
+    a.handle_pdu(ms(20), &to_sender(&first, ack)).unwrap();
+    assert_eq!(a.round_trip(B).unwrap().srtt(), Some(ms(20)));
+    a.handle_pdu(ms(30), &to_sender(&first, nak(3000, 4000)))
+        .unwrap();
+    assert_eq!(drain_fd(&mut a, ms(30)), vec![3000]);
+    a.handle_pdu(ms(45), &to_sender(&first, nak(2000, 4000)))
+        .unwrap();
+    assert_eq!(
+        drain_fd(&mut a, ms(45)),
+        vec![2000],
+        "only what did not cross"
+    );
+    assert_eq!(a.stats().nak_bytes_crossed, 1000);
+    a.handle_pdu(ms(50), &to_sender(&first, nak(3000, 4000)))
+        .unwrap();
+    assert_eq!(drain_fd(&mut a, ms(50)), vec![3000]);
+    assert_eq!(a.stats().nak_bytes_crossed, 1000);
+}
+
+#[test]
+fn asynchronous_mode_sends_one_nak_per_availability_window_covering_all_gaps() {
+    // A paced at 8 Mb/s sends 100 PDUs over ~102 ms; FD 10000, 20000 and 60000 are lost.
+    // B's link toward A is up 2 ms every 10 ms from 40 ms on, for good from 300 ms. Before
+    // NAKs asked once, every window re-asked for everything still missing (its
+    // retransmission still on its way): 10000 and 20000 at 40 and 50 ms, ...
+    let data = pattern(100_000, 14);
+    let ca = config(A, B, |r| {
+        r.rate_bps = 8_000_000;
+        r.pacing_burst_bytes = 0;
+    });
+    let cb = config(B, A, |r| r.nak_mode = NakMode::Asynchronous);
+    let mut n = Net::new(ca, cb, &[("f", data.clone())]);
+    n.drop = drop_fd(&[(10_000, 1), (20_000, 1), (60_000, 1)]);
+    let naks = record_naks(&mut n);
+    let mut changes = vec![(ms(0), B, A, false)];
+    for k in 0..26 {
+        changes.push((ms(40 + 10 * k), B, A, true));
+        changes.push((ms(42 + 10 * k), B, A, false));
+    }
+    changes.push((ms(300), B, A, true));
+    n.link_changes = changes;
+    n.a.put(n.now, PutRequest::new(B, "f")).unwrap();
+    n.run(ms(10_000));
+    // Gaps 10000 and 20000 are known by 40 ms, 60000 from ~72 ms: one NAK each in the
+    // windows at 40 and 80 ms, none in the windows between (what is missing is on its way).
+    assert_eq!(n.sent_times(B, "NAK"), vec![ms(40), ms(80)], "{}", n.dump());
+    assert_eq!(
+        *naks.borrow(),
+        vec![
+            vec![(10_000, 11_000), (20_000, 21_000)],
+            vec![(60_000, 61_000)]
+        ]
+    );
+    for off in [10_000, 20_000, 60_000] {
+        assert_eq!(
+            fd_times(&n, off).len(),
+            2,
+            "{off} sent twice: lost once, resent once"
+        );
+    }
+    let (_, c, d, _) = n.finished(B).unwrap();
+    assert_eq!((c, d), (C::NoError, true));
+    assert_eq!(n.file_b("f").unwrap(), data);
+}
+
+#[test]
+fn the_ack_timer_follows_a_changing_round_trip() {
+    // EOF → ACK(EOF) measures the round trip. A 20 ms round trip: RTO = 20 + 4·10 = 60 ms
+    // (configured: up to 1 s); with every PDU from B lost, the EOF is resent after 60 ms,
+    // then after 120 and 240 ms (backoff: an EOF sent twice gives no sample). The link then
+    // slows to 50 ms each way: the backed-off timer (1 s) lets the EOF's ACK arrive, and
+    // that sample of 100 ms makes SRTT 30 ms and RTTVAR 27.5 ms, RTO 140 ms.
+    let ca = config(A, B, |r| {
+        r.ack_limit = 3;
+        r.ack_timer = ms(1000);
+    });
+    let files = [
+        ("f1", pattern(3_000, 1)),
+        ("f2", pattern(3_000, 2)),
+        ("f3", pattern(3_000, 3)),
+        ("f4", pattern(3_000, 4)),
+    ];
+    let mut n = Net::new(ca, config(B, A, |_| {}), &files);
+    let eofs_from = |n: &Net, t0: Duration| -> Vec<Duration> {
+        n.sent_times(A, "EOF")
+            .into_iter()
+            .filter(|&t| t >= t0)
+            .take(4)
+            .map(|t| t - t0)
+            .collect()
+    };
+    n.a.put(n.now, PutRequest::new(B, "f1")).unwrap();
+    n.run(ms(100_000));
+    assert_eq!(n.finished(A).unwrap().1, C::NoError);
+    assert_eq!(n.a.round_trip(B).unwrap().srtt(), Some(ms(20)));
+    assert_eq!(n.a.effective_timers(B).ack, ms(60));
+
+    n.drop = Box::new(|_, from, _| from == B);
+    let t0 = n.now;
+    n.a.put(t0, PutRequest::new(B, "f2")).unwrap();
+    n.run(t0 + ms(100_000));
+    assert_eq!(eofs_from(&n, t0), [0, 60, 180, 420].map(ms), "{}", n.dump());
+
+    n.drop = Box::new(|_, _, _| false);
+    n.delay = ms(50);
+    let t1 = n.now;
+    n.a.put(t1, PutRequest::new(B, "f3")).unwrap();
+    n.run(t1 + ms(100_000));
+    let rtt = n.a.round_trip(B).unwrap();
+    assert_eq!(rtt.srtt(), Some(ms(30)));
+    assert_eq!(rtt.rttvar(), Duration::from_micros(27_500));
+    assert_eq!(n.a.effective_timers(B).ack, ms(140));
+
+    n.drop = Box::new(|_, from, _| from == B);
+    let t2 = n.now;
+    n.a.put(t2, PutRequest::new(B, "f4")).unwrap();
+    n.run(t2 + ms(100_000));
+    assert_eq!(
+        eofs_from(&n, t2),
+        [0, 140, 420, 980].map(ms),
+        "{}",
+        n.dump()
+    );
+}
