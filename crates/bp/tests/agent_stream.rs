@@ -46,8 +46,10 @@ fn stage(plan: &StreamPlan, data: &[u8], file_bytes: u64) -> Vec<StagedPiece> {
 }
 
 fn cfg(node: u64, fragment: u64) -> AgentConfig {
+    // ADUs that fit `max_bundle_size` stay whole: bound both to see fragments.
     AgentConfig {
         max_fragment_bytes: fragment,
+        max_bundle_size: fragment,
         ..AgentConfig::new(node)
     }
 }
@@ -111,6 +113,7 @@ fn streams_reserve_quota_and_aborts_release_it() {
     let mut a = Agent::open(
         AgentConfig {
             store_quota_bytes: 300_000,
+            max_bundle_size: 1 << 20,
             ..cfg(1, 50_000)
         },
         MemoryStore::new(),
@@ -313,4 +316,45 @@ fn a_bundle_larger_than_its_neighbours_limit_is_fragmented_before_forwarding() {
     assert_eq!(a.stored_bundles(), 0);
     let d = b.poll_delivery().expect("reassembled");
     assert_eq!(&d.payload[..], &data[..]);
+}
+
+#[test]
+fn a_streamed_adu_that_fits_one_bundle_is_the_bundle_a_send_makes() {
+    // 100 kB with 10 kB fragments but a 1 MiB bundle limit: one ordinary bundle.
+    let data = adu(100_000);
+    let cfg = AgentConfig {
+        max_bundle_size: 1 << 20,
+        ..cfg(1, 10_000)
+    };
+    let mut a = Agent::open(cfg.clone(), MemoryStore::new(), T0).expect("a");
+    let mut b = Agent::open(AgentConfig::new(2), MemoryStore::new(), T0).expect("b");
+    b.register(eid("ipn:2.1")).expect("register");
+    a.link_up(T0, 2, 0);
+    let plan = a
+        .begin_stream(
+            T0,
+            StreamRequest::new(eid("ipn:1.1"), eid("ipn:2.1"), data.len() as u64),
+        )
+        .expect("begin");
+    assert!(!plan.plan.is_fragmented());
+    assert_eq!(plan.plan.pieces().len(), 1);
+    let pieces = stage(&plan, &data, 1 << 20);
+    let id = a.commit_stream(T0, plan.stream, pieces).expect("commit");
+    let streamed = a.poll_transmit(T0).expect("the bundle");
+    let streamed = Bundle::decode(streamed.bundle).expect("valid");
+    assert!(!streamed.is_fragment());
+    assert_eq!(&streamed.payload()[..], &data[..]);
+    // The same ADU sent whole by another agent has the same blocks (timestamps aside).
+    let mut s = Agent::open(cfg, MemoryStore::new(), T0).expect("s");
+    s.link_up(T0, 2, 0);
+    s.send(
+        T0,
+        SendRequest::new(eid("ipn:1.1"), eid("ipn:2.1"), Bytes::from(data.clone())),
+    )
+    .expect("send");
+    let sent = Bundle::decode(s.poll_transmit(T0).expect("sent").bundle).expect("valid");
+    assert_eq!(sent.blocks().len(), streamed.blocks().len());
+    assert_eq!(sent.primary().flags, streamed.primary().flags);
+    assert_eq!(streamed.primary().timestamp, id.timestamp);
+    assert_eq!(sent.primary().lifetime_ms, streamed.primary().lifetime_ms);
 }

@@ -569,3 +569,86 @@ fn a_bundle_larger_than_the_ltp_peers_blocks_is_fragmented_by_the_agent_and_reas
     assert_eq!(n1.status().bundles.fragmented, 1);
     assert_eq!(n2.status().bundles.malformed, 0);
 }
+
+/// `dtnkit send` of a 20 MB ADU from node 1 to ipn:2.1 at node 2: its stderr and what `recv
+/// --hash` printed.
+fn send_20mb(n1: &NodeProc, n2: &NodeProc) -> (String, String) {
+    let size = 20_000_000u64;
+    let recv = Proc::spawn(&[
+        "recv",
+        "--socket",
+        s(&n2.socket),
+        "--endpoint",
+        "ipn:2.1",
+        "--count",
+        "1",
+        "--timeout",
+        "40",
+        "--hash",
+    ]);
+    let out = run(
+        &[
+            "send",
+            "--socket",
+            s(&n1.socket),
+            "--dst",
+            "ipn:2.1",
+            "--size",
+            &size.to_string(),
+            "--quiet",
+        ],
+        LIMIT,
+    );
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "send: {err}");
+    let got = recv.wait(LIMIT);
+    let text = String::from_utf8_lossy(&got.stdout).into_owned();
+    assert!(
+        text.contains(&format!("len={size} sha256={}", generated_sha256(0, size))),
+        "{text} {}",
+        String::from_utf8_lossy(&got.stderr)
+    );
+    (err, text)
+}
+
+#[test]
+fn a_20_mb_adu_is_streamed_into_the_store_as_one_bundle_or_sent_whole_where_bpsec_covers_it() {
+    // Streamed (its bytes staged by the connection thread, not the agent) and one whole
+    // bundle at the destination: no fragment in its id.
+    let dir = TempDir::new("large-staged");
+    let (l1, l2) = (free_tcp_port(), free_tcp_port());
+    let n2 = NodeProc::start(&dir.0, &tcp_node(2, l2, 1, None, ""));
+    let n1 = NodeProc::start(&dir.0, &tcp_node(1, l1, 2, Some(l2), ""));
+    let (err, text) = send_20mb(&n1, &n2);
+    assert!(err.contains("(streamed)"), "{err}");
+    assert!(!text.contains("frag"), "{text}");
+    drop((n1, n2));
+
+    // A BPSec rule covers the flow: the node refuses to stream it (streamed bytes cannot be
+    // secured) and `send` sends it whole instead, secured.
+    let dir = TempDir::new("large-staged-bpsec");
+    let keys = dir.0.join("keys");
+    std::fs::create_dir_all(&keys).unwrap();
+    let sign = keys.join("sign.key");
+    std::fs::write(&sign, "5a".repeat(48)).unwrap();
+    let policy = format!(
+        "\n[bpsec.keys]\nsign = \"{}\"\n\n[[bpsec.rule]]\nsource = \"ipn:1.*\"\ndestination = \"ipn:2.*\"\nintegrity = \"sign\"\n",
+        sign.display()
+    );
+    let (l1, l2) = (free_tcp_port(), free_tcp_port());
+    let n2 = NodeProc::start(&dir.0, &tcp_node(2, l2, 1, None, &policy));
+    let n1 = NodeProc::start(&dir.0, &tcp_node(1, l1, 2, Some(l2), &policy));
+    let (err, text) = send_20mb(&n1, &n2);
+    assert!(
+        err.contains("does not stream these bundles") && !err.contains("(streamed)"),
+        "{err}"
+    );
+    assert!(!text.contains("frag"), "{text}");
+    let (tx, rx) = (n1.status(), n2.status());
+    let secured = tx.bpsec.as_ref().map_or(0, |b| b.secured);
+    let accepted = rx.bpsec.as_ref().map_or(0, |b| b.accepted);
+    assert!(
+        secured >= 1 && accepted >= 1,
+        "the whole bundle was secured: {tx} {rx}"
+    );
+}

@@ -3,8 +3,9 @@
 //!
 //! 1. [`Agent::begin_stream`] validates the request, draws the ADU's creation timestamp,
 //!    reserves its encoded size in the store quota and plans its bundles
-//!    ([`bpv7::FragmentPlan`]: one bundle, or fragments of at most
-//!    [`super::AgentConfig::max_fragment_bytes`]). It returns a [`StreamPlan`]: what another
+//!    ([`bpv7::FragmentPlan`]: one bundle when it fits
+//!    [`super::AgentConfig::max_bundle_size`] — the bundle a Send of the same ADU makes —, or
+//!    fragments of at most [`super::AgentConfig::max_fragment_bytes`]). It returns a [`StreamPlan`]: what another
 //!    thread needs to encode those bundles as the bytes arrive and write them to the store's
 //!    staging files ([`crate::store::Stager`]). No payload byte crosses the agent.
 //! 2. [`Agent::commit_stream`] takes the staged bundles and commits them all in ONE transaction
@@ -153,8 +154,15 @@ impl<S: Store> Agent<S> {
             b = b.hop_limit(h);
         }
         let template = b.build()?;
+        // An ADU whose bundle fits `max_bundle_size` becomes that one bundle, exactly what a
+        // Send of it would make (a streamed send is then only a way to keep its bytes off the
+        // agent's thread); larger ones become fragments of `max_fragment_bytes`.
+        let whole = FragmentPlan::new(&template, req.total_len, self.cfg.max_bundle_size)
+            .ok()
+            .filter(|p| !p.is_fragmented());
         let max = self.cfg.max_fragment_bytes.min(self.cfg.max_bundle_size);
-        let plan = FragmentPlan::new(&template, req.total_len, max).map_err(|e| {
+        let plan = whole.map_or_else(|| FragmentPlan::new(&template, req.total_len, max), Ok);
+        let plan = plan.map_err(|e| {
             SendError::BadStream(format!(
                 "an ADU of {} bytes cannot be cut into bundles of at most {max} bytes: {e}",
                 req.total_len

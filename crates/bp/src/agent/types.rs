@@ -54,7 +54,8 @@ pub struct AgentConfig {
     /// bounded whatever the ADU's size; the application puts them together.
     pub max_reassembled_adu: u64,
     /// Largest bundle a streamed send ([`crate::Agent::begin_stream`]) is cut into (capped by
-    /// `max_bundle_size`): a longer ADU becomes fragments of at most this many bytes.
+    /// `max_bundle_size`) when its ADU does not fit one bundle of `max_bundle_size`: such an
+    /// ADU becomes fragments of at most this many bytes; a smaller one stays one bundle.
     pub max_fragment_bytes: u64,
     /// First back-off (ms) towards a neighbour that refused a bundle for lack of resources
     /// ([`ClaOutcome::Refused`]); doubled per refusal up to `refusal_backoff_max_ms`.

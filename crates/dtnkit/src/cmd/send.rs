@@ -27,20 +27,22 @@ pub struct SendCmdArgs {
     /// Source endpoint (default: the node id).
     #[arg(long, default_value = "")]
     src: String,
-    /// Payload from a file (`-`: standard input). Files beyond 64 MiB are sent as a stream.
+    /// Payload from a file (`-`: standard input). Files from 16 MiB on are sent as a stream.
     #[arg(long, conflicts_with_all = ["text", "size"])]
     file: Option<PathBuf>,
     /// Payload text.
     #[arg(long, conflicts_with = "size")]
     text: Option<String>,
     /// Generated payload of this many bytes; each bundle's starts with `dtnkit:<index>:`.
-    /// Beyond 64 MiB it is sent as a stream (generated as it is sent).
+    /// From 16 MiB on it is sent as a stream (generated as it is sent).
     #[arg(long)]
     size: Option<u64>,
     /// Send every payload as a stream (SendBegin + SendChunk frames of at most 4 MiB), whatever
-    /// its size: the node stores it as one bundle, or as fragments of its `[bp]
-    /// max_fragment_bytes`, and answers once all of it is stored. Payloads beyond 64 MiB, which
-    /// a Send request cannot carry, are always streamed; streams go one at a time.
+    /// its size: the node stores it as one bundle when it fits `[bp] max_bundle_size`, else as
+    /// fragments of its `[bp] max_fragment_bytes`, and answers once all of it is stored.
+    /// Payloads from 16 MiB on are streamed anyway (their bytes then never cross the node's
+    /// agent thread; a node that cannot stream one gets it whole) and those beyond 64 MiB, which
+    /// a Send request cannot carry, always; streams go one at a time.
     #[arg(long)]
     stream: bool,
     /// Number of bundles.
@@ -115,6 +117,14 @@ pub fn generated_payload(index: u64, size: usize) -> Vec<u8> {
 /// Payloads larger than this do not fit a Send request (64 MiB frames) and are streamed.
 pub const STREAM_ABOVE: u64 = (64 << 20) - 4096;
 
+/// Payloads from this size up are streamed even when a Send request could carry them: the
+/// node's connection thread then encodes their bundle into the store as the bytes arrive and
+/// the agent only commits it (one bundle all the same: the node keeps an ADU that fits `[bp]
+/// max_bundle_size` whole). When the node cannot stream one (a BPSec rule covers the flow, the
+/// destination is an administrative endpoint), it refuses the stream and the payload is sent
+/// whole instead.
+pub const STAGE_FROM: u64 = 16 << 20;
+
 /// A generated payload ([`generated_payload`]) produced as it is read, never whole in memory.
 pub struct GeneratedReader {
     header: Vec<u8>,
@@ -169,6 +179,8 @@ enum StreamSource {
     Spool(std::fs::File),
     /// Generated payloads.
     Generated,
+    /// Bytes already in memory (standard input that fits a Send request).
+    Memory(Bytes),
 }
 
 /// A temporary file for spooled input, unlinked at once (it lives as long as its descriptor).
@@ -214,8 +226,14 @@ fn read_stdin(force_stream: bool) -> anyhow::Result<Result<Bytes, (std::fs::File
 /// 64 MiB (or all with `--stream`) go as streams, one at a time.
 pub fn run(a: SendCmdArgs) -> anyhow::Result<()> {
     let mut stream: Option<(StreamSource, u64)> = None;
-    let fixed: Option<Bytes> = match (&a.file, &a.text) {
+    // Streamed for its size although a Send could carry it (see STAGE_FROM).
+    let staged = |len: u64| !a.stream && (STAGE_FROM..=STREAM_ABOVE).contains(&len);
+    let mut fixed: Option<Bytes> = match (&a.file, &a.text) {
         (Some(f), _) if f.as_os_str() == "-" => match read_stdin(a.stream)? {
+            Ok(b) if staged(b.len() as u64) => {
+                stream = Some((StreamSource::Memory(b.clone()), b.len() as u64));
+                Some(b)
+            }
             Ok(b) => Some(b),
             Err((file, len)) => {
                 stream = Some((StreamSource::Spool(file), len));
@@ -226,7 +244,7 @@ pub fn run(a: SendCmdArgs) -> anyhow::Result<()> {
             let len = std::fs::metadata(f)
                 .with_context(|| format!("reading {}", f.display()))?
                 .len();
-            if len > STREAM_ABOVE || a.stream {
+            if len > STREAM_ABOVE || a.stream || staged(len) {
                 stream = Some((StreamSource::File(f.clone()), len));
                 None
             } else {
@@ -237,7 +255,7 @@ pub fn run(a: SendCmdArgs) -> anyhow::Result<()> {
         }
         (None, Some(t)) => Some(Bytes::from(t.clone().into_bytes())),
         (None, None) => match a.size {
-            Some(n) if n > STREAM_ABOVE || a.stream => {
+            Some(n) if n > STREAM_ABOVE || a.stream || staged(n) => {
                 stream = Some((StreamSource::Generated, n.max(1)));
                 None
             }
@@ -268,7 +286,23 @@ pub fn run(a: SendCmdArgs) -> anyhow::Result<()> {
         flags |= report::DELETION;
     }
     if let Some((source, len)) = stream {
-        return send_streams(&a, &mut c, source, len, flags, full_wait);
+        let fallback = staged(len);
+        let file = match &source {
+            StreamSource::File(p) => Some(p.clone()),
+            _ => None,
+        };
+        match send_streams(&a, &mut c, source, len, flags, full_wait, fallback)? {
+            Streamed::All => return Ok(()),
+            Streamed::NotStreamable(why) => {
+                // Sent whole below, as a Send request (generated payloads are made there).
+                eprintln!("the node does not stream these bundles ({why}): sending them whole");
+                if let Some(p) = file {
+                    fixed = Some(Bytes::from(
+                        std::fs::read(&p).with_context(|| format!("reading {}", p.display()))?,
+                    ));
+                }
+            }
+        }
     }
     if a.stream {
         // A short --text sent as a stream.
@@ -277,7 +311,8 @@ pub fn run(a: SendCmdArgs) -> anyhow::Result<()> {
             let mut f = spool_file()?;
             f.write_all(p).context("spooling the payload")?;
             let source = StreamSource::Spool(f);
-            return send_streams(&a, &mut c, source, len, flags, full_wait);
+            send_streams(&a, &mut c, source, len, flags, full_wait, false)?;
+            return Ok(());
         }
     }
     let size = usize::try_from(a.size.unwrap_or(1)).unwrap_or(usize::MAX);
@@ -414,8 +449,19 @@ pub fn run(a: SendCmdArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// How [`send_streams`] ended.
+enum Streamed {
+    /// Every stream was sent.
+    All,
+    /// The node refused the first stream as a bad request (with `fallback`): the payloads, which
+    /// a Send request can carry, are to be sent whole.
+    NotStreamable(String),
+}
+
 /// Sends `--count` payloads of `len` bytes from `source` as streams, one after the other, with a
-/// progress bar (unless `--quiet`); a store-full refusal is retried as for bundles.
+/// progress bar (unless `--quiet`); a store-full refusal is retried as for bundles. With
+/// `fallback`, a bad-request refusal of the first stream is returned as
+/// [`Streamed::NotStreamable`] instead of an error.
 fn send_streams(
     a: &SendCmdArgs,
     c: &mut Client,
@@ -423,7 +469,8 @@ fn send_streams(
     len: u64,
     flags: u8,
     full_wait: Duration,
-) -> anyhow::Result<()> {
+    fallback: bool,
+) -> anyhow::Result<Streamed> {
     let t0 = Instant::now();
     let pb = if a.quiet {
         ProgressBar::hidden()
@@ -453,6 +500,7 @@ fn send_streams(
                     Box::new(std::io::BufReader::with_capacity(1 << 20, f))
                 }
                 StreamSource::Generated => Box::new(GeneratedReader::new(i, len)),
+                StreamSource::Memory(b) => Box::new(std::io::Cursor::new(b.clone())),
             };
             let args = StreamArgs {
                 source: a.src.clone(),
@@ -491,6 +539,13 @@ fn send_streams(
                     std::thread::sleep(backoff);
                     backoff = (backoff * 2).min(FULL_BACKOFF.1);
                 }
+                Err(ClientError::Refused {
+                    kind: ErrorKind::BadRequest,
+                    message,
+                }) if fallback && sent == 0 => {
+                    pb.finish_and_clear();
+                    return Ok(Streamed::NotStreamable(message));
+                }
                 Err(e) => {
                     pb.finish_and_clear();
                     if sent > 0 {
@@ -511,7 +566,7 @@ fn send_streams(
         "sent {sent} bundles, {bytes} bytes in {:.3} s (streamed)",
         t0.elapsed().as_secs_f64()
     );
-    Ok(())
+    Ok(Streamed::All)
 }
 
 #[cfg(test)]

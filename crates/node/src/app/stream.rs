@@ -159,6 +159,7 @@ mod tests {
             let mut a = Agent::open(
                 AgentConfig {
                     max_fragment_bytes: fragment,
+                    max_bundle_size: fragment,
                     ..AgentConfig::new(1)
                 },
                 MemoryStore::new(),
