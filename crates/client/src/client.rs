@@ -282,8 +282,12 @@ impl Client {
             proto::write_frame(&mut self.stream, &self.head, &buf[..got])?;
             sent += got as u64;
             progress(sent);
-            if let Some(refused) = self.early_answer()? {
-                return Err(refused);
+            // Not after the last chunk: the node may have committed the stream and answered
+            // already, and that answer is read below.
+            if sent < total {
+                if let Some(refused) = self.early_answer()? {
+                    return Err(refused);
+                }
             }
         }
         self.read_send_answer()

@@ -412,3 +412,38 @@ trait TakeBytes: std::io::Read + Sized {
     }
 }
 impl<R: std::io::Read> TakeBytes for R {}
+
+#[test]
+fn an_answer_that_comes_right_after_the_last_chunk_is_the_streams_answer() {
+    // The node commits and answers as soon as the last chunk is in; the client, slow to look
+    // (its progress callback sleeps), must take that answer as the stream's, not as one that
+    // came before the stream's end.
+    let total = 2 * proto::MAX_CHUNK as u64 + 10;
+    let mut got = 0u64;
+    let (path, node) = fake_node(move |_, req| {
+        Some(match req {
+            Request::SendChunk { data } => {
+                got += data.len() as u64;
+                if got == total {
+                    vec![Response::SendOk { id: id(5) }]
+                } else {
+                    Vec::new()
+                }
+            }
+            _ => Vec::new(),
+        })
+    });
+    let mut c = connect(&path);
+    let data = vec![7u8; total as usize];
+    let id = c
+        .send_stream(stream_args(total), &mut &data[..], &mut |n| {
+            if n == total {
+                std::thread::sleep(Duration::from_millis(300));
+            }
+        })
+        .expect("the answer after the last chunk is the stream's");
+    assert_eq!(id.sequence, 5);
+    assert_eq!(c.pending_sends(), 0);
+    drop(c);
+    node.join().expect("node");
+}
