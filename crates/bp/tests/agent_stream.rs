@@ -358,3 +358,74 @@ fn a_streamed_adu_that_fits_one_bundle_is_the_bundle_a_send_makes() {
     assert_eq!(streamed.primary().timestamp, id.timestamp);
     assert_eq!(sent.primary().lifetime_ms, streamed.primary().lifetime_ms);
 }
+
+#[test]
+fn a_received_bundle_staged_by_the_cla_thread_is_stored_by_adopting_its_file() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("n2.redb");
+    let seg_dir = dir.path().join("n2.segments");
+    // Node 1 makes two bundles for ipn:2.1 (one large, one small).
+    let mut a = Agent::open(AgentConfig::new(1), MemoryStore::new(), T0).expect("a");
+    a.link_up(T0, 2, 0);
+    let mut wires = Vec::new();
+    for len in [200_000, 3_000] {
+        let req = SendRequest::new(eid("ipn:1.1"), eid("ipn:2.1"), Bytes::from(adu(len)));
+        a.send(T0, req).expect("send");
+        wires.push(a.poll_transmit(T0).expect("bundle").bundle);
+    }
+    let mut b = Agent::open(
+        AgentConfig::new(2),
+        RedbStore::open(&path).expect("open"),
+        T0,
+    )
+    .expect("b");
+    b.register(eid("ipn:2.1")).expect("register");
+    let segments_before = b.store().segment_count();
+    // The CLA thread stages the large one; a piece whose length does not match is ignored.
+    let stager = b.store().stager().expect("a store on disk stages");
+    let mut f = stager.create().expect("stage file");
+    f.begin_piece();
+    f.write(&wires[0]).expect("write");
+    let piece = f.finish().expect("finish").piece(0).expect("piece");
+    let mut g = stager.create().expect("stage file");
+    g.begin_piece();
+    g.write(&wires[1][..100]).expect("write");
+    let short = g.finish().expect("finish").piece(0).expect("piece");
+    let inodes = |suffix: &str| -> Vec<u64> {
+        use std::os::unix::fs::MetadataExt;
+        std::fs::read_dir(&seg_dir)
+            .expect("segments")
+            .filter_map(|e| e.ok())
+            .filter(|e| e.file_name().to_string_lossy().ends_with(suffix))
+            .filter_map(|e| e.metadata().ok())
+            .filter(|m| m.len() == wires[0].len() as u64)
+            .map(|m| m.ino())
+            .collect()
+    };
+    let staged_file = inodes(".stage");
+    assert_eq!(staged_file.len(), 1);
+    let r = b.accept_from_cla_staged(T0, Some(1), &wires, &[Some(piece), Some(short)]);
+    assert!(r.iter().all(|r| r.is_ok()), "{r:?}");
+    // The staged file became a segment of the store (renamed, not copied: the same inode); no
+    // staging file is left behind.
+    assert_eq!(b.store().segment_count(), segments_before + 1);
+    assert_eq!(inodes(".seg"), staged_file);
+    assert!(inodes(".stage").is_empty());
+    // Both are delivered intact, also after reopening the store.
+    drop(b.into_store());
+    let mut b = Agent::open(
+        AgentConfig::new(2),
+        RedbStore::open(&path).expect("reopen"),
+        T0,
+    )
+    .expect("b");
+    b.register(eid("ipn:2.1")).expect("register");
+    let mut lens: Vec<usize> = std::iter::from_fn(|| b.poll_delivery())
+        .map(|d| {
+            assert_eq!(&d.payload[..], &adu(d.payload.len())[..]);
+            d.payload.len()
+        })
+        .collect();
+    lens.sort();
+    assert_eq!(lens, vec![3_000, 200_000]);
+}

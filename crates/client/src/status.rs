@@ -448,6 +448,9 @@ pub struct TcpclStatus {
     pub bytes_received: u64,
     /// Bundles fragmented to fit a peer's transfer MRU.
     pub bundles_fragmented: u64,
+    /// Received bundles (16 MiB and more) that a session thread wrote into the store's staging
+    /// files, so that the agent adopted the file instead of writing the bytes.
+    pub bundles_staged: u64,
     /// Tolerated peer deviations from RFC 9174 / 7242: sessions in which each kind occurred.
     pub deviations: BTreeMap<String, u64>,
     /// Every occurrence of a tolerated deviation (all kinds).

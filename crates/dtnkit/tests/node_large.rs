@@ -612,7 +612,7 @@ fn send_20mb(n1: &NodeProc, n2: &NodeProc) -> (String, String) {
 }
 
 #[test]
-fn a_20_mb_adu_is_streamed_into_the_store_as_one_bundle_or_sent_whole_where_bpsec_covers_it() {
+fn a_20_mb_adu_is_staged_at_both_ends_as_one_bundle_or_sent_whole_where_bpsec_covers_it() {
     // Streamed (its bytes staged by the connection thread, not the agent) and one whole
     // bundle at the destination: no fragment in its id.
     let dir = TempDir::new("large-staged");
@@ -622,6 +622,8 @@ fn a_20_mb_adu_is_streamed_into_the_store_as_one_bundle_or_sent_whole_where_bpse
     let (err, text) = send_20mb(&n1, &n2);
     assert!(err.contains("(streamed)"), "{err}");
     assert!(!text.contains("frag"), "{text}");
+    // And the receiving session wrote it into node 2's staging files (the agent adopted them).
+    assert_eq!(n2.tcpcl().bundles_staged, 1);
     drop((n1, n2));
 
     // A BPSec rule covers the flow: the node refuses to stream it (streamed bytes cannot be

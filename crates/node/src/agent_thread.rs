@@ -31,7 +31,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bp::{
-    Agent, BundleKey, ClaOutcome, RedbStore, ReportFlags, SendError, SendRequest, StreamRequest,
+    Agent, BundleKey, ClaOutcome, RedbStore, ReportFlags, SendError, SendRequest, StagedPiece,
+    StreamRequest,
 };
 use bpv7::Eid;
 use bytes::Bytes;
@@ -537,9 +538,10 @@ impl AgentThread {
             AgentInput::Cla(FromCla::Received {
                 peer,
                 bundles,
+                staged,
                 confirm,
             }) => {
-                let oks = self.accept_bundles(now, peer, &bundles);
+                let oks = self.accept_bundles(now, peer, &bundles, &staged);
                 // TCPCL: each transfer's final XFER_ACK is released only now, after
                 // the commit (a refusal sends XFER_REFUSE "Retransmit"). UDPCL has no
                 // acknowledgment: a refused bundle is lost (counted by the agent).
@@ -791,8 +793,16 @@ impl AgentThread {
     /// Commits bundles from a convergence layer in one transaction; for each, true when it may
     /// be acknowledged to the previous hop (stored, or refused for a reason that cannot pass:
     /// malformed, too large; false: store full or failed, the sender should keep it).
-    fn accept_bundles(&mut self, now: u64, peer: Option<u64>, bundles: &[Bytes]) -> Vec<bool> {
-        let results = self.agent.accept_from_cla_batch(now, peer, bundles);
+    fn accept_bundles(
+        &mut self,
+        now: u64,
+        peer: Option<u64>,
+        bundles: &[Bytes],
+        staged: &[Option<StagedPiece>],
+    ) -> Vec<bool> {
+        let results = self
+            .agent
+            .accept_from_cla_staged(now, peer, bundles, staged);
         for r in &results {
             if let Err(e) = r {
                 self.log.log("rx-refused", || {

@@ -117,6 +117,7 @@ pub(crate) struct TcpclCounters {
     pub(crate) bytes_sent: AtomicU64,
     pub(crate) bytes_received: AtomicU64,
     pub(crate) bundles_fragmented: AtomicU64,
+    pub(crate) bundles_staged: AtomicU64,
     /// Every occurrence of a tolerated deviation (all kinds, all sessions).
     pub(crate) deviation_events: AtomicU64,
     /// Peer deviations from RFC 9174 (or RFC 7242) that we tolerated, by kind.
@@ -163,6 +164,7 @@ impl TcpclCounters {
             bytes_sent: self.bytes_sent.load(Relaxed),
             bytes_received: self.bytes_received.load(Relaxed),
             bundles_fragmented: self.bundles_fragmented.load(Relaxed),
+            bundles_staged: self.bundles_staged.load(Relaxed),
             deviations: self
                 .deviations
                 .lock()

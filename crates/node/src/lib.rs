@@ -153,7 +153,7 @@ impl Node {
         let ltp = threads.start_ltp(&cfg, engine, ltp_socket)?;
         let (ltp_tx, ltp_addr) = (ltp.tx.clone(), ltp.addr);
         let udpcl = threads.start_udpcl(&cfg)?;
-        let tcpcl = threads.start_tcpcl(&cfg)?;
+        let tcpcl = threads.start_tcpcl(&cfg, bp::Store::stager(agent.store()))?;
         let others = start::OtherClas { udpcl, tcpcl };
         threads.start_agent(&cfg, agent, agent_rx, links, ltp, &others)?;
         threads.start_app_accept(app_listener)?;

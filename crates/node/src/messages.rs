@@ -131,6 +131,9 @@ pub(crate) enum FromCla {
     Received {
         peer: Option<u64>,
         bundles: Vec<Bytes>,
+        /// The bundles the CLA thread already wrote into the store's staging files (by index;
+        /// empty or `None`: the agent writes the bytes), see `bp::Agent::accept_from_cla_staged`.
+        staged: Vec<Option<StagedPiece>>,
         confirm: Option<(Arc<SessionHandle>, Vec<u64>)>,
     },
     /// The bundles with these tokens reached the next hop (`ok`) or must be forwarded again.

@@ -519,6 +519,7 @@ impl Threads {
     pub(crate) fn start_tcpcl(
         &mut self,
         cfg: &Validated,
+        stager: Option<bp::Stager>,
     ) -> Result<Option<TcpclRunning>, NodeError> {
         let Some(t) = &cfg.tcpcl else { return Ok(None) };
         let counters = Arc::new(TcpclCounters::default());
@@ -533,6 +534,7 @@ impl Threads {
             free_bytes: self.free_bytes.clone(),
             ingress_paused: self.ingress_paused.clone(),
             counts: Arc::new(tcpcl_limits::SessionCounts::default()),
+            stager: stager.filter(bp::Stager::on_disk),
         };
         let mut addr = None;
         if let Some(listen) = t.listen {

@@ -78,6 +78,7 @@ pub(crate) fn receive_loop(
             let msg = AgentInput::Cla(FromCla::Received {
                 peer,
                 bundles,
+                staged: Vec::new(),
                 confirm: None,
             });
             if agent.send(msg).is_err() {

@@ -640,6 +640,32 @@ impl<S: Store> Agent<S> {
         Ok(key)
     }
 
+    /// [`Agent::stage_put`] of a received bundle whose bytes are already in a staging file
+    /// (`piece`, same bytes as `data`): the commit adopts the file instead of writing them.
+    fn stage_put_staged(
+        &mut self,
+        txn: &mut Txn,
+        meta: BundleMeta,
+        from: Option<NodeNum>,
+        data: Bytes,
+        piece: crate::store::StagedPiece,
+    ) -> Result<BundleKey, u64> {
+        let free = self.free_bytes(txn);
+        if meta.len > free {
+            return Err(free);
+        }
+        let key = self.alloc_key();
+        txn.added_bytes += meta.len;
+        txn.batch.push(Op::PutStaged {
+            key,
+            meta: meta.clone(),
+            piece,
+        });
+        txn.added
+            .push((key, meta, from, data, BundleEventKind::Received));
+        Ok(key)
+    }
+
     fn stage_dedup(&mut self, txn: &mut Txn, id: &BundleId, expires_at_ms: u64) {
         let k = dedup_key(id);
         txn.batch.push(Op::PutDedup {

@@ -10,7 +10,7 @@ use super::{
     Accepted, Agent, BundleEventKind, DtnTime, ReportKind, RxError, SendError, SendRequest, Txn,
     PRIORITY_NORMAL,
 };
-use crate::store::{BundleMeta, Role, Store, StoreError};
+use crate::store::{BundleMeta, Role, StagedPiece, Store, StoreError};
 use crate::NodeNum;
 
 /// The DTN time at which `b`'s lifetime ends, as seen by a node receiving it at `now`: by
@@ -218,6 +218,22 @@ impl<S: Store> Agent<S> {
         from: Option<NodeNum>,
         bundles: &[Bytes],
     ) -> Vec<Result<Accepted, RxError>> {
+        self.accept_from_cla_staged(now, from, bundles, &[])
+    }
+
+    /// [`Agent::accept_from_cla_batch`] for bundles some of which the convergence layer's
+    /// thread already wrote into the store's staging files ([`crate::store::Stager`]):
+    /// `staged[i]`, when present, holds exactly the bytes of `bundles[i]`, and a bundle stored
+    /// as received adopts that piece ([`crate::store::Op::PutStaged`]) instead of the agent
+    /// writing its bytes again. The bytes are still validated here; a bundle that is changed
+    /// on acceptance (BPSec blocks removed) or not stored drops its piece.
+    pub fn accept_from_cla_staged(
+        &mut self,
+        now: DtnTime,
+        from: Option<NodeNum>,
+        bundles: &[Bytes],
+        staged: &[Option<StagedPiece>],
+    ) -> Vec<Result<Accepted, RxError>> {
         self.clock = self.clock.max(now);
         if let Some(e) = self.health.unavailable(now) {
             // Degraded: every bundle is refused (transient: the sender keeps it and retries).
@@ -228,8 +244,12 @@ impl<S: Store> Agent<S> {
         }
         let mut txn = Txn::default();
         let mut results = Vec::with_capacity(bundles.len());
-        for data in bundles {
-            results.push(self.stage_rx(now, from, data, &mut txn));
+        for (i, data) in bundles.iter().enumerate() {
+            let piece = staged
+                .get(i)
+                .and_then(Option::as_ref)
+                .filter(|p| p.len() == data.len() as u64);
+            results.push(self.stage_rx(now, from, data, piece, &mut txn));
         }
         let commit = self.commit_txn(now, txn);
         results
@@ -250,6 +270,7 @@ impl<S: Store> Agent<S> {
         now: DtnTime,
         from: Option<NodeNum>,
         data: &Bytes,
+        mut piece: Option<&StagedPiece>,
         txn: &mut Txn,
     ) -> Pending {
         let size = data.len() as u64;
@@ -326,6 +347,7 @@ impl<S: Store> Agent<S> {
                 Ok(true) => {
                     data = Bytes::from(bundle.encode());
                     meta.len = data.len() as u64;
+                    piece = None;
                 }
                 Err(reason) => return Pending::Done(Ok(Accepted::SecurityFailed { id, reason })),
             }
@@ -356,7 +378,11 @@ impl<S: Store> Agent<S> {
         }
         let exp = meta.expires_at_ms;
         let report_meta = meta.clone();
-        match self.stage_put(txn, meta, from, data, BundleEventKind::Received) {
+        let put = match piece {
+            Some(p) => self.stage_put_staged(txn, meta, from, data, p.clone()),
+            None => self.stage_put(txn, meta, from, data, BundleEventKind::Received),
+        };
+        match put {
             Ok(key) => {
                 self.stage_dedup(txn, &id, exp);
                 self.stage_report(

@@ -66,6 +66,12 @@ impl Stager {
         }
     }
 
+    /// Whether staging files are files of the store's directory (else memory: staging then
+    /// saves no copy).
+    pub fn on_disk(&self) -> bool {
+        matches!(self.inner.kind, Kind::Dir(_))
+    }
+
     /// Whether [`StageFile::finish`] makes the bytes stable.
     pub fn is_durable(&self) -> bool {
         matches!(self.inner.kind, Kind::Dir(_)) && self.inner.durable.load(Ordering::Relaxed)

@@ -303,6 +303,7 @@ fn tcpcl_and_udpcl_sections() {
             bytes_sent: 12,
             bytes_received: 13,
             bundles_fragmented: 14,
+            bundles_staged: 18,
             deviations: names(&[("AckFlags", 15)]),
             deviation_events: 16,
             sessions_refused: names(&[("per_address", 17)]),
@@ -313,7 +314,7 @@ fn tcpcl_and_udpcl_sections() {
             "connect_failures": 5, "transfers_sent": 6, "transfers_acked": 7,
             "transfers_refused": 8, "transfers_failed": 9, "bundles_received": 10,
             "transfers_refused_by_us": 11, "bytes_sent": 12, "bytes_received": 13,
-            "bundles_fragmented": 14, "deviations": {"AckFlags": 15}, "deviation_events": 16,
+            "bundles_fragmented": 14, "bundles_staged": 18, "deviations": {"AckFlags": 15}, "deviation_events": 16,
             "sessions_refused": {"per_address": 17}, "peers": {"4": peer_json},
         }),
     );

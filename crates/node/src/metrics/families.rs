@@ -191,6 +191,7 @@ const TCPCL_RULES: &[Rule<TcpclStatus>] = &[
     r!(bytes_sent, C, "dtnkit_tcpcl_bytes", SENT, "TCPCL octets (all peers), by direction."),
     r!(bytes_received, C, "dtnkit_tcpcl_bytes", RECEIVED, ""),
     r!(bundles_fragmented, C, "dtnkit_tcpcl_bundles_fragmented", &[], "Bundles fragmented to fit a peer's transfer MRU."),
+    r!(bundles_staged, C, "dtnkit_tcpcl_bundles_staged", &[], "Received bundles a session wrote into the store's staging files."),
     r!(deviation_events, C, "dtnkit_tcpcl_deviation_events", &[], "Tolerated TCPCL peer deviations (every occurrence)."),
 ];
 

@@ -63,6 +63,7 @@ use crate::config::{TcpPeer, Tcpcl};
 use crate::counters::TcpclCounters;
 use crate::messages::{eventfd, AgentInput, FromCla, SessionHandle, ToSession, SESSION_QUEUE};
 use crate::tcpcl_tls::Tls;
+use bp::StagedPiece;
 
 /// What every session thread shares.
 #[derive(Debug, Clone)]
@@ -83,7 +84,15 @@ pub(crate) struct TcpclShared {
     pub(crate) ingress_paused: Arc<AtomicBool>,
     /// Live sessions per IP address and node id (`[tcpcl]` caps, `crate::tcpcl_limits`).
     pub(crate) counts: Arc<crate::tcpcl_limits::SessionCounts>,
+    /// The store's staging files (a store on disk): received bundles of
+    /// [`STAGE_RECEIVED_FROM`] bytes and more are written there by the session thread, so the
+    /// agent only validates and commits them.
+    pub(crate) stager: Option<bp::Stager>,
 }
+
+/// Received bundles from this size on are staged by the session thread (the size from which
+/// the store maps stored bundles rather than caching or copying them).
+pub(crate) const STAGE_RECEIVED_FROM: usize = 16 << 20;
 
 impl TcpclShared {
     /// The neighbour a node id belongs to: a configured peer announcing it, else the ipn node
@@ -150,7 +159,7 @@ struct Driver<'a> {
     done_refused: Vec<u64>,
     /// Bundles received in this turn with their transfer ids: handed to the agent together
     /// (one store commit), whose answers release the held final acknowledgments.
-    received: Vec<(u64, Bytes)>,
+    received: Vec<(u64, Bytes, Option<StagedPiece>)>,
     /// Output not yet written, under TLS (plaintext for rustls): `out[out_pos..]`.
     out: Vec<u8>,
     out_pos: usize,
@@ -719,7 +728,11 @@ impl Driver<'_> {
                     bundle,
                 } => {
                     c.bundles_received.fetch_add(1, Relaxed);
-                    self.received.push((transfer_id, bundle));
+                    let staged = self.stage(&bundle);
+                    if staged.is_some() {
+                        c.bundles_staged.fetch_add(1, Relaxed);
+                    }
+                    self.received.push((transfer_id, bundle, staged));
                 }
                 Event::TransferAcked { token } => {
                     c.transfers_acked.fetch_add(1, Relaxed);
@@ -779,6 +792,21 @@ impl Driver<'_> {
         }
     }
 
+    /// Writes a large received bundle into a staging file of the store (synced when the store is
+    /// durable), so that the agent adopts the file instead of writing the bytes itself; `None`
+    /// for a small bundle, a store without staging files, or a failure (the agent then writes
+    /// the bytes as for any bundle, and reports a store that fails).
+    fn stage(&self, bundle: &Bytes) -> Option<StagedPiece> {
+        let stager = self.shared.stager.as_ref()?;
+        if bundle.len() < STAGE_RECEIVED_FROM {
+            return None;
+        }
+        let mut f = stager.create().ok()?;
+        f.begin_piece();
+        f.write(bundle).ok()?;
+        f.finish().ok()?.piece(0)
+    }
+
     /// Sends received bundles and due results to the agent, one message of each kind.
     fn report(&mut self) {
         if self.refused {
@@ -787,11 +815,21 @@ impl Driver<'_> {
             self.received.clear();
         }
         if !self.received.is_empty() {
-            let (ids, bundles): (Vec<u64>, Vec<Bytes>) =
-                std::mem::take(&mut self.received).into_iter().unzip();
+            let n = self.received.len();
+            let (mut ids, mut bundles, mut staged) = (
+                Vec::with_capacity(n),
+                Vec::with_capacity(n),
+                Vec::with_capacity(n),
+            );
+            for (id, bundle, piece) in std::mem::take(&mut self.received) {
+                ids.push(id);
+                bundles.push(bundle);
+                staged.push(piece);
+            }
             let _ = self.shared.agent.send(AgentInput::Cla(FromCla::Received {
                 peer: self.peer,
                 bundles,
+                staged,
                 confirm: Some((self.handle.clone(), ids)),
             }));
         }
