@@ -11,12 +11,16 @@
 //! whose margin is not unimodal over two steps can still be missed; with the default 10 s step that means
 //! sub-second grazes. Windows open at the start or still open at the end are cut there.
 //!
-//! **Light time.** Each window is cut into range segments: a segment ends at the first grid point whose one-way
-//! light time differs from the segment's first by more than `owlt_step_s`; its OWLT is the largest sampled in it
-//! (grid points and both ends), rounded **up** to the millisecond — an upper bound, which keeps LTP timers safe.
+//! **Light time.** Each window is cut into range segments at grid points, so that the one-way light times sampled
+//! in a segment (grid points and both ends) stay within `owlt_step_s` of its first; the segment's OWLT is the
+//! largest sampled, rounded **up** to the millisecond — an upper bound up to the change between two samples
+//! (taken every grid step, at most [`RANGE_SAMPLE_S`] apart: under 0.25 ms for LEO), which keeps LTP timers safe.
 
 use crate::geo::{distance, segment_min_radius, Geodetic, Site, Vec3, C_KM_S, WGS84_A_KM};
 use crate::sat::{PropagationError, Satellite};
+
+/// Longest interval between two range samples inside a window, s.
+pub const RANGE_SAMPLE_S: f64 = 10.0;
 
 /// Width (s) below which a rise/set bracket is accepted.
 pub const BISECTION_TOLERANCE_S: f64 = 1e-4;
@@ -325,7 +329,9 @@ fn segments<M: Margin>(
     owlt_step_s: f64,
     step_s: f64,
 ) -> Result<Vec<RangeSegment>, PropagationError> {
-    let step_ms = ((step_s * 1000.0) as u64).max(1);
+    // Ranges are sampled at the grid step, but at least every 10 s: the range of a LEO link changes by at most
+    // ~75 km (0.25 ms of light time) in 10 s.
+    let step_ms = ((step_s.min(RANGE_SAMPLE_S) * 1000.0) as u64).max(1);
     // Sample times: the start, grid-aligned points inside, the end.
     let mut times = vec![s_ms];
     let mut t = (s_ms / step_ms + 1) * step_ms;
@@ -341,21 +347,22 @@ fn segments<M: Margin>(
     let mut seg_start = times[0];
     let mut first = owlt(seg_start)?;
     let mut max = first;
+    let mut prev = (seg_start, first);
     for &t in &times[1..] {
         let o = owlt(t)?;
-        if (o - first).abs() > owlt_step_s && t < e_ms {
-            max = max.max(o);
+        if (o - first).abs() > owlt_step_s && prev.0 > seg_start {
+            // Close the segment at the previous sample, so that its samples stay within `owlt_step_s`.
             out.push(RangeSegment {
                 start_ms: seg_start,
-                end_ms: t,
+                end_ms: prev.0,
                 owlt_ms: up_ms(max),
             });
-            seg_start = t;
-            first = o;
-            max = o;
-        } else {
-            max = max.max(o);
+            seg_start = prev.0;
+            first = prev.1;
+            max = prev.1;
         }
+        max = max.max(o);
+        prev = (t, o);
     }
     out.push(RangeSegment {
         start_ms: seg_start,
