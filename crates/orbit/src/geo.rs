@@ -137,7 +137,7 @@ mod tests {
         }
         .to_ecef();
         // Polar radius b = a (1 - f) = 6356.752314 km, plus 1 km.
-        assert!((pole[2] - 6357.752_314).abs() < 1e-5, "{pole:?}");
+        assert!((pole[2] - 6_357.752_314).abs() < 1e-5, "{pole:?}");
         let g = Geodetic {
             lat_deg: 0.0,
             lon_deg: 90.0,

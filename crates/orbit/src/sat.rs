@@ -125,13 +125,13 @@ mod tests {
         .unwrap();
         let s = Satellite::new(tle.clone(), 1).unwrap();
         let p = s.position_teme(tle.epoch_unix_s).unwrap();
-        let want = [7022.465_292_66, -1400.082_967_55, 0.039_951_55];
+        let want = [7_022.465_292_66, -1_400.082_967_55, 0.039_951_55];
         for k in 0..3 {
             assert!((p[k] - want[k]).abs() < 1e-3, "{p:?}");
         }
         // And 360 minutes later: (-7154.03120202, -3783.17682504, -3536.19412294) km.
         let p = s.position_teme(tle.epoch_unix_s + 360.0 * 60.0).unwrap();
-        let want = [-7154.031_202_02, -3783.176_825_04, -3536.194_122_94];
+        let want = [-7_154.031_202_02, -3_783.176_825_04, -3_536.194_122_94];
         for k in 0..3 {
             assert!((p[k] - want[k]).abs() < 1e-3, "{p:?}");
         }

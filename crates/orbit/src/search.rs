@@ -458,6 +458,6 @@ pub fn find_windows(
             }
         }
     }
-    out.sort_by(|x, y| (x.start_ms, x.kind).cmp(&(y.start_ms, y.kind)));
+    out.sort_by_key(|w| (w.start_ms, w.kind));
     Ok(out)
 }

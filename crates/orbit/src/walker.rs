@@ -67,7 +67,7 @@ impl std::str::FromStr for Walker {
         if !(inclination_deg.is_finite() && (0.0..=180.0).contains(&inclination_deg)) {
             return Err(bad("inclination out of range"));
         }
-        if total == 0 || total > 99_999 || planes == 0 || total % planes != 0 {
+        if total == 0 || total > 99_999 || planes == 0 || !total.is_multiple_of(planes) {
             return Err(bad("p must divide t"));
         }
         if phasing >= planes {

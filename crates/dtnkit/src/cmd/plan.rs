@@ -172,7 +172,7 @@ fn parse_rate(flag: &str, s: &str) -> Result<u64, UsageError> {
     };
     let bits = num.parse::<f64>().ok().map(|v| v * mult);
     match bits {
-        Some(b) if b.is_finite() && b >= 8.0 && b <= 1e15 && b.fract() == 0.0 && (b as u64) % 8 == 0 => {
+        Some(b) if (8.0..=1e15).contains(&b) && b.fract() == 0.0 && (b as u64).is_multiple_of(8) => {
             Ok(b as u64 / 8)
         }
         _ => Err(UsageError(format!(
