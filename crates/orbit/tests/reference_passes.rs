@@ -170,8 +170,7 @@ fn walker_shell_passes_match_live_skyfield() {
     let Some(py) = reference_python() else { return };
     let start = "2026-03-01T00:00:00Z";
     let t0 = parse_iso8601_ms(start).unwrap() as f64 / 1000.0;
-    // A small inclined shell at 800 km, epoch one hour before the window, plus the ISS set propagated far from its
-    // epoch would diverge from reality but not between implementations — only the shell is used here.
+    // A small inclined shell at 800 km, epoch one hour before the window.
     let w: Walker = "60:6/2/1".parse().unwrap();
     let els = w.elements(800.0, t0 - 3600.0).unwrap();
     let mut text = String::new();
