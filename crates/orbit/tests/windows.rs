@@ -197,3 +197,46 @@ fn settings_out_of_range_are_refused_by_name() {
         .to_string()
         .starts_with("min_elevation = 95"));
 }
+
+mod random_geometry {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 12, ..ProptestConfig::default() })]
+
+        /// Any station, any mask, any small shell: each window's edges are within 1 ms of the geometry's, windows of
+        /// one pair never overlap, and the segments tile the window.
+        #[test]
+        fn window_edges_hold_anywhere(
+            lat in -89.0f64..89.0, lon in -180.0f64..180.0, alt in 0.0f64..3000.0, mask in 0.0f64..40.0,
+            inc in 0.0f64..180.0, alt_km in 300.0f64..2000.0,
+        ) {
+            let spec = format!("{inc}:4/2/1");
+            let sats = shell(&spec, alt_km, t0());
+            let g = Geodetic { lat_deg: lat, lon_deg: lon, alt_m: alt };
+            let st = vec![Station { name: "s".into(), node: 100, place: g, min_elevation_deg: Some(mask) }];
+            let mut c = cfg(30.0, None);
+            c.duration_s = 4.0 * 3600.0;
+            let ws = find_windows(&sats, &st, &c).unwrap();
+            let site = Site::new(&g);
+            let end_ms = 4 * 3_600_000;
+            for w in &ws {
+                let LinkKind::Ground { sat, .. } = w.kind else { panic!() };
+                let el = |ms: f64| site.elevation_rad(sats[sat].position_ecef(t0() + ms / 1000.0).unwrap()).to_degrees();
+                prop_assert!(el(w.start_ms as f64 + 1.0) > mask && el(w.end_ms as f64 - 1.0) > mask, "{:?}", w);
+                prop_assert!(w.start_ms == 0 || el(w.start_ms as f64 - 1.0) < mask, "{:?}", w);
+                prop_assert!(w.end_ms == end_ms || el(w.end_ms as f64 + 1.0) < mask, "{:?}", w);
+                prop_assert_eq!(w.segments.first().unwrap().start_ms, w.start_ms);
+                prop_assert_eq!(w.segments.last().unwrap().end_ms, w.end_ms);
+            }
+            for (i, a) in ws.iter().enumerate() {
+                for b in &ws[i + 1..] {
+                    if a.kind == b.kind {
+                        prop_assert!(a.end_ms < b.start_ms || b.end_ms < a.start_ms, "{:?} {:?}", a, b);
+                    }
+                }
+            }
+        }
+    }
+}
