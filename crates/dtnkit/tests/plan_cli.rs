@@ -106,7 +106,7 @@ fn walker_shell_plan_runs_in_the_simulator() {
         "--start",
         "2026-01-01T00:00:00Z",
         "--duration",
-        "6h",
+        "24h",
         "--stations",
         &repo("testdata/orbit/stations.toml"),
         "--isl-max-range-km",
@@ -129,7 +129,7 @@ fn walker_shell_plan_runs_in_the_simulator() {
         "--start",
         "2026-01-01T00:00:00Z",
         "--duration",
-        "6h",
+        "24h",
         "--stations",
         &repo("testdata/orbit/stations.toml"),
         "--isl-max-range-km",
@@ -161,10 +161,27 @@ fn walker_shell_plan_runs_in_the_simulator() {
             assert!((t(fx[k]) - t(fy[k])).abs() < 0.05, "{x} / {y}");
         }
     }
-    // Traffic from Kiruna (101) to Santiago (103): only satellites can carry it, by the plan's contacts.
+    // The committed example (docs/orbits.md) is exactly what this command writes.
+    for (ours, committed) in [(&plan, "plan6.txt"), (&tle, "shell6.tle")] {
+        assert_eq!(
+            std::fs::read_to_string(ours).unwrap(),
+            std::fs::read_to_string(repo(&format!("testdata/orbit/{committed}"))).unwrap(),
+            "testdata/orbit/{committed} is stale: regenerate it with the command in docs/orbits.md"
+        );
+    }
+    let committed_scn = std::fs::read_to_string(repo("testdata/orbit/scenario6.toml")).unwrap();
+    assert_eq!(
+        std::fs::read_to_string(&scn)
+            .unwrap()
+            .replace("\"plan.txt\"", "\"plan6.txt\""),
+        committed_scn,
+        "testdata/orbit/scenario6.toml is stale"
+    );
+    // Traffic from Kiruna (101) to Santiago (103): only satellites can carry it, by the plan's contacts; the
+    // DTNperf-style ACKs come back the same way later in the day.
     let mut scenario = std::fs::read_to_string(&scn).unwrap();
     scenario.push_str(
-        "\n[[traffic]]\nfrom = 101\nto = 103\ninterval_ms = 1000.0\nbundles = 5\nbundle_size = 10000\nlifetime_s = 21600.0\n",
+        "\n[[traffic]]\nfrom = 101\nto = 103\ninterval_ms = 1000.0\nbundles = 5\nbundle_size = 10000\nlifetime_s = 86400.0\n",
     );
     std::fs::write(&scn, scenario).unwrap();
     let o = dtnkit(&["sim", &s(&scn), "--json", "--quiet"]);
@@ -172,6 +189,7 @@ fn walker_shell_plan_runs_in_the_simulator() {
     let out = String::from_utf8_lossy(&o.stdout).to_string();
     assert_eq!(json_number(&out, "bundles_sent"), 5.0, "{out}");
     assert_eq!(json_number(&out, "bundles_delivered"), 5.0, "{out}");
+    assert_eq!(json_number(&out, "bundles_acked"), 5.0, "{out}");
 }
 
 #[test]
