@@ -278,7 +278,8 @@ fn generate(tles: Vec<Tle>, a: &CommonArgs, source_note: &str) -> anyhow::Result
             "--{}: {value}: expected {expected}",
             field.replace('_', "-")
         ))),
-        other => anyhow::Error::from(other),
+        // An element set SGP4 cannot follow over the interval: the input must change, as for a bad field.
+        other => anyhow::Error::from(UsageError(other.to_string())),
     })?;
     let mut notes = vec![
         source_note.to_string(),
