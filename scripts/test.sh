@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite, from a fresh machine: installs what the tests need (Debian packages, cargo tools, the interop
-# peers dtn7 and cfdp-py, cached in ${DTNKIT_CACHE:-~/.cache/dtnkit}), then runs the format check, clippy with
-# -D warnings, the doc tests and every other test. The last lines are cargo-nextest's own summary, so a run that
+# peers dtn7 and cfdp-py, the Skyfield propagator, cached in ${DTNKIT_CACHE:-~/.cache/dtnkit}), then runs the format
+# check, clippy with -D warnings, the doc tests and every other test. The last lines are cargo-nextest's own summary, so a run that
 # executed no test shows.
 #
 # Environment: CARGO_TARGET_DIR (default: ./target) is shared by every step so nothing is built twice;
@@ -81,6 +81,20 @@ if [ "$(cat "$CFDP_VENV/pins.txt" 2>/dev/null)" != "$CFDP_PINS" ] || ! "$CFDP_VE
   echo "$CFDP_PINS" >"$CFDP_VENV/pins.txt"
 fi
 export DTNKIT_CFDP_PY="$CFDP_VENV/bin/python"
+
+# --- Skyfield: the independent propagator that checks the contact-plan generator's passes (crates/orbit/tests) ----------
+# Same pattern: a pinned venv in the cache, rebuilt only when the pins change; the tests find it through DTNKIT_ORBIT_PY.
+ORBIT_VENV="${DTNKIT_CACHE:-$HOME/.cache/dtnkit}/orbit-venv"
+ORBIT_PINS="skyfield==1.55 sgp4==2.27 numpy==2.4.6 jplephem==2.24 certifi==2026.10.19.post1"
+if [ "$(cat "$ORBIT_VENV/pins.txt" 2>/dev/null)" != "$ORBIT_PINS" ] || ! "$ORBIT_VENV/bin/python" -c 'import skyfield' 2>/dev/null; then
+  step "installing Skyfield into $ORBIT_VENV"
+  rm -rf "$ORBIT_VENV"
+  python3 -m venv "$ORBIT_VENV"
+  # shellcheck disable=SC2086 # the pins are words
+  "$ORBIT_VENV/bin/pip" install -q --disable-pip-version-check --no-input $ORBIT_PINS
+  echo "$ORBIT_PINS" >"$ORBIT_VENV/pins.txt"
+fi
+export DTNKIT_ORBIT_PY="$ORBIT_VENV/bin/python"
 
 # --- Checks ----------------------------------------------------------------------------------------------------------
 step "cargo fmt --check"

@@ -51,6 +51,9 @@ enum Command {
     /// DTNperf-style traffic: a server that ACKs every bundle and a window/time/data-mode client.
     #[command(subcommand)]
     Perf(cmd::perf::PerfCommand),
+    /// Contact plans computed from orbits (TLE files or a Walker-delta shell) and ground stations.
+    #[command(subcommand)]
+    Plan(cmd::plan::PlanCommand),
     /// Translate an ION node's .rc files (ionrc, ltprc, bprc, ipnrc) into node.toml and plan.txt.
     ImportIon(cmd::import_ion::ImportIonArgs),
     /// The main job on a built-in default: an emulated optical LEO downlink, live progress, analysis and a plot.
@@ -74,6 +77,7 @@ fn main() -> ExitCode {
         Command::Analyze(a) => cmd::analyze::run(a),
         Command::Bench(a) => cmd::bench::run(a),
         Command::Perf(c) => cmd::perf::run(c),
+        Command::Plan(c) => cmd::plan::run(c),
         Command::ImportIon(a) => cmd::import_ion::run(a),
         Command::Demo(a) => cmd::demo::run(a),
     };

@@ -44,7 +44,7 @@ fn sources(dir: &Path) -> Vec<(PathBuf, String)> {
 #[test]
 fn engines_and_the_agent_read_no_clock_and_open_no_socket_or_thread() {
     let sans_io = [
-        "bpv7", "bpsec", "ltp", "fec", "tcpcl", "cfdp", "channel", "traffic", "bp", "cla",
+        "bpv7", "bpsec", "ltp", "fec", "tcpcl", "cfdp", "channel", "traffic", "bp", "cla", "orbit",
     ];
     let forbidden = [
         "Instant::now",

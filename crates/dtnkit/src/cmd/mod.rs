@@ -12,6 +12,7 @@ pub mod import_ion;
 pub mod node;
 pub mod perf;
 pub mod ping;
+pub mod plan;
 pub mod recv;
 pub mod recv_adu;
 pub mod send;

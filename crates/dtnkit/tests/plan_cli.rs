@@ -1,0 +1,245 @@
+//! `dtnkit plan` through the binary: a TLE file and a Walker shell to an ION contact plan that the stack's parser
+//! reads, a scenario that `dtnkit sim` runs (bundles routed by CGR over the computed contacts), and usage errors
+//! that name the file, line, field or flag.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn dtnkit(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_dtnkit"))
+        .args(args)
+        .output()
+        .expect("run dtnkit")
+}
+
+fn repo(p: &str) -> String {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .join(p)
+        .display()
+        .to_string()
+}
+
+fn json_number(json: &str, key: &str) -> f64 {
+    let at = json.find(&format!("\"{key}\":")).expect("key present") + key.len() + 3;
+    let rest = &json[at..];
+    let end = rest.find([',', '}']).expect("value end");
+    rest[..end].parse().expect("number")
+}
+
+fn s(p: &Path) -> String {
+    p.display().to_string()
+}
+
+/// The DTN time of 2020-07-13T00:00:00Z (plan epoch of the ISS test).
+const ISS_EPOCH_DTN_MS: u64 = (1_594_598_400 - 946_684_800) * 1000;
+
+#[test]
+fn iss_tle_to_a_plan_the_parser_reads() {
+    let dir = tempfile::tempdir().unwrap();
+    let stations = dir.path().join("st.toml");
+    std::fs::write(
+        &stations,
+        "[[station]]\nname = \"Darmstadt\"\nnode = 101\nlat_deg = 49.87\nlon_deg = 8.622\nalt_m = 150\n",
+    )
+    .unwrap();
+    let plan = dir.path().join("plan.txt");
+    let o = dtnkit(&[
+        "plan",
+        "from-tle",
+        "--tle",
+        &repo("crates/orbit/tests/data/iss_2020.tle"),
+        "--stations",
+        &s(&stations),
+        "--start",
+        "2020-07-13T00:00:00Z",
+        "--duration",
+        "24h",
+        "--min-elevation",
+        "10",
+        "--downlink-rate",
+        "2M",
+        "--out",
+        &s(&plan),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let text = std::fs::read_to_string(&plan).unwrap();
+    let p = bp::ContactPlan::from_ion_str(&text, "plan.txt", ISS_EPOCH_DTN_MS).unwrap();
+    // Skyfield finds 6 complete Darmstadt passes that day (crates/orbit/tests/data); none is cut by the interval.
+    assert_eq!(p.contact_count(), 12, "{text}");
+    let first = p
+        .contacts()
+        .filter(|c| c.from == 1)
+        .map(|c| c.start_ms)
+        .min()
+        .unwrap();
+    // Skyfield's first rise: 1594600749.512 s, i.e. +2349.512 s.
+    assert!((first as i64 - 2_349_512).abs() <= 250, "{first}");
+    for c in p.contacts() {
+        assert_eq!(
+            c.rate_bytes_per_s,
+            if c.from == 1 { 250_000 } else { 125_000 }
+        );
+        assert!(p.owlt_ms(c.from, c.to, c.start_ms).is_some());
+    }
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("6 windows (6 ground, 0 inter-satellite), 12 contacts"),
+        "{err}"
+    );
+}
+
+#[test]
+fn walker_shell_plan_runs_in_the_simulator() {
+    let dir = tempfile::tempdir().unwrap();
+    let (plan, scn, tle) = (
+        dir.path().join("plan.txt"),
+        dir.path().join("sc.toml"),
+        dir.path().join("shell.tle"),
+    );
+    let o = dtnkit(&[
+        "plan",
+        "walker",
+        "60:6/2/1",
+        "--altitude-km",
+        "800",
+        "--start",
+        "2026-01-01T00:00:00Z",
+        "--duration",
+        "24h",
+        "--stations",
+        &repo("testdata/orbit/stations.toml"),
+        "--isl-max-range-km",
+        "6000",
+        "--tle-out",
+        &s(&tle),
+        "--out",
+        &s(&plan),
+        "--scenario-out",
+        &s(&scn),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    // The written elements are a valid TLE file giving the same plan.
+    let plan2 = dir.path().join("plan2.txt");
+    let o2 = dtnkit(&[
+        "plan",
+        "from-tle",
+        "--tle",
+        &s(&tle),
+        "--start",
+        "2026-01-01T00:00:00Z",
+        "--duration",
+        "24h",
+        "--stations",
+        &repo("testdata/orbit/stations.toml"),
+        "--isl-max-range-km",
+        "6000",
+        "--out",
+        &s(&plan2),
+    ]);
+    assert!(
+        o2.status.success(),
+        "{}",
+        String::from_utf8_lossy(&o2.stderr)
+    );
+    let lines = |p: &Path| -> Vec<String> {
+        std::fs::read_to_string(p)
+            .unwrap()
+            .lines()
+            .filter(|l| l.starts_with("a "))
+            .map(String::from)
+            .collect()
+    };
+    let (a, b) = (lines(&plan), lines(&plan2));
+    assert_eq!(a.len(), b.len());
+    // TLE rounding (1e-4°, 1e-8 rev/day) moves edges by a few ms at most.
+    for (x, y) in a.iter().zip(&b) {
+        let (fx, fy): (Vec<&str>, Vec<&str>) = (x.split(' ').collect(), y.split(' ').collect());
+        assert_eq!((fx[1], fx[4], fx[5]), (fy[1], fy[4], fy[5]), "{x} / {y}");
+        for k in [2, 3] {
+            let t = |v: &str| v.trim_start_matches('+').parse::<f64>().unwrap();
+            assert!((t(fx[k]) - t(fy[k])).abs() < 0.05, "{x} / {y}");
+        }
+    }
+    // The committed example (docs/orbits.md) is exactly what this command writes.
+    for (ours, committed) in [(&plan, "plan6.txt"), (&tle, "shell6.tle")] {
+        assert_eq!(
+            std::fs::read_to_string(ours).unwrap(),
+            std::fs::read_to_string(repo(&format!("testdata/orbit/{committed}"))).unwrap(),
+            "testdata/orbit/{committed} is stale: regenerate it with the command in docs/orbits.md"
+        );
+    }
+    let committed_scn = std::fs::read_to_string(repo("testdata/orbit/scenario6.toml")).unwrap();
+    assert_eq!(
+        std::fs::read_to_string(&scn)
+            .unwrap()
+            .replace("\"plan.txt\"", "\"plan6.txt\""),
+        committed_scn,
+        "testdata/orbit/scenario6.toml is stale"
+    );
+    // Traffic from Kiruna (101) to Santiago (103): only satellites can carry it, by the plan's contacts; the
+    // DTNperf-style ACKs come back the same way later in the day.
+    let mut scenario = std::fs::read_to_string(&scn).unwrap();
+    scenario.push_str(
+        "\n[[traffic]]\nfrom = 101\nto = 103\ninterval_ms = 1000.0\nbundles = 5\nbundle_size = 10000\nlifetime_s = 86400.0\n",
+    );
+    std::fs::write(&scn, scenario).unwrap();
+    let o = dtnkit(&["sim", &s(&scn), "--json", "--quiet"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let out = String::from_utf8_lossy(&o.stdout).to_string();
+    assert_eq!(json_number(&out, "bundles_sent"), 5.0, "{out}");
+    assert_eq!(json_number(&out, "bundles_delivered"), 5.0, "{out}");
+    assert_eq!(json_number(&out, "bundles_acked"), 5.0, "{out}");
+}
+
+#[test]
+fn bad_inputs_exit_2_naming_what_is_wrong() {
+    let dir = tempfile::tempdir().unwrap();
+    let tle = dir.path().join("bad.tle");
+    let good = std::fs::read_to_string(repo("crates/orbit/tests/data/iss_2020.tle")).unwrap();
+    std::fs::write(&tle, good.replace("51.6461", "51.6462")).unwrap();
+    let run = |extra: &[&str]| {
+        let mut args = vec!["plan", "from-tle", "--start", "2020-07-13T00:00:00Z"];
+        args.extend_from_slice(extra);
+        dtnkit(&args)
+    };
+    let tle_s = s(&tle);
+    let st = repo("testdata/orbit/stations.toml");
+    let o = run(&["--tle", &tle_s, "--stations", &st]);
+    assert_eq!(o.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("bad.tle:3: field `checksum` = \"8\": expected 9 in column 69"),
+        "{err}"
+    );
+    let iss = repo("crates/orbit/tests/data/iss_2020.tle");
+    for (extra, want) in [
+        (vec!["--duration", "forever"], "--duration \"forever\""),
+        (vec!["--downlink-rate", "12"], "--downlink-rate \"12\""),
+        (vec!["--first-node", "101"], "station \"Kiruna\""),
+        (vec!["--step", "0"], "--step: 0"),
+    ] {
+        let mut a = vec!["--tle", iss.as_str(), "--stations", st.as_str()];
+        a.extend(extra);
+        let o = run(&a);
+        assert_eq!(o.status.code(), Some(2), "{a:?}");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(err.contains(want), "{a:?}: {err}");
+    }
+    let o = run(&["--tle", &iss]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("nothing to compute"));
+    let o = dtnkit(&[
+        "plan",
+        "walker",
+        "53:24/5/1",
+        "--altitude-km",
+        "550",
+        "--start",
+        "2026-01-01T00:00:00Z",
+        "--stations",
+        &st,
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("p must divide t"));
+}
