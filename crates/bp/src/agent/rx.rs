@@ -222,11 +222,13 @@ impl<S: Store> Agent<S> {
     }
 
     /// [`Agent::accept_from_cla_batch`] for bundles some of which the convergence layer's
-    /// thread already wrote into the store's staging files ([`crate::store::Stager`]):
-    /// `staged[i]`, when present, holds exactly the bytes of `bundles[i]`, and a bundle stored
-    /// as received adopts that piece ([`crate::store::Op::PutStaged`]) instead of the agent
-    /// writing its bytes again. The bytes are still validated here; a bundle that is changed
-    /// on acceptance (BPSec blocks removed) or not stored drops its piece.
+    /// thread already wrote into the store's staging files ([`crate::store::Stager`]) after
+    /// decoding them with their block CRCs checked (`bpv7::Bundle::decode`): `staged[i]`, when
+    /// present, holds exactly the bytes of `bundles[i]`, whose CRCs are then not computed again
+    /// here (they are computed once, by the thread that touched the bytes anyway), and a bundle
+    /// stored as received adopts that piece ([`crate::store::Op::PutStaged`]) instead of the
+    /// agent writing its bytes again. Everything else is checked as for any bundle; one that is
+    /// changed on acceptance (BPSec blocks removed) or not stored drops its piece.
     pub fn accept_from_cla_staged(
         &mut self,
         now: DtnTime,
@@ -288,6 +290,8 @@ impl<S: Store> Agent<S> {
         }
         let limits = DecodeLimits {
             max_bundle_len: usize::try_from(self.cfg.max_bundle_size).unwrap_or(usize::MAX),
+            // A staged bundle's CRCs were checked by the thread that staged it.
+            verify_crc: piece.is_none(),
             ..DecodeLimits::default()
         };
         let mut bundle = match Bundle::decode_with_limits(data.clone(), &limits) {

@@ -792,15 +792,18 @@ impl Driver<'_> {
         }
     }
 
-    /// Writes a large received bundle into a staging file of the store (synced when the store is
-    /// durable), so that the agent adopts the file instead of writing the bytes itself; `None`
-    /// for a small bundle, a store without staging files, or a failure (the agent then writes
-    /// the bytes as for any bundle, and reports a store that fails).
+    /// Checks a large received bundle's block CRCs and writes it into a staging file of the
+    /// store (synced when the store is durable), so that the agent adopts the file instead of
+    /// writing the bytes itself and does not compute the CRCs again; `None` for a small bundle,
+    /// a store without staging files, a bundle that does not decode (the agent refuses and
+    /// counts it as for any other) or a failure (the agent then writes the bytes as for any
+    /// bundle, and reports a store that fails).
     fn stage(&self, bundle: &Bytes) -> Option<StagedPiece> {
         let stager = self.shared.stager.as_ref()?;
         if bundle.len() < STAGE_RECEIVED_FROM {
             return None;
         }
+        bpv7::Bundle::decode(bundle.clone()).ok()?;
         let mut f = stager.create().ok()?;
         f.begin_piece();
         f.write(bundle).ok()?;
