@@ -429,7 +429,11 @@ fn refused_pdus_make_rate_limited_lines_and_sigint_a_summary() {
     }
     std::thread::sleep(Duration::from_millis(300));
     let first = serve.try_event("refused", Duration::from_secs(1));
-    assert!(first.is_some(), "no refused line: {}", serve.seen.join("\n"));
+    assert!(
+        first.is_some(),
+        "no refused line: {}",
+        serve.seen.join("\n")
+    );
     assert!(serve.interrupt().success());
     let refused: Vec<Value> = serve
         .seen
