@@ -32,6 +32,9 @@ pub struct DriverStats {
     pub last_refusal: Option<String>,
     /// Transaction states written.
     pub states_written: u64,
+    /// Received PDUs the link dropped because they came from another address than their
+    /// entity's or transaction's (see [`UdpLink`]).
+    pub address_mismatches: u64,
 }
 
 /// A CFDP entity on real time and a real link.
@@ -113,6 +116,37 @@ impl<L: PduLink> Driver<L> {
         &self.stats
     }
 
+    /// The entity's and the driver's counters together, as `name = value` pairs in a fixed
+    /// order (for a summary line, a JSON object or metrics).
+    pub fn counters(&self) -> Vec<(&'static str, u64)> {
+        let e = self.entity.stats();
+        let d = &self.stats;
+        vec![
+            ("pdus_received", e.pdus_received),
+            ("pdus_sent", e.pdus_sent),
+            ("malformed_pdus", e.malformed_pdus),
+            ("misrouted_pdus", e.misrouted_pdus),
+            ("stray_pdus", e.stray_pdus),
+            ("address_mismatches", d.address_mismatches),
+            ("refused_transactions", e.refused_transactions),
+            ("transactions_evicted", e.transactions_evicted),
+            ("names_refused", e.names_refused),
+            ("partial_budget_refusals", e.partial_budget_refusals),
+            (
+                "file_data_dropped_before_metadata",
+                e.file_data_dropped_before_metadata,
+            ),
+            ("partials_swept", e.partials_swept),
+            ("faults", e.faults),
+            ("transactions_completed", e.transactions_completed),
+            ("transactions_failed", e.transactions_failed),
+            ("file_data_bytes_received", e.file_data_bytes_received),
+            ("file_data_bytes_sent", e.file_data_bytes_sent),
+            ("no_route", d.no_route),
+            ("states_written", d.states_written),
+        ]
+    }
+
     /// One loop turn, waiting at most `max_wait` for input. Indications go to `on_event`.
     pub fn step(&mut self, max_wait: Duration, on_event: &mut dyn FnMut(&Event)) -> io::Result<()> {
         let now = self.now();
@@ -153,8 +187,17 @@ impl<L: PduLink> Driver<L> {
         while let Some(ev) = self.entity.poll_event() {
             urgent |= matches!(
                 ev,
-                Event::TransactionStarted { .. } | Event::Finished { .. } | Event::Abandoned { .. }
+                Event::TransactionStarted { .. }
+                    | Event::Finished { .. }
+                    | Event::Abandoned { .. }
+                    | Event::Evicted { .. }
             );
+            if let Event::Finished { id, .. }
+            | Event::Abandoned { id, .. }
+            | Event::Evicted { id, .. } = &ev
+            {
+                self.link.transaction_ended(*id);
+            }
             on_event(&ev);
         }
         self.persist(urgent)?;
@@ -171,6 +214,7 @@ impl<L: PduLink> Driver<L> {
         };
         self.rx.clear();
         self.link.recv(wait, &mut self.rx)?;
+        self.stats.address_mismatches = self.link.address_mismatches();
         let now = self.now();
         for pdu in self.rx.drain(..) {
             if let Err(e) = self.entity.handle_pdu(now, &pdu) {

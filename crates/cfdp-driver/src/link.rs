@@ -1,13 +1,13 @@
 //! How CFDP PDUs leave and reach an entity process: straight over UDP, or one PDU per bundle
 //! through a `dtnkit node`'s application socket.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::io;
 use std::net::{SocketAddr, UdpSocket};
 use std::time::Duration;
 
 use bytes::Bytes;
-use cfdp::pdu::{peek_header, Direction, EntityId};
+use cfdp::pdu::{peek_header, Direction, EntityId, TransactionId};
 use client::{Client, ClientError, SendArgs};
 
 /// A PDU transport.
@@ -22,6 +22,13 @@ pub trait PduLink {
     fn congested(&mut self) -> io::Result<bool> {
         Ok(false)
     }
+    /// Transaction `id` ended: forget what the link kept for it (a bound address).
+    fn transaction_ended(&mut self, _id: TransactionId) {}
+    /// Received PDUs dropped because they came from another address than the one their
+    /// entity or transaction is bound to (0 for a link without addresses).
+    fn address_mismatches(&self) -> u64 {
+        0
+    }
 }
 
 impl<T: PduLink + ?Sized> PduLink for Box<T> {
@@ -34,28 +41,57 @@ impl<T: PduLink + ?Sized> PduLink for Box<T> {
     fn congested(&mut self) -> io::Result<bool> {
         (**self).congested()
     }
+    fn transaction_ended(&mut self, id: TransactionId) {
+        (**self).transaction_ended(id)
+    }
+    fn address_mismatches(&self) -> u64 {
+        (**self).address_mismatches()
+    }
 }
 
 /// The entity on the other side of a PDU (its source for a PDU toward the receiver, its
 /// destination otherwise).
 fn remote_of(pdu: &[u8]) -> Option<EntityId> {
-    let (h, _) = peek_header(pdu).ok()?;
-    Some(match h.direction {
-        Direction::TowardReceiver => h.source,
-        Direction::TowardSender => h.dest,
-    })
+    remote_and_transaction(pdu).map(|(r, _)| r)
 }
 
-/// CFDP over UDP: one PDU per datagram. Peers are configured by entity id; for any other
-/// entity, the source address of its latest PDU is where answers go.
+/// The remote entity of a PDU and its transaction.
+fn remote_and_transaction(pdu: &[u8]) -> Option<(EntityId, TransactionId)> {
+    let (h, _) = peek_header(pdu).ok()?;
+    let remote = match h.direction {
+        Direction::TowardReceiver => h.source,
+        Direction::TowardSender => h.dest,
+    };
+    Some((remote, h.transaction()))
+}
+
+/// CFDP over UDP: one PDU per datagram.
+///
+/// Addresses (CFDP has no authentication, so a PDU's claimed entity id proves nothing):
+/// - a peer configured by entity id (`--peer ID=ADDR`) is reached at that address only, and a
+///   PDU claiming that entity from any other address is dropped and counted;
+/// - any other entity is learned: each of its transactions is bound to the address its first
+///   PDU came from, answers of that transaction go there, and a later PDU of it from another
+///   address is dropped and counted (so a forged PDU can neither re-point nor disturb a
+///   transaction in progress). A new transaction from a new address (a restarted sender on a
+///   new port) is bound to that address. The entity's own address (for transactions this side
+///   starts toward it) is the one of its first transaction and is never re-pointed.
 #[derive(Debug)]
 pub struct UdpLink {
     socket: UdpSocket,
     peers: HashMap<EntityId, SocketAddr>,
     /// Entities whose address was configured (never replaced by a learned one).
-    configured: std::collections::HashSet<EntityId>,
+    configured: HashSet<EntityId>,
+    /// Learned transactions and the address each is bound to, oldest first in `bound_order`.
+    bound: HashMap<TransactionId, SocketAddr>,
+    bound_order: VecDeque<TransactionId>,
+    mismatches: u64,
     buf: Vec<u8>,
 }
+
+/// Learned transaction bindings kept at most (the oldest is forgotten first; the entity's
+/// address then serves that transaction).
+const MAX_BOUND: usize = 65_536;
 
 /// Socket buffer asked for: bursts of a fast sender must not overflow the kernel queue.
 const UDP_BUFFER: usize = 8 << 20;
@@ -68,6 +104,9 @@ impl UdpLink {
             socket,
             configured: peers.keys().copied().collect(),
             peers,
+            bound: HashMap::new(),
+            bound_order: VecDeque::new(),
+            mismatches: 0,
             buf: vec![0u8; 65_536],
         })
     }
@@ -80,7 +119,12 @@ impl UdpLink {
 
 impl PduLink for UdpLink {
     fn send(&mut self, dest: EntityId, pdu: Bytes) -> io::Result<bool> {
-        let Some(addr) = self.peers.get(&dest) else {
+        let bound = if self.configured.contains(&dest) {
+            None
+        } else {
+            remote_and_transaction(&pdu).and_then(|(_, t)| self.bound.get(&t))
+        };
+        let Some(addr) = bound.or_else(|| self.peers.get(&dest)) else {
             return Ok(false);
         };
         loop {
@@ -110,9 +154,45 @@ impl PduLink for UdpLink {
         self.socket.set_nonblocking(false)?;
         r
     }
+
+    fn transaction_ended(&mut self, id: TransactionId) {
+        self.bound.remove(&id);
+    }
+
+    fn address_mismatches(&self) -> u64 {
+        self.mismatches
+    }
 }
 
 impl UdpLink {
+    /// Whether a PDU of transaction `t` with remote entity `remote` may come from `from`
+    /// (binding a new learned transaction to it).
+    fn admit_from(&mut self, remote: EntityId, t: TransactionId, from: SocketAddr) -> bool {
+        if self.configured.contains(&remote) {
+            return self.peers.get(&remote) == Some(&from);
+        }
+        match self.bound.get(&t) {
+            Some(addr) => *addr == from,
+            None => {
+                if self.bound.len() >= MAX_BOUND {
+                    while let Some(old) = self.bound_order.pop_front() {
+                        if self.bound.remove(&old).is_some() {
+                            break;
+                        }
+                    }
+                }
+                self.bound.insert(t, from);
+                self.bound_order.push_back(t);
+                if self.bound_order.len() > 2 * MAX_BOUND {
+                    let bound = &self.bound;
+                    self.bound_order.retain(|x| bound.contains_key(x));
+                }
+                self.peers.entry(remote).or_insert(from);
+                true
+            }
+        }
+    }
+
     /// Reads every datagram waiting (at most 256) without blocking.
     fn drain(&mut self, out: &mut Vec<Bytes>) -> io::Result<()> {
         loop {
@@ -120,11 +200,10 @@ impl UdpLink {
             match r {
                 Ok((n, from)) => {
                     let pdu = Bytes::copy_from_slice(&self.buf[..n]);
-                    // A learned address follows the entity (a restarted sender binds a new
-                    // port); a configured one stays.
-                    if let Some(remote) = remote_of(&pdu) {
-                        if !self.configured.contains(&remote) {
-                            self.peers.insert(remote, from);
+                    if let Some((remote, t)) = remote_and_transaction(&pdu) {
+                        if !self.admit_from(remote, t, from) {
+                            self.mismatches += 1;
+                            continue;
                         }
                     }
                     out.push(pdu);

@@ -208,6 +208,45 @@ impl Root {
             .map(drop)
     }
 
+    /// Names of the entries of directory `name` (without `.` and `..`), walked without
+    /// following links.
+    pub(crate) fn list_dir(&self, name: &str) -> io::Result<Vec<String>> {
+        let (dir, last) = self.parent(name, false)?;
+        let fd = openat(
+            dir.as_raw_fd(),
+            &last,
+            libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW,
+            0,
+        )
+        .map_err(walk_error)?;
+        // SAFETY: `fd` is a valid directory descriptor whose ownership passes to the stream
+        // (closed by `closedir` below, never by `fd`'s drop).
+        let stream = unsafe { libc::fdopendir(fd.as_raw_fd()) };
+        if stream.is_null() {
+            return Err(io::Error::last_os_error());
+        }
+        std::mem::forget(fd);
+        let mut names = Vec::new();
+        loop {
+            // SAFETY: `stream` is a valid open directory stream until `closedir`.
+            let ent = unsafe { libc::readdir(stream) };
+            if ent.is_null() {
+                break;
+            }
+            // SAFETY: `readdir` returned a valid entry whose `d_name` is NUL-terminated and
+            // lives until the next `readdir` on this stream; it is copied at once.
+            let n = unsafe { std::ffi::CStr::from_ptr((*ent).d_name.as_ptr()) };
+            let n = n.to_string_lossy();
+            if n != "." && n != ".." {
+                names.push(n.into_owned());
+            }
+        }
+        // SAFETY: `stream` is valid and closed exactly once.
+        unsafe { libc::closedir(stream) };
+        names.sort();
+        Ok(names)
+    }
+
     /// Creates the directory `name` and its parents (existing ones are fine).
     pub(crate) fn create_dir_all(&self, name: &str) -> io::Result<()> {
         let (dir, last) = self.parent(name, true)?;

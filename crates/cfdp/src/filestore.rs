@@ -127,6 +127,8 @@ pub trait Filestore: Send {
     fn exists(&mut self, path: &str) -> bool;
     /// Release any cached handle on `path` (the entity calls it when a transaction ends).
     fn close(&mut self, path: &str);
+    /// Names of the entries of directory `path` (not recursive), sorted.
+    fn list_dir(&mut self, path: &str) -> Result<Vec<String>, FilestoreError>;
 }
 
 /// A filestore rooted at a directory of the host. Keeps a few files open so that writing a
@@ -295,6 +297,13 @@ impl Filestore for NativeFilestore {
 
     fn close(&mut self, path: &str) {
         self.open.remove(path);
+    }
+
+    fn list_dir(&mut self, path: &str) -> Result<Vec<String>, FilestoreError> {
+        let name = check_name(path.as_bytes())?;
+        self.dir
+            .list_dir(name)
+            .map_err(|e| FilestoreError::from_io(path, e))
     }
 }
 
@@ -477,6 +486,24 @@ impl Filestore for MemFilestore {
     }
 
     fn close(&mut self, _path: &str) {}
+
+    fn list_dir(&mut self, path: &str) -> Result<Vec<String>, FilestoreError> {
+        let prefix = format!("{}/", path.trim_end_matches('/'));
+        let mut names: Vec<String> = self
+            .files
+            .keys()
+            .chain(self.dirs.iter())
+            .chain(self.synthetic.keys())
+            .filter_map(|k| k.strip_prefix(&prefix))
+            .map(|rest| rest.split('/').next().unwrap_or(rest).to_owned())
+            .collect();
+        if names.is_empty() && !self.dirs.contains(path) {
+            return Err(FilestoreError::NotFound(path.to_owned()));
+        }
+        names.sort();
+        names.dedup();
+        Ok(names)
+    }
 }
 
 #[cfg(test)]

@@ -72,8 +72,17 @@
 //! - **Memory and hostile input**: file data goes straight to the filestore at its offset; a
 //!   range set records what arrived, so duplicates are neither written nor counted twice; offsets
 //!   beyond the declared size or `EntityConfig::max_file_size` raise "file size error" before
-//!   any write; names that escape the filestore root raise "filestore rejection"; a receiver
-//!   never reports a file complete before its checksum verified.
+//!   any write; destination names are checked when the Metadata arrives (an empty one only
+//!   for a Metadata without file data) and a bad one ends the transaction with "filestore
+//!   rejection" before any of its data is written; a receiver never reports a file complete
+//!   before its checksum verified, nor delivered without a file.
+//! - **Hostile peers** (see `docs/cfdp.md`, "Against a hostile peer"): file data before the
+//!   Metadata is kept up to `EntityConfig::max_bytes_before_metadata`; receptions claim their
+//!   declared size against per-peer and total partial-file budgets; partial files are removed
+//!   however a transaction ends ([`Entity::sweep_partials`] removes those of a killed process);
+//!   at `max_transactions_per_peer` or `max_transactions`, the oldest reception that never
+//!   progressed gives way ([`Event::Evicted`]). Refusals of this entity's own limits cancel the
+//!   transaction whatever fault handler the peer's Metadata asked for.
 //! - **Persistence**: class-2 transactions can be snapshotted ([`Entity::take_dirty`],
 //!   [`Entity::snapshot`]) and restored after a restart ([`Entity::restore`]).
 

@@ -84,7 +84,7 @@ fn main() -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("dtnkit: error: {e:#}");
+            eprintln!("dtnkit: error: {}", cmd::error_text(&e));
             ExitCode::from(cmd::exit_code_for(&e))
         }
     }

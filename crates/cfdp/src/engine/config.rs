@@ -176,9 +176,22 @@ pub struct EntityConfig {
     pub checksum: ChecksumType,
     /// Largest file a receiver accepts (metadata, EOF and data offsets beyond it are refused).
     pub max_file_size: u64,
-    /// Concurrent transactions (sending + receiving); new receptions beyond it are dropped
-    /// and `put` fails.
+    /// Concurrent transactions (sending + receiving); beyond it a new reception takes the
+    /// place of one that never progressed (see `docs/cfdp.md`, "Against a hostile peer") or
+    /// is dropped, and `put` fails.
     pub max_transactions: usize,
+    /// Concurrent receptions from one remote entity; beyond it a new one from that remote
+    /// takes the place of one of its receptions that never progressed, or is dropped.
+    pub max_transactions_per_peer: usize,
+    /// File data a reception keeps before its Metadata arrived: data ending beyond this
+    /// offset is dropped (counted; class 2 asks for it again once the Metadata is in).
+    pub max_bytes_before_metadata: u64,
+    /// Partial-file bytes one remote's receptions may claim together; a reception that would
+    /// go beyond it is refused with "filestore rejection". A reception claims its declared
+    /// file size (Metadata or EOF), or the highest offset received while none is known.
+    pub partial_budget_per_peer: u64,
+    /// Partial-file bytes all receptions may claim together (as `partial_budget_per_peer`).
+    pub partial_budget: u64,
     /// Class 1: keep an incomplete received file (true) or discard it.
     pub keep_incomplete: bool,
     /// How long a finished transaction is remembered so that late PDUs of it are answered
@@ -208,6 +221,10 @@ impl EntityConfig {
             checksum: ChecksumType::Crc32c,
             max_file_size: 1 << 40,
             max_transactions: 1024,
+            max_transactions_per_peer: 256,
+            max_bytes_before_metadata: 1 << 20,
+            partial_budget_per_peer: 64 << 30,
+            partial_budget: 256 << 30,
             keep_incomplete: false,
             closed_memory: Duration::from_secs(120),
             partial_dir: ".cfdp-partial".into(),

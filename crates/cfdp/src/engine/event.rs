@@ -132,5 +132,16 @@ pub enum Event {
         id: TransactionId,
         /// Why.
         condition: ConditionCode,
+        /// Its figures up to the abandonment.
+        summary: TransactionSummary,
+    },
+    /// A reception that never progressed (one PDU received) was dropped to admit a new
+    /// transaction: silently (no Finished: its source may be forged) and without remembering
+    /// it, so a real sender's next PDU opens it again. Its partial file is removed.
+    Evicted {
+        /// Transaction.
+        id: TransactionId,
+        /// Receptions from the same source still in progress.
+        peer_open: usize,
     },
 }

@@ -142,8 +142,22 @@ pub struct EntityStats {
     /// PDUs of no known transaction that could not start one (ACK, NAK, Keep Alive for an
     /// unknown sender transaction, PDUs of a recently finished transaction, ...).
     pub stray_pdus: u64,
-    /// New incoming transactions refused because `max_transactions` were in progress.
+    /// New incoming transactions refused because `max_transactions` (or
+    /// `max_transactions_per_peer` of their source) were in progress and none could give way.
     pub refused_transactions: u64,
+    /// Receptions that never progressed, dropped to admit a new one ([`Event::Evicted`]).
+    pub transactions_evicted: u64,
+    /// File Data PDUs dropped because they reached beyond `max_bytes_before_metadata` while
+    /// their transaction's Metadata was still missing.
+    pub file_data_dropped_before_metadata: u64,
+    /// Receptions refused because they would exceed a partial-file budget
+    /// (`partial_budget_per_peer`, `partial_budget`).
+    pub partial_budget_refusals: u64,
+    /// Receptions refused because of their destination name (empty with file data, `.`,
+    /// `..`, control characters, ...).
+    pub names_refused: u64,
+    /// Partial files of no transaction in progress removed by [`Entity::sweep_partials`].
+    pub partials_swept: u64,
     /// PDUs sent.
     pub pdus_sent: u64,
     /// Bytes of PDUs sent.
@@ -239,6 +253,9 @@ pub struct Entity {
     dirty: BTreeSet<(Role, TransactionId)>,
     next_seq: u64,
     stats: EntityStats,
+    /// Partial-file bytes claimed by receptions in progress, in all and per source.
+    partial_claimed: u64,
+    partial_claimed_by_peer: HashMap<EntityId, u64>,
 }
 
 impl std::fmt::Debug for Entity {
@@ -274,6 +291,8 @@ impl Entity {
             dirty: BTreeSet::new(),
             next_seq: 1,
             stats: EntityStats::default(),
+            partial_claimed: 0,
+            partial_claimed_by_peer: HashMap::new(),
         }
     }
 
@@ -877,24 +896,27 @@ impl Entity {
         id: TransactionId,
         condition: ConditionCode,
     ) {
-        let (header, mode) = match role {
+        let (header, mode, summary) = match role {
             Role::Sender => match self.senders.remove(&id) {
                 Some(t) => {
                     self.data_rr.retain(|x| *x != id);
                     if let Some(src) = &t.source {
                         self.fs.close(src);
                     }
-                    (t.header, t.mode)
+                    (t.header, t.mode, t.summary(now))
                 }
                 None => return,
             },
             Role::Receiver => match self.receivers.remove(&id) {
                 Some(t) => {
+                    self.release_claim(&t);
                     self.fs.close(&t.partial);
-                    if t.partial_created && !self.cfg.keep_incomplete {
+                    let keep =
+                        self.cfg.keep_incomplete && t.mode == TransmissionMode::Unacknowledged;
+                    if t.partial_created && !keep {
                         let _ = self.fs.remove_file(&t.partial);
                     }
-                    (t.header, t.mode)
+                    (t.header, t.mode, t.summary(now))
                 }
                 None => return,
             },
@@ -902,7 +924,11 @@ impl Entity {
         self.signals.retain(|o| !pdu_of(&o.pdu, id));
         self.stats.transactions_failed += 1;
         self.remember_closed(now, role, id, condition, mode, header);
-        self.events.push_back(Event::Abandoned { id, condition });
+        self.events.push_back(Event::Abandoned {
+            id,
+            condition,
+            summary,
+        });
     }
 
     fn remember_closed(
@@ -984,6 +1010,12 @@ impl Entity {
                     }
                 }
                 self.receivers.insert(id, tx);
+                // Restored receptions are charged whatever the budgets say (they were
+                // admitted before the restart).
+                let saved = (self.cfg.partial_budget, self.cfg.partial_budget_per_peer);
+                (self.cfg.partial_budget, self.cfg.partial_budget_per_peer) = (u64::MAX, u64::MAX);
+                self.charge(id, 0);
+                (self.cfg.partial_budget, self.cfg.partial_budget_per_peer) = saved;
                 if !self.link_up(id.source) {
                     if let Some(t) = self.receivers.get_mut(&id) {
                         t.timers.freeze(now);

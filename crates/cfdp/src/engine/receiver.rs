@@ -23,6 +23,7 @@ use super::inflight::{Flight, InFlight};
 use super::persist::ReceiverSnapshot;
 use super::timers::Timers;
 use super::{effective, Entity, Event, Hook, NakMode, RemoteConfig, Role, TransactionSummary};
+use crate::pdu::EntityId;
 
 /// Where a receiving transaction stands.
 #[derive(Debug, Clone, PartialEq)]
@@ -89,6 +90,11 @@ pub(crate) struct RecvTx {
     /// or sent between them, so they arrived as fast as the sender sends), in bytes/s.
     pub rx_prev: Option<(u64, Duration)>,
     pub pair_rate: Option<f64>,
+    /// PDUs received for this transaction (one: it never progressed beyond the PDU that
+    /// opened it, and may give way to a new transaction).
+    pub pdus: u64,
+    /// Partial-file bytes claimed against the budgets ([`RecvTx::claim`] when last charged).
+    pub claimed: u64,
 }
 
 impl RecvTx {
@@ -133,8 +139,19 @@ impl RecvTx {
             rx_gap_bytes: 0,
             rx_prev: None,
             pair_rate: None,
+            pdus: 0,
+            claimed: 0,
             rc,
         }
+    }
+
+    /// Partial-file bytes this reception claims: its declared size (EOF, else Metadata), or
+    /// the highest offset received while none is known, whichever is larger.
+    fn claim(&self, end: u64) -> u64 {
+        self.known_size()
+            .unwrap_or(0)
+            .max(self.received.upper_bound())
+            .max(end)
     }
 
     /// File size from EOF, else Metadata.
@@ -280,6 +297,8 @@ impl RecvTx {
         tx.metadata = s.metadata;
         tx.eof = s.eof;
         tx.suspended = s.suspended;
+        // It progressed before the restart: never one to give way to a new transaction.
+        tx.pdus = 2;
         if let Some((condition, delivery_complete, file_status, file)) = s.finishing {
             tx.state = RecvState::Finishing {
                 condition,
@@ -345,7 +364,7 @@ impl Entity {
                 self.stats.stray_pdus += 1;
                 return;
             }
-            if self.senders.len() + self.receivers.len() >= self.cfg.max_transactions {
+            if !self.admit(now, id.source) {
                 self.stats.refused_transactions += 1;
                 return;
             }
@@ -361,6 +380,7 @@ impl Entity {
             });
         }
         let tx = self.receivers.get_mut(&id).expect("present");
+        tx.pdus += 1;
         tx.timers.inactivity = Some(now + effective(&self.remotes, id.source, &tx.rc).inactivity);
         match pdu.body {
             PduBody::Metadata(md) => self.on_metadata(now, id, md),
@@ -388,7 +408,18 @@ impl Entity {
         if tx.metadata.is_some() {
             return; // duplicate (CFDP-repeat, or a NAK-requested copy crossed the first)
         }
-        let name_ok = md.dest_file.is_empty() || check_name(&md.dest_file).is_ok();
+        // An empty destination name means "no file" (a Metadata carrying only messages or
+        // filestore requests): acceptable only with no file data at all. Anything else must
+        // be a name that stays beneath the root.
+        let name_ok = if md.dest_file.is_empty() {
+            md.source_file.is_empty() && md.file_size == 0 && tx.received.is_empty()
+        } else {
+            // Nor may a peer name a file among the partial files of other transactions.
+            check_name(&md.dest_file).is_ok_and(|n| {
+                n.split('/').find(|c| !c.is_empty() && *c != ".")
+                    != Some(self.cfg.partial_dir.as_str())
+            })
+        };
         let size = md.file_size;
         let messages = md
             .options
@@ -415,12 +446,17 @@ impl Entity {
         tx.metadata = Some(md);
         self.dirty.insert((Role::Receiver, id));
         if !name_ok {
-            self.fault(now, Role::Receiver, id, ConditionCode::FilestoreRejection);
+            self.stats.names_refused += 1;
+            self.refuse(now, id, ConditionCode::FilestoreRejection);
             return;
         }
         let tx = self.receivers.get_mut(&id).expect("present");
         if size > max || (size > 0 && tx.received.upper_bound() > size) {
             self.fault(now, Role::Receiver, id, ConditionCode::FileSizeError);
+            return;
+        }
+        if !self.charge(id, 0) {
+            self.refuse(now, id, ConditionCode::FilestoreRejection);
             return;
         }
         self.check_complete(now, id);
@@ -450,12 +486,44 @@ impl Entity {
         if tx.state != RecvState::Receiving || fd.data.is_empty() {
             return;
         }
+        if tx.metadata.as_ref().is_some_and(|m| m.dest_file.is_empty()) {
+            // File data for a transaction whose Metadata named no file: nowhere to put it.
+            self.stats.names_refused += 1;
+            self.refuse(now, id, ConditionCode::FilestoreRejection);
+            return;
+        }
         let end = fd.offset.saturating_add(fd.data.len() as u64);
         let limit = tx.known_size().unwrap_or(max).min(max);
         if end > limit || fd.offset.checked_add(fd.data.len() as u64).is_none() {
             self.fault(now, Role::Receiver, id, ConditionCode::FileSizeError);
             return;
         }
+        if tx.metadata.is_none() && end > self.cfg.max_bytes_before_metadata {
+            // Before the Metadata, neither the name nor the size is known: keep only a small
+            // prefix (class 2 asks for the rest again once the Metadata is in).
+            self.stats.file_data_dropped_before_metadata += 1;
+            if tx.mode == TransmissionMode::Acknowledged
+                && tx.rc.nak_mode == NakMode::Immediate
+                && !tx.metadata_nak_sent
+            {
+                tx.metadata_nak_sent = true;
+                let nak = Pdu {
+                    header: tx.header,
+                    body: PduBody::Nak(Nak {
+                        start_of_scope: 0,
+                        end_of_scope: 0,
+                        segments: vec![(0, 0)],
+                    }),
+                };
+                self.queue(id.source, nak, Hook::NakSent(id));
+            }
+            return;
+        }
+        if end > tx.claimed && !self.charge(id, end) {
+            self.refuse(now, id, ConditionCode::FilestoreRejection);
+            return;
+        }
+        let tx = self.receivers.get_mut(&id).expect("present");
         let upper_before = tx.received.upper_bound();
         let new = tx.received.insert_new(fd.offset..end);
         if new.is_empty() {
@@ -575,6 +643,16 @@ impl Entity {
                 .is_some_and(|m| m.file_size > 0 && m.file_size != eof.file_size)
         {
             self.fault(now, Role::Receiver, id, ConditionCode::FileSizeError);
+            return;
+        }
+        let tx = self.receivers.get_mut(&id).expect("present");
+        if eof.file_size > 0 && tx.metadata.as_ref().is_some_and(|m| m.dest_file.is_empty()) {
+            self.stats.names_refused += 1;
+            self.refuse(now, id, ConditionCode::FilestoreRejection);
+            return;
+        }
+        if !self.charge(id, 0) {
+            self.refuse(now, id, ConditionCode::FilestoreRejection);
             return;
         }
         if self.check_complete(now, id) {
@@ -820,7 +898,18 @@ impl Entity {
         let mut file = None;
         let mut status = FileStatus::Retained;
         let mut condition = ConditionCode::NoError;
-        if !md.dest_file.is_empty() {
+        let file_size = tx.eof.as_ref().map_or(0, |e| e.file_size);
+        if md.dest_file.is_empty() && (file_size > 0 || tx.received.covered() > 0) {
+            // Never reported delivered with no file (caught earlier; kept as the last guard).
+            if tx.partial_created {
+                self.fs.close(&tx.partial);
+                let _ = self.fs.remove_file(&tx.partial);
+                tx.partial_created = false;
+            }
+            self.stats.names_refused += 1;
+            condition = ConditionCode::FilestoreRejection;
+            status = FileStatus::DiscardedFilestoreRejection;
+        } else if !md.dest_file.is_empty() {
             let dest = tx.dest_name().unwrap_or_default();
             let moved = if tx.partial_created {
                 self.fs
@@ -1146,6 +1235,7 @@ impl Entity {
         let Some(tx) = self.receivers.remove(&id) else {
             return;
         };
+        self.release_claim(&tx);
         self.fs.close(&tx.partial);
         let summary = tx.summary(now);
         let (condition, delivery_complete, file_status, responses, file) = match tx.state {
@@ -1164,6 +1254,10 @@ impl Entity {
                 None,
             ),
         };
+        if tx.partial_created && file.as_deref() != Some(tx.partial.as_str()) {
+            // However the transaction ended, a partial file nobody will use goes.
+            let _ = self.fs.remove_file(&tx.partial);
+        }
         if condition == ConditionCode::NoError && delivery_complete {
             self.stats.transactions_completed += 1;
         } else {
@@ -1183,7 +1277,157 @@ impl Entity {
     }
 }
 
+impl Entity {
+    /// Refuse a reception for a reason of this entity (a name, a budget): the fault is
+    /// raised and the transaction cancelled whatever handler the sender asked for in its
+    /// Metadata (a peer cannot make this entity ignore its own limits). The Finished says why.
+    fn refuse(&mut self, now: Duration, id: TransactionId, condition: ConditionCode) {
+        self.stats.faults += 1;
+        self.events.push_back(Event::Fault {
+            id,
+            condition,
+            handler: FaultHandler::Cancel,
+        });
+        self.cancel_receiver(now, id, condition);
+    }
+
+    /// Charge reception `id` for its claim (at least `end`) against the per-peer and total
+    /// partial-file budgets. False (and counted) if that would exceed one; nothing changes
+    /// then.
+    pub(super) fn charge(&mut self, id: TransactionId, end: u64) -> bool {
+        let Some(tx) = self.receivers.get_mut(&id) else {
+            return false;
+        };
+        let claim = tx.claim(end);
+        if claim <= tx.claimed {
+            return true;
+        }
+        let delta = claim - tx.claimed;
+        let peer = self.partial_claimed_by_peer.entry(id.source).or_insert(0);
+        if peer.saturating_add(delta) > self.cfg.partial_budget_per_peer
+            || self.partial_claimed.saturating_add(delta) > self.cfg.partial_budget
+        {
+            self.stats.partial_budget_refusals += 1;
+            return false;
+        }
+        *peer += delta;
+        self.partial_claimed += delta;
+        tx.claimed = claim;
+        true
+    }
+
+    /// Give back what a reception that ends claimed.
+    pub(super) fn release_claim(&mut self, tx: &RecvTx) {
+        self.partial_claimed = self.partial_claimed.saturating_sub(tx.claimed);
+        if let Some(p) = self.partial_claimed_by_peer.get_mut(&tx.id.source) {
+            *p = p.saturating_sub(tx.claimed);
+            if *p == 0 {
+                self.partial_claimed_by_peer.remove(&tx.id.source);
+            }
+        }
+    }
+
+    /// Whether a new reception from `source` may start, making room if needed: at
+    /// `max_transactions_per_peer` receptions from `source`, its oldest one that never
+    /// progressed gives way; at `max_transactions` in all, the oldest one that never
+    /// progressed of any source (the source with most receptions first). False when nothing
+    /// could give way.
+    fn admit(&mut self, now: Duration, source: EntityId) -> bool {
+        let from_peer = self.receivers.keys().filter(|t| t.source == source).count();
+        if from_peer >= self.cfg.max_transactions_per_peer && !self.evict_one(now, Some(source)) {
+            return false;
+        }
+        if self.senders.len() + self.receivers.len() >= self.cfg.max_transactions
+            && !self.evict_one(now, None)
+        {
+            return false;
+        }
+        true
+    }
+
+    /// Drop the oldest reception that never progressed (of `source`, or of the source with
+    /// most receptions). See [`Event::Evicted`].
+    fn evict_one(&mut self, now: Duration, source: Option<EntityId>) -> bool {
+        let source = source.or_else(|| {
+            let mut counts: HashMap<EntityId, usize> = HashMap::new();
+            for (t, tx) in &self.receivers {
+                if tx.evictable() {
+                    *counts.entry(t.source).or_insert(0) += 1;
+                }
+            }
+            counts
+                .into_iter()
+                .max_by_key(|&(s, n)| (n, std::cmp::Reverse(s)))
+                .map(|(s, _)| s)
+        });
+        let Some(source) = source else {
+            return false;
+        };
+        let victim = self
+            .receivers
+            .values()
+            .filter(|tx| tx.id.source == source && tx.evictable())
+            .min_by_key(|tx| (tx.started, tx.id.seq))
+            .map(|tx| tx.id);
+        let Some(id) = victim else {
+            return false;
+        };
+        let Some(tx) = self.receivers.remove(&id) else {
+            return false;
+        };
+        self.release_claim(&tx);
+        self.fs.close(&tx.partial);
+        if tx.partial_created {
+            let _ = self.fs.remove_file(&tx.partial);
+        }
+        self.signals.retain(|o| o.pdu.header.transaction() != id);
+        // Its stored state (if any) goes too: the snapshot of a transaction not in progress
+        // is None.
+        self.dirty.insert((Role::Receiver, id));
+        self.stats.transactions_evicted += 1;
+        let _ = now;
+        let peer_open = self.receivers.keys().filter(|t| t.source == source).count();
+        self.events.push_back(Event::Evicted { id, peer_open });
+        true
+    }
+
+    /// Remove the partial files (under `partial_dir`) of no transaction in progress: those
+    /// a killed process left behind. Call after restoring stored transactions. Returns the
+    /// names removed.
+    pub fn sweep_partials(&mut self) -> Vec<String> {
+        let dir = self.cfg.partial_dir.clone();
+        let Ok(names) = self.fs.list_dir(&dir) else {
+            return Vec::new();
+        };
+        let in_use: std::collections::HashSet<&str> = self
+            .receivers
+            .values()
+            .map(|t| t.partial.as_str())
+            .collect();
+        let stale: Vec<String> = names
+            .into_iter()
+            .filter(|n| n.ends_with(".part"))
+            .map(|n| format!("{dir}/{n}"))
+            .filter(|p| !in_use.contains(p.as_str()))
+            .collect();
+        let mut removed = Vec::new();
+        for p in stale {
+            if self.fs.remove_file(&p).is_ok() {
+                removed.push(p);
+            }
+        }
+        self.stats.partials_swept += removed.len() as u64;
+        removed
+    }
+}
+
 impl RecvTx {
+    /// Whether this reception may give way to a new one: it never progressed beyond the PDU
+    /// that opened it and this entity has not answered it with a Finished.
+    fn evictable(&self) -> bool {
+        self.pdus <= 1 && self.state == RecvState::Receiving
+    }
+
     fn header_len_estimate(&self) -> usize {
         4 + 2 * self.header.entity_id_len as usize + self.header.seq_len as usize
     }

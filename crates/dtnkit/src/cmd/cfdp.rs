@@ -232,6 +232,22 @@ pub struct ServeArgs {
     /// Keep an incomplete class-1 file (as its partial file) instead of deleting it.
     #[arg(long)]
     keep_incomplete: bool,
+    /// Receptions in progress at once (all peers); beyond it, one that never progressed
+    /// gives way or the new one is dropped.
+    #[arg(long, default_value_t = 1024)]
+    max_transactions: usize,
+    /// Receptions in progress at once from one peer entity.
+    #[arg(long, default_value_t = 256)]
+    max_transactions_per_peer: usize,
+    /// File data bytes kept for a transaction before its Metadata arrived.
+    #[arg(long, default_value_t = 1 << 20)]
+    max_bytes_before_metadata: u64,
+    /// Partial-file bytes one peer's receptions may claim together (declared sizes).
+    #[arg(long, default_value_t = 64 << 30)]
+    partial_budget_per_peer: u64,
+    /// Partial-file bytes all receptions may claim together.
+    #[arg(long, default_value_t = 256 << 30)]
+    partial_budget: u64,
 }
 
 /// Run a `dtnkit cfdp` subcommand.
@@ -392,9 +408,12 @@ fn put(a: PutArgs) -> anyhow::Result<()> {
         );
         pb
     };
+    let json = a.entity.json;
     let started = Instant::now();
     let deadline = a.timeout_s.map(|s| started + Duration::from_secs_f64(s));
     let mut outcome: Option<Event> = None;
+    let mut faults: Vec<(ConditionCode, cfdp::pdu::FaultHandler)> = Vec::new();
+    let quiet = a.quiet;
     while outcome.is_none() {
         if deadline.is_some_and(|d| Instant::now() >= d) {
             pb.finish_and_clear();
@@ -408,8 +427,20 @@ fn put(a: PutArgs) -> anyhow::Result<()> {
                 outcome = Some(ev.clone())
             }
             Event::Fault {
-                condition, handler, ..
-            } => pb.println(format!("fault: {condition:?} → {handler:?}")),
+                id: fid,
+                condition,
+                handler,
+            } if *fid == id => {
+                faults.push((*condition, *handler));
+                if !json {
+                    let line = format!("fault: {condition:?} → {handler:?}");
+                    if quiet {
+                        eprintln!("{line}");
+                    } else {
+                        pb.println(line);
+                    }
+                }
+            }
             _ => {}
         })?;
         let now = driver.now();
@@ -427,6 +458,7 @@ fn put(a: PutArgs) -> anyhow::Result<()> {
     pb.finish_and_clear();
     let secs = started.elapsed().as_secs_f64();
     let stats = driver.entity().stats().clone();
+    let abandoned = matches!(outcome, Some(Event::Abandoned { .. }));
     let (condition, complete, summary) = match outcome {
         Some(Event::Finished {
             condition,
@@ -434,7 +466,9 @@ fn put(a: PutArgs) -> anyhow::Result<()> {
             summary,
             ..
         }) => (condition, delivery_complete, Some(summary)),
-        Some(Event::Abandoned { condition, .. }) => (condition, false, None),
+        Some(Event::Abandoned {
+            condition, summary, ..
+        }) => (condition, false, Some(summary)),
         _ => (ConditionCode::NoError, false, None),
     };
     let retrans = summary.as_ref().map_or(0, |s| s.bytes_retransmitted);
@@ -459,6 +493,8 @@ fn put(a: PutArgs) -> anyhow::Result<()> {
                 "file_data_pdus": file_data_pdus,
                 "pdus_sent": stats.pdus_sent,
                 "malformed_pdus": stats.malformed_pdus,
+                "abandoned": abandoned,
+                "faults": faults.iter().map(|(c, h)| serde_json::json!({"condition": format!("{c:?}"), "handler": format!("{h:?}")})).collect::<Vec<_>>(),
             })
         );
     } else {
@@ -488,6 +524,11 @@ fn fresh_sequence() -> u64 {
 fn serve(a: ServeArgs) -> anyhow::Result<()> {
     let mut cfg = entity_config(&a.entity, a.nak.into());
     cfg.keep_incomplete = a.keep_incomplete;
+    cfg.max_transactions = a.max_transactions.max(1);
+    cfg.max_transactions_per_peer = a.max_transactions_per_peer.max(1);
+    cfg.max_bytes_before_metadata = a.max_bytes_before_metadata;
+    cfg.partial_budget_per_peer = a.partial_budget_per_peer;
+    cfg.partial_budget = a.partial_budget;
     let fs = NativeFilestore::new(&a.root).with_context(|| format!("root {}", a.root.display()))?;
     let mut entity = Entity::new(cfg, Box::new(fs));
     entity.set_next_sequence(fresh_sequence());
@@ -498,21 +539,35 @@ fn serve(a: ServeArgs) -> anyhow::Result<()> {
         eprintln!("dtnkit cfdp: stored state not restored: {p}");
     }
     let restored = driver.entity().transactions().len();
+    // Partial files of no restored transaction were left by an earlier run: they go.
+    let swept = driver.entity().sweep_partials().len();
     let json = a.entity.json;
     if json {
         println!(
             "{}",
-            serde_json::json!({"event": "ready", "entity": a.entity.id, "restored": restored})
+            serde_json::json!({"event": "ready", "entity": a.entity.id, "restored": restored, "partials_swept": swept})
         );
     } else {
         println!(
-            "entity {} ready ({restored} transactions restored)",
+            "entity {} ready ({restored} transactions restored, {swept} stale partial files removed)",
             a.entity.id
         );
     }
     let _ = std::io::stdout().flush();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    {
+        let stop = stop.clone();
+        ctrlc::set_handler(move || stop.store(true, std::sync::atomic::Ordering::Relaxed))
+            .context("installing the SIGINT/SIGTERM handler")?;
+    }
+    let mut refusals = RefusalReport::new(&driver.counters());
+    let started = Instant::now();
     let mut ended = 0u64;
     loop {
+        if stop.load(std::sync::atomic::Ordering::Relaxed) {
+            print_summary(&driver.counters(), started, json, "signal");
+            return Ok(());
+        }
         driver.step(Duration::from_millis(50), &mut |ev| {
             if let Some(line) = describe(ev, json) {
                 println!("{line}");
@@ -528,15 +583,127 @@ fn serve(a: ServeArgs) -> anyhow::Result<()> {
                 ended += 1;
             }
         })?;
+        let last = driver.stats().last_refusal.clone();
+        if let Some(line) = refusals.poll(&driver.counters(), last.as_deref(), json) {
+            println!("{line}");
+            let _ = std::io::stdout().flush();
+        }
         if a.count.is_some_and(|c| ended >= c) {
             // Let the last PDUs (Finished, ACKs) leave.
             let until = Instant::now() + Duration::from_millis(200);
             while Instant::now() < until {
                 driver.step(Duration::from_millis(10), &mut |_| {})?;
             }
+            print_summary(&driver.counters(), started, json, "count");
             return Ok(());
         }
     }
+}
+
+/// Counters whose increase `serve` reports: PDUs and transactions it refused.
+const REFUSAL_COUNTERS: &[&str] = &[
+    "malformed_pdus",
+    "misrouted_pdus",
+    "stray_pdus",
+    "address_mismatches",
+    "refused_transactions",
+    "transactions_evicted",
+    "names_refused",
+    "partial_budget_refusals",
+    "file_data_dropped_before_metadata",
+];
+
+/// Least time between two refusal lines: a flood of hostile PDUs makes one line a second,
+/// with the counts since the previous line.
+const REFUSAL_LINE_INTERVAL: Duration = Duration::from_secs(1);
+
+/// Rate-limited lines about refused input (see [`REFUSAL_COUNTERS`]).
+struct RefusalReport {
+    reported: HashMap<&'static str, u64>,
+    last_line: Option<Instant>,
+}
+
+impl RefusalReport {
+    fn new(counters: &[(&'static str, u64)]) -> Self {
+        Self {
+            reported: counters.iter().copied().collect(),
+            last_line: None,
+        }
+    }
+
+    /// A line for the increases since the last one, if any and if the last line is at least
+    /// [`REFUSAL_LINE_INTERVAL`] old.
+    fn poll(
+        &mut self,
+        counters: &[(&'static str, u64)],
+        last_refusal: Option<&str>,
+        json: bool,
+    ) -> Option<String> {
+        if self
+            .last_line
+            .is_some_and(|t| t.elapsed() < REFUSAL_LINE_INTERVAL)
+        {
+            return None;
+        }
+        let increases: Vec<(&'static str, u64)> = counters
+            .iter()
+            .filter(|(k, _)| REFUSAL_COUNTERS.contains(k))
+            .filter_map(|&(k, v)| {
+                let before = self.reported.get(k).copied().unwrap_or(0);
+                (v > before).then_some((k, v - before))
+            })
+            .collect();
+        if increases.is_empty() {
+            return None;
+        }
+        for &(k, v) in counters {
+            self.reported.insert(k, v);
+        }
+        self.last_line = Some(Instant::now());
+        let undecodable = increases
+            .iter()
+            .any(|(k, _)| matches!(*k, "malformed_pdus" | "misrouted_pdus"));
+        Some(if json {
+            let mut m = serde_json::Map::new();
+            m.insert("event".into(), "refused".into());
+            for (k, v) in &increases {
+                m.insert((*k).into(), (*v).into());
+            }
+            if let Some(r) = last_refusal.filter(|_| undecodable) {
+                m.insert("last".into(), r.into());
+            }
+            serde_json::Value::Object(m).to_string()
+        } else {
+            let what: Vec<String> = increases
+                .iter()
+                .map(|(k, v)| format!("{v} {}", k.replace('_', " ")))
+                .collect();
+            let mut line = format!("refused input: {}", what.join(", "));
+            if let Some(r) = last_refusal.filter(|_| undecodable) {
+                line.push_str(&format!(" (last undecodable or misrouted PDU: {r})"));
+            }
+            line
+        })
+    }
+}
+
+/// The counters when `serve` stops (`why`: "signal" or "count").
+fn print_summary(counters: &[(&'static str, u64)], started: Instant, json: bool, why: &str) {
+    let secs = started.elapsed().as_secs_f64();
+    if json {
+        let mut m = serde_json::Map::new();
+        m.insert("event".into(), "summary".into());
+        m.insert("stopped_by".into(), why.into());
+        m.insert("seconds".into(), secs.into());
+        for (k, v) in counters {
+            m.insert((*k).into(), (*v).into());
+        }
+        println!("{}", serde_json::Value::Object(m));
+    } else {
+        let body: Vec<String> = counters.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        println!("summary after {secs:.1} s ({why}): {}", body.join(" "));
+    }
+    let _ = std::io::stdout().flush();
 }
 
 fn id_text(id: &TransactionId) -> String {
@@ -596,7 +763,7 @@ fn describe(ev: &Event, json: bool) -> Option<String> {
                 )
             })
         }
-        Event::Abandoned { id, condition } => Some(if json {
+        Event::Abandoned { id, condition, .. } => Some(if json {
             serde_json::json!({"event": "abandoned", "transaction": id_text(id), "condition": format!("{condition:?}")}).to_string()
         } else {
             format!("transaction {id}: abandoned ({condition:?})")

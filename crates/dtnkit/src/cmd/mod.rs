@@ -50,3 +50,53 @@ pub fn exit_code_for(e: &anyhow::Error) -> u8 {
         1
     }
 }
+
+/// An error and its causes on one line, each said once: `top: cause: cause`.
+///
+/// Many error types both print their source in their own message (`"node socket: {0}"`) and
+/// return it from `source()`, so anyhow's `{:#}` said it twice ("node socket: No such file or
+/// directory (os error 2): No such file or directory (os error 2)"). Here a cause already
+/// contained in the message above it is left out, and a message above that is only the
+/// beginning of its cause (a context repeating the cause's own prefix) gives way to the cause.
+pub fn error_text(e: &anyhow::Error) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    for cause in e.chain() {
+        let text = cause.to_string();
+        match parts.last_mut() {
+            Some(prev) if prev.contains(&text) => {}
+            Some(prev) if text.starts_with(prev.as_str()) => *prev = text,
+            _ => parts.push(text),
+        }
+    }
+    parts.join(": ")
+}
+
+#[cfg(test)]
+mod error_text_tests {
+    use super::error_text;
+
+    #[derive(Debug, thiserror::Error)]
+    enum Inner {
+        #[error("node socket: {0}")]
+        Io(#[from] std::io::Error),
+    }
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("store database error: {0}")]
+    struct Db(String);
+
+    #[test]
+    fn each_cause_is_said_once() {
+        let io = std::io::Error::from(std::io::ErrorKind::NotFound);
+        let io_text = io.to_string();
+        let e = anyhow::Error::from(Inner::from(io)).context("connecting to the node at /x");
+        assert_eq!(
+            error_text(&e),
+            format!("connecting to the node at /x: node socket: {io_text}")
+        );
+        let e = anyhow::Error::from(Db("I/O error: disk".into())).context("store database error");
+        assert_eq!(error_text(&e), "store database error: I/O error: disk");
+        let e = anyhow::anyhow!("inner").context("outer");
+        assert_eq!(error_text(&e), "outer: inner");
+    }
+}
