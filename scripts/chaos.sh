@@ -6,4 +6,4 @@
 #   scripts/chaos.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
-exec cargo test -p dtnkit --test node_hardening -- --ignored chaos_three_node_chain --nocapture
+exec cargo test -p dtnkit --test node_hardening -- --ignored chaos_three_node_chain --exact --nocapture

@@ -757,10 +757,44 @@ fn received_ids(out: &std::process::Output) -> Vec<String> {
 /// supervisor would), and a flood of hostile datagrams (garbage and spoofed LTP data segments)
 /// and garbage TCP connections hits node 2 the whole time. At the end every bundle a node
 /// acknowledged to its application arrived exactly once, no other arrived, every store is
-/// healthy and empty, and no node needed a restart by hand. Long: `scripts/chaos.sh` runs it.
+/// healthy and empty, and no node needed a restart by hand. Long: `scripts/chaos.sh` runs it;
+/// the suite runs [`chaos_three_node_chain_bounded`].
 #[test]
 #[ignore = "long chaos run (about 2 minutes); scripts/chaos.sh"]
 fn chaos_three_node_chain() {
+    chaos(ChaosScale {
+        big: 600,
+        small: 300,
+        back: 300,
+        second: Duration::from_secs(1),
+    });
+}
+
+/// The chaos run at half the load on a timeline twice as fast (every event of the long run, in
+/// about a minute): part of the suite.
+#[test]
+fn chaos_three_node_chain_bounded() {
+    chaos(ChaosScale {
+        big: 300,
+        small: 150,
+        back: 150,
+        second: Duration::from_millis(500),
+    });
+}
+
+/// The load and the pace of a chaos run.
+struct ChaosScale {
+    /// 50 kB bundles 1→3.
+    big: u32,
+    /// 200 B bundles 1→3.
+    small: u32,
+    /// 1 kB bundles 3→1, one at a time.
+    back: u32,
+    /// What one second of the long run's timeline takes.
+    second: Duration,
+}
+
+fn chaos(scale: ChaosScale) {
     use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
     use std::sync::Arc;
     let dir = TempDir::new("chaos");
@@ -823,7 +857,7 @@ fn chaos_three_node_chain() {
     };
 
     // Receivers (they reconnect across node restarts and de-duplicate re-offers).
-    let big_and_small = 600 + 300;
+    let big_and_small = scale.big + scale.small;
     let r3 = Proc::spawn(&[
         "recv",
         "--socket",
@@ -842,7 +876,7 @@ fn chaos_three_node_chain() {
         "--endpoint",
         "ipn:1.1",
         "--count",
-        "300",
+        &scale.back.to_string(),
         "--timeout",
         "120",
     ]);
@@ -856,7 +890,7 @@ fn chaos_three_node_chain() {
         "--size",
         "50000",
         "--count",
-        "600",
+        &scale.big.to_string(),
         "--store-full-wait",
         "120",
     ]);
@@ -869,16 +903,17 @@ fn chaos_three_node_chain() {
         "--size",
         "200",
         "--count",
-        "300",
+        &scale.small.to_string(),
         "--store-full-wait",
         "120",
     ]);
     // Load 3→1, one bundle at a time, through node 3's restarts: what was acknowledged counts.
     let back = {
         let stop = stop.clone();
+        let want = scale.back as usize;
         std::thread::spawn(move || {
             let mut acked = Vec::new();
-            while acked.len() < 300 && !stop.load(Relaxed) {
+            while acked.len() < want && !stop.load(Relaxed) {
                 match send_one(&sock3, "ipn:1.1", 1000) {
                     Some(id) => acked.push(id),
                     None => std::thread::sleep(Duration::from_millis(100)),
@@ -891,8 +926,8 @@ fn chaos_three_node_chain() {
     // The chaos itself.
     let filler = store2.join("filler");
     let t0 = Instant::now();
-    let at = |s: u64| {
-        let until = t0 + Duration::from_secs(s);
+    let at = |s: u32| {
+        let until = t0 + scale.second * s;
         std::thread::sleep(until.saturating_duration_since(Instant::now()));
     };
     let fill = |path: &std::path::Path| {
