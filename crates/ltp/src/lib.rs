@@ -131,6 +131,7 @@
 
 #![warn(missing_docs)]
 
+pub mod auth;
 pub mod config;
 pub mod deviation;
 mod engine;
@@ -143,6 +144,7 @@ pub mod sdnv;
 pub mod segment;
 pub mod stats;
 
+pub use auth::{AuthCounts, AuthError, Ciphersuite, SpanAuth};
 /// Re-export of the `bytes` crate used in the API (payloads are `Bytes` slices).
 pub use bytes;
 pub use config::{
