@@ -157,3 +157,56 @@ pub(crate) fn validate_span_auth(
         }),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::NodeConfig;
+    use std::path::Path;
+
+    /// The test keys of the `ltp` crate.
+    fn keys() -> std::path::PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../ltp/tests/data")
+    }
+
+    fn span(extra: &str) -> Result<Option<ltp::SpanAuth>, String> {
+        let text = format!(
+            "node = 1\nbind = \"127.0.0.1:4556\"\n[store]\npath = \"store\"\n[[span]]\npeer = 2\naddress = \"127.0.0.1:4557\"\n{extra}"
+        );
+        NodeConfig::parse(&text, "n.toml", &keys())
+            .map(|v| v.spans[0].auth.clone())
+            .map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn rsa_keys_load_relative_to_the_file_and_hmac_needs_a_key() {
+        let a = span(
+            "auth_suite = \"rsa-sha256\"\nauth_private_key_file = \"test-rsa-a.pem\"\nauth_peer_public_key_file = \"test-rsa-b.pub.pem\"\nauth_key_id = \"k\"\n",
+        )
+        .unwrap()
+        .unwrap();
+        assert_eq!(a.suite(), ltp::auth::Ciphersuite::RsaSha256);
+        assert_eq!(a.key_id(), b"k");
+        assert_eq!(a.value_len(), 256);
+        assert!(span("").unwrap().is_none());
+        // A public key where the private one belongs, and the other suite's key field.
+        let e = span(
+            "auth_suite = \"rsa-sha256\"\nauth_private_key_file = \"test-rsa-a.pub.pem\"\nauth_peer_public_key_file = \"test-rsa-b.pub.pem\"\n",
+        )
+        .unwrap_err();
+        assert!(
+            e.contains("span[0].auth_private_key_file") && e.contains("test-rsa-a.pub.pem"),
+            "{e}"
+        );
+        let e = span("auth_suite = \"hmac-sha1-80\"\nauth_private_key_file = \"test-rsa-a.pem\"\n")
+            .unwrap_err();
+        assert!(e.contains("span[0].auth_private_key_file"), "{e}");
+        let e = span("auth_suite = \"hmac-sha1-80\"\nauth_key_file = \"test-rsa-a.pem\"\n")
+            .unwrap_err();
+        assert!(
+            e.contains("span[0].auth_key_file") && e.contains("hex"),
+            "{e}"
+        );
+        let e = span("auth_suite = \"rsa-sha256\"\nauth_key_id = \"\"\n").unwrap_err();
+        assert!(e.contains("auth_private_key_file"), "{e}");
+    }
+}
