@@ -267,6 +267,9 @@ pub struct LtpStatus {
     pub malformed_datagrams: u64,
     /// Datagrams refused by the source policy (`[ltp] accept_from`).
     pub wrong_source: u64,
+    /// Segments refused by a span's LTP authentication (RFC 5327), all spans and reasons
+    /// (by span and reason: `spans.<peer>.auth_rejected`).
+    pub auth_rejected: u64,
     /// Segments that would have opened an import session while none was taken, by reason.
     pub imports_refused: ImportsRefused,
     /// Incomplete import sessions dropped to make room for a new one.
@@ -360,6 +363,9 @@ pub struct LtpSpanStatus {
     pub cancelled_by_peer: BTreeMap<String, u64>,
     /// Tolerated deviations in the span's sessions, by kind.
     pub deviations: BTreeMap<String, u64>,
+    /// Segments refused by the span's LTP authentication, by reason (`missing`,
+    /// `wrong_suite`, `wrong_key_id`, `malformed`, `bad_value`); all zero on a span without keys.
+    pub auth_rejected: BTreeMap<String, u64>,
     /// Adaptive pacing: rate decreases.
     pub rate_decreases: u64,
     /// Adaptive pacing: rate increases.

@@ -2,6 +2,8 @@
 
 use std::time::Duration;
 
+use crate::auth::SpanAuth;
+
 /// Default [`SpanConfig::pacing_burst_time`]: 4 ms at the span's rate (about the depth of
 /// 256 KiB at 500 Mb/s that the seed-000 demo needed), long enough to absorb the wake-up
 /// latency of a busy host, short enough that a burst fits a link queue of a few ms.
@@ -216,6 +218,12 @@ pub struct SpanConfig {
     /// holds no data). Protect the final report with `signal_replication`. Off by default
     /// (standard LTP).
     pub immediate_import_close: bool,
+    /// LTP authentication (RFC 5327, [`crate::auth`]): with keys, every segment sent on this
+    /// span carries the authentication extensions, and every segment received for it is
+    /// verified before it reaches a session (refusals counted by reason). Segments become
+    /// [`SpanAuth::overhead`] bytes longer; data segments are planned that much smaller so
+    /// `max_segment_size` still holds. `None` (the default): no authentication.
+    pub auth: Option<SpanAuth>,
 }
 
 impl SpanConfig {
@@ -253,6 +261,7 @@ impl SpanConfig {
             import_stall_timeout: Duration::from_secs(5),
             defer_final_report: false,
             immediate_import_close: false,
+            auth: None,
         }
     }
 

@@ -73,4 +73,8 @@ pub enum RecvError {
     /// ([`crate::Engine::handle_datagram_checked`]) refused where it came from.
     #[error("segment for engine {0} from a source not accepted for it")]
     WrongSource(u64),
+    /// The segment belongs to the span of engine `0`, which has authentication keys, and
+    /// failed verification for the reason given (counted in `auth_rejected`).
+    #[error("segment for engine {0} refused by LTP authentication: {1}")]
+    Unauthenticated(u64, crate::auth::AuthError),
 }

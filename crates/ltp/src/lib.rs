@@ -103,6 +103,14 @@
 //! - **Tolerated peer deviations**: the engine decodes with [`Segment::decode_tolerant`],
 //!   which accepts ION's report padding and nothing else beyond RFC 5326, counting each
 //!   occurrence by name ([`deviation`]); everything the engine sends is strict RFC 5326.
+//! - **Authentication** (`SpanConfig::auth`, RFC 5327, [`auth`]): a span with keys signs
+//!   every segment it sends (HMAC-SHA1-80 or RSA-SHA256; data segments are planned smaller
+//!   so the signed segment fits `max_segment_size`, and leave flat rather than vectored) and
+//!   verifies every segment received for it right after its span is known and the driver's
+//!   source check passed, before any session is looked at beyond the export lookup that
+//!   names a report's span: a failure is counted by reason (`auth_rejected` in
+//!   [`EngineStats`] and [`SpanStats`]) and returned as [`RecvError::Unauthenticated`]. No
+//!   replay protection (RFC 5327 has none; see [`auth`]).
 //! - **No silent stall**: while red data of an export session is unclaimed, a checkpoint
 //!   timer runs (a report that claims its whole scope without completing the block keeps
 //!   the checkpoint armed), so the session progresses or ends by a limit with a reason.
@@ -131,6 +139,7 @@
 
 #![warn(missing_docs)]
 
+pub mod auth;
 pub mod config;
 pub mod deviation;
 mod engine;
@@ -143,6 +152,7 @@ pub mod sdnv;
 pub mod segment;
 pub mod stats;
 
+pub use auth::{AuthCounts, AuthError, Ciphersuite, SpanAuth};
 /// Re-export of the `bytes` crate used in the API (payloads are `Bytes` slices).
 pub use bytes;
 pub use config::{

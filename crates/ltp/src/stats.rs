@@ -1,5 +1,6 @@
 //! Counters for monitoring and for the experiment tools (per span and engine-wide).
 
+use crate::auth::AuthCounts;
 use crate::deviation::DeviationCounts;
 use crate::segment::CancelReason;
 
@@ -69,6 +70,9 @@ pub struct SpanStats {
     pub rate_decreases: u64,
     /// Adaptive pacing: rounds that raised the rate (clean reports while pacing held data back).
     pub rate_increases: u64,
+    /// Segments for this span refused by its authentication ([`crate::SpanConfig::auth`]),
+    /// by reason. Not counted in `segments_received`.
+    pub auth_rejected: AuthCounts,
 }
 
 /// Engine-wide counters.
@@ -84,6 +88,8 @@ pub struct EngineStats {
     /// Tolerated peer deviations in every decoded datagram, including those whose session
     /// turned out unknown (the per-span counts only include those of known spans).
     pub deviations: DeviationCounts,
+    /// Segments refused by a span's authentication, by reason (the sum over all spans).
+    pub auth_rejected: AuthCounts,
 }
 
 /// Cancelled sessions by [`CancelReason`].

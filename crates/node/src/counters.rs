@@ -36,6 +36,8 @@ pub(crate) struct LtpCounters {
     pub(crate) malformed: std::sync::atomic::AtomicU64,
     /// Datagrams refused by the source policy (`[ltp] accept_from`).
     pub(crate) wrong_source: std::sync::atomic::AtomicU64,
+    /// Segments refused by a span's LTP authentication (`ltp::RecvError::Unauthenticated`).
+    pub(crate) auth_rejected: std::sync::atomic::AtomicU64,
     /// Import sessions refused, evicted and stalled (see `ltp::SpanStats`), summed over
     /// spans: [paused, budget, full, evicted, stalled].
     pub(crate) admission: [std::sync::atomic::AtomicU64; 5],
@@ -72,6 +74,7 @@ impl LtpCounters {
             exports_refused: self.exports_refused.load(Relaxed),
             malformed_datagrams: self.malformed.load(Relaxed),
             wrong_source: self.wrong_source.load(Relaxed),
+            auth_rejected: self.auth_rejected.load(Relaxed),
             imports_refused: ImportsRefused {
                 paused,
                 budget,

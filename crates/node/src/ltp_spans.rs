@@ -95,6 +95,7 @@ fn span_status(engine_id: u64, st: &SpanStats, state: &SpanState) -> LtpSpanStat
         cancelled_here: by_reason(&st.cancelled_here),
         cancelled_by_peer: by_reason(&st.cancelled_by_peer),
         deviations: by_name(st.deviations.iter().map(|(d, n)| (d.name(), n))),
+        auth_rejected: by_name(st.auth_rejected.iter()),
         rate_decreases: st.rate_decreases,
         rate_increases: st.rate_increases,
     }

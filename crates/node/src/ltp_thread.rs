@@ -191,6 +191,9 @@ impl LtpThread {
                     Err(fec::StackError::Ltp(ltp::RecvError::WrongSource(_))) => {
                         self.counters.wrong_source.fetch_add(1, Relaxed);
                     }
+                    Err(fec::StackError::Ltp(ltp::RecvError::Unauthenticated(..))) => {
+                        self.counters.auth_rejected.fetch_add(1, Relaxed);
+                    }
                     Err(_) => {
                         self.counters.malformed.fetch_add(1, Relaxed);
                     }

@@ -297,6 +297,7 @@ fn span_config(cfg: &Validated, s: &crate::config::Span, planned: bool) -> ltp::
     sc.session_number_bits = cfg.raw.ltp.session_number_bits;
     sc.defer_final_report = true;
     sc.signal_replication = s.cfg.signal_replication.unwrap_or(1);
+    sc.auth = s.auth.clone();
     sc
 }
 

@@ -176,6 +176,7 @@ fn ltp_section_with_a_span_and_fec() {
         cancelled_here: names(&[("RLEXC", 25)]),
         cancelled_by_peer: names(&[("USR_CNCLD", 26)]),
         deviations: names(&[("ltp_report_trailing_bytes", 27)]),
+        auth_rejected: names(&[("bad_value", 30)]),
         rate_decreases: 28,
         rate_increases: 29,
     };
@@ -189,7 +190,7 @@ fn ltp_section_with_a_span_and_fec() {
         "blocks_received": 20, "block_bytes_received": 21, "imports_cancelled": 22,
         "imports_refused": 23, "stale_segments": 24, "cancelled_here": {"RLEXC": 25},
         "cancelled_by_peer": {"USR_CNCLD": 26}, "deviations": {"ltp_report_trailing_bytes": 27},
-        "rate_decreases": 28, "rate_increases": 29,
+        "auth_rejected": {"bad_value": 30}, "rate_decreases": 28, "rate_increases": 29,
     });
     golden(&span, span_json.clone());
     let fec = FecSpanStatus {
@@ -236,6 +237,7 @@ fn ltp_section_with_a_span_and_fec() {
         exports_refused: 8,
         malformed_datagrams: 9,
         wrong_source: 10,
+        auth_rejected: 20,
         imports_refused: ImportsRefused {
             paused: 11,
             budget: 12,
@@ -256,7 +258,7 @@ fn ltp_section_with_a_span_and_fec() {
             "export_sessions": 1, "import_sessions": 2, "segments_sent": 3, "segments_received": 4,
             "blocks_received": 5, "exports_completed": 6, "exports_cancelled": 7,
             "exports_refused": 8, "malformed_datagrams": 9, "wrong_source": 10,
-            "imports_refused": {"paused": 11, "budget": 12, "full": 13},
+            "auth_rejected": 20, "imports_refused": {"paused": 11, "budget": 12, "full": 13},
             "imports_evicted": 14, "imports_stalled": 15, "data_segments_retransmitted": 16,
             "checkpoint_timeouts": 17, "deviations": {"ltp_report_trailing_bytes": 18},
             "adaptive_rate_bps": {"2": 19}, "spans": {"2": span_json}, "fec": {"2": fec_json},

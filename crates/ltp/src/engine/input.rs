@@ -27,7 +27,7 @@ impl Engine {
         // counted instead of being dropped as malformed (which would leave the peer's report,
         // and our session, without an answer).
         let decoded = Segment::decode_tolerant(datagram);
-        self.handle_decoded(now, decoded, datagram.len(), accept)
+        self.handle_decoded(now, decoded, [datagram, &[]], accept)
     }
 
     /// [`Engine::handle_datagram`] of the datagram `head ++ tail` as a sender's
@@ -47,16 +47,17 @@ impl Engine {
         // Only a report can carry the padding `decode_tolerant` accepts, and a report from a
         // vectored sender has no tail; a data segment is decoded strictly either way.
         let decoded = Segment::decode_parts(head, tail).map(|seg| (seg, None));
-        self.handle_decoded(now, decoded, head.len() + tail.len(), |_| true)
+        self.handle_decoded(now, decoded, [head, tail], |_| true)
     }
 
     fn handle_decoded(
         &mut self,
         now: Duration,
         decoded: Result<(Segment, Option<crate::Deviation>), crate::DecodeError>,
-        datagram_len: usize,
+        raw: [&[u8]; 2],
         accept: impl FnOnce(u64) -> bool,
     ) -> Result<(), RecvError> {
+        let datagram_len = raw[0].len() + raw[1].len();
         let (seg, deviation) = match decoded {
             Ok(x) => x,
             Err(e) => {
@@ -103,6 +104,17 @@ impl Engine {
         if !accept(remote) {
             self.stats.wrong_source += 1;
             return Err(RecvError::WrongSource(remote));
+        }
+        // LTP authentication: checked here, before the segment reaches any session (the
+        // only session state read so far is the export lookup that names a report's span).
+        if let Some(s) = self.spans.get_mut(i) {
+            if let Some(auth) = &s.cfg.auth {
+                if let Err(e) = auth.verify(&seg, &raw) {
+                    s.stats.auth_rejected.add(e);
+                    self.stats.auth_rejected.add(e);
+                    return Err(RecvError::Unauthenticated(remote, e));
+                }
+            }
         }
         if let Some(s) = self.spans.get_mut(i) {
             s.stats.segments_received += 1;

@@ -18,6 +18,7 @@
 
 mod adaptive;
 mod admission;
+mod authn;
 mod close;
 mod closed;
 mod export;

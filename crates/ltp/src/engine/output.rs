@@ -60,7 +60,14 @@ impl Engine {
                 continue;
             }
             let start = header_buf.len();
-            if let Some(payload) = self.produce(now, i, header_buf) {
+            if let Some(mut payload) = self.produce(now, i, header_buf) {
+                if let Some(auth) = self.spans.get(i).and_then(|s| s.cfg.auth.as_ref()) {
+                    // RFC 5327: the authentication value covers the payload, so an
+                    // authenticated segment leaves flat (header, payload and trailer).
+                    if auth.sign_plain(header_buf, start, &payload) {
+                        payload = Bytes::new();
+                    }
+                }
                 let header_len = header_buf.len() - start;
                 let remote = match self.spans.get_mut(i) {
                     Some(s) => {
@@ -143,7 +150,7 @@ impl Engine {
         }
         loop {
             let s = self.spans.get_mut(i)?;
-            let mss = s.cfg.max_segment_size;
+            let mss = s.data_segment_budget();
             let &number = s.data_sessions.front()?;
             let Some(ex) = self.exports.get_mut(&number) else {
                 s.data_sessions.pop_front();
@@ -191,7 +198,7 @@ impl Engine {
         } else {
             Bytes::new()
         };
-        let dlen = (buf.len() - start + payload.len()) as u64;
+        let dlen = (buf.len() - start + payload.len() + s.auth_overhead()) as u64;
         s.stats.data_segments_sent += 1;
         s.stats.data_bytes_sent += plan.len;
         if plan.retransmission {
@@ -407,6 +414,7 @@ impl Engine {
         };
         if self.sink.is_some() {
             let remote = s.cfg.remote_engine_id;
+            let auth_overhead = s.auth_overhead();
             let (offset, length, cps, rps, claims, outcome) = rec_fields;
             self.log(SegmentRecord {
                 time: now,
@@ -422,7 +430,7 @@ impl Engine {
                 report_serial: rps,
                 claims,
                 retransmission: sig.retransmission,
-                datagram_len: (buf.len() - start) as u64,
+                datagram_len: (buf.len() - start + auth_overhead) as u64,
                 outcome,
             });
         }

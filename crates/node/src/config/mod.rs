@@ -26,6 +26,7 @@ pub mod bpsec;
 pub mod cla;
 pub(crate) mod error;
 pub mod ion_import;
+mod ltp_auth;
 pub mod peer_kind;
 
 pub use bpsec::{BpsecRuleSection, BpsecSection};
@@ -374,6 +375,23 @@ pub struct SpanSection {
     /// adaptive pacing is off.
     #[serde(default)]
     pub fec: Option<fec::FecSection>,
+    /// LTP authentication (RFC 5327) on this span: `"hmac-sha1-80"` or `"rsa-sha256"`
+    /// (absent: none). With it, everything sent carries the authentication extensions and
+    /// only segments that verify are accepted (`config::ltp_auth`, docs/node.md).
+    #[serde(default)]
+    pub auth_suite: Option<String>,
+    /// HMAC-SHA1-80: the shared key file (hex digits), relative to this file.
+    #[serde(default)]
+    pub auth_key_file: Option<PathBuf>,
+    /// RSA-SHA256: this node's private key (PEM), which signs what it sends.
+    #[serde(default)]
+    pub auth_private_key_file: Option<PathBuf>,
+    /// RSA-SHA256: the neighbour's public key (PEM), which verifies what it sends.
+    #[serde(default)]
+    pub auth_peer_public_key_file: Option<PathBuf>,
+    /// Key id sent in, and required of, the authentication extension (absent: none, as ION).
+    #[serde(default)]
+    pub auth_key_id: Option<String>,
 }
 
 /// `[[route]]`: static route.
@@ -457,6 +475,8 @@ pub struct Span {
     pub checkpoint_bytes: u64,
     /// FEC settings (`[span.fec]`), paced at `rate_bps` until a contact sets another rate.
     pub fec: Option<fec::FecConfig>,
+    /// LTP authentication keys (`auth_*`), loaded from their files.
+    pub auth: Option<ltp::SpanAuth>,
 }
 
 impl Span {
@@ -920,7 +940,9 @@ impl NodeConfig {
                     Some(c)
                 }
             };
+            let auth = ltp_auth::validate_span_auth(file, base, s, &f)?;
             spans.push(Span {
+                auth,
                 peer: s.peer,
                 engine_id: s.engine_id.unwrap_or(s.peer),
                 address,

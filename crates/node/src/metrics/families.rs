@@ -172,6 +172,7 @@ const LTP_RULES: &[Rule<LtpStatus>] = &[
     r!(exports_completed, C, "dtnkit_ltp_exports_completed", &[], "Export sessions completed (all spans)."),
     r!(exports_cancelled, C, "dtnkit_ltp_exports_cancelled", &[], "Export sessions cancelled (all spans)."),
     r!(malformed_datagrams, C, "dtnkit_ltp_malformed_datagrams", &[], "LTP datagrams that failed to decode."),
+    r!(auth_rejected, C, "dtnkit_ltp_auth_rejected", &[], "LTP segments refused by a span's authentication (RFC 5327)."),
 ];
 
 /// Rules of `tcpcl`.
@@ -456,6 +457,13 @@ impl Families {
                 "dtnkit_ltp_span_deviations",
                 "Tolerated peer deviations from RFC 5326 in the span's sessions, by kind.",
                 "kind",
+                &vec![label("peer", peer)],
+            );
+            self.map(
+                named(&sp.auth_rejected),
+                "dtnkit_ltp_span_auth_rejected",
+                "LTP segments refused by the span's authentication (RFC 5327), by reason.",
+                "reason",
                 &vec![label("peer", peer)],
             );
         }
