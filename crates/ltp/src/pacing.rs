@@ -191,6 +191,9 @@ pub struct Burst {
     /// Separate unclaimed ranges those reports left (the loss *pattern*: a receiver that drops
     /// what it cannot drain leaves gaps all along the burst, an outage one hole).
     pub gaps: u64,
+    /// Whether the time from `end` to the answer measures the receiver's queue: not for a
+    /// report the receiver may hold back until its client committed the block.
+    pub timed: bool,
 }
 
 /// Why an adaptive span paces at its current rate (shown by `dtnkit status` as the span's
@@ -390,12 +393,15 @@ impl RateController {
     /// rate when it changed.
     pub fn on_burst(&mut self, now: Duration, burst: Burst, min_round_bytes: u64) -> Option<u64> {
         let answer = now.saturating_sub(burst.end);
-        let min_answer = self.min_answer.map_or(answer, |m| m.min(answer));
-        self.min_answer = Some(min_answer);
+        if burst.timed {
+            self.min_answer = Some(self.min_answer.map_or(answer, |m| m.min(answer)));
+        }
         if burst.start < self.epoch || burst.sent == 0 {
             return None;
         }
-        self.round_queue = self.round_queue.max(answer - min_answer);
+        if let (true, Some(min_answer)) = (burst.timed, self.min_answer) {
+            self.round_queue = self.round_queue.max(answer - min_answer);
+        }
         self.round_sent = self.round_sent.saturating_add(burst.sent);
         self.round_lost = self.round_lost.saturating_add(burst.lost.min(burst.sent));
         if burst.lost > 0 {
@@ -459,6 +465,7 @@ impl RateController {
             // The quick start ends before the first loss once the answers show a queue at the
             // receiver: with a buffer that absorbs a whole round, the next doubling would
             // overrun it by far.
+            let min_answer = self.min_answer.unwrap_or_default();
             if self.slow_start && self.round_queue > (min_answer / 2).max(QUEUE_SIGNAL) {
                 self.slow_start = false;
             }
@@ -605,6 +612,7 @@ mod tests {
             sent,
             lost,
             gaps: if lost > 0 { SPREAD_GAPS } else { 0 },
+            timed: true,
         }
     }
 
@@ -694,6 +702,7 @@ mod tests {
             sent: 1000,
             lost,
             gaps: 1,
+            timed: true,
         };
         // Half of a round lost in one hole: an outage, not an overrun receiver.
         c.pacing_limited();
@@ -780,6 +789,7 @@ mod tests {
             sent: 1_000_000,
             lost: 0,
             gaps: 0,
+            timed: true,
         };
         assert_eq!(c.on_burst(ms(30), slow, 1), None);
         assert_eq!(c.rate(), 1_000_000_000);
@@ -791,6 +801,7 @@ mod tests {
             sent: 1_000_000,
             lost: 0,
             gaps: 0,
+            timed: true,
         };
         assert_eq!(c.on_burst(ms(60), fast, 1), Some(1_600_000_000));
     }

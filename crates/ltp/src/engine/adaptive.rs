@@ -90,6 +90,9 @@ pub(super) fn after_claims(
         sent,
         lost: lost.saturating_sub(unsent).min(sent),
         gaps,
+        // A receiver configured as this engine holds its final report until its client
+        // committed the block (`defer_final_report`, as dtnkit nodes do): that wait is no queue.
+        timed: !(span.cfg.defer_final_report && ex.red_complete()),
     };
     if let Some(rate) = ctl.on_burst(now, burst, min_round_bytes) {
         span.bucket.set_rate(rate, now);
