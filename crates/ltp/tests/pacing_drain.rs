@@ -122,6 +122,7 @@ fn converges_to_a_drain_rate_well_below_the_start_rate() {
     let t = run(&p, Some(R), 12, 1_000_000, |_| Action::Deliver);
     assert_eq!(t.completed, 12);
     let n = t.reports_to_settle(R * 6 / 10, R * 5 / 4);
+    eprintln!("settled after {n:?} reports");
     assert!(
         n.is_some_and(|n| n <= 30),
         "reports before the rate stayed within 0.6–1.25 × R: {n:?} of {}",
@@ -138,6 +139,7 @@ fn converges_to_a_drain_rate_well_above_the_start_rate() {
     let t = run(&p, Some(R), 100, 1_000_000, |_| Action::Deliver);
     assert_eq!(t.completed, 100);
     let n = t.reports_to_settle(R * 7 / 10, R * 5 / 4);
+    eprintln!("settled after {n:?} reports");
     assert!(
         n.is_some_and(|n| n <= 40),
         "reports before the rate stayed within 0.7–1.25 × R: {n:?} of {}",
