@@ -256,12 +256,25 @@ def generated_sha256(index, size):
     return h.hexdigest()
 
 
+def ltp_resent_pct(args, work):
+    """Share of node 1's LTP data segments that were retransmissions (%), from its status; nan if unknown."""
+    try:
+        out = subprocess.run([args.bin, "status", "--socket", f"{work}/s1/app.sock", "--json"], check=True,
+                             capture_output=True, text=True, timeout=10).stdout
+        spans = json.loads(out)["ltp"]["spans"].values()
+        sent = sum(s["data_segments_sent"] for s in spans)
+        return 100.0 * sum(s["data_segments_retransmitted"] for s in spans) / sent if sent else float("nan")
+    except (subprocess.SubprocessError, OSError, ValueError, KeyError, TypeError):
+        return float("nan")
+
+
 def run_dtnkit(args, cla, segment, bundle, durable, total_bytes, nodes=2, detail=False, quota=None,
-               check_sha=False):
+               check_sha=False, resent=None):
     """One transfer of total_bytes from node 1 to node `nodes`; returns (goodput Mbit/s, CPU s per GB (sum of all
     nodes), peak RSS MB of the sender, of the receiver), and with detail=True also the per-node stats of
     NodeChain.stop. check_sha: the receiver writes every ADU into --sha-dir and each must have the generator's
-    SHA-256 (RuntimeError otherwise); quota: the stores' quota_bytes."""
+    SHA-256 (RuntimeError otherwise); quota: the stores' quota_bytes; resent: a list that gets the share of LTP
+    data segments node 1 sent again (%, ltp_resent_pct)."""
     count = max(1, total_bytes // bundle)
     work = tempfile.mkdtemp(prefix="dtnkit-bench-", dir=args.workdir)
     chain, rx_dir = None, None
@@ -287,6 +300,8 @@ def run_dtnkit(args, cla, segment, bundle, durable, total_bytes, nodes=2, detail
         elapsed = time.monotonic() - t0
         if rc != 0:
             raise RuntimeError(f"recv failed ({rc}): {Path(work, 'recv.log').read_text().strip()}")
+        if resent is not None and cla == "ltp":
+            resent.append(ltp_resent_pct(args, work))
         stats = chain.stop()
         chain = None
         if check_sha:
@@ -560,18 +575,19 @@ def main():
     runs = csv.writer(runs_f)
     runs.writerow(["cla", "segment_bytes", "bundle_bytes", "store", "rep", "network_ceiling_mbps",
                    "disk_write_mbps", "ceiling_mbps", "dtnkit_mbps", "cpu_s_per_gb", "rss_mb_sender",
-                   "rss_mb_receiver"])
+                   "rss_mb_receiver", "ltp_resent_pct"])
     summary = []
     thread_rows = {}
     for i, (cla, seg, b, mode) in enumerate(points, 1):
         durable = mode == "durable"
-        cs, disks, eff, ds, cpus, rss1, rss2 = [], [], [], [], [], [], []
+        cs, disks, eff, ds, cpus, rss1, rss2, resent = [], [], [], [], [], [], [], []
         for r in range(1, args.reps + 1):
             # Ceilings are re-measured next to every dtnkit run, so both see the same machine state.
             c = run_iperf(args, cla == "tcpcl", seg)
             disk = disk_write_mbps(args) if durable else float("nan")
             ceiling = min(c, disk / 2) if durable else c
-            d, cpu, m1, m2, stats = run_dtnkit(args, cla, seg, b, durable, args.bytes, detail=True)
+            d, cpu, m1, m2, stats = run_dtnkit(args, cla, seg, b, durable, args.bytes, detail=True, resent=resent)
+            rs = resent[-1] if cla == "ltp" else float("nan")
             gb = max(1, args.bytes // b) * b / 1e9
             for role, st in (("sender", stats[0]), ("receiver", stats[-1])):
                 thread_rows.setdefault((cla, seg, b, mode, role), []).append(
@@ -579,12 +595,13 @@ def main():
             cs.append(c), disks.append(disk), eff.append(ceiling), ds.append(d)
             cpus.append(cpu), rss1.append(m1), rss2.append(m2)
             runs.writerow([cla, seg, b, mode, r, f"{c:.1f}", f"{disk:.1f}", f"{ceiling:.1f}", f"{d:.1f}",
-                           f"{cpu:.2f}", f"{m1:.1f}", f"{m2:.1f}"])
+                           f"{cpu:.2f}", f"{m1:.1f}", f"{m2:.1f}", f"{rs:.2f}"])
             runs_f.flush()
+            resent_note = f", {rs:.1f} % of LTP data resent" if cla == "ltp" else ""
             disk_note = f", disk {disk:.0f} Mbit/s" if durable else ""
             print(f"[{i}/{len(points)}] {cla} seg={seg or '-'} bundle={b} {mode} rep {r}: "
                   f"network {c:.0f} Mbit/s{disk_note}, dtnkit {d:.0f} Mbit/s ({d / ceiling:.2f} of the ceiling), "
-                  f"{cpu:.1f} CPU s/GB, RSS {m1:.0f}/{m2:.0f} MB", flush=True)
+                  f"{cpu:.1f} CPU s/GB, RSS {m1:.0f}/{m2:.0f} MB{resent_note}", flush=True)
         summary.append({
             "cla": cla, "segment_bytes": seg, "bundle_bytes": b, "store": mode,
             "network_min": min(cs), "network_median": statistics.median(cs), "network_max": max(cs),
@@ -595,6 +612,7 @@ def main():
             "ratio_network": statistics.median(ds) / statistics.median(cs),
             "cpu_s_per_gb": statistics.median(cpus),
             "rss_mb_sender": max(rss1), "rss_mb_receiver": max(rss2),
+            "ltp_resent_pct": statistics.median(resent) if resent else float("nan"),
         })
 
     memory = []
@@ -616,19 +634,21 @@ def main():
             w.writerow({k: (f"{v:.3f}" if isinstance(v, float) else v) for k, v in s.items()})
     md = [f"Reps per point: {args.reps}; {args.bytes / 1e6:.0f} MB per dtnkit run.", "",
           "| CLA | segment B | bundle B | store | network ceiling Mbit/s (min/med/max) | disk/2 Mbit/s | "
-          "dtnkit Mbit/s (min/med/max) | ratio | ratio to network | CPU s/GB | peak RSS MB (tx/rx) |",
-          "|---|---|---|---|---|---|---|---|---|---|---|"]
+          "dtnkit Mbit/s (min/med/max) | ratio | ratio to network | CPU s/GB | peak RSS MB (tx/rx) | LTP data resent % |",
+          "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for s in summary:
         disk = f"{s['disk_median'] / 2:.0f}" if s["store"] == "durable" else "-"
         md.append(f"| {s['cla']} | {s['segment_bytes'] or '-'} | {s['bundle_bytes']} | {s['store']} | "
                   f"{s['network_min']:.0f} / {s['network_median']:.0f} / {s['network_max']:.0f} | {disk} | "
                   f"{s['dtnkit_min']:.0f} / {s['dtnkit_median']:.0f} / {s['dtnkit_max']:.0f} | "
                   f"**{s['ratio']:.2f}** | {s['ratio_network']:.2f} | {s['cpu_s_per_gb']:.1f} | "
-                  f"{s['rss_mb_sender']:.0f} / {s['rss_mb_receiver']:.0f} |")
+                  f"{s['rss_mb_sender']:.0f} / {s['rss_mb_receiver']:.0f} | "
+                  + (f"{s['ltp_resent_pct']:.1f} |" if s["cla"] == "ltp" else "- |"))
     md += ["", "Network ceiling: iperf3 UDP -l SEG (ltp) or iperf3 TCP (tcpcl), measured back to back with each "
            "dtnkit run. Durable rows: ratio = dtnkit / min(network, disk/2), disk = sequential write+fdatasync "
            "rate of the store's disk measured in the same repetition (both nodes write every bundle once). "
-           "Volatile rows (no fsync): ratio = dtnkit / network."]
+           "Volatile rows (no fsync): ratio = dtnkit / network. LTP data resent: the share of the sending node's "
+           "LTP data segments that were retransmissions (its `dtnkit status` after the run; median over the reps)."]
     if memory:
         md += ["", f"Memory check: one durable transfer of {args.rss_bytes / 1e9:.1f} GB in 5 MB bundles.", "",
                "| CLA | segment B | dtnkit Mbit/s | peak RSS MB sender | peak RSS MB receiver |",

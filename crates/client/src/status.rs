@@ -318,6 +318,11 @@ pub struct LtpSpanStatus {
     pub queued_blocks: u64,
     /// Pacing rate in effect (bit/s; 0: unpaced).
     pub pacing_rate_bps: u64,
+    /// Why the span paces at that rate: `fixed` (no adaptive pacing), `starting`, `probing`,
+    /// `receiver_limited` (the peer drops what it cannot drain — typically its socket buffer
+    /// — and the rate follows what its reports confirm), `burst_loss`, `sender_limited`,
+    /// `at_ceiling` (docs/throughput.md).
+    pub pacing_state: String,
     /// Segments sent.
     pub segments_sent: u64,
     /// Segments received.

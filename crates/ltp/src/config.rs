@@ -50,7 +50,8 @@ impl EngineConfig {
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct AdaptiveRate {
     /// Rate of the first round when the span has no rate of its own (with one, the span starts
-    /// at it). Then doubled per clean round until the first overrun.
+    /// at it). Then doubled per clean round until the first loss or the first queue at the
+    /// receiver.
     pub initial_bps: u64,
     /// The rate never drops below this (at least 1 bit/s).
     pub min_bps: u64,
@@ -109,7 +110,8 @@ pub struct SpanConfig {
     /// [`SpanConfig::adaptive_rate`] it is the ceiling of the adaptive rate instead (0 = none).
     pub rate_bps: u64,
     /// Adaptive pacing: `Some` makes the span pace at a rate learnt from report feedback
-    /// (halved after a round whose reports show an overrun, raised after clean rounds; see
+    /// (lowered to the rate the reports confirm after rounds whose reports show an overrun,
+    /// raised after clean rounds; see
     /// [`crate::pacing::RateController`]), at most `rate_bps` when that is set. `None` (the
     /// default, standard LTP) paces at exactly `rate_bps`.
     pub adaptive_rate: Option<AdaptiveRate>,

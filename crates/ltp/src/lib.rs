@@ -77,10 +77,14 @@
 //!   served round-robin. All of it is paced by the span's token
 //!   bucket.
 //! - **Adaptive pacing** (`SpanConfig::adaptive_rate`, off by default): the span's rate is
-//!   learnt from reports instead of fixed — halved after a round of bursts whose reports
-//!   leave more than 5 % of their red bytes unclaimed (an overrun receiver), doubled (until the
-//!   first overrun) or raised by an eighth of the last good rate after clean rounds, never
-//!   above a configured `rate_bps` ([`pacing::RateController`]). A burst is the data one
+//!   learnt from reports instead of fixed. After a round of bursts whose reports leave more
+//!   than 5 % of their red bytes unclaimed in gaps spread along the bursts (a receiver dropping
+//!   what it cannot drain) it steps to the rate the reports confirm was received — at once for
+//!   a clear overrun or a second lossy round, by an eighth for a first marginal one —; loss in
+//!   one hole (an outage) keeps the rate. Clean rounds double it until the first loss or a
+//!   queue shows in the report times, then raise it by a sixteenth (a sixty-fourth near the
+//!   drain rate seen); never above a configured `rate_bps` ([`pacing::RateController`], whose
+//!   [`pacing::PacingState`] says why the rate is what it is). A burst is the data one
 //!   checkpoint closes, so without intermediate checkpoints a block is one burst.
 //! - **Intermediate checkpoints** (`SpanConfig::checkpoint_interval_bytes`, 0 = off by
 //!   default): the first transmission of a red part gets a checkpoint (`RD_CP`) each time that

@@ -188,7 +188,66 @@ pub struct Burst {
     pub sent: u64,
     /// Of those, the bytes still unclaimed after those reports.
     pub lost: u64,
+    /// Separate unclaimed ranges those reports left (the loss *pattern*: a receiver that drops
+    /// what it cannot drain leaves gaps all along the burst, an outage one hole).
+    pub gaps: u64,
+    /// Whether the time from `end` to the answer measures the receiver's queue: not for a
+    /// report the receiver may hold back until its client committed the block.
+    pub timed: bool,
 }
+
+/// Why an adaptive span paces at its current rate (shown by `dtnkit status` as the span's
+/// `pacing_state`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum PacingState {
+    /// No adaptive pacing: the span paces at its configured rate (or not at all).
+    #[default]
+    Fixed,
+    /// No loss seen yet: the rate doubles per clean round.
+    Starting,
+    /// A loss was seen before; clean rounds raise the rate by a sixteenth each.
+    Probing,
+    /// The receiver drains less than was sent: its reports showed gaps spread along the bursts
+    /// (datagrams it dropped because its socket buffer was full), and the rate was set from
+    /// what those reports confirmed it received. Typical of a peer with the kernel's default
+    /// UDP receive buffer.
+    ReceiverLimited,
+    /// The last round lost data in few large holes (an outage or a burst of channel loss, not
+    /// an overrun receiver): the rate was kept.
+    BurstLoss,
+    /// Data did not wait for the rate: the host or the application sends less than it.
+    SenderLimited,
+    /// The span's configured rate caps the adaptive rate.
+    AtCeiling,
+}
+
+impl PacingState {
+    /// Its name in status output.
+    pub fn name(self) -> &'static str {
+        match self {
+            PacingState::Fixed => "fixed",
+            PacingState::Starting => "starting",
+            PacingState::Probing => "probing",
+            PacingState::ReceiverLimited => "receiver_limited",
+            PacingState::BurstLoss => "burst_loss",
+            PacingState::SenderLimited => "sender_limited",
+            PacingState::AtCeiling => "at_ceiling",
+        }
+    }
+}
+
+/// A round's sending time the rate must cover before the round decides: rounds of many short
+/// bursts are judged over at least this much data at the current rate, so a receiver buffer
+/// that hides one short block's excess cannot pass a too-high rate as clean.
+pub const MIN_ROUND_TIME: Duration = Duration::from_millis(4);
+
+/// Queueing delay at the receiver (answer time beyond the shortest seen) that ends the quick
+/// start: at the default start rate of 100 Mb/s it is 12.5 kB waiting in the receiver's buffer.
+pub const QUEUE_SIGNAL: Duration = Duration::from_millis(1);
+
+/// Unclaimed ranges from which a round's loss counts as *spread* (a receiver dropping its
+/// overflow) rather than *clustered* (one burst of loss).
+pub const SPREAD_GAPS: u64 = 4;
 
 /// Adaptive pacing of one span: picks the token bucket's rate from what the receiver's
 /// reports say about the data sent at the current rate.
@@ -199,27 +258,32 @@ pub struct Burst {
 /// control; its reports are the only feedback, so the rate is learnt from them, one *round*
 /// at a time:
 ///
-/// - a round is the red data of bursts (a block's first transmission or a retransmission
-///   batch, closed by a checkpoint) that *started* after the last rate change, so every byte
-///   in it was sent at the current rate; its outcome is the share of those bytes the reports
-///   answering their checkpoints leave unclaimed. Rounds accumulate over sessions until they
-///   hold `min_round_segments` segments;
-/// - **overrun** (unclaimed share above `overrun_loss`): the rate is halved (not below
-///   `min_bps`). An overrunning sender loses a share that grows with its excess over the
-///   receiver, whereas random channel loss stays at the channel's rate: the threshold tells
-///   them apart as long as the channel loses clearly less than it;
-/// - **clean** round in which pacing actually held data back: the rate doubles while no
-///   overrun was seen yet (a quick start from `initial_bps`), then grows by an eighth of the
-///   rate before the last halving per round (back to it in four rounds, then probing
-///   further). The rate never grows beyond twice what the round's bursts achieved (their
-///   bytes over their durations): a host or an application slower than the rate would
-///   otherwise let it grow without bound while nothing is learnt, and an overrun appearing
-///   later would take many halvings to matter;
+/// - a round is the red data of bursts (a block's first transmission, an interval closed by an
+///   intermediate checkpoint, or a retransmission batch) that *started* after the last rate
+///   change, so every byte in it was sent at the current rate; its outcome is the share of
+///   those bytes the reports answering their checkpoints leave unclaimed, and how many separate
+///   gaps they leave. Rounds accumulate over sessions until they hold `min_round_segments`
+///   segments and [`MIN_ROUND_TIME`] of sending at the current rate;
+/// - the round's *delivered rate* is the rate its bursts achieved (their bytes over their
+///   durations, at most the pacing rate) times the share that was claimed: the rate the
+///   receiver drained while it was overrun;
+/// - **overrun** (unclaimed share above `overrun_loss`) with gaps spread along the bursts (at
+///   least [`SPREAD_GAPS`]) is a receiver dropping what it cannot drain. During the quick start
+///   the rate falls to the delivered rate (but not below half, the last clean rate); after it,
+///   a first lossy round lowers the rate by an eighth only (it may have been one burst of
+///   loss), and a second one in a row sets it to the delivered rate: the receiver's drain rate
+///   is reached in one step, not by repeated halving;
+/// - overrun with the loss in few holes (an outage, a burst of interference) keeps the rate;
+///   only when it repeats in the next round is the rate lowered by an eighth;
+/// - **clean** round in which pacing held data back: the rate doubles while no overrun was seen
+///   yet (a quick start from `initial_bps`), then grows by a sixteenth per round. The rate never
+///   grows beyond twice what the round's bursts achieved: a host or an application slower than
+///   the rate would otherwise let it grow without bound while nothing is learnt;
 /// - the rate never exceeds the span's configured rate (the *ceiling*, e.g. a contact's rate)
 ///   when there is one, and a span with a ceiling starts at it.
 ///
-/// Everything is integer arithmetic on the times and sizes the engine already has, so a
-/// simulated run is reproducible and a real run behaves the same.
+/// Everything is integer arithmetic on the times and sizes the engine already has (the loss
+/// share threshold aside), so a simulated run is reproducible and a real run behaves the same.
 #[derive(Debug, Clone)]
 pub struct RateController {
     cfg: AdaptiveRate,
@@ -227,16 +291,32 @@ pub struct RateController {
     ceiling: u64,
     rate: u64,
     slow_start: bool,
-    /// Additive increase per clean round after the first overrun.
-    step: u64,
+    /// Lossy rounds in a row (spread or clustered).
+    loss_rounds: u32,
+    /// Delivered rate of the last spread-loss round (0 = none yet).
+    limit: u64,
+    state: PacingState,
     /// Time of the last rate change: bursts started before it were paced at an older rate.
     epoch: Duration,
-    /// Red bytes of the current round and how many of them the reports left unclaimed.
+    /// Red bytes of the current round, how many of them the reports left unclaimed, and in how
+    /// many separate gaps.
     round_sent: u64,
     round_lost: u64,
-    /// Bytes and total duration of the round's bursts that took time (achieved rate).
+    round_gaps: u64,
+    /// Bytes of the round's bursts that took time, and the time they covered together
+    /// (achieved rate): bursts of sessions served in turn, or a retransmission batch sent in
+    /// the middle of another session's block, overlap, and their time counts once.
     round_burst_bytes: u64,
     round_burst_ns: u128,
+    /// Latest end of a burst counted so far.
+    covered_until: Duration,
+    /// Whether the last lossy round had its loss spread (a receiver dropping its overflow).
+    last_loss_spread: bool,
+    /// Shortest time seen from a burst's checkpoint leaving to the last report segment
+    /// answering it (the round trip with an empty receive queue).
+    min_answer: Option<Duration>,
+    /// Longest answer time of the round's bursts beyond `min_answer`: the receiver's queue.
+    round_queue: Duration,
     /// Whether pacing held data back during the current round.
     limited: bool,
 }
@@ -255,12 +335,23 @@ impl RateController {
             ceiling,
             rate,
             slow_start: ceiling == 0,
-            step: (rate / 8).max(min),
+            loss_rounds: 0,
+            limit: 0,
+            state: if ceiling > 0 {
+                PacingState::AtCeiling
+            } else {
+                PacingState::Starting
+            },
             epoch: Duration::ZERO,
             round_sent: 0,
             round_lost: 0,
+            round_gaps: 0,
             round_burst_bytes: 0,
             round_burst_ns: 0,
+            covered_until: Duration::ZERO,
+            last_loss_spread: false,
+            min_answer: None,
+            round_queue: Duration::ZERO,
             limited: false,
         }
     }
@@ -275,12 +366,18 @@ impl RateController {
         self.ceiling
     }
 
+    /// Why the rate is what it is.
+    pub fn state(&self) -> PacingState {
+        self.state
+    }
+
     /// The span's configured rate changed (a contact began, or the operator changed it): it
     /// becomes the ceiling, and the current rate is lowered to it if above.
     pub fn set_ceiling(&mut self, ceiling: u64) {
         self.ceiling = ceiling;
-        if ceiling > 0 && self.rate > ceiling {
+        if ceiling > 0 && self.rate >= ceiling {
             self.rate = ceiling;
+            self.state = PacingState::AtCeiling;
         }
     }
 
@@ -291,50 +388,128 @@ impl RateController {
     }
 
     /// One burst's outcome, reported when the last report segment answering its checkpoint
-    /// arrived at `now`. `min_round_bytes` is the size a round must reach before it decides.
-    /// Returns the new rate when it changed.
+    /// arrived at `now`. `min_round_bytes` is the size a round must reach before it decides
+    /// (at least [`MIN_ROUND_TIME`] at the current rate is added as a bound). Returns the new
+    /// rate when it changed.
     pub fn on_burst(&mut self, now: Duration, burst: Burst, min_round_bytes: u64) -> Option<u64> {
+        let answer = now.saturating_sub(burst.end);
+        if burst.timed {
+            self.min_answer = Some(self.min_answer.map_or(answer, |m| m.min(answer)));
+        }
         if burst.start < self.epoch || burst.sent == 0 {
             return None;
         }
+        if let (true, Some(min_answer)) = (burst.timed, self.min_answer) {
+            self.round_queue = self.round_queue.max(answer - min_answer);
+        }
         self.round_sent = self.round_sent.saturating_add(burst.sent);
         self.round_lost = self.round_lost.saturating_add(burst.lost.min(burst.sent));
-        let took = burst.end.saturating_sub(burst.start).as_nanos();
-        if took > 0 {
-            self.round_burst_bytes = self.round_burst_bytes.saturating_add(burst.sent);
-            self.round_burst_ns += took;
+        if burst.lost > 0 {
+            self.round_gaps = self.round_gaps.saturating_add(burst.gaps.max(1));
         }
-        if self.round_sent < min_round_bytes.max(1) {
+        if burst.end > burst.start {
+            self.round_burst_bytes = self.round_burst_bytes.saturating_add(burst.sent);
+            let from = burst.start.max(self.covered_until);
+            self.round_burst_ns += burst.end.saturating_sub(from).as_nanos();
+            self.covered_until = self.covered_until.max(burst.end);
+        }
+        let time_bytes = u64::try_from(
+            u128::from(self.rate) * MIN_ROUND_TIME.as_nanos() / (8 * NS_PER_S as u128),
+        )
+        .unwrap_or(u64::MAX);
+        if self.round_sent < min_round_bytes.max(time_bytes).max(1) {
             return None;
         }
         let min = self.cfg.min_bps.max(1);
         let old = self.rate;
+        let achieved = (u128::from(self.round_burst_bytes) * 8 * 1_000_000_000)
+            .checked_div(self.round_burst_ns)
+            .map(|a| u64::try_from(a).unwrap_or(u64::MAX));
         let overrun = self.round_lost as f64 > self.round_sent as f64 * self.cfg.overrun_loss;
         if overrun {
-            self.rate = (old / 2).max(min);
-            self.step = (old / 8).max(min);
-            self.slow_start = false;
-        } else if self.limited {
-            let mut next = if self.slow_start {
-                old.saturating_mul(2)
+            self.loss_rounds = self.loss_rounds.saturating_add(1);
+            let sent_rate = achieved.map_or(old, |a| a.min(old));
+            let claimed = self.round_sent - self.round_lost;
+            let delivered = u64::try_from(
+                u128::from(sent_rate) * u128::from(claimed) / u128::from(self.round_sent),
+            )
+            .unwrap_or(u64::MAX);
+            // A little under what got through, so the receiver's queue drains; never below a
+            // quarter in one step, whatever the estimate.
+            let target = (delivered - delivered / 16).max(old / 4);
+            let clear =
+                self.round_lost as f64 > self.round_sent as f64 * 2.0 * self.cfg.overrun_loss;
+            if self.round_gaps >= SPREAD_GAPS {
+                self.limit = delivered;
+                self.last_loss_spread = true;
+                self.state = PacingState::ReceiverLimited;
+                self.rate = if self.slow_start {
+                    target.max(old / 2)
+                } else if clear || self.loss_rounds >= 2 {
+                    target
+                } else {
+                    old - old / 8
+                };
+                self.slow_start = false;
             } else {
-                old.saturating_add(self.step)
-            };
-            let achieved = (u128::from(self.round_burst_bytes) * 8 * 1_000_000_000)
-                .checked_div(self.round_burst_ns);
-            if let Some(achieved) = achieved {
-                let cap = u64::try_from(achieved.saturating_mul(2)).unwrap_or(u64::MAX);
-                next = next.min(cap.max(old));
+                self.last_loss_spread = false;
+                self.state = PacingState::BurstLoss;
+                if self.loss_rounds >= 2 {
+                    self.rate = old - old / 8;
+                    self.slow_start = false;
+                }
             }
-            self.rate = next;
+            self.rate = self.rate.max(min);
+        } else {
+            self.loss_rounds = 0;
+            // The quick start ends before the first loss once the answers show a queue at the
+            // receiver: with a buffer that absorbs a whole round, the next doubling would
+            // overrun it by far.
+            let min_answer = self.min_answer.unwrap_or_default();
+            if self.slow_start && self.round_queue > (min_answer / 2).max(QUEUE_SIGNAL) {
+                self.slow_start = false;
+            }
+            if self.limited {
+                // Near the rate a receiver was seen to drain, probe by a sixty-fourth: its buffer
+                // hides an excess until it is full, a fast climb passes the drain rate by far,
+                // and every probe beyond it costs a round of loss.
+                let step = if self.limit > 0 && old >= self.limit - self.limit / 16 {
+                    old / 64
+                } else {
+                    old / 16
+                };
+                let mut next = if self.slow_start {
+                    old.saturating_mul(2)
+                } else {
+                    old.saturating_add(step.max(min))
+                };
+                if let Some(achieved) = achieved {
+                    next = next.min(achieved.saturating_mul(2).max(old));
+                }
+                self.rate = next;
+                self.state = if self.slow_start {
+                    PacingState::Starting
+                } else if self.last_loss_spread {
+                    PacingState::ReceiverLimited
+                } else {
+                    PacingState::Probing
+                };
+            } else {
+                self.state = PacingState::SenderLimited;
+            }
         }
-        if self.ceiling > 0 {
-            self.rate = self.rate.min(self.ceiling);
+        if self.ceiling > 0 && self.rate >= self.ceiling {
+            self.rate = self.ceiling;
+            if !overrun {
+                self.state = PacingState::AtCeiling;
+            }
         }
         self.round_sent = 0;
         self.round_lost = 0;
+        self.round_gaps = 0;
         self.round_burst_bytes = 0;
         self.round_burst_ns = 0;
+        self.round_queue = Duration::ZERO;
         self.limited = false;
         if self.rate == old {
             return None;
@@ -429,49 +604,136 @@ mod tests {
         assert_eq!(u.depth_bytes(), 500_000);
     }
 
-    /// A burst that took no time (no achieved-rate information).
+    /// A burst that took no time (no achieved-rate information), its loss spread in many gaps.
     fn b(start: Duration, sent: u64, lost: u64) -> Burst {
         Burst {
             start,
             end: start,
             sent,
             lost,
+            gaps: if lost > 0 { SPREAD_GAPS } else { 0 },
+            timed: true,
+        }
+    }
+
+    /// 1 Mb/s makes [`MIN_ROUND_TIME`] 500 bytes: rounds of 1000 bytes decide.
+    fn slow_cfg() -> AdaptiveRate {
+        AdaptiveRate {
+            initial_bps: 1_000_000,
+            min_bps: 100_000,
+            overrun_loss: 0.05,
+            min_round_segments: 1,
         }
     }
 
     #[test]
-    fn rate_controller_starts_fast_halves_on_overrun_then_probes_additively() {
+    fn rate_controller_starts_fast_then_steps_to_the_delivered_rate() {
         let ms = Duration::from_millis;
-        let cfg = AdaptiveRate {
-            initial_bps: 100,
-            min_bps: 10,
-            overrun_loss: 0.05,
-            min_round_segments: 1,
-        };
-        let mut c = RateController::new(cfg, 0);
-        assert_eq!(c.rate(), 100);
+        let mut c = RateController::new(slow_cfg(), 0);
+        assert_eq!(c.rate(), 1_000_000);
+        assert_eq!(c.state(), PacingState::Starting);
         // Clean but not pacing-limited: nothing learnt.
         assert_eq!(c.on_burst(ms(1), b(ms(0), 1000, 0), 1000), None);
+        assert_eq!(c.state(), PacingState::SenderLimited);
         // Rounds accumulate until they are large enough.
         c.pacing_limited();
-        assert_eq!(c.on_burst(ms(2), b(ms(0), 600, 0), 1000), None);
-        assert_eq!(c.on_burst(ms(3), b(ms(0), 400, 0), 1000), Some(200));
+        assert_eq!(c.on_burst(ms(2), b(ms(1), 600, 0), 1000), None);
+        assert_eq!(c.on_burst(ms(3), b(ms(2), 400, 0), 1000), Some(2_000_000));
         // A burst started before the change belongs to the old rate: ignored.
         c.pacing_limited();
         assert_eq!(c.on_burst(ms(4), b(ms(2), 5000, 5000), 1000), None);
-        assert_eq!(c.on_burst(ms(5), b(ms(3), 1000, 0), 1000), Some(400));
-        // Overrun (more than 5 % unclaimed): halve, leave the quick start.
-        assert_eq!(c.on_burst(ms(6), b(ms(5), 1000, 51), 1000), Some(200));
-        // 5 % exactly is not an overrun; clean rounds now add an eighth of 400.
+        assert_eq!(c.on_burst(ms(5), b(ms(3), 1000, 0), 1000), Some(4_000_000));
+        // Overrun in the quick start: the delivered rate (40 % of 4 Mb/s, less a sixteenth)
+        // but not below half, the last clean rate.
+        assert_eq!(
+            c.on_burst(ms(6), b(ms(5), 2000, 1200), 1000),
+            Some(2_000_000)
+        );
+        assert_eq!(c.state(), PacingState::ReceiverLimited);
+        // 5 % exactly is not an overrun; clean rounds now add a sixty-fourth near the
+        // delivered rate seen (1.6 Mb/s), here the floor's 100 kb/s.
         c.pacing_limited();
-        assert_eq!(c.on_burst(ms(7), b(ms(6), 1000, 50), 1000), Some(250));
-        c.pacing_limited();
-        assert_eq!(c.on_burst(ms(8), b(ms(7), 1000, 0), 1000), Some(300));
+        assert_eq!(c.on_burst(ms(7), b(ms(6), 1000, 50), 1000), Some(2_100_000));
+        // A first lossy round after clean ones, losing less than twice the threshold (8 %),
+        // lowers by an eighth only...
+        assert_eq!(
+            c.on_burst(ms(8), b(ms(7), 2000, 160), 1000),
+            Some(1_837_500)
+        );
+        // ...a second one in a row goes to the delivered rate: 1 837 500 × 0.6 × 15/16.
+        assert_eq!(
+            c.on_burst(ms(9), b(ms(8), 1000, 400), 1000),
+            Some(1_033_594)
+        );
+        assert_eq!(c.state(), PacingState::ReceiverLimited);
         // Never below the floor.
-        for t in 9..20 {
+        for t in 10..40 {
             c.on_burst(ms(t), b(ms(t - 1), 1000, 1000), 1000);
         }
-        assert_eq!(c.rate(), 10);
+        assert_eq!(c.rate(), 100_000);
+    }
+
+    #[test]
+    fn a_growing_queue_at_the_receiver_ends_the_quick_start() {
+        let ms = Duration::from_millis;
+        let mut c = RateController::new(slow_cfg(), 0);
+        // Answered 1 ms after the checkpoint: the shortest answer so far.
+        c.pacing_limited();
+        assert_eq!(c.on_burst(ms(2), b(ms(1), 1000, 0), 1), Some(2_000_000));
+        // Answered 0.9 ms later than that: below the 1 ms signal it is not a queue.
+        c.pacing_limited();
+        let late = b(Duration::from_micros(3100), 1000, 0);
+        assert_eq!(c.on_burst(ms(5), late, 1), Some(4_000_000));
+        // 2 ms of queue (answered 3 ms after its checkpoint): no more doubling.
+        c.pacing_limited();
+        assert_eq!(c.on_burst(ms(8), b(ms(5), 2000, 0), 1), Some(4_250_000));
+        assert_eq!(c.state(), PacingState::Probing);
+    }
+
+    #[test]
+    fn one_burst_of_clustered_loss_keeps_the_rate() {
+        let ms = Duration::from_millis;
+        let mut c = RateController::new(slow_cfg(), 0);
+        c.pacing_limited();
+        assert_eq!(c.on_burst(ms(1), b(ms(0), 1000, 0), 1), Some(2_000_000));
+        let hole = |start, lost| Burst {
+            start,
+            end: start,
+            sent: 1000,
+            lost,
+            gaps: 1,
+            timed: true,
+        };
+        // Half of a round lost in one hole: an outage, not an overrun receiver.
+        c.pacing_limited();
+        assert_eq!(c.on_burst(ms(2), hole(ms(1), 500), 1), None);
+        assert_eq!(c.state(), PacingState::BurstLoss);
+        assert_eq!(c.rate(), 2_000_000);
+        // The same again in the next round: an eighth down, and the quick start is over.
+        assert_eq!(c.on_burst(ms(3), hole(ms(2), 500), 1), Some(1_750_000));
+        c.pacing_limited();
+        assert_eq!(c.on_burst(ms(4), b(ms(3), 1000, 0), 1), Some(1_859_375));
+        assert_eq!(c.state(), PacingState::Probing);
+    }
+
+    #[test]
+    fn a_round_covers_the_minimum_time_at_the_current_rate() {
+        let ms = Duration::from_millis;
+        let cfg = AdaptiveRate {
+            initial_bps: 1_000_000_000,
+            ..slow_cfg()
+        };
+        let mut c = RateController::new(cfg, 0);
+        // 4 ms at 1 Gb/s is 500 kB: four 100 kB blocks do not decide yet, the fifth does.
+        for k in 0..4 {
+            c.pacing_limited();
+            assert_eq!(c.on_burst(ms(k + 1), b(ms(k), 100_000, 0), 1), None);
+        }
+        c.pacing_limited();
+        assert_eq!(
+            c.on_burst(ms(5), b(ms(4), 100_000, 0), 1),
+            Some(2_000_000_000)
+        );
     }
 
     #[test]
@@ -479,18 +741,27 @@ mod tests {
         let ms = Duration::from_millis;
         let mut c = RateController::new(AdaptiveRate::default(), 50_000_000);
         assert_eq!(c.rate(), 50_000_000, "starts at the configured rate");
+        assert_eq!(c.state(), PacingState::AtCeiling);
         c.pacing_limited();
         assert_eq!(
             c.on_burst(ms(1), b(ms(0), 1 << 20, 0), 1),
             None,
             "already at the ceiling"
         );
+        // A first spread loss after clean rounds, of 8 %: an eighth down.
         assert_eq!(
-            c.on_burst(ms(2), b(ms(0), 1 << 20, 1 << 19), 1),
-            Some(25_000_000)
+            c.on_burst(ms(2), b(ms(1), 1 << 20, 83_886), 1),
+            Some(43_750_000)
+        );
+        // Loss above twice the threshold (here 50 %) is a clear overrun: the delivered rate
+        // less a sixteenth at once.
+        assert_eq!(
+            c.on_burst(ms(3), b(ms(2), 1 << 20, 1 << 19), 1),
+            Some(20_507_813)
         );
         c.set_ceiling(10_000_000);
         assert_eq!(c.rate(), 10_000_000);
+        assert_eq!(c.state(), PacingState::AtCeiling);
         c.set_ceiling(0);
         assert_eq!(
             c.rate(),
@@ -517,6 +788,8 @@ mod tests {
             end: ms(20),
             sent: 1_000_000,
             lost: 0,
+            gaps: 0,
+            timed: true,
         };
         assert_eq!(c.on_burst(ms(30), slow, 1), None);
         assert_eq!(c.rate(), 1_000_000_000);
@@ -527,6 +800,8 @@ mod tests {
             end: ms(50),
             sent: 1_000_000,
             lost: 0,
+            gaps: 0,
+            timed: true,
         };
         assert_eq!(c.on_burst(ms(60), fast, 1), Some(1_600_000_000));
     }

@@ -138,6 +138,9 @@ pub struct SpanState {
     pub queued_blocks: usize,
     /// Pacing rate in effect (bit/s; 0 = unpaced).
     pub pacing_rate_bps: u64,
+    /// Why an adaptive span paces at that rate ([`crate::pacing::PacingState::Fixed`] without
+    /// adaptive pacing).
+    pub pacing_state: crate::pacing::PacingState,
 }
 
 #[cfg(test)]

@@ -73,6 +73,7 @@ fn span_status(engine_id: u64, st: &SpanStats, state: &SpanState) -> LtpSpanStat
         import_sessions: state.import_sessions as u64,
         queued_blocks: state.queued_blocks as u64,
         pacing_rate_bps: state.pacing_rate_bps,
+        pacing_state: state.pacing_state.name().to_string(),
         segments_sent: st.segments_sent,
         segments_received: st.segments_received,
         data_segments_sent: st.data_segments_sent,
@@ -123,5 +124,9 @@ mod tests {
         assert!(j[&2].link_up);
         assert_eq!(j[&2].cancelled_here["RLEXC"], 0);
         assert_eq!(j[&2].segments_sent, 0);
+        assert_eq!(
+            j[&2].pacing_state, "fixed",
+            "no adaptive pacing on this span"
+        );
     }
 }

@@ -273,7 +273,10 @@ pub(crate) fn build_ltp_engine(
 fn span_config(cfg: &Validated, s: &crate::config::Span, planned: bool) -> ltp::SpanConfig {
     let mut sc = ltp::SpanConfig::new(s.engine_id);
     if s.adaptive(planned) {
-        sc.adaptive_rate = Some(ltp::AdaptiveRate::default());
+        sc.adaptive_rate = Some(ltp::AdaptiveRate {
+            initial_bps: s.adaptive_start_bps,
+            ..ltp::AdaptiveRate::default()
+        });
     }
     sc.max_segment_size = s.cfg.max_segment_size;
     sc.max_export_sessions = s.cfg.max_sessions;

@@ -154,6 +154,7 @@ fn ltp_section_with_a_span_and_fec() {
         import_sessions: 3,
         queued_blocks: 4,
         pacing_rate_bps: 5,
+        pacing_state: "receiver_limited".into(),
         segments_sent: 6,
         segments_received: 7,
         data_segments_sent: 8,
@@ -182,7 +183,8 @@ fn ltp_section_with_a_span_and_fec() {
     };
     let span_json = json!({
         "engine_id": 1, "link_up": true, "export_sessions": 2, "import_sessions": 3,
-        "queued_blocks": 4, "pacing_rate_bps": 5, "segments_sent": 6, "segments_received": 7,
+        "queued_blocks": 4, "pacing_rate_bps": 5,
+        "pacing_state": "receiver_limited", "segments_sent": 6, "segments_received": 7,
         "data_segments_sent": 8, "data_bytes_sent": 9, "data_segments_retransmitted": 10,
         "reports_sent": 11, "reports_received": 12, "retransmission_cycles": 13,
         "checkpoint_timeouts": 14, "report_timeouts": 15, "cancel_timeouts": 16,

@@ -4,9 +4,10 @@
 //!
 //! A burst is the red data closed by one checkpoint. Its outcome is taken over the checkpoint's
 //! scope (`[0, end of the checkpoint)` for a block sent with a single checkpoint, the interval
-//! it closes for an intermediate one): the red bytes unclaimed there before the first report
-//! segment answering the checkpoint (what the burst carried) and after the segment whose upper
-//! bound reaches the checkpoint's end (what is still missing). With intermediate checkpoints
+//! it closes for an intermediate one): the red bytes the burst carried (counted as they left;
+//! the scope may hold gaps another batch resends), and of those the bytes still unclaimed after
+//! the segment whose upper bound reaches the checkpoint's end, with the number of separate gaps
+//! they form (spread gaps are a receiver dropping its overflow, one hole an outage). With intermediate checkpoints
 //! a long block feeds the controller once per interval instead of once per block. Following the answer across all its segments
 //! matters: a receiver that was overrun has many gaps, so its report is split (ION and dtnkit
 //! put at most 20 claims in a segment) and the first segment alone would mostly show the
@@ -44,6 +45,7 @@ pub(super) fn before_claims(span: &Span, ex: &mut ExportSession, rs: &ReportSegm
         serial: cp.serial,
         burst_start: cp.burst_start,
         burst_end: cp.burst_end,
+        burst_bytes: cp.burst_bytes,
         start,
         end,
         outstanding,
@@ -65,7 +67,11 @@ pub(super) fn after_claims(
         return;
     }
     ex.feedback = None;
-    let lost = ex.acked.missing_len(fb.start..fb.end);
+    let (mut lost, mut gaps) = (0, 0);
+    ex.acked.for_each_gap(fb.start..fb.end, |g| {
+        lost += g.end - g.start;
+        gaps += 1;
+    });
     let min_round_bytes = span.cfg.adaptive_rate.map_or(0, |a| {
         a.min_round_segments
             .saturating_mul(span.cfg.max_segment_size as u64)
@@ -74,11 +80,19 @@ pub(super) fn after_claims(
         return;
     };
     let old = ctl.rate();
+    // The scope may hold gaps this burst did not resend (planned in another batch): they stay
+    // unclaimed and are no loss of this burst.
+    let sent = fb.burst_bytes.min(fb.outstanding);
+    let unsent = fb.outstanding - sent;
     let burst = Burst {
         start: fb.burst_start,
         end: fb.burst_end,
-        sent: fb.outstanding,
-        lost,
+        sent,
+        lost: lost.saturating_sub(unsent).min(sent),
+        gaps,
+        // A receiver configured as this engine holds its final report until its client
+        // committed the block (`defer_final_report`, as dtnkit nodes do): that wait is no queue.
+        timed: !(span.cfg.defer_final_report && ex.red_complete()),
     };
     if let Some(rate) = ctl.on_burst(now, burst, min_round_bytes) {
         span.bucket.set_rate(rate, now);

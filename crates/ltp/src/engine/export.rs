@@ -62,6 +62,8 @@ pub(crate) struct Checkpoint {
     /// (adaptive pacing).
     pub(crate) burst_start: Duration,
     pub(crate) burst_end: Duration,
+    /// Red bytes the burst carried (the checkpoint's scope can hold gaps other batches resend).
+    pub(crate) burst_bytes: u64,
 }
 
 impl Checkpoint {
@@ -83,6 +85,7 @@ pub(crate) struct Feedback {
     pub(crate) serial: u64,
     pub(crate) burst_start: Duration,
     pub(crate) burst_end: Duration,
+    pub(crate) burst_bytes: u64,
     /// The checkpoint's scope, `[start, end)`.
     pub(crate) start: u64,
     pub(crate) end: u64,
@@ -130,6 +133,8 @@ pub(crate) struct ExportSession {
     pub(crate) queued: bool,
     /// Start of the burst in progress (first red segment sent since the last checkpoint).
     pub(crate) burst_start: Option<Duration>,
+    /// Red bytes sent since `burst_start` (adaptive pacing).
+    pub(crate) burst_bytes: u64,
     /// Adaptive pacing: the report being followed (spans with adaptive pacing only).
     pub(crate) feedback: Option<Feedback>,
     /// Intermediate checkpoints every this many red bytes of the first transmission (0 =
@@ -203,6 +208,7 @@ impl ExportSession {
             cycle_cp: 0,
             queued: false,
             burst_start: None,
+            burst_bytes: 0,
             feedback: None,
             cp_interval: 0,
             since_cp: 0,

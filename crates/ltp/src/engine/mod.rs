@@ -336,6 +336,10 @@ impl Engine {
             import_sessions: s.import_count,
             queued_blocks: s.pending_blocks.len(),
             pacing_rate_bps: self.span_pacing_rate(remote).unwrap_or(0),
+            pacing_state: s
+                .rate_ctl
+                .as_ref()
+                .map_or(crate::pacing::PacingState::Fixed, |c| c.state()),
         })
     }
 

@@ -206,8 +206,11 @@ impl Engine {
         }
         // The burst a checkpoint closes started with the first red segment after the previous
         // checkpoint (adaptive pacing only trusts bursts paced entirely at the current rate).
-        if plan.offset < ex.red_len && !plan.checkpoint_resend && ex.burst_start.is_none() {
-            ex.burst_start = Some(now);
+        if plan.offset < ex.red_len && !plan.checkpoint_resend {
+            if ex.burst_start.is_none() {
+                ex.burst_start = Some(now);
+            }
+            ex.burst_bytes += plan.len;
         }
         if let Some(cp) = plan.checkpoint {
             let key = TimerKey::Checkpoint {
@@ -236,6 +239,7 @@ impl Engine {
                     deadline: Some(deadline),
                     burst_start: ex.burst_start.take().unwrap_or(now),
                     burst_end: now,
+                    burst_bytes: std::mem::take(&mut ex.burst_bytes),
                 });
             }
         }

@@ -473,6 +473,8 @@ pub struct Span {
     pub max_burst_bytes: u64,
     /// Intermediate checkpoint interval in effect (0 = one checkpoint per block).
     pub checkpoint_bytes: u64,
+    /// Start rate of adaptive pacing (the peer kind's).
+    pub adaptive_start_bps: u64,
     /// FEC settings (`[span.fec]`), paced at `rate_bps` until a contact sets another rate.
     pub fec: Option<fec::FecConfig>,
     /// LTP authentication keys (`auth_*`), loaded from their files.
@@ -965,6 +967,7 @@ impl NodeConfig {
                 } else {
                     profile.checkpoint_bytes
                 }),
+                adaptive_start_bps: profile.adaptive_start_bps,
                 fec,
                 cfg: s.clone(),
             });

@@ -19,6 +19,10 @@
 //! - `generic`: an implementation not known here: the safe choices, one bundle per block and
 //!   capped bursts.
 //!
+//! Adaptive pacing starts at 100 Mb/s towards `dtnkit` peers and at [`CONSERVATIVE_START_BPS`]
+//! towards every other kind (their 212 992-byte buffers dropped most of the first blocks sent at
+//! 100 Mb/s); it finds the peer's rate from there (`ltp::pacing::RateController`).
+//!
 //! Only `dtnkit` peers get intermediate checkpoints by default: ION counts every report it
 //! sends against a small per-session limit derived from its `maxber` (docs/interop.md) and
 //! would cancel a long block that draws one report per interval; how HDTN handles them was not
@@ -33,6 +37,12 @@ pub const SMALL_BUFFER_BURST_BYTES: u64 = 64 * 1024;
 /// `checkpoint_bytes` towards another dtnkit node: an intermediate checkpoint per MiB of a
 /// block's first transmission (a 500 kB block keeps its single checkpoint).
 pub const DTNKIT_CHECKPOINT_BYTES: u64 = 1 << 20;
+
+/// Adaptive pacing's start rate towards implementations other than dtnkit: below what ION
+/// 4.1.3 drains of 1 KiB segments (~85 Mb/s), so the first blocks are not mostly dropped; the
+/// quick start doubles it per clean round from there (dtnkit peers start at
+/// `ltp::AdaptiveRate`'s default, 100 Mb/s).
+pub const CONSERVATIVE_START_BPS: u64 = 25_000_000;
 
 /// Smallest `checkpoint_bytes` other than 0: below it reports would rival data segments in
 /// number (and the receiver counts intermediate checkpoints as progress only up to its block
@@ -69,6 +79,8 @@ pub struct LtpProfile {
     pub max_burst_bytes: u64,
     /// `checkpoint_bytes` (0 = a single checkpoint per block).
     pub checkpoint_bytes: u64,
+    /// Start rate of adaptive pacing (bit/s).
+    pub adaptive_start_bps: u64,
 }
 
 /// Defaults of a TCPCL neighbour for one peer kind.
@@ -100,10 +112,12 @@ impl PeerKind {
             max_bundles_per_block: 0,
             max_burst_bytes: 0,
             checkpoint_bytes: 0,
+            adaptive_start_bps: CONSERVATIVE_START_BPS,
         };
         match self {
             PeerKind::Dtnkit => Ok(LtpProfile {
                 checkpoint_bytes: DTNKIT_CHECKPOINT_BYTES,
+                adaptive_start_bps: ltp::AdaptiveRate::default().initial_bps,
                 ..aggregating
             }),
             PeerKind::Ion => Ok(LtpProfile {
@@ -145,6 +159,7 @@ mod tests {
         assert_eq!(p(PeerKind::Hdtn).max_bundles_per_block, 1);
         assert_eq!(p(PeerKind::Generic).max_bundles_per_block, 1);
         assert_eq!(p(PeerKind::Dtnkit).max_burst_bytes, 0);
+        assert_eq!(p(PeerKind::Dtnkit).adaptive_start_bps, 100_000_000);
         assert_eq!(
             p(PeerKind::Dtnkit).checkpoint_bytes,
             DTNKIT_CHECKPOINT_BYTES
@@ -152,6 +167,7 @@ mod tests {
         for k in [PeerKind::Ion, PeerKind::Hdtn, PeerKind::Generic] {
             assert_eq!(p(k).max_burst_bytes, SMALL_BUFFER_BURST_BYTES, "{k:?}");
             assert!(p(k).max_burst_bytes < 212_992 / 3);
+            assert_eq!(p(k).adaptive_start_bps, CONSERVATIVE_START_BPS, "{k:?}");
             assert_eq!(p(k).checkpoint_bytes, 0, "{k:?}");
         }
         assert!(PeerKind::Dtn7.ltp_profile().is_err());

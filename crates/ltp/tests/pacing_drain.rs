@@ -1,0 +1,247 @@
+//! Adaptive pacing that finds the peer's rate (issue 31): in virtual time, a receiver that
+//! drains its datagrams at `R` bit/s from a finite queue (the socket buffer) and drops what does
+//! not fit. The sender has no configured rate; its pacer must settle at the drain rate within a
+//! bounded number of reports, whether `R` is far below or far above its start rate, must not
+//! collapse its rate on one burst of loss, and must not overshoot into retransmitting a large
+//! share of short blocks.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{block, Action, Harness, Params, RxQueue, ID};
+use ltp::pacing::PacingState;
+use ltp::{AdaptiveRate, SegmentType, SpanConfig};
+
+const MS: Duration = Duration::from_millis(1);
+/// Linux's default UDP receive buffer, which ION and HDTN keep.
+const RX_BUFFER: u64 = 212_992;
+
+fn params(link_bps: u64, segment: usize) -> Params {
+    let mut span = SpanConfig::new(0);
+    span.max_segment_size = segment;
+    span.max_export_sessions = 16;
+    // Above the round trip plus a full receive queue at the slowest drain rate used here.
+    span.rto = Some(300 * MS);
+    span.adaptive_rate = Some(AdaptiveRate::default());
+    Params {
+        delay: 5 * MS,
+        rate_bps: link_bps,
+        span,
+    }
+}
+
+/// A run's record: the pacing rate after every millisecond, and when each report reached A.
+struct Trace {
+    rates: Vec<(Duration, u64)>,
+    reports: Vec<Duration>,
+    data_sent: u64,
+    retransmitted: u64,
+    completed: usize,
+}
+
+impl Trace {
+    /// Reports that had reached the sender when the rate entered `[lo, hi]` for good (`None`
+    /// if it never did).
+    fn reports_to_settle(&self, lo: u64, hi: u64) -> Option<usize> {
+        let last_out = self.rates.iter().rposition(|&(_, r)| r < lo || r > hi);
+        let settled_at = match last_out {
+            None => self.rates.first()?.0,
+            Some(i) => self.rates.get(i + 1)?.0,
+        };
+        Some(self.reports.iter().filter(|&&t| t <= settled_at).count())
+    }
+
+    fn resent_share(&self) -> f64 {
+        self.retransmitted as f64 / self.data_sent as f64
+    }
+}
+
+/// Sends `blocks` red blocks of `block_len` bytes from A to B through a receiver draining at
+/// `rx_bps` (none: B keeps up with anything), with `script` deciding each datagram's fate.
+fn run(
+    p: &Params,
+    rx_bps: Option<u64>,
+    blocks: usize,
+    block_len: usize,
+    script: impl FnMut(&common::Sent) -> Action + 'static,
+) -> Trace {
+    let mut h = Harness::with_spans(p, p.span.clone(), p.span.clone());
+    h.rx_queues[1] = rx_bps.map(|r| RxQueue::new(r, RX_BUFFER));
+    h.set_script(script);
+    for k in 0..blocks {
+        h.send_a(block(block_len, k as u64), block_len, k as u64);
+    }
+    let mut rates = Vec::new();
+    let mut t = Duration::ZERO;
+    while h.completed().len() < blocks && t < Duration::from_secs(120) {
+        t += MS;
+        h.run_until(t);
+        rates.push((t, h.engines[0].span_pacing_rate(ID[1]).unwrap()));
+    }
+    h.run();
+    let reports = h
+        .sent_of(1, SegmentType::Report)
+        .iter()
+        .map(|s| common::arrival(p, s))
+        .collect();
+    let st = h.engines[0].span_stats(ID[1]).unwrap();
+    let trace = Trace {
+        rates,
+        reports,
+        data_sent: st.data_segments_sent,
+        retransmitted: st.data_segments_retransmitted,
+        completed: h.completed().len(),
+    };
+    eprintln!(
+        "rate every 50 ms: {:?}",
+        trace
+            .rates
+            .iter()
+            .step_by(50)
+            .map(|r| r.1 / 1_000_000)
+            .collect::<Vec<_>>()
+    );
+    eprintln!(
+        "reports {}, data segments {}, resent {} ({:.1} %)",
+        trace.reports.len(),
+        trace.data_sent,
+        trace.retransmitted,
+        100.0 * trace.resent_share()
+    );
+    trace
+}
+
+/// `R` a fifth of the start rate (100 Mb/s): the rate reaches the band around `R` and stays in
+/// it. Halving from 100 Mb/s overshot below it (12.5 Mb/s) and then swung between half and
+/// the full rate.
+#[test]
+fn converges_to_a_drain_rate_well_below_the_start_rate() {
+    const R: u64 = 20_000_000;
+    let p = params(1_000_000_000, 1024);
+    let t = run(&p, Some(R), 12, 1_000_000, |_| Action::Deliver);
+    assert_eq!(t.completed, 12);
+    let n = t.reports_to_settle(R * 6 / 10, R * 5 / 4);
+    eprintln!("settled after {n:?} reports");
+    assert!(
+        n.is_some_and(|n| n <= 30),
+        "reports before the rate stayed within 0.6–1.25 × R: {n:?} of {}",
+        t.reports.len()
+    );
+}
+
+/// `R` eight times the start rate: the quick start overshoots once, then the rate settles
+/// near `R`, not at half of it.
+#[test]
+fn converges_to_a_drain_rate_well_above_the_start_rate() {
+    const R: u64 = 800_000_000;
+    let p = params(10_000_000_000, 8192);
+    let t = run(&p, Some(R), 100, 1_000_000, |_| Action::Deliver);
+    assert_eq!(t.completed, 100);
+    let n = t.reports_to_settle(R * 7 / 10, R * 5 / 4);
+    eprintln!("settled after {n:?} reports");
+    assert!(
+        n.is_some_and(|n| n <= 40),
+        "reports before the rate stayed within 0.7–1.25 × R: {n:?} of {}",
+        t.reports.len()
+    );
+}
+
+/// One outage of 3 ms in the middle of a transfer at a configured 500 Mb/s loses a burst of
+/// data in one hole: the rate stays at least 0.7 × what it was (it used to halve).
+#[test]
+fn one_burst_of_loss_does_not_collapse_the_configured_rate() {
+    let mut p = params(1_000_000_000, 1024);
+    p.span.rate_bps = 500_000_000;
+    let outage = (40 * MS)..(43 * MS);
+    let t = run(&p, None, 20, 1_000_000, move |s| {
+        if s.from == 0 && s.seg.segment_type.is_data() && outage.contains(&s.time) {
+            Action::Drop
+        } else {
+            Action::Deliver
+        }
+    });
+    assert_eq!(t.completed, 20);
+    assert!(t.retransmitted > 0, "the outage lost data");
+    let before = t.rates.iter().find(|r| r.0 == 40 * MS).unwrap().1;
+    let low = t.rates.iter().map(|r| r.1).min().unwrap();
+    assert!(
+        low * 10 >= before * 7,
+        "lowest rate {low} after {before} before the outage"
+    );
+}
+
+/// The same during the quick start (no configured rate, a receiver that keeps up): a 10 ms
+/// outage at 200 Mb/s loses a quarter of a round in one hole.
+#[test]
+fn one_burst_of_loss_does_not_collapse_the_quick_start() {
+    let p = params(10_000_000_000, 1024);
+    let outage = (120 * MS)..(130 * MS);
+    let t = run(&p, None, 20, 1_000_000, move |s| {
+        if s.from == 0 && s.seg.segment_type.is_data() && outage.contains(&s.time) {
+            Action::Drop
+        } else {
+            Action::Deliver
+        }
+    });
+    assert_eq!(t.completed, 20);
+    assert!(t.retransmitted > 200, "the outage lost data");
+    let before = t.rates.iter().find(|r| r.0 == 120 * MS).unwrap().1;
+    let low = t
+        .rates
+        .iter()
+        .filter(|r| r.0 > 120 * MS)
+        .map(|r| r.1)
+        .min()
+        .unwrap();
+    assert!(
+        low * 10 >= before * 7,
+        "lowest rate {low} after {before} before the outage"
+    );
+}
+
+/// Short blocks (100 kB, each one burst that a 212 992-byte buffer absorbs on its own) through
+/// a 500 Mb/s receiver: at most 10 % of the data is sent again.
+#[test]
+fn short_blocks_do_not_overshoot_a_receiver_limit() {
+    const R: u64 = 500_000_000;
+    let mut p = params(10_000_000_000, 1024);
+    p.delay = MS;
+    p.span.max_export_sessions = 64;
+    let t = run(&p, Some(R), 300, 100_000, |_| Action::Deliver);
+    assert_eq!(t.completed, 300);
+    assert!(
+        t.resent_share() <= 0.10,
+        "{:.1} % resent",
+        100.0 * t.resent_share()
+    );
+}
+
+/// In steady state at a receiver limit (the second half of a 40 MB transfer through a
+/// 100 Mb/s receiver), at most 10 % of the data segments are retransmissions, and the span
+/// says the receiver is the limit.
+#[test]
+fn steady_state_resends_at_most_ten_percent_and_names_the_limit() {
+    const R: u64 = 100_000_000;
+    let p = params(1_000_000_000, 1024);
+    let mut h = Harness::with_spans(&p, p.span.clone(), p.span.clone());
+    h.rx_queues[1] = Some(RxQueue::new(R, RX_BUFFER));
+    for k in 0..40 {
+        h.send_a(block(1_000_000, k), 1_000_000, k);
+    }
+    // 40 MB at 100 Mb/s take 3.2 s at best: half way is 1.6 s.
+    h.run_until(Duration::from_millis(1600));
+    let mid = h.engines[0].span_stats(ID[1]).unwrap().clone();
+    let state = h.engines[0].span_state(ID[1]).unwrap();
+    h.run();
+    assert_eq!(h.completed().len(), 40);
+    let end = h.engines[0].span_stats(ID[1]).unwrap();
+    let sent = end.data_segments_sent - mid.data_segments_sent;
+    let resent = end.data_segments_retransmitted - mid.data_segments_retransmitted;
+    eprintln!(
+        "second half: {sent} data segments, {resent} resent; state {:?}",
+        state.pacing_state
+    );
+    assert!(resent * 10 <= sent, "{resent} of {sent} resent");
+    assert_eq!(state.pacing_state, PacingState::ReceiverLimited);
+}
