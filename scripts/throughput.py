@@ -168,6 +168,11 @@ class NodeChain:
                         "aggregation_ms = 1",
                         "rto_ms = 500",
                     ]
+                    if args.ltp_auth:
+                        # RFC 5327 HMAC-SHA1-80 on every span, one shared key (docs/node.md).
+                        key = Path(work, "ltp-auth.key")
+                        key.write_text("5a" * 20 + "\n")
+                        lines += ['auth_suite = "hmac-sha1-80"', f'auth_key_file = "{key}"']
             else:
                 lines += tcpcl_config(n, nodes, tcp_ports)
             # Towards the last node through the next one, and back through the previous one.
@@ -547,6 +552,8 @@ def main():
                     help="bytes of the memory-check transfers (0: skip them)")
     ap.add_argument("--workdir", default=None, help="where node stores live (default: the system temp dir)")
     ap.add_argument("--transfer-timeout", type=int, default=300)
+    ap.add_argument("--ltp-auth", action="store_true",
+                    help="LTP spans authenticated with RFC 5327 HMAC-SHA1-80 (a shared key per run)")
     ap.add_argument("--keep", action="store_true", help="keep node work directories")
     args = ap.parse_args()
     modes = ["durable", "volatile"] if args.store == "both" else [args.store]
