@@ -1,7 +1,7 @@
 //! Start-up check of a TOML contact plan's per-contact `cla` against the node configuration.
 //!
 //! The node configuration is what binds a neighbour to a convergence layer (`[[span]]`,
-//! `[[tcp_peer]]`, `[[udp_peer]]`). A plan may state which layer it assumes for a contact
+//! `[[tcp_peer]]`, `[[udp_peer]]`, `[[stcp_peer]]`). A plan may state which layer it assumes for a contact
 //! (`cla = "ltp"`); when that disagrees with the configuration the node refuses to start rather
 //! than carry the contact over another layer than the one the plan was written for (LTP contacts
 //! also set pacing rate and OWLT, TCPCL and UDPCL contacts only gate forwarding).
@@ -19,6 +19,8 @@ fn configured(cfg: &Validated, peer: u64) -> Option<(PlanCla, &'static str)> {
         Some((PlanCla::Tcpcl, "[[tcp_peer]]"))
     } else if cfg.udp_peers.iter().any(|u| u.peer == peer) {
         Some((PlanCla::Udpcl, "[[udp_peer]]"))
+    } else if cfg.stcp_peers.iter().any(|u| u.peer == peer) {
+        Some((PlanCla::Stcp, "[[stcp_peer]]"))
     } else {
         None
     }
@@ -53,6 +55,7 @@ pub(crate) fn check(plan: &ContactPlan, plan_file: &str, cfg: &Validated) -> Res
             None => {
                 let section = match want {
                     PlanCla::Ltp => "[[span]]",
+                    PlanCla::Stcp => "[[stcp_peer]]",
                     _ => "[[udp_peer]]",
                 };
                 return Err(format!(
