@@ -93,6 +93,10 @@ bind = "127.0.0.1:4562"
 [[udp_peer]]
 peer = 4
 address = "127.0.0.1:4563"
+[stcp]
+[[stcp_peer]]
+peer = 5
+address = "127.0.0.1:4564"
 "#;
 
     fn plan(entries: &[(u64, u64, &str)]) -> ContactPlan {
@@ -121,9 +125,10 @@ address = "127.0.0.1:4563"
             (2, 1, "ltp"),
             (1, 3, "tcpcl"),
             (1, 4, "udpcl"),
+            (5, 1, "stcp"),
             // Unconfigured TCPCL neighbour (may connect in), and contacts between other nodes.
             (1, 9, "tcpcl"),
-            (5, 6, "ltp"),
+            (6, 7, "ltp"),
         ];
         assert_eq!(check_plan(&ok), Ok(()));
     }
@@ -139,11 +144,18 @@ address = "127.0.0.1:4563"
     }
 
     #[test]
-    fn unconfigured_ltp_or_udpcl_neighbour_is_an_error() {
+    fn unconfigured_ltp_udpcl_or_stcp_neighbour_is_an_error() {
         let e = check_plan(&[(1, 7, "ltp")]).unwrap_err();
         assert!(e.contains("no [[span]] with peer = 7"), "{e}");
         let e = check_plan(&[(1, 7, "udpcl")]).unwrap_err();
         assert!(e.contains("no [[udp_peer]] with peer = 7"), "{e}");
+        let e = check_plan(&[(1, 7, "stcp")]).unwrap_err();
+        assert!(e.contains("no [[stcp_peer]] with peer = 7"), "{e}");
+        let e = check_plan(&[(1, 5, "tcpcl")]).unwrap_err();
+        assert!(
+            e.contains("binds node 5 to stcp ([[stcp_peer]] with peer = 5)"),
+            "{e}"
+        );
     }
 }
 
