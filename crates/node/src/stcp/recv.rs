@@ -171,12 +171,11 @@ impl Conn<'_> {
     /// One turn of reads. Ok(true): the peer closed the connection.
     fn read(&mut self, buf: &mut [u8]) -> std::io::Result<bool> {
         for _ in 0..READS_PER_TURN {
-            let n = if let Some(room) = self.deframer.payload_buf(DIRECT_READ) {
+            if let Some(room) = self.deframer.payload_buf(DIRECT_READ) {
                 match self.stream.read(room) {
                     Ok(0) => return Ok(true),
                     Ok(n) => {
                         self.deframer.payload_filled(n);
-                        n
                     }
                     Err(e) if e.kind() == ErrorKind::WouldBlock => return Ok(false),
                     Err(e) if e.kind() == ErrorKind::Interrupted => continue,
@@ -196,14 +195,12 @@ impl Conn<'_> {
                                 format!("{e} (limit: [stcp] max_bundle_size)"),
                             ));
                         }
-                        n
                     }
                     Err(e) if e.kind() == ErrorKind::WouldBlock => return Ok(false),
                     Err(e) if e.kind() == ErrorKind::Interrupted => continue,
                     Err(e) => return Err(e),
                 }
-            };
-            let _ = n;
+            }
             self.take_items();
             if !self.may_read() {
                 return Ok(false);
