@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Throughput of dtnkit next to the machine's own ceiling, measured in the same run (issue 9, docs/throughput.md):
 # BP over LTP for 1024/1400/8192/65000-byte segments and 500 kB / 5 MB bundles against iperf3 UDP at the same
-# datagram size, BP over TCPCLv4 for 100 kB / 1 MB / 5 MB bundles against iperf3 TCP, node CPU time per GB and peak
+# datagram size, BP over TCPCLv4 for 100 kB / 1 MB / 5 MB bundles and over STCP for 1 MB / 5 MB bundles against
+# iperf3 TCP, node CPU time per GB and peak
 # RSS, and the CPU each node thread spends per GB. Relay rows (--only relay, or after the others): A -> B -> C with B
 # storing and forwarding, next to the direct pair in the same repetition, with the middle node's RSS. Every point is
 # repeated (default 3) and reported as min / median / max plus the ratio of the medians, with
@@ -12,7 +13,7 @@
 # segments 500 kB / 50 MB / 1 GB bundles (streamed, stored and delivered as fragments), then one 4 GiB bundle per
 # CLA with its SHA-256 checked, each with goodput, CPU s/GB per node and per thread, and each node's peak RSS.
 #
-# Usage: scripts/bench.sh [--out DIR] [--reps N] [--bytes B] [--only ltp|tcpcl|relay|cfdp|large] [--store both|durable|volatile] ...
+# Usage: scripts/bench.sh [--out DIR] [--reps N] [--bytes B] [--only ltp|tcpcl|stcp|tcp|relay|cfdp|large] [--store both|durable|volatile] ...
 #        (all options: python3 scripts/throughput.py --help)
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -21,6 +21,9 @@ Points:
          size in --segment-sizes and every bundle size in --ltp-bundle-sizes; ceiling = iperf3 UDP at -l SEGMENT.
   tcpcl  BP over TCPCLv4 between two nodes on loopback for every bundle size in --tcpcl-bundle-sizes;
          ceiling = iperf3 TCP.
+  stcp   BP over STCP (ION's and HDTN's simple TCP: a length before each bundle, no acknowledgment) for every
+         bundle size in --stcp-bundle-sizes; ceiling = iperf3 TCP. `--only tcp` runs the tcpcl and stcp points
+         alone, side by side.
   relay  A -> B -> C (B stores and forwards; static routes) next to the direct pair A -> C, run back to back in
          each repetition, for every CLA:SEGMENT:BUNDLE in --relay-points: goodput of both, their ratio, the relay's
          spread, and the middle node's peak RSS and CPU per GB (OUT/relay.csv, OUT/relay.md).
@@ -173,6 +176,8 @@ class NodeChain:
                         key = Path(work, "ltp-auth.key")
                         key.write_text("5a" * 20 + "\n")
                         lines += ['auth_suite = "hmac-sha1-80"', f'auth_key_file = "{key}"']
+            elif cla == "stcp":
+                lines += stcp_config(n, nodes, tcp_ports)
             else:
                 lines += tcpcl_config(n, nodes, tcp_ports)
             # Towards the last node through the next one, and back through the previous one.
@@ -236,6 +241,16 @@ def tcpcl_config(n, nodes, tcp_ports):
         lines += ["[[tcp_peer]]", f"peer = {n - 1}"]
     if n < nodes:
         lines += ["[[tcp_peer]]", f"peer = {n + 1}", f'address = "127.0.0.1:{tcp_ports[n]}"']
+    return lines
+
+
+def stcp_config(n, nodes, tcp_ports):
+    """Node configuration lines for the STCP neighbours of node n in a line of nodes (docs/stcp.md): STCP
+    connections carry bundles one way, so each node listens and connects to both of its neighbours."""
+    lines = ["[stcp]", f'listen = "127.0.0.1:{tcp_ports[n - 1]}"']
+    for peer in (n - 1, n + 1):
+        if 1 <= peer <= nodes:
+            lines += ["[[stcp_peer]]", f"peer = {peer}", f'address = "127.0.0.1:{tcp_ports[peer - 1]}"']
     return lines
 
 
@@ -468,7 +483,7 @@ def large_family(args, out, modes):
         single = total == b and b == args.single_bytes
         for mode in modes:
             for r in range(1, args.reps + 1):
-                c = float("nan") if single else run_iperf(args, cla == "tcpcl", seg)
+                c = float("nan") if single else run_iperf(args, cla in ("tcpcl", "stcp"), seg)
                 d, cpu, m1, m2, stats = run_dtnkit(args, cla, seg, b, mode == "durable", total, detail=True,
                                                    quota=total + b + (1 << 30), check_sha=single)
                 for role, st in (("sender", stats[0]), ("receiver", stats[-1])):
@@ -523,7 +538,8 @@ def main():
     ap.add_argument("--segment-sizes", default="1024,1400,8192,65000")
     ap.add_argument("--ltp-bundle-sizes", default="500000,5000000")
     ap.add_argument("--tcpcl-bundle-sizes", default="100000,1000000,5000000")
-    ap.add_argument("--only", choices=["ltp", "tcpcl", "relay", "cfdp", "large"],
+    ap.add_argument("--stcp-bundle-sizes", default="1000000,5000000")
+    ap.add_argument("--only", choices=["ltp", "tcpcl", "stcp", "tcp", "relay", "cfdp", "large"],
                     help="run one family of points (large: only this way)")
     ap.add_argument("--large-bytes", type=int, default=2_000_000_000, help="payload bytes per large-matrix run")
     ap.add_argument("--large-tcpcl-bundle-sizes", default="1000000,50000000,1000000000")
@@ -563,9 +579,12 @@ def main():
         for seg in map(int, args.segment_sizes.split(",")):
             for b in map(int, args.ltp_bundle_sizes.split(",")):
                 points.extend(("ltp", seg, b, m) for m in modes)
-    if args.only in (None, "tcpcl"):
+    if args.only in (None, "tcpcl", "tcp"):
         for b in map(int, args.tcpcl_bundle_sizes.split(",")):
             points.extend(("tcpcl", 0, b, m) for m in modes)
+    if args.only in (None, "stcp", "tcp"):
+        for b in map(int, args.stcp_bundle_sizes.split(",")):
+            points.extend(("stcp", 0, b, m) for m in modes)
 
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -590,7 +609,7 @@ def main():
         cs, disks, eff, ds, cpus, rss1, rss2, resent = [], [], [], [], [], [], [], []
         for r in range(1, args.reps + 1):
             # Ceilings are re-measured next to every dtnkit run, so both see the same machine state.
-            c = run_iperf(args, cla == "tcpcl", seg)
+            c = run_iperf(args, cla in ("tcpcl", "stcp"), seg)
             disk = disk_write_mbps(args) if durable else float("nan")
             ceiling = min(c, disk / 2) if durable else c
             d, cpu, m1, m2, stats = run_dtnkit(args, cla, seg, b, durable, args.bytes, detail=True, resent=resent)
@@ -651,7 +670,7 @@ def main():
                   f"**{s['ratio']:.2f}** | {s['ratio_network']:.2f} | {s['cpu_s_per_gb']:.1f} | "
                   f"{s['rss_mb_sender']:.0f} / {s['rss_mb_receiver']:.0f} | "
                   + (f"{s['ltp_resent_pct']:.1f} |" if s["cla"] == "ltp" else "- |"))
-    md += ["", "Network ceiling: iperf3 UDP -l SEG (ltp) or iperf3 TCP (tcpcl), measured back to back with each "
+    md += ["", "Network ceiling: iperf3 UDP -l SEG (ltp) or iperf3 TCP (tcpcl, stcp), measured back to back with each "
            "dtnkit run. Durable rows: ratio = dtnkit / min(network, disk/2), disk = sequential write+fdatasync "
            "rate of the store's disk measured in the same repetition (both nodes write every bundle once). "
            "Volatile rows (no fsync): ratio = dtnkit / network. LTP data resent: the share of the sending node's "

@@ -50,6 +50,8 @@ pub struct NodeStatus {
     pub tcpcl: Option<TcpclStatus>,
     /// UDPCL (`null` when no UDPCL is configured).
     pub udpcl: Option<UdpclStatus>,
+    /// STCP, ION's and HDTN's simple TCP (`null` when no STCP is configured).
+    pub stcp: Option<StcpStatus>,
     /// BPSec policy outcomes (`null` without a `[bpsec]` policy).
     pub bpsec: Option<BpsecStatus>,
     /// Neighbours' links and the contact plan.
@@ -525,6 +527,42 @@ pub struct UdpclStatus {
     pub peers: BTreeMap<u64, UdpclPeerStatus>,
 }
 
+/// `stcp`: the simple TCP convergence layer, all connections. STCP has no acknowledgment:
+/// "sent" counts bundles whose last octet the kernel accepted.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct StcpStatus {
+    /// Connections open now that we accepted (receiving).
+    pub connections_in: u64,
+    /// Connections open now that we opened (sending), one per connected `[[stcp_peer]]`.
+    pub connections_out: u64,
+    /// Connection attempts that failed.
+    pub connect_failures: u64,
+    /// Connections refused because `max_connections` were open.
+    pub connections_refused: u64,
+    /// Bundles written completely.
+    pub bundles_sent: u64,
+    /// Octets of those bundles.
+    pub bytes_sent: u64,
+    /// Bundles received completely.
+    pub bundles_received: u64,
+    /// Octets of those bundles.
+    pub bytes_received: u64,
+    /// Bundles received that the store did not take (lost: the sender cannot know).
+    pub bundles_not_stored: u64,
+    /// Keepalives (zero lengths) written.
+    pub keepalives_sent: u64,
+    /// Keepalives received.
+    pub keepalives_received: u64,
+    /// Frames refused (declared length above `max_bundle_size`): each closed its connection.
+    pub frames_refused: u64,
+    /// Bundles that could not be framed (4 GiB or more).
+    pub oversize_unsendable: u64,
+    /// Bundles handed to a connection that was lost before they were written completely
+    /// (forwarded again).
+    pub bundles_failed: u64,
+}
+
 /// `udpcl.peers.<node>`: one configured UDPCL neighbour.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default)]
@@ -589,15 +627,18 @@ pub enum Cla {
     Tcpcl,
     /// UDPCL (`[[udp_peer]]`).
     Udpcl,
+    /// STCP (`[[stcp_peer]]`).
+    Stcp,
 }
 
 impl Cla {
-    /// The name in the reply: `ltp`, `tcpcl` or `udpcl`.
+    /// The name in the reply: `ltp`, `tcpcl`, `udpcl` or `stcp`.
     pub fn name(self) -> &'static str {
         match self {
             Cla::Ltp => "ltp",
             Cla::Tcpcl => "tcpcl",
             Cla::Udpcl => "udpcl",
+            Cla::Stcp => "stcp",
         }
     }
 }

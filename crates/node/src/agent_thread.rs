@@ -40,7 +40,7 @@ use client::proto::{self, ErrorKind, Request, Response, SendArgs, StreamArgs};
 
 use crate::cla_dispatch::{dispatch_udp, ClaKind, TcpDispatch, TcpRouter};
 use crate::clock::dtn_now_ms;
-use crate::counters::{LtpCounters, TcpclCounters, UdpclCounters};
+use crate::counters::{LtpCounters, StcpCounters, TcpclCounters, UdpclCounters};
 use crate::ingress::{GateChange, IngressGate};
 use crate::messages::{
     AgentInput, AppWriter, FromCla, FromLtp, LinkChange, StreamGrant, ToLtp, ToSession, ToUdp,
@@ -145,6 +145,8 @@ pub(crate) struct AgentThread {
     pub(crate) tcp_counters: Option<Arc<TcpclCounters>>,
     /// UDPCL counters for the status reply.
     pub(crate) udp_counters: Option<Arc<UdpclCounters>>,
+    /// STCP counters for the status reply.
+    pub(crate) stcp_counters: Option<Arc<StcpCounters>>,
     /// Free store quota published to the TCPCL sessions.
     pub(crate) free_bytes: Arc<std::sync::atomic::AtomicU64>,
     /// Bytes handed to the convergence-layer threads and not yet reported (`[ltp]
@@ -684,7 +686,11 @@ impl AgentThread {
     /// or not) that the contact plan does not gate. A node configured on another convergence
     /// layer may still open a session to us; it keeps its own link state.
     fn session_drives_link(&self, peer: u64) -> bool {
-        !self.tcp.is_planned(peer) && self.kinds.get(&peer).is_none_or(|k| *k == ClaKind::Tcp)
+        !self.tcp.is_planned(peer)
+            && self
+                .kinds
+                .get(&peer)
+                .is_none_or(|k| matches!(k, ClaKind::Tcp | ClaKind::Stcp))
     }
 
     /// Publishes the free store quota for the TCPCL sessions' admission check: none while the
@@ -758,11 +764,14 @@ impl AgentThread {
                 },
                 None => Dispatched::Refused,
             },
-            Some(ClaKind::Tcp) => match self.tcp.dispatch(f.neighbour, token, f.bundle.clone()) {
-                Ok(TcpDispatch::Queued) => Dispatched::Taken,
-                Ok(TcpDispatch::Full) => Dispatched::Full,
-                Err(_) => Dispatched::Refused,
-            },
+            // STCP connections we open are handled like TCPCL sessions.
+            Some(ClaKind::Tcp | ClaKind::Stcp) => {
+                match self.tcp.dispatch(f.neighbour, token, f.bundle.clone()) {
+                    Ok(TcpDispatch::Queued) => Dispatched::Taken,
+                    Ok(TcpDispatch::Full) => Dispatched::Full,
+                    Err(_) => Dispatched::Refused,
+                }
+            }
             None => Dispatched::Refused,
         }
     }
@@ -1103,6 +1112,7 @@ impl AgentThread {
             ltp: self.counters.status(),
             tcpcl: self.tcp_counters.as_ref().map(|c| c.status()),
             udpcl: self.udp_counters.as_ref().map(|c| c.status()),
+            stcp: self.stcp_counters.as_ref().map(|c| c.status()),
             bpsec: self.agent.security().map(|p| BpsecStatus {
                 rules: p.rules().len() as u64,
                 secured: s.security_secured,

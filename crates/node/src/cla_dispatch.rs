@@ -23,6 +23,8 @@ pub(crate) enum ClaKind {
     Tcp,
     /// UDPCL (`[[udp_peer]]`).
     Udp,
+    /// STCP (`[[stcp_peer]]`): the connection we open is a session in [`TcpRouter`].
+    Stcp,
 }
 
 /// What the agent thread must do after routing a bundle to the TCPCL side.
@@ -34,6 +36,8 @@ pub(crate) enum TcpDispatch {
 }
 
 /// The agent thread's view of TCPCL: live sessions per neighbour and bundles waiting for one.
+/// STCP connections we open to `[[stcp_peer]]`s are sessions here too (same handle, same
+/// results; they only send).
 #[derive(Debug, Default)]
 pub(crate) struct TcpRouter {
     sessions: HashMap<u64, Vec<Arc<SessionHandle>>>,

@@ -28,6 +28,7 @@ pub(crate) fn status<S: Store>(
                 ClaKind::Ltp => Cla::Ltp,
                 ClaKind::Tcp => Cla::Tcpcl,
                 ClaKind::Udp => Cla::Udpcl,
+                ClaKind::Stcp => Cla::Stcp,
             });
             let n = NeighbourStatus {
                 cla,

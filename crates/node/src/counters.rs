@@ -3,13 +3,14 @@
 //!
 //! - [`LtpCounters`]: written by the LTP thread (`ltp` object);
 //! - [`TcpclCounters`]: written by the TCPCL listener, connectors and sessions (`tcpcl`);
-//! - [`UdpclCounters`]: written by the UDPCL threads (`udpcl`).
+//! - [`UdpclCounters`]: written by the UDPCL threads (`udpcl`);
+//! - [`StcpCounters`]: written by the STCP threads (`stcp`).
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Mutex;
 
-use client::status::{ImportsRefused, LtpStatus, TcpclStatus, UdpclStatus};
+use client::status::{ImportsRefused, LtpStatus, StcpStatus, TcpclStatus, UdpclStatus};
 
 /// Counts by name (a reason, a kind) as the status reply's maps.
 pub(crate) fn by_name<'a>(
@@ -208,6 +209,47 @@ impl UdpclCounters {
             send_errors: self.send_errors.load(Relaxed),
             truncated_datagrams: self.truncated.load(Relaxed),
             peers: self.peers.status(),
+        }
+    }
+}
+
+/// Counters for `dtnkit status` (written by the STCP listener, connectors and connections).
+#[derive(Debug, Default)]
+pub(crate) struct StcpCounters {
+    pub(crate) connections_in: AtomicU64,
+    pub(crate) connections_out: AtomicU64,
+    pub(crate) connect_failures: AtomicU64,
+    pub(crate) connections_refused: AtomicU64,
+    pub(crate) bundles_sent: AtomicU64,
+    pub(crate) bytes_sent: AtomicU64,
+    pub(crate) bundles_received: AtomicU64,
+    pub(crate) bytes_received: AtomicU64,
+    pub(crate) bundles_not_stored: AtomicU64,
+    pub(crate) keepalives_sent: AtomicU64,
+    pub(crate) keepalives_received: AtomicU64,
+    pub(crate) frames_refused: AtomicU64,
+    pub(crate) oversize_unsendable: AtomicU64,
+    pub(crate) bundles_failed: AtomicU64,
+}
+
+impl StcpCounters {
+    /// The counters as the status reply's `stcp` object.
+    pub(crate) fn status(&self) -> StcpStatus {
+        StcpStatus {
+            connections_in: self.connections_in.load(Relaxed),
+            connections_out: self.connections_out.load(Relaxed),
+            connect_failures: self.connect_failures.load(Relaxed),
+            connections_refused: self.connections_refused.load(Relaxed),
+            bundles_sent: self.bundles_sent.load(Relaxed),
+            bytes_sent: self.bytes_sent.load(Relaxed),
+            bundles_received: self.bundles_received.load(Relaxed),
+            bytes_received: self.bytes_received.load(Relaxed),
+            bundles_not_stored: self.bundles_not_stored.load(Relaxed),
+            keepalives_sent: self.keepalives_sent.load(Relaxed),
+            keepalives_received: self.keepalives_received.load(Relaxed),
+            frames_refused: self.frames_refused.load(Relaxed),
+            oversize_unsendable: self.oversize_unsendable.load(Relaxed),
+            bundles_failed: self.bundles_failed.load(Relaxed),
         }
     }
 }

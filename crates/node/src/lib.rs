@@ -1,5 +1,5 @@
 //! `dtnkit node`: the real-time node — the BP agent with its persistent store, the LTP
-//! convergence layer over UDP, TCPCL (v4, and v3 for ION, HDTN and DTNME) and UDPCL,
+//! convergence layer over UDP, TCPCL (v4, and v3 for ION, HDTN and DTNME), UDPCL and STCP,
 //! contact-plan-driven links and the application socket.
 //!
 //! # Threads
@@ -17,6 +17,8 @@
 //!   peer (reconnecting with back-off) and one thread per session driving a
 //!   `tcpcl::AnySession` (TCPCLv4 or v3).
 //! - **UDPCL** ([`udpcl`]): a receive thread and a send thread on one UDP socket.
+//! - **STCP** ([`stcp`]): a listener with one receiving thread per accepted connection, and
+//!   one connector per `[[stcp_peer]]` whose connection sends (ION's and HDTN's simple TCP).
 //!
 //! The agent thread routes each bundle to its neighbour's convergence layer ([`cla_dispatch`]); the LTP thread drives the LTP adapter of the `cla` crate.
 //!
@@ -29,7 +31,8 @@
 //! Spans run with `defer_final_report`: the report that lets the previous hop delete a block's
 //! bundles leaves only after the agent committed them. The RTO must exceed a store commit
 //! (milliseconds with fsync). TCPCL sessions run with `defer_final_ack` for the same reason:
-//! a transfer's final XFER_ACK leaves after the commit. UDPCL has no acknowledgment.
+//! a transfer's final XFER_ACK leaves after the commit. UDPCL and STCP have no acknowledgment
+//! (what STCP can promise is in [`stcp`]).
 //!
 //! [`sd_notify`] tells systemd when the node is ready (`Type=notify`).
 
@@ -58,7 +61,9 @@ mod reports;
 pub mod sd_notify;
 mod start;
 mod startup;
+mod stcp;
 mod store_timing;
+mod tcp_socket;
 mod tcpcl;
 mod tcpcl_limits;
 mod tcpcl_tls;
@@ -115,6 +120,7 @@ pub struct Node {
     udp_tx: Option<std::sync::mpsc::SyncSender<ToUdp>>,
     tcpcl_addr: Option<SocketAddr>,
     udpcl_addr: Option<SocketAddr>,
+    stcp_addr: Option<SocketAddr>,
     /// TCPCL counters: shutdown waits for every session to have ended (SESS_TERM exchanged).
     tcp_counters: Option<Arc<TcpclCounters>>,
     monitor: Option<metrics::Monitor>,
@@ -154,7 +160,8 @@ impl Node {
         let (ltp_tx, ltp_addr) = (ltp.tx.clone(), ltp.addr);
         let udpcl = threads.start_udpcl(&cfg)?;
         let tcpcl = threads.start_tcpcl(&cfg, bp::Store::stager(agent.store()))?;
-        let others = start::OtherClas { udpcl, tcpcl };
+        let stcp = threads.start_stcp(&cfg)?;
+        let others = start::OtherClas { udpcl, tcpcl, stcp };
         threads.start_agent(&cfg, agent, agent_rx, links, ltp, &others)?;
         threads.start_app_accept(app_listener)?;
         Ok(Node {
@@ -167,6 +174,7 @@ impl Node {
             udp_tx: others.udpcl.as_ref().map(|u| u.tx.clone()),
             tcpcl_addr: others.tcpcl.as_ref().and_then(|t| t.addr),
             udpcl_addr: others.udpcl.as_ref().map(|u| u.addr),
+            stcp_addr: others.stcp.as_ref().and_then(|s| s.addr),
             tcp_counters: others.tcpcl.map(|t| t.counters),
             monitor,
         })
@@ -185,6 +193,11 @@ impl Node {
     /// The bound TCPCL listening address, if the node listens.
     pub fn tcpcl_addr(&self) -> Option<SocketAddr> {
         self.tcpcl_addr
+    }
+
+    /// The bound STCP listening address, if the node listens for STCP.
+    pub fn stcp_addr(&self) -> Option<SocketAddr> {
+        self.stcp_addr
     }
 
     /// The bound UDPCL address, if UDPCL runs.
@@ -219,7 +232,7 @@ impl Node {
         if let Some(tx) = &self.udp_tx {
             let _ = tx.send(ToUdp::Shutdown);
         }
-        if let Some(a) = self.tcpcl_addr {
+        for a in [self.tcpcl_addr, self.stcp_addr].into_iter().flatten() {
             // Unblocks the listener's accept().
             let _ = std::net::TcpStream::connect_timeout(&a, Duration::from_secs(1));
         }

@@ -1,7 +1,7 @@
 //! Start-up check of a TOML contact plan's per-contact `cla` against the node configuration.
 //!
 //! The node configuration is what binds a neighbour to a convergence layer (`[[span]]`,
-//! `[[tcp_peer]]`, `[[udp_peer]]`). A plan may state which layer it assumes for a contact
+//! `[[tcp_peer]]`, `[[udp_peer]]`, `[[stcp_peer]]`). A plan may state which layer it assumes for a contact
 //! (`cla = "ltp"`); when that disagrees with the configuration the node refuses to start rather
 //! than carry the contact over another layer than the one the plan was written for (LTP contacts
 //! also set pacing rate and OWLT, TCPCL and UDPCL contacts only gate forwarding).
@@ -19,6 +19,8 @@ fn configured(cfg: &Validated, peer: u64) -> Option<(PlanCla, &'static str)> {
         Some((PlanCla::Tcpcl, "[[tcp_peer]]"))
     } else if cfg.udp_peers.iter().any(|u| u.peer == peer) {
         Some((PlanCla::Udpcl, "[[udp_peer]]"))
+    } else if cfg.stcp_peers.iter().any(|u| u.peer == peer) {
+        Some((PlanCla::Stcp, "[[stcp_peer]]"))
     } else {
         None
     }
@@ -53,6 +55,7 @@ pub(crate) fn check(plan: &ContactPlan, plan_file: &str, cfg: &Validated) -> Res
             None => {
                 let section = match want {
                     PlanCla::Ltp => "[[span]]",
+                    PlanCla::Stcp => "[[stcp_peer]]",
                     _ => "[[udp_peer]]",
                 };
                 return Err(format!(
@@ -90,6 +93,10 @@ bind = "127.0.0.1:4562"
 [[udp_peer]]
 peer = 4
 address = "127.0.0.1:4563"
+[stcp]
+[[stcp_peer]]
+peer = 5
+address = "127.0.0.1:4564"
 "#;
 
     fn plan(entries: &[(u64, u64, &str)]) -> ContactPlan {
@@ -118,9 +125,10 @@ address = "127.0.0.1:4563"
             (2, 1, "ltp"),
             (1, 3, "tcpcl"),
             (1, 4, "udpcl"),
+            (5, 1, "stcp"),
             // Unconfigured TCPCL neighbour (may connect in), and contacts between other nodes.
             (1, 9, "tcpcl"),
-            (5, 6, "ltp"),
+            (6, 7, "ltp"),
         ];
         assert_eq!(check_plan(&ok), Ok(()));
     }
@@ -136,11 +144,18 @@ address = "127.0.0.1:4563"
     }
 
     #[test]
-    fn unconfigured_ltp_or_udpcl_neighbour_is_an_error() {
+    fn unconfigured_ltp_udpcl_or_stcp_neighbour_is_an_error() {
         let e = check_plan(&[(1, 7, "ltp")]).unwrap_err();
         assert!(e.contains("no [[span]] with peer = 7"), "{e}");
         let e = check_plan(&[(1, 7, "udpcl")]).unwrap_err();
         assert!(e.contains("no [[udp_peer]] with peer = 7"), "{e}");
+        let e = check_plan(&[(1, 7, "stcp")]).unwrap_err();
+        assert!(e.contains("no [[stcp_peer]] with peer = 7"), "{e}");
+        let e = check_plan(&[(1, 5, "tcpcl")]).unwrap_err();
+        assert!(
+            e.contains("binds node 5 to stcp ([[stcp_peer]] with peer = 5)"),
+            "{e}"
+        );
     }
 }
 

@@ -19,13 +19,13 @@ use bp::{Agent, AgentConfig, ContactPlan, LinkEventKind, NodeRange, RedbStore};
 use crate::agent_thread::AgentThread;
 use crate::cla_dispatch::{ClaKind, TcpRouter};
 use crate::config::Validated;
-use crate::counters::{LtpCounters, TcpclCounters, UdpclCounters};
+use crate::counters::{LtpCounters, StcpCounters, TcpclCounters, UdpclCounters};
 use crate::ltp_thread::LtpThread;
 use crate::messages::{AgentInput, LinkChange, ToLtp, ToUdp};
 use crate::store_timing::TimedStore;
 use crate::{
-    app, cla_peer_stats, ingress, ltp_source, metrics, plan_cla, ratelog, reports, startup, tcpcl,
-    tcpcl_limits, udpcl, NodeError,
+    app, cla_peer_stats, ingress, ltp_source, metrics, plan_cla, ratelog, reports, startup, stcp,
+    tcpcl, tcpcl_limits, udpcl, NodeError,
 };
 
 /// The LTP adapter (engine, FEC layer, peers) and, per span, engine id → the peer's address.
@@ -183,7 +183,8 @@ impl Links {
     }
 
     /// Spans and UDPCL peers outside the plan are up from the start (at the span's rate);
-    /// TCPCL peers outside the plan are up while a session to them is established.
+    /// TCPCL and STCP peers outside the plan are up while a session (a connection) to them is
+    /// established.
     pub(crate) fn bring_up_unplanned(
         &self,
         agent: &mut Agent<TimedStore<RedbStore>>,
@@ -214,6 +215,9 @@ pub(crate) fn cla_kinds(cfg: &Validated) -> HashMap<u64, ClaKind> {
     }
     for u in &cfg.udp_peers {
         kinds.insert(u.peer, ClaKind::Udp);
+    }
+    for p in &cfg.stcp_peers {
+        kinds.insert(p.peer, ClaKind::Stcp);
     }
     kinds
 }
@@ -393,10 +397,17 @@ pub(crate) struct TcpclRunning {
     pub(crate) counters: Arc<TcpclCounters>,
 }
 
+/// A running STCP: the listening address (if it listens) and the counters.
+pub(crate) struct StcpRunning {
+    pub(crate) addr: Option<SocketAddr>,
+    pub(crate) counters: Arc<StcpCounters>,
+}
+
 /// The convergence layers that run beside LTP, each when configured.
 pub(crate) struct OtherClas {
     pub(crate) udpcl: Option<UdpclRunning>,
     pub(crate) tcpcl: Option<TcpclRunning>,
+    pub(crate) stcp: Option<StcpRunning>,
 }
 
 /// The threads of a starting node and what they share: the stop flag, the agent thread's input
@@ -557,6 +568,36 @@ impl Threads {
         Ok(Some(TcpclRunning { addr, counters }))
     }
 
+    /// Starts the STCP listener (with `[stcp] listen`) and a connector per `[[stcp_peer]]`, when
+    /// `[stcp]` is configured.
+    pub(crate) fn start_stcp(&mut self, cfg: &Validated) -> Result<Option<StcpRunning>, NodeError> {
+        let Some(s) = &cfg.stcp else { return Ok(None) };
+        let counters = Arc::new(StcpCounters::default());
+        let shared = stcp::StcpShared::new(
+            s.clone(),
+            self.agent_tx.clone(),
+            counters.clone(),
+            self.stop.clone(),
+            self.free_bytes.clone(),
+            self.ingress_paused.clone(),
+        );
+        let mut addr = None;
+        if let Some(listen) = s.listen {
+            let l = stcp::listen(listen, s.socket_buffer_bytes)
+                .map_err(|e| startup::bind_error("stcp.listen", listen, &e))?;
+            addr = Some(l.local_addr().map_err(|e| NodeError::Io(e.to_string()))?);
+            let sh = shared.clone();
+            self.spawn("stcp-listen".into(), move || stcp::accept_loop(l, sh))?;
+        }
+        for p in &cfg.stcp_peers {
+            let (sh, p) = (shared.clone(), p.clone());
+            self.spawn(format!("stcp-peer-{}", p.peer), move || {
+                stcp::connect_loop(sh, p)
+            })?;
+        }
+        Ok(Some(StcpRunning { addr, counters }))
+    }
+
     /// Starts the agent thread (pinned to `[ltp] agent_cpu`) with the agent and its view of
     /// every convergence layer.
     pub(crate) fn start_agent(
@@ -576,7 +617,13 @@ impl Threads {
             waker: ltp.waker,
             ltp_addr: ltp.wake_target,
             kinds: cla_kinds(cfg),
-            tcp: TcpRouter::new(cfg.tcp_peers.iter().map(|t| t.peer), &links.neighbours),
+            tcp: TcpRouter::new(
+                cfg.tcp_peers
+                    .iter()
+                    .map(|t| t.peer)
+                    .chain(cfg.stcp_peers.iter().map(|p| p.peer)),
+                &links.neighbours,
+            ),
             links: links.changes,
             counters: ltp.counters,
             node: cfg.raw.node,
@@ -584,6 +631,7 @@ impl Threads {
             udp: udpcl.map(|u| u.tx.clone()),
             tcp_counters: tcpcl.map(|t| t.counters.clone()),
             udp_counters: udpcl.map(|u| u.counters.clone()),
+            stcp_counters: others.stcp.as_ref().map(|s| s.counters.clone()),
             free_bytes: self.free_bytes.clone(),
             window_bytes: cfg.window_bytes(),
             ingress: ingress::IngressGate::new(

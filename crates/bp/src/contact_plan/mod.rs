@@ -48,18 +48,21 @@ pub enum PlanCla {
     Tcpcl,
     /// UDPCL (`[[udp_peer]]`).
     Udpcl,
+    /// STCP, ION's and HDTN's simple TCP (`[[stcp_peer]]`).
+    Stcp,
 }
 
 impl PlanCla {
     /// The values accepted in a plan, for error messages.
-    pub const EXPECTED: &'static str = "one of \"ltp\", \"tcpcl\", \"udpcl\"";
+    pub const EXPECTED: &'static str = "one of \"ltp\", \"tcpcl\", \"udpcl\", \"stcp\"";
 
-    /// Parses the plan spelling (`ltp`, `tcpcl`, `udpcl`; exact, lower case).
+    /// Parses the plan spelling (`ltp`, `tcpcl`, `udpcl`, `stcp`; exact, lower case).
     pub fn parse(s: &str) -> Option<PlanCla> {
         match s {
             "ltp" => Some(PlanCla::Ltp),
             "tcpcl" => Some(PlanCla::Tcpcl),
             "udpcl" => Some(PlanCla::Udpcl),
+            "stcp" => Some(PlanCla::Stcp),
             _ => None,
         }
     }
@@ -70,6 +73,7 @@ impl PlanCla {
             PlanCla::Ltp => "ltp",
             PlanCla::Tcpcl => "tcpcl",
             PlanCla::Udpcl => "udpcl",
+            PlanCla::Stcp => "stcp",
         }
     }
 }

@@ -8,7 +8,7 @@
 //! to = 2
 //! rate_bytes_per_s = 125000 # or rate_bits_per_s = 1000000 (must be a multiple of 8)
 //! confidence = 1.0          # optional, default 1
-//! cla = "ltp"               # optional: "ltp" | "tcpcl" | "udpcl", checked by the node
+//! cla = "ltp"               # optional: "ltp" | "tcpcl" | "udpcl" | "stcp", checked by the node
 //!
 //! [[range]]
 //! start_s = 0

@@ -323,6 +323,31 @@ fn tcpcl_and_udpcl_sections() {
         }),
     );
     golden(
+        &StcpStatus {
+            connections_in: 1,
+            connections_out: 2,
+            connect_failures: 3,
+            connections_refused: 4,
+            bundles_sent: 5,
+            bytes_sent: 6,
+            bundles_received: 7,
+            bytes_received: 8,
+            bundles_not_stored: 9,
+            keepalives_sent: 10,
+            keepalives_received: 11,
+            frames_refused: 12,
+            oversize_unsendable: 13,
+            bundles_failed: 14,
+        },
+        json!({
+            "connections_in": 1, "connections_out": 2, "connect_failures": 3,
+            "connections_refused": 4, "bundles_sent": 5, "bytes_sent": 6,
+            "bundles_received": 7, "bytes_received": 8, "bundles_not_stored": 9,
+            "keepalives_sent": 10, "keepalives_received": 11, "frames_refused": 12,
+            "oversize_unsendable": 13, "bundles_failed": 14,
+        }),
+    );
+    golden(
         &UdpclStatus {
             datagrams_sent: 1,
             datagrams_received: 2,
@@ -419,12 +444,13 @@ fn absent_sections_are_null_and_every_section_is_there() {
             "process",
             "queues",
             "status_reports",
+            "stcp",
             "store",
             "tcpcl",
             "udpcl",
         ]
     );
-    for null in ["tcpcl", "udpcl", "bpsec", "process"] {
+    for null in ["tcpcl", "udpcl", "stcp", "bpsec", "process"] {
         assert!(v[null].is_null(), "{null}: {v}");
     }
     assert!(v["ltp"]["fec"].is_null());

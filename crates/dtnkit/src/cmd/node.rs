@@ -48,6 +48,9 @@ pub fn run(a: NodeArgs) -> anyhow::Result<()> {
     if let Some(a) = node.tcpcl_addr() {
         eprintln!("dtnkit node {node_num}: TCPCL listening on {a}");
     }
+    if let Some(a) = node.stcp_addr() {
+        eprintln!("dtnkit node {node_num}: STCP listening on {a}");
+    }
     if let Some(a) = node.udpcl_addr() {
         eprintln!("dtnkit node {node_num}: UDPCL on {a}");
     }

@@ -51,6 +51,7 @@ pub fn run(a: StatusArgs) -> anyhow::Result<()> {
     print_section("ltp", Some(&st.ltp))?;
     print_section("tcpcl", st.tcpcl.as_ref())?;
     print_section("udpcl", st.udpcl.as_ref())?;
+    print_section("stcp", st.stcp.as_ref())?;
     Ok(())
 }
 

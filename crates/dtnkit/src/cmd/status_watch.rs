@@ -158,7 +158,8 @@ fn neighbours(out: &mut String, f: &Frame<'_>) {
         let cla = nb.and_then(|nb| nb.cla).unwrap_or(Cla::Ltp);
         let span = cur.ltp.spans.get(&p);
         let up = nb.map(|nb| nb.link_up).or(span.map(|s| s.link_up));
-        // Goodput: LTP's completed blocks, TCPCL's and UDPCL's bytes on the wire.
+        // Goodput: LTP's completed blocks, TCPCL's and UDPCL's bytes on the wire (STCP: none per
+        // neighbour).
         let bytes = |s: &NodeStatus, sent: bool| -> Option<f64> {
             let (out, into) = match cla {
                 Cla::Tcpcl => s
@@ -178,6 +179,8 @@ fn neighbours(out: &mut String, f: &Frame<'_>) {
                     .spans
                     .get(&p)
                     .map(|x| (x.export_bytes_completed, x.block_bytes_received)),
+                // STCP counts all connections together (received bundles name no peer).
+                Cla::Stcp => None,
             }?;
             n(if sent { out } else { into })
         };

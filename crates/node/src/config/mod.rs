@@ -8,6 +8,7 @@
 //!
 //! - [`cla`]: `[tcpcl]`, `[[tcp_peer]]`, `[udpcl]`, `[[udp_peer]]` and the rule that binds each
 //!   neighbour to one convergence layer;
+//! - [`stcp`]: `[stcp]` and `[[stcp_peer]]` (ION's and HDTN's simple TCP);
 //! - [`bpsec`]: `[bpsec]` keys and policy rules;
 //! - [`peer_kind`]: the peer profiles (`peer_kind`) and the defaults that follow from them;
 //! - [`ion_import`]: `dtnkit import-ion`, an ION node's `.rc` files translated into this file;
@@ -28,6 +29,7 @@ pub(crate) mod error;
 pub mod ion_import;
 mod ltp_auth;
 pub mod peer_kind;
+pub mod stcp;
 
 pub use bpsec::{BpsecRuleSection, BpsecSection};
 pub use cla::{
@@ -83,6 +85,12 @@ pub struct NodeConfig {
     /// UDPCL neighbours.
     #[serde(default)]
     pub udp_peer: Vec<UdpPeerSection>,
+    /// STCP convergence layer (ION's and HDTN's simple TCP).
+    #[serde(default)]
+    pub stcp: Option<stcp::StcpSection>,
+    /// STCP neighbours.
+    #[serde(default)]
+    pub stcp_peer: Vec<stcp::StcpPeerSection>,
     /// Bundle Protocol Security keys and policy (`docs/bpsec.md`).
     #[serde(default)]
     pub bpsec: Option<BpsecSection>,
@@ -573,6 +581,10 @@ pub struct Validated {
     pub udpcl: Option<Udpcl>,
     /// UDPCL neighbours.
     pub udp_peers: Vec<UdpPeer>,
+    /// STCP settings (`[stcp]`), if the node runs STCP.
+    pub stcp: Option<stcp::Stcp>,
+    /// STCP neighbours.
+    pub stcp_peers: Vec<stcp::StcpPeer>,
     /// BPSec policy rules with their keys loaded (empty: no BPSec processing).
     pub bpsec_rules: Vec<::bpsec::Rule>,
     /// The monitoring listener (`[metrics]`), if configured.
@@ -625,6 +637,7 @@ impl Validated {
         self.spans.iter().any(|s| s.peer == peer)
             || self.tcp_peers.iter().any(|s| s.peer == peer)
             || self.udp_peers.iter().any(|s| s.peer == peer)
+            || self.stcp_peers.iter().any(|s| s.peer == peer)
     }
 }
 
@@ -982,6 +995,13 @@ impl NodeConfig {
         )?;
         let (udpcl, udp_peers) =
             cla::validate_udp(file, self.node, self.udpcl.as_ref(), &self.udp_peer)?;
+        let (stcp, stcp_peers) = stcp::validate_stcp(
+            file,
+            self.node,
+            self.bp.max_bundle_size,
+            self.stcp.as_ref(),
+            &self.stcp_peer,
+        )?;
         let mut neighbours: Vec<(String, u64)> = Vec::new();
         neighbours.extend(
             spans
@@ -1001,6 +1021,12 @@ impl NodeConfig {
                 .enumerate()
                 .map(|(i, s)| (format!("udp_peer[{i}].peer"), s.peer)),
         );
+        neighbours.extend(
+            stcp_peers
+                .iter()
+                .enumerate()
+                .map(|(i, s)| (format!("stcp_peer[{i}].peer"), s.peer)),
+        );
         cla::check_unique_neighbours(file, &neighbours)?;
         for (i, r) in self.route.iter().enumerate() {
             if !neighbours.iter().any(|(_, p)| *p == r.via) {
@@ -1008,7 +1034,7 @@ impl NodeConfig {
                     file,
                     &format!("route[{i}].via"),
                     r.via,
-                    "the peer of one of the [[span]], [[tcp_peer]] or [[udp_peer]] entries",
+                    "the peer of one of the [[span]], [[tcp_peer]], [[udp_peer]] or [[stcp_peer]] entries",
                 ));
             }
             if r.dest_last.is_some_and(|l| l < r.dest) {
@@ -1044,6 +1070,8 @@ impl NodeConfig {
             tcp_peers,
             udpcl,
             udp_peers,
+            stcp,
+            stcp_peers,
             bpsec_rules,
             metrics,
             raw: self,

@@ -12,8 +12,8 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use client::status::{
     BpsecStatus, BundleStatus, CommitLatency, ContactsStatus, IngressStatus, LtpSpanStatus,
-    LtpStatus, NodeStatus, ProcessStatus, QueueStatus, StoreStatus, TcpclPeerStatus, TcpclStatus,
-    UdpclPeerStatus, UdpclStatus,
+    LtpStatus, NodeStatus, ProcessStatus, QueueStatus, StcpStatus, StoreStatus, TcpclPeerStatus,
+    TcpclStatus, UdpclPeerStatus, UdpclStatus,
 };
 use serde::Serialize;
 use serde_json::Value;
@@ -196,6 +196,25 @@ const TCPCL_RULES: &[Rule<TcpclStatus>] = &[
     r!(deviation_events, C, "dtnkit_tcpcl_deviation_events", &[], "Tolerated TCPCL peer deviations (every occurrence)."),
 ];
 
+/// Rules of `stcp`.
+#[rustfmt::skip]
+const STCP_RULES: &[Rule<StcpStatus>] = &[
+    r!(connections_in, G, "dtnkit_stcp_connections_open", &[("direction", "in")], "Open STCP connections, by direction (in: receiving)."),
+    r!(connections_out, G, "dtnkit_stcp_connections_open", &[("direction", "out")], ""),
+    r!(connect_failures, C, "dtnkit_stcp_connect_failures", &[], "STCP connection attempts that failed."),
+    r!(connections_refused, C, "dtnkit_stcp_connections_refused", &[], "STCP connections refused (max_connections open)."),
+    r!(bundles_sent, C, "dtnkit_stcp_bundles", SENT, "Bundles over STCP, by direction (sent: written to the kernel)."),
+    r!(bundles_received, C, "dtnkit_stcp_bundles", RECEIVED, ""),
+    r!(bytes_sent, C, "dtnkit_stcp_bundle_bytes", SENT, "Bundle octets over STCP, by direction."),
+    r!(bytes_received, C, "dtnkit_stcp_bundle_bytes", RECEIVED, ""),
+    r!(keepalives_sent, C, "dtnkit_stcp_keepalives", SENT, "STCP keepalives (zero lengths), by direction."),
+    r!(keepalives_received, C, "dtnkit_stcp_keepalives", RECEIVED, ""),
+    r!(bundles_not_stored, C, "dtnkit_stcp_bundles_not_stored", &[], "Bundles received over STCP that the store did not take (lost)."),
+    r!(frames_refused, C, "dtnkit_stcp_frames_refused", &[], "STCP frames refused (length above max_bundle_size; the connection was closed)."),
+    r!(oversize_unsendable, C, "dtnkit_stcp_oversize_unsendable", &[], "Bundles too large for STCP's 32-bit length."),
+    r!(bundles_failed, C, "dtnkit_stcp_bundles_failed", &[], "Bundles not completely written when their connection ended."),
+];
+
 /// Rules of `udpcl`.
 #[rustfmt::skip]
 const UDPCL_RULES: &[Rule<UdpclStatus>] = &[
@@ -332,6 +351,9 @@ impl Families {
         }
         if let Some(u) = &status.udpcl {
             f.apply(u, UDPCL_RULES, &[]);
+        }
+        if let Some(u) = &status.stcp {
+            f.apply(u, STCP_RULES, &[]);
         }
         if let Some(p) = &status.process {
             f.apply(p, PROCESS_RULES, &[]);
@@ -572,6 +594,9 @@ impl Families {
         }
         if let Some(u) = &s.udpcl {
             self.untyped("udpcl", u, UDPCL_RULES);
+        }
+        if let Some(u) = &s.stcp {
+            self.untyped("stcp", u, STCP_RULES);
         }
     }
 

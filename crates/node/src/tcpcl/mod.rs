@@ -11,7 +11,7 @@ mod session;
 
 pub(crate) use session::TcpclShared;
 
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{TcpListener, TcpStream};
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::Duration;
@@ -19,41 +19,7 @@ use std::time::Duration;
 use crate::config::TcpPeer;
 use session::run_session;
 
-/// Bound on one connection attempt.
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
-
-/// Applies the session socket options: no Nagle delay, large buffers.
-pub(crate) fn tune(sock: &socket2::Socket, buffer: usize) {
-    let _ = sock.set_nodelay(true);
-    let _ = sock.set_send_buffer_size(buffer);
-    let _ = sock.set_recv_buffer_size(buffer);
-}
-
-/// Connects with the buffers set before the SYN (so the window scale can use them).
-pub(crate) fn connect(addr: SocketAddr, buffer: usize) -> std::io::Result<TcpStream> {
-    let sock = socket2::Socket::new(
-        socket2::Domain::for_address(addr),
-        socket2::Type::STREAM,
-        Some(socket2::Protocol::TCP),
-    )?;
-    tune(&sock, buffer);
-    sock.connect_timeout(&addr.into(), CONNECT_TIMEOUT)?;
-    Ok(sock.into())
-}
-
-/// Binds the listener with large buffers (inherited by accepted sockets).
-pub(crate) fn listen(addr: SocketAddr, buffer: usize) -> std::io::Result<TcpListener> {
-    let sock = socket2::Socket::new(
-        socket2::Domain::for_address(addr),
-        socket2::Type::STREAM,
-        Some(socket2::Protocol::TCP),
-    )?;
-    let _ = sock.set_reuse_address(true);
-    tune(&sock, buffer);
-    sock.bind(&addr.into())?;
-    sock.listen(128)?;
-    Ok(sock.into())
-}
+pub(crate) use crate::tcp_socket::{connect, listen, tune};
 
 /// Accepts sessions until `stop` (checked after every accept; shutdown connects once to
 /// unblock it).

@@ -216,3 +216,33 @@ fn every_rule_reads_its_field_and_every_family_has_help() {
     check_table(TCP_PEER_RULES);
     check_table(UDP_PEER_RULES);
 }
+
+#[test]
+fn stcp_counters_are_typed_by_direction() {
+    let mut s = status();
+    s.stcp = Some(StcpStatus {
+        connections_out: 1,
+        bundles_sent: 4,
+        keepalives_received: 3,
+        frames_refused: 2,
+        ..StcpStatus::default()
+    });
+    let f = Families::from_status(&s);
+    let k = family(&f, "dtnkit_stcp_keepalives");
+    assert_eq!(k.kind, Kind::Counter);
+    assert_eq!(
+        k.samples
+            .iter()
+            .find(|x| x.0 == vec![label("direction", "received")])
+            .map(|x| x.1),
+        Some(3.0)
+    );
+    assert_eq!(family(&f, "dtnkit_stcp_frames_refused").samples[0].1, 2.0);
+    let open = family(&f, "dtnkit_stcp_connections_open");
+    assert_eq!((open.kind, open.samples.len()), (Kind::Gauge, 2));
+    // Every field of the section has a rule: nothing falls back to untyped.
+    assert!(f
+        .families
+        .iter()
+        .all(|x| !(x.name.starts_with("dtnkit_stcp") && x.kind == Kind::Untyped)));
+}
