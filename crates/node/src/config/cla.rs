@@ -263,7 +263,7 @@ pub struct UdpPeer {
     pub address: SocketAddr,
 }
 
-fn addr(file: &str, field: &str, v: &str) -> Result<SocketAddr, ConfigError> {
+pub(super) fn addr(file: &str, field: &str, v: &str) -> Result<SocketAddr, ConfigError> {
     v.parse().map_err(|_| {
         err(
             file,

@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
+use super::cla::addr;
 use super::error::{err, ConfigError};
 
 /// `[stcp]`: the STCP convergence layer.
@@ -96,17 +97,6 @@ pub struct StcpPeer {
     pub peer: u64,
     /// Address to connect to.
     pub address: SocketAddr,
-}
-
-fn addr(file: &str, field: &str, v: &str) -> Result<SocketAddr, ConfigError> {
-    v.parse().map_err(|_| {
-        err(
-            file,
-            field,
-            format!("{v:?}"),
-            "an IP socket address like \"127.0.0.1:4557\"",
-        )
-    })
 }
 
 /// Checks `[stcp]` and `[[stcp_peer]]`; `max_bundle` is `[bp] max_bundle_size`, `node` this

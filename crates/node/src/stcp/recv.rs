@@ -233,6 +233,7 @@ impl Conn<'_> {
         let _ = self.shared.agent.send(AgentInput::Cla(FromCla::Received {
             peer: None,
             bundles,
+            staged: Vec::new(),
             confirm: Some((self.handle.clone(), ids)),
         }));
     }
