@@ -124,7 +124,7 @@ pub const METRICS: [(&str, &str); 45] = [
     ),
     (
         "bound_s",
-        "[[cfdp]] class 2 over a link: selective-repeat lower bound on cfdp_transfer_s for the realised erasures, (first-pass + erased wire bytes) x 8 / link rate + one-way delay, s",
+        "[[cfdp]] class 2 over a link, completed transfers: selective-repeat lower bound on cfdp_transfer_s for the realised erasures, (first-pass + erased wire bytes) x 8 / link rate + one-way delay, s",
     ),
     (
         "time_over_bound",
@@ -250,7 +250,15 @@ pub fn cfdp_metrics(m: &mut Metrics, transfers: &[sim::CfdpTransferResult]) {
                 transfers.iter().map(|t| t.file_data_pdus_erased).sum(),
             ),
         ),
-        ("bound_s", mean(transfers.iter().filter_map(|t| t.bound_s))),
+        (
+            "bound_s",
+            mean(
+                transfers
+                    .iter()
+                    .filter(|t| t.completed)
+                    .filter_map(|t| t.bound_s),
+            ),
+        ),
         (
             "time_over_bound",
             mean(
