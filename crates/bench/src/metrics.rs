@@ -6,7 +6,7 @@ use std::time::Duration;
 use analyze::experiment::Metrics;
 
 /// Metrics, in the column order of the CSV outputs, with their meaning (also listed in docs/bench.md).
-pub const METRICS: [(&str, &str); 40] = [
+pub const METRICS: [(&str, &str); 45] = [
     (
         "goodput_mbps",
         "application goodput (DTNperf: acknowledged payload / first send..last ACK), Mb/s",
@@ -111,6 +111,26 @@ pub const METRICS: [(&str, &str); 40] = [
         "[[cfdp]]: File Data PDUs sent (all passes), per transfer",
     ),
     (
+        "units_erased",
+        "data units the forward channel erased, per CFDP transfer (File Data PDUs sent, never received) or per LTP run (datagrams lost on the first link's forward direction)",
+    ),
+    (
+        "units_resent",
+        "data units sent again, per CFDP transfer (File Data PDUs after a NAK) or per LTP run (data segments retransmitted)",
+    ),
+    (
+        "resent_per_erased",
+        "units_resent / units_erased (1: each erased unit resent once; undefined when nothing was erased)",
+    ),
+    (
+        "bound_s",
+        "[[cfdp]] class 2 over a link, completed transfers: selective-repeat lower bound on cfdp_transfer_s for the realised erasures, (first-pass + erased wire bytes) x 8 / link rate + one-way delay, s",
+    ),
+    (
+        "time_over_bound",
+        "[[cfdp]] class 2 over a link: mean transfer time / bound_s per completed transfer (1: at the bound)",
+    ),
+    (
         "delivery_rtt_mean",
         "runs of at most 100 bundles: mean bundle delivery time (generation -> server received) in RTTs of the link (also bundleK_delivery_s, bundleK_delivery_rtt per bundle K = 1.. in generation order)",
     ),
@@ -209,6 +229,46 @@ pub fn cfdp_metrics(m: &mut Metrics, transfers: &[sim::CfdpTransferResult]) {
         ),
         ("cfdp_naks", mean(transfers.iter().map(|t| t.naks as f64))),
         (
+            "units_erased",
+            mean(transfers.iter().map(|t| t.file_data_pdus_erased as f64)),
+        ),
+        (
+            "units_resent",
+            mean(
+                transfers
+                    .iter()
+                    .map(|t| t.file_data_pdus_retransmitted as f64),
+            ),
+        ),
+        (
+            "resent_per_erased",
+            ratio(
+                transfers
+                    .iter()
+                    .map(|t| t.file_data_pdus_retransmitted)
+                    .sum(),
+                transfers.iter().map(|t| t.file_data_pdus_erased).sum(),
+            ),
+        ),
+        (
+            "bound_s",
+            mean(
+                transfers
+                    .iter()
+                    .filter(|t| t.completed)
+                    .filter_map(|t| t.bound_s),
+            ),
+        ),
+        (
+            "time_over_bound",
+            mean(
+                transfers
+                    .iter()
+                    .filter(|t| t.completed)
+                    .filter_map(|t| time(t).zip(t.bound_s).map(|(a, b)| a / b)),
+            ),
+        ),
+        (
             "cfdp_pdus_sent",
             mean(transfers.iter().map(|t| t.file_data_pdus_sent as f64)),
         ),
@@ -241,6 +301,30 @@ pub fn cfdp_metrics(m: &mut Metrics, transfers: &[sim::CfdpTransferResult]) {
             );
         }
     }
+}
+
+/// `resent / erased`, NaN when nothing was erased.
+fn ratio(resent: u64, erased: u64) -> f64 {
+    if erased == 0 {
+        f64::NAN
+    } else {
+        resent as f64 / erased as f64
+    }
+}
+
+/// The `units_*` metrics of an LTP run from the simulator's totals: datagrams the channel erased on the forward
+/// direction of the first link (where the data segments go), and data segments retransmitted. Nothing for a run
+/// without LTP traffic (CFDP runs have their own).
+pub(crate) fn ltp_unit_metrics(m: &mut Metrics, s: &sim::Summary) {
+    if s.segments_sent == 0 || !s.cfdp.is_empty() {
+        return;
+    }
+    m.insert("units_erased".into(), s.forward_erased as f64);
+    m.insert("units_resent".into(), s.data_segments_retransmitted as f64);
+    m.insert(
+        "resent_per_erased".into(),
+        ratio(s.data_segments_retransmitted, s.forward_erased),
+    );
 }
 
 /// The forward direction's nominal rate and the fraction of the run's span its channel was good (a trace

@@ -208,6 +208,8 @@ fn report(
         "cfdp_weighted_nthr",
         "cfdp_retransmitted",
         "cfdp_naks",
+        "resent_per_erased",
+        "time_over_bound",
     ];
     // Scenarios with CFDP transfers get the CFDP columns, IP-mode transfers theirs.
     let cols: &[&str] = if runs

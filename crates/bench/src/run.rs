@@ -9,7 +9,7 @@ use anyhow::Context;
 use toml::Value;
 
 use crate::delivery;
-use crate::metrics::{analysis_metrics, cfdp_metrics, channel_of};
+use crate::metrics::{analysis_metrics, cfdp_metrics, channel_of, ltp_unit_metrics};
 use crate::{usage, RunContext};
 
 /// How a run is named in errors: the base scenario, the run's index, its point's labels and its repetition.
@@ -171,6 +171,7 @@ fn run_sim(
     m.extend(fec_m);
     delivery::delivery(&mut m, &records, delivery::rtt_s(&scn));
     cfdp_metrics(&mut m, &summary.cfdp);
+    ltp_unit_metrics(&mut m, &summary);
     m.insert("wall_s".into(), wall.elapsed().as_secs_f64());
     Ok(m)
 }

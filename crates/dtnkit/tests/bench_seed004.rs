@@ -69,12 +69,27 @@ fn leo_nak_immediate_near_minimum_at_low_ber_and_small_blocks_win_at_high_ber() 
             t >= min * 0.999 && t <= min * 1.03,
             "{b}: {t} s vs minimum {min} s"
         );
+        // The selective-repeat bound (docs/bench.md): CFDP headers included, no round trip, so just under the
+        // time; nothing or nearly nothing erased.
+        let over = metric(&pts, &[b, "1e-9"], "time_over_bound");
+        assert!((1.0..1.03).contains(&over), "{b}: time / bound {over}");
+        let bound = metric(&pts, &[b, "1e-9"], "bound_s");
+        assert!(
+            (t / bound - over).abs() < 1e-3,
+            "{b}: {t} / {bound} vs {over}"
+        );
     }
     // BER 1e-6: a 730 kB block is hit with probability 0.997 per pass: the transfer does not complete; 7.3 kB
     // blocks (5.8 % lost per pass) keep the throughput high, 73 kB blocks (45 %) do not.
     assert_eq!(metric(&pts, &["730kB", "1e-6"], "cfdp_completed"), 0.0);
     for b in ["73kB", "36.5kB", "7.3kB"] {
         assert_eq!(metric(&pts, &[b, "1e-6"], "cfdp_completed"), 1.0, "{b}");
+        // A completed transfer resent every erased PDU at least once, and took at least the bound.
+        assert!(metric(&pts, &[b, "1e-6"], "units_erased") > 0.0, "{b}");
+        let ratio = metric(&pts, &[b, "1e-6"], "resent_per_erased");
+        assert!(ratio >= 1.0, "{b}: resent / erased {ratio}");
+        let over = metric(&pts, &[b, "1e-6"], "time_over_bound");
+        assert!(over >= 1.0, "{b}: time / bound {over}");
     }
     let big = metric(&pts, &["73kB", "1e-6"], "cfdp_nthr");
     let small = metric(&pts, &["7.3kB", "1e-6"], "cfdp_nthr");

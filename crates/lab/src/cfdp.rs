@@ -439,6 +439,11 @@ fn result(
         end_to_end_delivery_s: None,
         file_data_pdus_sent: sent,
         file_data_pdus_retransmitted: retransmitted,
+        // Sent and not received; the relay's wire bytes are not reported, so no bound here.
+        file_data_pdus_erased: sent.saturating_sub(received),
+        first_pass_wire_bytes: 0,
+        erased_wire_bytes: 0,
+        bound_s: None,
         file_data_pdus_repeated: repeats,
         bytes_retransmitted: u(summary, "bytes_retransmitted"),
         file_data_pdus_received: received,

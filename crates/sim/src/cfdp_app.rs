@@ -252,6 +252,10 @@ pub(crate) struct TransferSpec {
     pub(crate) seed: u64,
     /// Rate of the first link direction (the throughput reference), bit/s.
     pub(crate) link_rate_bps: Option<f64>,
+    /// One-way delay of the first link direction, seconds.
+    pub(crate) link_delay_s: f64,
+    /// Headers the layers below add on the first link direction (wire bytes of a PDU).
+    pub(crate) overhead: channel::link::Overhead,
     /// Class 1 with closure: the sender waits for Finished.
     pub(crate) closure: bool,
     /// CFDP store-and-forward: the transfer whose delivered file this one sends on.
@@ -279,6 +283,10 @@ pub(crate) struct TransferState {
     content_ok: bool,
     last_rx_at: Option<Duration>,
     fd_sent: u64,
+    /// Wire bytes of the first-pass File Data PDUs, of all sent, and of all received.
+    wire_first: u64,
+    wire_sent: u64,
+    wire_received: u64,
     fd_retx: u64,
     fd_copies: u64,
     bytes_retx: u64,
@@ -324,6 +332,9 @@ impl TransferBook {
             content_ok: false,
             last_rx_at: None,
             fd_sent: 0,
+            wire_first: 0,
+            wire_sent: 0,
+            wire_received: 0,
             fd_retx: 0,
             fd_copies: 0,
             bytes_retx: 0,
@@ -419,9 +430,12 @@ impl TransferBook {
         match (&pdu.body, pdu.header.direction) {
             (PduBody::FileData(fd), Direction::TowardReceiver) if t.spec.from == node => {
                 t.fd_sent += 1;
+                let wire = t.spec.overhead.wire_len(data.len()) as u64;
+                t.wire_sent += wire;
                 let len = fd.data.len() as u64;
                 if fd.offset >= t.hwm {
                     t.hwm = fd.offset + len;
+                    t.wire_first += wire;
                 } else if t.spec.class == 1 {
                     t.fd_copies += 1;
                 } else {
@@ -453,6 +467,7 @@ impl TransferBook {
         t.last_rx_at = Some(now);
         if let PduBody::FileData(fd) = &pdu.body {
             t.fd_received += 1;
+            t.wire_received += t.spec.overhead.wire_len(data.len()) as u64;
             let end = fd.offset.saturating_add(fd.data.len() as u64);
             if t.received.insert(fd.offset..end) > 0 {
                 t.unique_received += 1;
@@ -627,8 +642,26 @@ impl TransferState {
             (Some(t), Some(r)) if t > 0.0 && r > 0.0 => Some(s.file_size as f64 * 8.0 / (t * r)),
             _ => None,
         };
+        // Erased by the channel: sent and never handed to the receiving entity (link transport: one PDU per
+        // datagram; through the bundle layer the layers below recover losses and the bound does not apply).
+        let file_data_pdus_erased = self.fd_sent.saturating_sub(self.fd_received);
+        let erased_wire_bytes = self.wire_sent.saturating_sub(self.wire_received);
+        let bound_s = match (s.transport, s.class, s.link_rate_bps) {
+            (CfdpTransport::Link, 2, Some(rate)) => Some(crate::bound::realised(
+                self.wire_first,
+                erased_wire_bytes,
+                rate,
+                s.link_delay_s,
+            ))
+            .filter(|b| b.is_finite()),
+            _ => None,
+        };
         CfdpTransferResult {
             index,
+            file_data_pdus_erased,
+            first_pass_wire_bytes: self.wire_first,
+            erased_wire_bytes,
+            bound_s,
             relay_of: s.relay_of,
             from: s.from,
             to: s.to,
@@ -718,6 +751,15 @@ pub struct CfdpTransferResult {
     pub file_data_pdus_sent: u64,
     /// File Data PDUs sent again after a NAK.
     pub file_data_pdus_retransmitted: u64,
+    /// File Data PDUs the channel erased: sent, never handed to the receiving entity (every pass).
+    pub file_data_pdus_erased: u64,
+    /// Bytes the first pass over the file occupied on the first link direction (PDUs plus lower-layer headers).
+    pub first_pass_wire_bytes: u64,
+    /// Bytes of the erased File Data PDUs on the link.
+    pub erased_wire_bytes: u64,
+    /// Class 2 over a link: the selective-repeat lower bound on `transfer_s` for the realised erasures,
+    /// [`crate::bound::realised`], seconds.
+    pub bound_s: Option<f64>,
     /// CFDP-repeat copies (class 1).
     pub file_data_pdus_repeated: u64,
     /// File data bytes sent again after a NAK.
@@ -859,8 +901,18 @@ fn first_rate(
     from: u64,
     to: u64,
 ) -> Option<u64> {
+    first_direction(scn, models, from, to).and_then(|m| m.rate_bps)
+}
+
+/// The link direction `from` sends a transfer to `to` on first.
+fn first_direction<'a>(
+    scn: &Scenario,
+    models: &'a [(DirectionModel, DirectionModel)],
+    from: u64,
+    to: u64,
+) -> Option<&'a DirectionModel> {
     let hop = first_hop(scn, from, to)?;
-    direction(scn, models, from, hop).and_then(|(_, m, _)| m.rate_bps)
+    direction(scn, models, from, hop).map(|(_, m, _)| m)
 }
 
 fn pick<'a, T>(
@@ -902,6 +954,11 @@ impl CfdpSetup<'_> {
                 name: file_name(k),
                 seed,
                 link_rate_bps: first_rate(self.scn, self.models, c.from, c.to).map(|r| r as f64),
+                link_delay_s: first_direction(self.scn, self.models, c.from, c.to)
+                    .map_or(0.0, |m| m.delay.as_secs_f64()),
+                overhead: first_direction(self.scn, self.models, c.from, c.to)
+                    .map(|m| m.overhead)
+                    .unwrap_or_default(),
                 closure: c.closure,
                 relay_of: c.relay_of,
                 start: Duration::try_from_secs_f64(c.start_s).unwrap_or_default(),

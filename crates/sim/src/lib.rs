@@ -34,6 +34,7 @@
 
 #![warn(missing_docs)]
 
+pub mod bound;
 pub mod cfdp_app;
 pub mod log;
 pub mod node;

@@ -85,6 +85,9 @@ pub struct Summary {
     pub lost_channel: u64,
     /// Datagrams lost because a link direction was unavailable.
     pub lost_unavailable: u64,
+    /// Datagrams the first link's forward direction lost (channel loss or unavailability): the data units
+    /// erased on a one-hop LTP run.
+    pub forward_erased: u64,
     /// Datagrams tail-dropped at link queues.
     pub queue_full: u64,
     /// Datagrams dropped at a node's full receive queue (`processing.rx_queue_datagrams`), like kernel
@@ -854,6 +857,10 @@ impl Simulation {
                         s.fec_matrix_tx_s_max.max(f.matrix_tx_ns_max as f64 / 1e9);
                 }
             }
+        }
+        if let Some(l) = self.links.first() {
+            let c = l.link.forward.counters();
+            s.forward_erased = c.lost_channel + c.lost_unavailable;
         }
         for l in &self.links {
             for c in [l.link.forward.counters(), l.link.ret.counters()] {

@@ -171,6 +171,39 @@ fn lossless_link_transfer_takes_the_predicted_time() {
     assert_eq!(f.offered_bytes, forward + ack(DirectiveCode::Finished));
     assert_eq!(b.offered_bytes, ack(DirectiveCode::Eof) + fin);
     assert_eq!(f.offered, pdus + 3);
+
+    // The selective-repeat bound: nothing erased, nothing resent, so the File Data PDUs once at the link rate
+    // plus one way; the transfer exceeds it by Metadata and EOF, the return trip of ACK(EOF) + Finished.
+    assert_eq!((t.file_data_pdus_erased, t.erased_wire_bytes), (0, 0));
+    assert_eq!(t.first_pass_wire_bytes, fd_bytes);
+    let bound = t.bound_s.expect("class 2 over a link has a bound");
+    assert!(
+        (bound - secs(ser(fd_bytes) + delay)).abs() < 1e-9,
+        "{bound}"
+    );
+    assert!((bound - 8.135_004_8).abs() < 1e-9, "{bound}");
+    let over = secs(finished) / bound;
+    assert!((over - 1.001_238).abs() < 1e-6, "{over}");
+}
+
+/// The bound counts the bytes the lower layers add (`overhead`) on every File Data PDU.
+#[test]
+fn bound_counts_lower_layer_headers() {
+    let (_, r) = run(&two_nodes(
+        60.0,
+        1,
+        "{ rate_bps = 10e6, delay_ms = 10.0, overhead = { bytes = 40 } }",
+        "{ rate_bps = 10e6, delay_ms = 10.0 }",
+        "file_size = 1_000_000\nsegment_size = 1000\nclass = 2",
+    ));
+    let t = &r[0];
+    assert!(t.completed, "{t:?}");
+    // 1000 PDUs of 12 + 4 + 1000 bytes, 40 more each on the link: 1056 kB, 844.8 ms at 10 Mb/s, + 10 ms.
+    assert_eq!(t.first_pass_wire_bytes, 1000 * 1056);
+    assert_eq!(t.file_data_pdus_erased, 0);
+    let b = t.bound_s.expect("bound");
+    assert!((b - 0.8548).abs() < 1e-12, "{b}");
+    assert!(t.transfer_s.expect("time") >= b);
 }
 
 fn ber_run(seed: u64) -> (Vec<CfdpTransferResult>, Vec<Duration>, String) {
@@ -209,6 +242,21 @@ fn ber_class2_immediate_recovers_deterministically() {
         t.file_data_pdus_received
     );
     assert_eq!(t.unique_pdus_received, t.file_pdus);
+    // The channel erased some File Data PDUs; each costs its wire bytes in the bound, which the transfer
+    // cannot beat.
+    assert_eq!(
+        t.file_data_pdus_erased,
+        t.file_data_pdus_sent - t.file_data_pdus_received
+    );
+    assert!(t.file_data_pdus_erased > 0, "{t:?}");
+    assert!(
+        t.erased_wire_bytes <= t.file_data_pdus_erased * 1040,
+        "{t:?}"
+    );
+    assert!(t.erased_wire_bytes >= t.file_data_pdus_erased * 16, "{t:?}");
+    let bound = t.bound_s.expect("class 2 over a link has a bound");
+    let time = t.transfer_s.expect("completed");
+    assert!(bound < time && time < 2.0 * bound, "{bound} {time}");
     // Immediate mode: the first NAK leaves during the first pass (before the sender could have sent EOF).
     let first_pass = Duration::from_secs_f64(t.file_size as f64 * 8.0 / 10e6);
     assert!(naks[0] < first_pass, "{naks:?}");
