@@ -805,3 +805,54 @@ fn plan_driven_links_and_rerouting_onto_the_next_contact() {
     let s = a.status();
     assert_eq!((s.forwarded, s.cla_failures, s.stored_bundles), (1, 1, 0));
 }
+
+/// A plan shared by several agents stays one allocation; editing it through one agent copies it
+/// for that agent only, and the edit reaches that agent's routing and no other agent.
+#[test]
+fn shared_plan_is_one_copy_and_edits_stay_local() {
+    let plan = std::sync::Arc::new(
+        ContactPlan::from_ion_str(
+            "a contact +0 +10 1 2 125000\n\
+             a range +0 +30 1 2 1\n",
+            "test.rc",
+            T0,
+        )
+        .expect("plan"),
+    );
+    let open = || bp::Agent::open(AgentConfig::new(1), MemoryStore::new(), T0).expect("open");
+    let (mut a, mut b) = (open(), open());
+    a.set_shared_contact_plan(Some(plan.clone()), true);
+    b.set_shared_contact_plan(Some(plan.clone()), true);
+    assert!(std::sync::Arc::ptr_eq(
+        a.shared_contact_plan().unwrap(),
+        &plan
+    ));
+    assert!(std::sync::Arc::ptr_eq(
+        b.shared_contact_plan().unwrap(),
+        &plan
+    ));
+    assert_eq!(std::sync::Arc::strong_count(&plan), 3);
+
+    a.contact_plan_mut()
+        .unwrap()
+        .insert_contact(bp::Contact::new(20_000, 30_000, 1, 2, 125_000))
+        .expect("insert");
+    assert!(!std::sync::Arc::ptr_eq(
+        a.shared_contact_plan().unwrap(),
+        &plan
+    ));
+    assert!(std::sync::Arc::ptr_eq(
+        b.shared_contact_plan().unwrap(),
+        &plan
+    ));
+    assert_eq!(a.contact_plan().unwrap().contact_count(), 2);
+    assert_eq!(b.contact_plan().unwrap().contact_count(), 1);
+    assert_eq!(plan.contact_count(), 1);
+
+    // The edited agent drives its link from its own copy: up again at +20 s; the other is not.
+    for x in [&mut a, &mut b] {
+        x.handle_timeout(T0 + 20_000).expect("timeout");
+    }
+    assert_eq!(a.links().collect::<Vec<_>>(), vec![(2, 1_000_000)]);
+    assert!(b.links().next().is_none());
+}

@@ -914,6 +914,14 @@ impl Node {
         self.agent.as_ref().map(|a| a.get().status())
     }
 
+    /// The contact plan the node's agent routes with (None with the static bundle layer or
+    /// without `sim.contact_plan`). Every agent of a simulation holds the same `Arc`.
+    pub fn contact_plan(&self) -> Option<&std::sync::Arc<bp::ContactPlan>> {
+        self.agent
+            .as_ref()
+            .and_then(|a| a.get().shared_contact_plan())
+    }
+
     /// The LTP adapter's counters (blocks received, exports completed, cancelled and refused).
     pub fn ltp_stats(&self) -> &cla::LtpClaStats {
         self.ltp.stats()

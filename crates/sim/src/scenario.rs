@@ -125,7 +125,9 @@ pub enum BundleLayer {
 }
 
 fn default_epoch() -> u64 {
-    // 2026-01-01T00:00:00Z in DTN time.
+    // 2025-12-31T00:00:00Z in DTN time (9496 days after 2000-01-01). It was meant to be
+    // 2026-01-01 (820_540_800_000) but is kept as it is: committed experiment results (bundle
+    // creation times, hence the logs) were produced with this value.
     820_454_400_000
 }
 
@@ -1353,4 +1355,22 @@ pub(crate) fn secs(s: f64) -> Duration {
 /// Milliseconds to a duration.
 pub(crate) fn millis(ms: f64) -> Duration {
     secs(ms / 1e3)
+}
+
+#[cfg(test)]
+mod tests {
+    use bp::contact_plan::time::parse_absolute_dtn_ms;
+
+    /// The default epoch is what its comment and docs/sim.md say (and is not 2026-01-01).
+    #[test]
+    fn default_epoch_is_2025_12_31() {
+        assert_eq!(
+            Some(super::default_epoch()),
+            parse_absolute_dtn_ms("2025/12/31-00:00:00")
+        );
+        assert_eq!(
+            parse_absolute_dtn_ms("2026/01/01-00:00:00"),
+            Some(820_540_800_000)
+        );
+    }
 }

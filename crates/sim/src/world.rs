@@ -1,5 +1,6 @@
 //! The simulation: nodes, links and the event loop in virtual time.
 
+use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -188,8 +189,15 @@ impl Simulation {
                         &format!("a valid contact plan ({e})"),
                     )
                 })?;
+                // Pairs joined by a [[link]], both ways: one lookup per contact instead of a scan
+                // of the links (a constellation plan has 10^4–10^5 contacts and 10^3 links).
+                let linked: HashSet<(u64, u64)> = scn
+                    .links
+                    .iter()
+                    .flat_map(|l| [(l.a, l.b), (l.b, l.a)])
+                    .collect();
                 for c in plan.contacts() {
-                    if !scn.adjacent(c.from, c.to) {
+                    if !linked.contains(&(c.from, c.to)) {
                         return Err(invalid(
                             "sim.contact_plan",
                             format!(
@@ -210,7 +218,9 @@ impl Simulation {
                         rate_bps: Some(c.rate_bits_per_s() as f64).filter(|r| *r > 0.0),
                     });
                 }
-                Some(plan)
+                // One plan for every agent: a copy each would make memory and load time grow
+                // with nodes × plan size (a constellation plan has ~10^6 range entries).
+                Some(Arc::new(plan))
             }
         };
         // Links first: the spans take their rates and delays from them.
@@ -262,6 +272,8 @@ impl Simulation {
             link_seed: &link_seed,
             file_seed: &file_seed,
         };
+        // Directed pairs with contact windows (their spans start down and follow the windows).
+        let gated_pairs: HashSet<(u64, u64)> = contacts.iter().map(|c| (c.from, c.to)).collect();
         let mut book = setup.book();
         let mut nodes = Vec::with_capacity(scn.nodes.len());
         for ns in &scn.nodes {
@@ -362,7 +374,7 @@ impl Simulation {
                             )
                         })?;
                     if let Some(p) = &plan {
-                        a.set_contact_plan(Some(p.clone()), false);
+                        a.set_shared_contact_plan(Some(Arc::clone(p)), false);
                     }
                     if let Some(l) = &bundle_log {
                         a.set_event_sink(Some(Box::new(l.clone())));
@@ -373,8 +385,7 @@ impl Simulation {
                         }
                     }
                     for &nb in &neighbours {
-                        let gated = contacts.iter().any(|c| c.from == ns.number && c.to == nb);
-                        if !gated {
+                        if !gated_pairs.contains(&(ns.number, nb)) {
                             a.link_up(
                                 scn.sim.epoch_dtn_ms,
                                 nb,

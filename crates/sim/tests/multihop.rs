@@ -21,6 +21,27 @@ fn contact_plan_file_with_cgr_routing() {
     check_file("three_node_plan.toml", BundleLayer::Agent);
 }
 
+/// The agents share one plan: a copy per node made memory and load time grow with
+/// nodes × plan size (12 GB for a 96-satellite shell with inter-satellite links).
+#[test]
+fn every_agent_shares_one_contact_plan() {
+    let path =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/sim/three_node_plan.toml");
+    let scn = Scenario::load(&path).unwrap();
+    let s = Simulation::new(&scn).unwrap();
+    let plans: Vec<_> = s
+        .nodes()
+        .iter()
+        .map(|n| n.contact_plan().unwrap())
+        .collect();
+    assert_eq!(plans.len(), 3);
+    for p in &plans[1..] {
+        assert!(std::sync::Arc::ptr_eq(p, plans[0]));
+    }
+    // One handle per agent and nothing else keeps the plan.
+    assert_eq!(std::sync::Arc::strong_count(plans[0]), 3);
+}
+
 fn check(layer: BundleLayer) {
     check_file("three_node_contacts.toml", layer);
 }

@@ -69,6 +69,7 @@ pub use types::{
 };
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::sync::Arc;
 
 use bpv7::{AduKey, BundleFlags, BundleId, Eid, ReasonCode, Reassembler, ReassemblyLimits};
 use bytes::Bytes;
@@ -113,7 +114,7 @@ fn class_of(priority: u8) -> u8 {
 /// Routing configuration and state owned by the agent.
 #[derive(Debug)]
 struct Routing {
-    plan: Option<ContactPlan>,
+    plan: Option<Arc<ContactPlan>>,
     drive_links: bool,
     statics: StaticRoutes,
     dtn_routes: BTreeMap<String, NodeNum>,
@@ -323,6 +324,14 @@ impl<S: Store> Agent<S> {
     /// and down from the plan in [`Agent::handle_timeout`] (then the driver should not call
     /// [`Agent::link_up`]/[`Agent::link_down`] for planned neighbours).
     pub fn set_contact_plan(&mut self, plan: Option<ContactPlan>, drive_links: bool) {
+        self.set_shared_contact_plan(plan.map(Arc::new), drive_links);
+    }
+
+    /// [`Agent::set_contact_plan`] with a plan shared with other agents (a simulator gives every
+    /// node the same `Arc`, so memory and load time do not grow with nodes × plan size). The
+    /// agent only reads the plan; [`Agent::contact_plan_mut`] gives this agent its own copy
+    /// first (copy on write), so a change never reaches the others.
+    pub fn set_shared_contact_plan(&mut self, plan: Option<Arc<ContactPlan>>, drive_links: bool) {
         self.routing.plan = plan;
         self.routing.drive_links = drive_links;
         self.plan_dirty = drive_links;
@@ -332,14 +341,21 @@ impl<S: Store> Agent<S> {
 
     /// The contact plan, if any.
     pub fn contact_plan(&self) -> Option<&ContactPlan> {
+        self.routing.plan.as_deref()
+    }
+
+    /// The contact plan as the shared handle the agent holds (the same `Arc` that was given to
+    /// [`Agent::set_shared_contact_plan`] until [`Agent::contact_plan_mut`] copies it).
+    pub fn shared_contact_plan(&self) -> Option<&Arc<ContactPlan>> {
         self.routing.plan.as_ref()
     }
 
     /// Mutable access to the contact plan (e.g. to add a contact at run time); routing is retried.
+    /// A plan shared with other agents is copied first, so the change stays local to this agent.
     pub fn contact_plan_mut(&mut self) -> Option<&mut ContactPlan> {
         self.routing_dirty = true;
         self.plan_dirty = self.routing.drive_links;
-        self.routing.plan.as_mut()
+        self.routing.plan.as_mut().map(Arc::make_mut)
     }
 
     /// Mutable access to the static routes (ipn node ranges → next hop); routing is retried.
