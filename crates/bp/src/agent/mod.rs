@@ -641,30 +641,20 @@ impl<S: Store> Agent<S> {
         data: Bytes,
         kind: BundleEventKind,
     ) -> Result<BundleKey, u64> {
-        let free = self.free_bytes(txn);
-        if meta.len > free {
-            return Err(free);
-        }
-        let key = self.alloc_key();
-        txn.added_bytes += meta.len;
-        txn.batch.push(Op::Put {
-            key,
-            meta: meta.clone(),
-            data: data.clone(),
-        });
-        txn.added.push((key, meta, from, data, kind));
-        Ok(key)
+        self.stage_put_from(txn, meta, from, data, None, kind)
     }
 
-    /// [`Agent::stage_put`] of a received bundle whose bytes are already in a staging file
-    /// (`piece`, same bytes as `data`): the commit adopts the file instead of writing them.
-    fn stage_put_staged(
+    /// [`Agent::stage_put`], for a bundle whose bytes may already be in a staging file
+    /// (`piece`, the same bytes as `data`): the commit then adopts the file instead of writing
+    /// them.
+    fn stage_put_from(
         &mut self,
         txn: &mut Txn,
         meta: BundleMeta,
         from: Option<NodeNum>,
         data: Bytes,
-        piece: crate::store::StagedPiece,
+        piece: Option<crate::store::StagedPiece>,
+        kind: BundleEventKind,
     ) -> Result<BundleKey, u64> {
         let free = self.free_bytes(txn);
         if meta.len > free {
@@ -672,13 +662,20 @@ impl<S: Store> Agent<S> {
         }
         let key = self.alloc_key();
         txn.added_bytes += meta.len;
-        txn.batch.push(Op::PutStaged {
-            key,
-            meta: meta.clone(),
-            piece,
+        let meta_op = meta.clone();
+        txn.batch.push(match piece {
+            Some(piece) => Op::PutStaged {
+                key,
+                meta: meta_op,
+                piece,
+            },
+            None => Op::Put {
+                key,
+                meta: meta_op,
+                data: data.clone(),
+            },
         });
-        txn.added
-            .push((key, meta, from, data, BundleEventKind::Received));
+        txn.added.push((key, meta, from, data, kind));
         Ok(key)
     }
 

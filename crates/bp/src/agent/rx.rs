@@ -382,11 +382,8 @@ impl<S: Store> Agent<S> {
         }
         let exp = meta.expires_at_ms;
         let report_meta = meta.clone();
-        let put = match piece {
-            Some(p) => self.stage_put_staged(txn, meta, from, data, p.clone()),
-            None => self.stage_put(txn, meta, from, data, BundleEventKind::Received),
-        };
-        match put {
+        let piece = piece.cloned();
+        match self.stage_put_from(txn, meta, from, data, piece, BundleEventKind::Received) {
             Ok(key) => {
                 self.stage_dedup(txn, &id, exp);
                 self.stage_report(
