@@ -29,6 +29,11 @@ pub trait PduLink {
     fn address_mismatches(&self) -> u64 {
         0
     }
+    /// Hand the entity's counters to whatever runs below the link, for its status and
+    /// metrics (a node's application socket does; other links ignore them).
+    fn report_counters(&mut self, _app: &str, _counters: &[(&str, u64)]) -> io::Result<()> {
+        Ok(())
+    }
 }
 
 impl<T: PduLink + ?Sized> PduLink for Box<T> {
@@ -46,6 +51,9 @@ impl<T: PduLink + ?Sized> PduLink for Box<T> {
     }
     fn address_mismatches(&self) -> u64 {
         (**self).address_mismatches()
+    }
+    fn report_counters(&mut self, app: &str, counters: &[(&str, u64)]) -> io::Result<()> {
+        (**self).report_counters(app, counters)
     }
 }
 
@@ -344,5 +352,12 @@ impl PduLink for BpLink {
             self.settle(self.window - 1)?;
         }
         Ok(false)
+    }
+
+    /// The node shows them in its status (`apps`) and metrics while this connection is open.
+    fn report_counters(&mut self, app: &str, counters: &[(&str, u64)]) -> io::Result<()> {
+        self.client
+            .report_counters(app, counters)
+            .map_err(|e| io::Error::other(e.to_string()))
     }
 }

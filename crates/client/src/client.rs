@@ -415,6 +415,43 @@ impl Client {
         Ok(NodeStatus::from_json(&self.status()?)?)
     }
 
+    /// Reports this application's counters to the node, which shows them in its status
+    /// (`apps`) and metrics while this connection stays open; each report replaces the last.
+    /// Not answered. Names must pass [`proto::valid_counter_name`] and there may be at most
+    /// [`proto::MAX_APP_COUNTERS`]: otherwise nothing is written and the error is
+    /// [`ClientError::Refused`] with [`ErrorKind::BadRequest`] (the connection stays usable).
+    pub fn report_counters(
+        &mut self,
+        app: &str,
+        counters: &[(&str, u64)],
+    ) -> Result<(), ClientError> {
+        let bad = std::iter::once(app)
+            .chain(counters.iter().map(|(k, _)| *k))
+            .find(|n| !proto::valid_counter_name(n));
+        if let Some(name) = bad {
+            return Err(ClientError::Refused {
+                kind: ErrorKind::BadRequest,
+                message: format!(
+                    "counter report: name {name:?} is not 1-64 of a-z, 0-9 and _ starting with a letter"
+                ),
+            });
+        }
+        if counters.len() > proto::MAX_APP_COUNTERS {
+            return Err(ClientError::Refused {
+                kind: ErrorKind::BadRequest,
+                message: format!(
+                    "counter report: {} counters, at most {} allowed",
+                    counters.len(),
+                    proto::MAX_APP_COUNTERS
+                ),
+            });
+        }
+        self.write(&Request::Counters {
+            app: app.to_string(),
+            counters: counters.iter().map(|(k, v)| (k.to_string(), *v)).collect(),
+        })
+    }
+
     /// Acknowledges a received bundle: the node deletes it and will not offer it again.
     pub fn ack(&mut self, r: &Received) -> Result<(), ClientError> {
         self.write(&Request::Ack { token: r.token })

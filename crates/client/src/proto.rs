@@ -47,6 +47,24 @@ pub const MAX_FRAME: usize = 64 * 1024 * 1024 + 4096;
 /// refuses a larger chunk and the whole stream with it).
 pub const MAX_CHUNK: usize = 4 * 1024 * 1024;
 
+/// Most counters one [`Request::Counters`] may carry.
+pub const MAX_APP_COUNTERS: usize = 256;
+
+/// Longest application or counter name of a [`Request::Counters`].
+pub const MAX_COUNTER_NAME: usize = 64;
+
+/// Whether `name` is a valid application or counter name of [`Request::Counters`]: 1 to
+/// [`MAX_COUNTER_NAME`] characters from `a-z`, `0-9` and `_`, starting with a letter (so it can
+/// be a metric label value and a status key as it is).
+pub fn valid_counter_name(name: &str) -> bool {
+    let b = name.as_bytes();
+    !b.is_empty()
+        && b.len() <= MAX_COUNTER_NAME
+        && b[0].is_ascii_lowercase()
+        && b.iter()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'_')
+}
+
 /// Status-report request flags of [`SendArgs::report_flags`] (bit values of the protocol; the
 /// node maps them to RFC 9171 bundle processing control flags).
 pub mod report {
@@ -144,7 +162,7 @@ pub enum Request {
     /// [`Request::SendChunk`] frames. The stream is answered once, like a [`Request::Send`]:
     /// [`Response::SendOk`] only after its last byte arrived and all of it is durably stored, or
     /// [`Response::Error`] (then nothing of it is kept). Until the stream is complete only
-    /// `SendChunk` and `Ack` may follow on the connection; any other request cuts the stream
+    /// `SendChunk`, `Ack` and `Counters` may follow on the connection; any other request cuts the stream
     /// short (refused) and is then handled as usual.
     SendBegin(StreamArgs),
     /// The next bytes of the open stream (at most [`MAX_CHUNK`]). Not answered; chunks that
@@ -153,6 +171,17 @@ pub enum Request {
     SendChunk {
         /// Application data.
         data: Bytes,
+    },
+    /// The application's own counters (e.g. a CFDP entity's PDUs refused), shown in the node's
+    /// status and metrics for as long as the connection stays open; each report replaces the
+    /// previous one of this connection. Not answered. Names are checked when decoded
+    /// ([`valid_counter_name`], at most [`MAX_APP_COUNTERS`]); a frame that breaks them is
+    /// undecodable.
+    Counters {
+        /// The application's name (`cfdp`).
+        app: String,
+        /// Counter name → value, in the order the application lists them.
+        counters: Vec<(String, u64)>,
     },
 }
 
@@ -270,6 +299,9 @@ pub enum DecodeError {
     /// A field value out of range.
     #[error("bad {0}: {1}")]
     BadValue(&'static str, u64),
+    /// An application or counter name outside `[a-z][a-z0-9_]{0,63}`.
+    #[error("bad {0} name {1:?}: use 1-64 of a-z, 0-9 and _, starting with a letter")]
+    BadName(&'static str, String),
     /// The frame length exceeds the limit.
     #[error("frame of {0} bytes exceeds the limit of {1}")]
     TooLong(usize, usize),
@@ -282,6 +314,7 @@ const T_ACK: u8 = 0x03;
 const T_STATUS: u8 = 0x04;
 const T_SEND_BEGIN: u8 = 0x05;
 const T_SEND_CHUNK: u8 = 0x06;
+const T_COUNTERS: u8 = 0x07;
 const T_OK: u8 = 0x81;
 const T_SEND_OK: u8 = 0x82;
 const T_ERROR: u8 = 0x83;
@@ -351,6 +384,7 @@ impl Request {
             Request::Status => "Status",
             Request::SendBegin(_) => "SendBegin",
             Request::SendChunk { .. } => "SendChunk",
+            Request::Counters { .. } => "Counters",
         }
     }
 
@@ -407,6 +441,17 @@ impl Request {
                 head.put_u32(data.len() as u32);
                 data
             }
+            Request::Counters { app, counters } => {
+                begin_into(head, T_COUNTERS);
+                put_str(head, app);
+                let n = counters.len().min(u16::MAX as usize);
+                head.put_u16(n as u16);
+                for (name, value) in &counters[..n] {
+                    put_str(head, name);
+                    head.put_u64(*value);
+                }
+                &[]
+            }
         };
         finish_head(head, tail.len());
         tail
@@ -436,6 +481,7 @@ impl Request {
                 total_len: r.u64()?,
             }),
             T_SEND_CHUNK => Request::SendChunk { data: r.bytes()? },
+            T_COUNTERS => r.counters()?,
             t => return Err(DecodeError::UnknownType(t)),
         };
         r.end()?;
@@ -577,6 +623,28 @@ impl Reader {
         Ok(self.buf.split_to(n))
     }
 
+    /// The fields of a [`Request::Counters`], names checked.
+    fn counters(&mut self) -> Result<Request, DecodeError> {
+        let app = self.str()?;
+        if !valid_counter_name(&app) {
+            return Err(DecodeError::BadName("application", app));
+        }
+        self.need(2)?;
+        let n = self.buf.get_u16() as usize;
+        if n > MAX_APP_COUNTERS {
+            return Err(DecodeError::BadValue("counter count", n as u64));
+        }
+        let mut counters = Vec::with_capacity(n);
+        for _ in 0..n {
+            let name = self.str()?;
+            if !valid_counter_name(&name) {
+                return Err(DecodeError::BadName("counter", name));
+            }
+            counters.push((name, self.u64()?));
+        }
+        Ok(Request::Counters { app, counters })
+    }
+
     fn id(&mut self) -> Result<BundleId, DecodeError> {
         let source = self.str()?;
         let creation_ms = self.u64()?;
@@ -701,6 +769,17 @@ mod tests {
                 data: Bytes::from_static(b"chunk"),
             },
             Request::SendChunk { data: Bytes::new() },
+            Request::Counters {
+                app: "cfdp".into(),
+                counters: vec![
+                    ("malformed_pdus".into(), 3),
+                    ("names_refused".into(), u64::MAX),
+                ],
+            },
+            Request::Counters {
+                app: "x".into(),
+                counters: Vec::new(),
+            },
         ];
         for r in reqs {
             let f = r.encode();
@@ -728,6 +807,44 @@ mod tests {
         for r in resps {
             assert_eq!(Response::decode(&body(&r.encode())).unwrap(), r);
         }
+    }
+
+    #[test]
+    fn counters_with_bad_names_or_too_many_entries_are_undecodable() {
+        let frame = |app: &str, names: Vec<String>| {
+            Request::Counters {
+                app: app.into(),
+                counters: names.into_iter().map(|n| (n, 1)).collect(),
+            }
+            .encode()
+        };
+        for (app, name) in [
+            ("CFDP", "ok"),
+            ("", "ok"),
+            ("9lives", "ok"),
+            ("cfdp", "has space"),
+            ("cfdp", "new\nline"),
+            ("cfdp", "dash-ed"),
+            ("cfdp", ""),
+        ] {
+            let f = frame(app, vec![name.to_string()]);
+            assert!(
+                matches!(Request::decode(&body(&f)), Err(DecodeError::BadName(..))),
+                "{app:?} / {name:?} accepted"
+            );
+        }
+        let long = "a".repeat(MAX_COUNTER_NAME + 1);
+        assert!(Request::decode(&body(&frame("cfdp", vec![long]))).is_err());
+        let fine = "a".repeat(MAX_COUNTER_NAME);
+        assert!(Request::decode(&body(&frame("cfdp", vec![fine]))).is_ok());
+        let many = (0..=MAX_APP_COUNTERS).map(|i| format!("c{i}")).collect();
+        assert_eq!(
+            Request::decode(&body(&frame("cfdp", many))),
+            Err(DecodeError::BadValue(
+                "counter count",
+                MAX_APP_COUNTERS as u64 + 1
+            ))
+        );
     }
 
     #[test]
@@ -903,11 +1020,22 @@ mod tests {
         }
 
         #[test]
-        fn junk_after_a_stream_type_byte_never_panics(ty in 5u8..=6,
+        fn junk_after_a_stream_type_byte_never_panics(ty in 5u8..=7,
                                                       rest in proptest::collection::vec(any::<u8>(), 0..64)) {
             let mut b = vec![VERSION, ty];
             b.extend_from_slice(&rest);
             let _ = Request::decode(&Bytes::from(b));
+        }
+
+        #[test]
+        fn counters_round_trip(app in "[a-z][a-z0-9_]{0,63}",
+                               counters in proptest::collection::vec(("[a-z][a-z0-9_]{0,63}", any::<u64>()), 0..40)) {
+            let r = Request::Counters { app, counters };
+            let f = r.encode();
+            prop_assert_eq!(Request::decode(&f.slice(4..)).unwrap(), r);
+            for cut in 0..f.len() - 4 {
+                prop_assert!(Request::decode(&f.slice(4..4 + cut)).is_err());
+            }
         }
 
         #[test]

@@ -58,6 +58,24 @@ pub struct NodeStatus {
     pub contacts: ContactsStatus,
     /// The node process's resource use (`null` where procfs is not available).
     pub process: Option<ProcessStatus>,
+    /// Counters reported by connected applications (`Request::Counters`, e.g. a `dtnkit cfdp
+    /// serve` on this node), one entry per connection that reported, by connection number.
+    pub apps: Vec<AppStatus>,
+}
+
+/// One application's counters, as it last reported them.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct AppStatus {
+    /// The application's name (`cfdp`).
+    pub app: String,
+    /// The application-socket connection it reported on (numbered from 1 since the node
+    /// started).
+    pub connection: u64,
+    /// When the report arrived, DTN milliseconds.
+    pub reported_ms: u64,
+    /// Counter name → value.
+    pub counters: BTreeMap<String, u64>,
 }
 
 impl NodeStatus {

@@ -170,7 +170,10 @@ fn send_register_and_status_settle_pending_sends_first() {
             Request::Status => vec![Response::Status {
                 json: "{\"n\":1}".into(),
             }],
-            Request::Ack { .. } | Request::SendBegin(_) | Request::SendChunk { .. } => Vec::new(),
+            Request::Ack { .. }
+            | Request::SendBegin(_)
+            | Request::SendChunk { .. }
+            | Request::Counters { .. } => Vec::new(),
         })
     });
     let mut c = connect(&path);

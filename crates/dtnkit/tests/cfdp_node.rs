@@ -225,3 +225,59 @@ fn receiving_entity_killed_three_times_still_gets_the_file() {
         assert!(r.contains("\"restored\":1"), "{restored:?}");
     }
 }
+
+/// `serve` running under a node reports its counters to the node, which shows them in its
+/// status while `serve` runs (issue: a hostile peer's refused input is seen where the node's
+/// own counters are) and forgets them when it ends.
+#[test]
+fn serve_under_a_node_shows_its_counters_in_the_node_status() {
+    let dir = TempDir::new("cfdp-counters");
+    let node = NodeProc::start(&dir.0, &NodeSpec::new(2, free_port()));
+    let root = dir.0.join("rx");
+    let mut serve = Serve::start(&s(&[
+        "--root",
+        root.to_str().unwrap(),
+        "--id",
+        "2",
+        "--node",
+        node.socket.to_str().unwrap(),
+        "--json",
+    ]));
+    // Two bundles to serve's endpoint whose payloads are no CFDP PDU.
+    send_ok(&node.socket, "ipn:2.64", 40, 2, &[]);
+    serve.wait_for("\"refused\"", Duration::from_secs(20));
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let app = loop {
+        let st = node.status();
+        let cfdp = st.apps.iter().find(|a| a.app == "cfdp").cloned();
+        if let Some(a) = cfdp.filter(|a| a.counters.get("malformed_pdus") == Some(&2)) {
+            break a;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "node status never showed serve's 2 malformed PDUs: {:?}",
+            st.apps
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert!(app.connection > 0 && app.reported_ms > 0, "{app:?}");
+    assert_eq!(app.counters.get("transactions_completed"), Some(&0));
+    assert_eq!(app.counters.get("pdus_received"), Some(&2));
+    // The human view lists it too.
+    let out = run(
+        &["status", "--socket", node.socket.to_str().unwrap()],
+        Duration::from_secs(10),
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("app cfdp (connection") && text.contains("malformed_pdus"),
+        "{text}"
+    );
+    // Gone with the connection.
+    serve.kill();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !node.status().apps.is_empty() {
+        assert!(Instant::now() < deadline, "counters outlived serve");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}

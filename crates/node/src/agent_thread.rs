@@ -80,6 +80,9 @@ struct Conn {
     endpoints: Vec<Eid>,
     /// The writer's delivery backlog was full: the endpoints' deliveries are held in the agent.
     held: bool,
+    /// The application's own counters, as last reported (`Request::Counters`): shown in status
+    /// and metrics until the connection closes.
+    counters: Option<client::status::AppStatus>,
 }
 
 /// Application sends read from the input channel and not committed yet, in arrival order:
@@ -591,6 +594,7 @@ impl AgentThread {
                         writer,
                         endpoints: Vec::new(),
                         held: false,
+                        counters: None,
                     },
                 );
             }
@@ -1057,8 +1061,19 @@ impl AgentThread {
                 None
             }
             Request::Status => Some(Response::Status {
-                json: self.status_json(),
+                json: self.status_json(conns),
             }),
+            Request::Counters { app, counters } => {
+                if let Some(c) = conns.get_mut(&conn) {
+                    c.counters = Some(client::status::AppStatus {
+                        app,
+                        connection: conn,
+                        reported_ms: dtn_now_ms(),
+                        counters: counters.into_iter().collect(),
+                    });
+                }
+                None
+            }
             // The connection's reader handles streams (and never hands these over).
             Request::SendBegin(_) | Request::SendChunk { .. } => Some(bad_request(
                 "stream frames are handled by the connection's reader".into(),
@@ -1068,7 +1083,7 @@ impl AgentThread {
 
     /// The status reply (docs/node.md, Status): every section built by its module, serialised
     /// once.
-    fn status_json(&self) -> String {
+    fn status_json(&self, conns: &HashMap<u64, Conn>) -> String {
         use client::status::{BpsecStatus, BundleStatus, NodeStatus, QueueStatus};
         let s = self.agent.status();
         let now_ms = dtn_now_ms();
@@ -1122,9 +1137,17 @@ impl AgentThread {
             }),
             contacts: crate::contacts::status(&self.agent, &self.kinds, self.node, now_ms),
             process: crate::process_stats::ProcessStats::read(),
+            apps: app_counters(conns),
         }
         .to_json()
     }
+}
+
+/// The counters applications reported, by connection number.
+fn app_counters(conns: &HashMap<u64, Conn>) -> Vec<client::status::AppStatus> {
+    let mut apps: Vec<_> = conns.values().filter_map(|c| c.counters.clone()).collect();
+    apps.sort_by_key(|a| a.connection);
+    apps
 }
 
 /// Queues an answer on a connection's writer. False when the connection failed or stopped

@@ -563,10 +563,16 @@ fn serve(a: ServeArgs) -> anyhow::Result<()> {
     let mut refusals = RefusalReport::new(&driver.counters());
     let started = Instant::now();
     let mut ended = 0u64;
+    let mut last_report: Option<Instant> = None;
     loop {
         if stop.load(std::sync::atomic::Ordering::Relaxed) {
+            report_counters(&mut driver)?;
             print_summary(&driver.counters(), started, json, "signal");
             return Ok(());
+        }
+        if last_report.is_none_or(|t| t.elapsed() >= COUNTER_REPORT_INTERVAL) {
+            report_counters(&mut driver)?;
+            last_report = Some(Instant::now());
         }
         driver.step(Duration::from_millis(50), &mut |ev| {
             if let Some(line) = describe(ev, json) {
@@ -594,10 +600,24 @@ fn serve(a: ServeArgs) -> anyhow::Result<()> {
             while Instant::now() < until {
                 driver.step(Duration::from_millis(10), &mut |_| {})?;
             }
+            report_counters(&mut driver)?;
             print_summary(&driver.counters(), started, json, "count");
             return Ok(());
         }
     }
+}
+
+/// How often `serve` hands its counters to the node it runs under (shown in the node's status
+/// `apps` and as `dtnkit_app_counter` metrics).
+const COUNTER_REPORT_INTERVAL: Duration = Duration::from_secs(1);
+
+/// Hands the entity's counters to the node below the link (over UDP: nothing to do).
+fn report_counters<L: PduLink>(driver: &mut Driver<L>) -> anyhow::Result<()> {
+    let counters = driver.counters();
+    driver
+        .link()
+        .report_counters("cfdp", &counters)
+        .context("reporting counters to the node")
 }
 
 /// Counters whose increase `serve` reports: PDUs and transactions it refused.

@@ -52,6 +52,10 @@ pub fn run(a: StatusArgs) -> anyhow::Result<()> {
     print_section("tcpcl", st.tcpcl.as_ref())?;
     print_section("udpcl", st.udpcl.as_ref())?;
     print_section("stcp", st.stcp.as_ref())?;
+    for app in &st.apps {
+        let name = format!("app {} (connection {})", app.app, app.connection);
+        print_section(&name, Some(&app.counters))?;
+    }
     Ok(())
 }
 

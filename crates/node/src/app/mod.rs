@@ -114,8 +114,8 @@ fn read_loop(conn: u64, mut stream: UnixStream, tx: SyncSender<AgentInput>) {
                 open = stream_chunk(&tx, conn, s, &data);
                 continue;
             }
-            (Some(s), req @ Request::Ack { .. }) => {
-                // Acknowledging deliveries does not interrupt a stream.
+            (Some(s), req @ (Request::Ack { .. } | Request::Counters { .. })) => {
+                // Acknowledging deliveries and reporting counters do not interrupt a stream.
                 open = Some(s);
                 req
             }

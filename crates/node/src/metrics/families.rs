@@ -366,6 +366,7 @@ impl Families {
         if let Some(u) = &status.udpcl {
             f.per_peer(&u.peers, UDP_PEER_RULES);
         }
+        f.apps(&status.apps);
         f.histogram(&status.store.commit_latency);
         f.contacts(&status.contacts);
         f.untyped_rest(status);
@@ -487,6 +488,23 @@ impl Families {
                 "LTP segments refused by the span's authentication (RFC 5327), by reason.",
                 "reason",
                 &vec![label("peer", peer)],
+            );
+        }
+    }
+
+    /// The counters applications reported (a `dtnkit cfdp serve` on this node), labelled with
+    /// the application, its connection and the counter's name.
+    fn apps(&mut self, apps: &[client::status::AppStatus]) {
+        let help = "Counters reported by applications connected to the node (e.g. a CFDP entity's \
+                    refused PDUs), by application, connection and counter.";
+        for a in apps {
+            let extra = vec![label("app", &a.app), label("connection", a.connection)];
+            self.map(
+                named(&a.counters),
+                "dtnkit_app_counter",
+                help,
+                "counter",
+                &extra,
             );
         }
     }

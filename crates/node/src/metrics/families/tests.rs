@@ -246,3 +246,32 @@ fn stcp_counters_are_typed_by_direction() {
         .iter()
         .all(|x| !(x.name.starts_with("dtnkit_stcp") && x.kind == Kind::Untyped)));
 }
+
+#[test]
+fn application_counters_are_labelled_by_app_connection_and_name() {
+    let mut s = NodeStatus::default();
+    s.apps.push(client::status::AppStatus {
+        app: "cfdp".into(),
+        connection: 3,
+        reported_ms: 1,
+        counters: names(&[("malformed_pdus", 2), ("names_refused", 5)]),
+    });
+    let f = Families::from_status(&s);
+    let apps = family(&f, "dtnkit_app_counter");
+    assert_eq!(apps.kind, Kind::Counter);
+    assert!(!apps.help.is_empty());
+    let want = |counter: &str| {
+        vec![
+            label("app", "cfdp"),
+            label("connection", 3),
+            label("counter", counter),
+        ]
+    };
+    assert_eq!(
+        apps.samples,
+        vec![(want("malformed_pdus"), 2.0), (want("names_refused"), 5.0)]
+    );
+    // No report, no family.
+    let f = Families::from_status(&NodeStatus::default());
+    assert!(f.families.iter().all(|x| x.name != "dtnkit_app_counter"));
+}
