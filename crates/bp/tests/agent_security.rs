@@ -227,3 +227,28 @@ fn echo_replies_are_secured_too() {
     assert_eq!(net.agent(2).status().security_accepted, 1, "the request");
     assert_eq!(net.agent(1).status().security_accepted, 1, "the reply");
 }
+
+/// A send whose payload block was prepared by another thread (`SendRequest::prepared`) is
+/// encrypted like any other: the prepared plaintext block no longer matches and is ignored.
+#[test]
+fn a_prepared_payload_is_not_used_when_the_policy_encrypts_it() {
+    let (mut a, mut b) = pair();
+    let payload = Bytes::from(vec![0x42u8; 200_000]);
+    let mut r = req(Eid::ipn(1, 1), Eid::ipn(2, 1), &payload);
+    r.prepared = Some(bpv7::PreparedPayload::encode(
+        bpv7::BlockFlags::empty(),
+        bpv7::CrcType::Crc32c,
+        r.payload.clone(),
+        bpv7::prepared::HEAD_ROOM,
+    ));
+    a.send(T0, r).unwrap();
+    assert_eq!(a.status().sends_prepared, 0);
+    assert_eq!(a.status().security_secured, 1);
+    let f = a.poll_transmit(T0).unwrap();
+    assert!(!f.bundle.windows(64).any(|w| w == [0x42u8; 64]));
+    assert!(matches!(
+        b.accept_from_cla(T0, Some(1), f.bundle).unwrap(),
+        Accepted::Stored { .. }
+    ));
+    assert_eq!(b.poll_delivery().unwrap().payload, payload);
+}

@@ -149,6 +149,11 @@ impl CanonicalBlock {
         )
     }
 
+    /// Whether it encodes as the bytes it was decoded from.
+    pub(crate) fn has_raw(&self) -> bool {
+        self.raw.is_some()
+    }
+
     /// Block type code.
     pub fn block_type(&self) -> u64 {
         self.block_type

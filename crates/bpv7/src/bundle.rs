@@ -566,6 +566,34 @@ impl Bundle {
         self.encode_to(out);
     }
 
+    /// The bytes [`Bundle::encode`] gives, built around a payload block encoded beforehand
+    /// ([`crate::PreparedPayload`]): only the head (array start, primary block, extension blocks)
+    /// is encoded here and written in front of it, so no payload byte is copied or checksummed
+    /// again. The prepared payload comes back unused when it does not match this bundle's
+    /// payload block (flags, CRC type, length; a payload block changed since, e.g. encrypted)
+    /// or when the head does not fit its room.
+    pub fn encode_around(
+        &self,
+        prepared: crate::PreparedPayload,
+    ) -> Result<Bytes, crate::PreparedPayload> {
+        let Some((payload, extensions)) = self.blocks.split_last() else {
+            return Err(prepared);
+        };
+        if payload.has_raw() || !prepared.matches(payload) {
+            return Err(prepared);
+        }
+        let head_len = 1
+            + self.primary.encoded_len()
+            + extensions.iter().map(|b| b.encoded_len()).sum::<usize>();
+        let mut head = Vec::with_capacity(head_len);
+        head.push(cbor::INDEFINITE_ARRAY);
+        self.primary.encode_into(&mut head);
+        for b in extensions {
+            b.encode_into(&mut head);
+        }
+        prepared.complete(&head)
+    }
+
     fn encode_to<B: bytes::BufMut + AsMut<[u8]> + AsRef<[u8]>>(&self, out: &mut B) {
         out.put_u8(cbor::INDEFINITE_ARRAY);
         self.primary.encode_into(out);

@@ -38,6 +38,7 @@ pub mod eid;
 pub mod error;
 pub mod flags;
 pub mod fragment;
+pub mod prepared;
 pub mod primary;
 pub mod stream;
 pub mod time;
@@ -56,6 +57,7 @@ pub use flags::{BlockFlags, BundleFlags};
 pub use fragment::{
     fragment, AduKey, FragmentError, Reassembler, ReassemblyError, ReassemblyLimits,
 };
+pub use prepared::PreparedPayload;
 pub use primary::{FragmentInfo, PrimaryBlock};
 pub use stream::{FragmentEncoder, FragmentPlan, Piece};
 pub use time::{dtn_time_from_unix_ms, format_dtn_time, CreationTimestamp};

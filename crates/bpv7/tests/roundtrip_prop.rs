@@ -36,6 +36,52 @@ fn item_strategy() -> impl Strategy<Value = StatusItem> {
 proptest! {
     #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
 
+    /// A bundle encoded around a payload block prepared beforehand is byte for byte the
+    /// bundle `encode` gives; a prepared block that does not match comes back unused.
+    #[test]
+    fn encoding_around_a_prepared_payload_gives_the_same_bytes(spec in spec_strategy(),
+                                                                room in 0usize..2048) {
+        let built = common::ours_from_spec(&spec);
+        let wire = built.encode();
+        let payload = built.payload_block().unwrap();
+        let prepared = bpv7::PreparedPayload::encode(
+            payload.flags(), payload.crc_type(), payload.data().clone(), room);
+        prop_assert_eq!(prepared.payload_len(), payload.data().len());
+        let head = wire.len() - prepared.tail_len();
+        match built.encode_around(prepared.clone()) {
+            Ok(b) => {
+                prop_assert!(head <= room);
+                prop_assert_eq!(&b[..], &wire[..]);
+            }
+            Err(back) => {
+                prop_assert!(head > room);
+                prop_assert_eq!(back, prepared);
+            }
+        }
+        // Another CRC type or a payload one byte longer does not match.
+        let other = if payload.crc_type() == bpv7::CrcType::Crc32c {
+            bpv7::CrcType::Crc16
+        } else {
+            bpv7::CrcType::Crc32c
+        };
+        let wrong = bpv7::PreparedPayload::encode(
+            payload.flags(), other, payload.data().clone(), 4096);
+        prop_assert!(built.encode_around(wrong).is_err());
+        let mut longer = payload.data().to_vec();
+        longer.push(0);
+        let wrong = bpv7::PreparedPayload::encode(
+            payload.flags(), payload.crc_type(), Bytes::from(longer), 4096);
+        prop_assert!(built.encode_around(wrong).is_err());
+        // Equal bytes in another buffer do not match either (the block's data could have been
+        // replaced since the payload was prepared).
+        if !payload.data().is_empty() {
+            let copy = Bytes::from(payload.data().to_vec());
+            let wrong =
+                bpv7::PreparedPayload::encode(payload.flags(), payload.crc_type(), copy, 4096);
+            prop_assert!(built.encode_around(wrong).is_err());
+        }
+    }
+
     #[test]
     fn bundles_round_trip(spec in spec_strategy()) {
         let built = common::ours_from_spec(&spec);

@@ -261,6 +261,9 @@ pub struct BundleStatus {
     /// `peer_max_block_bytes`); not counted: fragments the TCPCL and UDPCL sessions cut as
     /// they send (`tcpcl`/`udpcl` `bundles_fragmented`).
     pub fragmented: u64,
+    /// Bundles created from a `Send` whose payload block the application connection's thread
+    /// encoded (payload copy and CRC): the agent only wrote the headers in front of it.
+    pub created_prepared: u64,
 }
 
 /// `ltp`: the LTP engine, all spans together, then each span.

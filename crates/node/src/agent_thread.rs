@@ -483,6 +483,25 @@ impl AgentThread {
                 }
                 None
             }
+            AgentInput::AppSend {
+                conn,
+                args,
+                prepared,
+            } => {
+                turn.confirm |= self.flush_blocks(now, &mut turn.blocks);
+                let req = self
+                    .send_request(conn, args, &st.conns)
+                    .map(|mut r| {
+                        r.prepared = Some(prepared);
+                        r
+                    })
+                    .map_err(bad_request);
+                turn.sends.push(conn, req);
+                if turn.sends.is_full() {
+                    self.flush_sends(now, &mut turn.sends, &mut st.conns, &mut st.owner);
+                }
+                None
+            }
             other => Some(other),
         }
     }
@@ -642,6 +661,11 @@ impl AgentThread {
                     }
                 }
                 self.update_free();
+            }
+            // Batched before they get here (`handle_inputs`); handled whole if one ever does.
+            AgentInput::AppSend { conn, args, .. } => {
+                let req = Request::Send(args);
+                return self.handle_input(now, AgentInput::App { conn, req }, st);
             }
             AgentInput::App { conn, req } => {
                 if let Some(resp) =
@@ -1123,6 +1147,7 @@ impl AgentThread {
                 hop_limit_exceeded: s.hop_limit_exceeded,
                 echoed: s.echoed,
                 fragmented: s.refragmented,
+                created_prepared: s.sends_prepared,
             },
             ltp: self.counters.status(),
             tcpcl: self.tcp_counters.as_ref().map(|c| c.status()),

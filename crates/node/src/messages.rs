@@ -40,6 +40,14 @@ pub(crate) enum AgentInput {
     AppConnected { conn: u64, writer: AppWriter },
     /// A request from a connection.
     App { conn: u64, req: Request },
+    /// A `Send` whose payload block the connection's reader already encoded
+    /// (`bpv7::PreparedPayload`, from [`crate::app::PREPARE_FROM`] bytes on): handled as
+    /// [`AgentInput::App`] with the `Send`, without copying or checksumming the payload again.
+    AppSend {
+        conn: u64,
+        args: client::SendArgs,
+        prepared: bpv7::PreparedPayload,
+    },
     /// A connection closed.
     AppClosed { conn: u64 },
     /// A connection's writer drained the backlog that held a delivery back.

@@ -360,7 +360,8 @@ impl<S: Store> Agent<S> {
             return Ok(());
         }
         self.counters.echoed += 1;
-        self.stage_new(now, txn, reply, PRIORITY_NORMAL).map(|_| ())
+        self.stage_new(now, txn, reply, PRIORITY_NORMAL, None)
+            .map(|_| ())
     }
 
     /// Stages a bundle created at this node (by `send`, a report or the echo service), with the
@@ -371,8 +372,17 @@ impl<S: Store> Agent<S> {
         txn: &mut Txn,
         bundle: Bundle,
         priority: u8,
+        prepared: Option<bpv7::PreparedPayload>,
     ) -> Result<Option<BundleKey>, u64> {
-        let data = Bytes::from(bundle.encode());
+        // Around a payload block encoded by the thread that received it when there is one
+        // that still matches (the payload's bytes are then neither copied nor checksummed here).
+        let data = match prepared.map(|p| bundle.encode_around(p)) {
+            Some(Ok(data)) => {
+                self.counters.sends_prepared += 1;
+                data
+            }
+            _ => Bytes::from(bundle.encode()),
+        };
         let dest = self.classify(&bundle.primary().destination);
         let role = match dest {
             Dest::Remote => Role::Forward,
@@ -461,7 +471,7 @@ impl<S: Store> Agent<S> {
             self.counters.reports_dropped += 1;
             return;
         }
-        match self.stage_new(now, txn, report, PRIORITY_NORMAL) {
+        match self.stage_new(now, txn, report, PRIORITY_NORMAL, None) {
             Ok(_) => self.counters.reports_sent += 1,
             Err(_) => self.counters.reports_dropped += 1,
         }

@@ -667,6 +667,7 @@ impl<S: Store> Agent<S> {
             Some(piece) => Op::PutStaged {
                 key,
                 meta: meta_op,
+                cached: (data.len() as u64 == piece.len()).then(|| data.clone()),
                 piece,
             },
             None => Op::Put {

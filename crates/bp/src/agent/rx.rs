@@ -187,7 +187,7 @@ impl<S: Store> Agent<S> {
                 return Err(SendError::StoreFull { needed: size, free });
             }
             self.stage_dedup(txn, &id, dedup_exp);
-        } else if let Err(free) = self.stage_new(now, txn, bundle, req.priority) {
+        } else if let Err(free) = self.stage_new(now, txn, bundle, req.priority, req.prepared) {
             self.counters.refused_store_full += 1;
             return Err(SendError::StoreFull { needed: size, free });
         }

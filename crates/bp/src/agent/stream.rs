@@ -282,6 +282,7 @@ impl<S: Store> Agent<S> {
                 key,
                 meta: meta.clone(),
                 piece,
+                cached: None,
             });
             txn.added
                 .push((key, meta, None, Bytes::new(), BundleEventKind::Created));

@@ -122,6 +122,12 @@ pub struct SendRequest {
     pub crc: CrcType,
     /// Sets the must-not-fragment flag.
     pub must_not_fragment: bool,
+    /// The payload block already encoded by the thread that received the payload
+    /// ([`bpv7::PreparedPayload`], with the default payload block flags and [`Self::crc`]):
+    /// the agent then writes only the bundle's head in front of it, touching no payload byte.
+    /// Ignored (the bundle is encoded as usual from [`Self::payload`]) when it does not match
+    /// the bundle's payload block, e.g. one that BPSec encrypts.
+    pub prepared: Option<bpv7::PreparedPayload>,
 }
 
 impl SendRequest {
@@ -137,6 +143,7 @@ impl SendRequest {
             hop_limit: None,
             crc: CrcType::Crc32c,
             must_not_fragment: false,
+            prepared: None,
         }
     }
 }
@@ -336,6 +343,9 @@ pub struct AgentStatus {
     pub pending_delivery: u64,
     /// Bundles created by `send`.
     pub created: u64,
+    /// Of those, bundles encoded around a payload block prepared by the thread that received
+    /// the payload ([`SendRequest::prepared`]): their payload bytes never crossed the agent.
+    pub sends_prepared: u64,
     /// Bundles accepted from CLAs.
     pub received: u64,
     /// Bundles forwarded (CLA reported success).

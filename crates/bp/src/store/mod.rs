@@ -80,6 +80,9 @@ pub enum Op {
         meta: BundleMeta,
         /// Where the encoded bundle was staged.
         piece: StagedPiece,
+        /// The same bytes, when the thread that staged them still holds them (a received
+        /// bundle): the store may keep them in its hot cache instead of reading the piece back.
+        cached: Option<Bytes>,
     },
     /// Replace only the metadata of a stored bundle (e.g. its role changed); ignored if absent.
     SetMeta {

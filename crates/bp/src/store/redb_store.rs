@@ -298,6 +298,7 @@ impl RedbStore {
                         key,
                         meta: m,
                         piece,
+                        ..
                     } => {
                         let seg = adopted.get(&piece.run().id()).copied().ok_or_else(|| {
                             StoreError::Database("staged file was not adopted".into())
@@ -500,14 +501,21 @@ impl Store for RedbStore {
             .max(self.last_commit_ms);
         self.last_commit_ms = now;
         for op in batch.ops() {
-            if let Op::Put { key, data, .. } = op {
-                // Only segment-log payloads: their reads are the expensive ones, and a small
-                // bundle may be a slice of a much larger receive buffer, which a cached clone
-                // would keep alive beyond the budget.
-                let large = data.len() as u64 >= self.segment_threshold;
-                if large && self.index.contains_key(&key.0) {
-                    self.hot.insert(key.0, data, now);
-                }
+            let (key, data) = match op {
+                Op::Put { key, data, .. } => (key, data),
+                Op::PutStaged {
+                    key,
+                    cached: Some(data),
+                    ..
+                } => (key, data),
+                _ => continue,
+            };
+            // Only segment-log payloads: their reads are the expensive ones, and a small
+            // bundle may be a slice of a much larger receive buffer, which a cached clone
+            // would keep alive beyond the budget.
+            let large = data.len() as u64 >= self.segment_threshold;
+            if large && self.index.contains_key(&key.0) {
+                self.hot.insert(key.0, data, now);
             }
         }
         self.segments.reap();

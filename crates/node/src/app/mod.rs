@@ -18,6 +18,13 @@ use client::proto::{self, DecodeError, ErrorKind, Request, Response};
 use crate::messages::AgentInput;
 use stream::Incoming;
 
+/// `Send` payloads from this size on are encoded into their payload block here, by the
+/// connection's reader (the copy and the CRC, the two passes over each byte that building a
+/// bundle costs), so the agent thread only writes the bundle's headers in front
+/// ([`bp::SendRequest::prepared`]). Below it the per-bundle cost of a second buffer outweighs
+/// the bytes saved.
+pub(crate) const PREPARE_FROM: usize = 64 << 10;
+
 /// Longest wait for the next frame of an open stream before it is refused and the connection
 /// closed.
 const STREAM_IDLE: std::time::Duration = std::time::Duration::from_secs(120);
@@ -144,7 +151,24 @@ fn read_loop(conn: u64, mut stream: UnixStream, tx: SyncSender<AgentInput>) {
             }
             (None, req) => req,
         };
-        if tx.send(AgentInput::App { conn, req }).is_err() {
+        let input = match req {
+            Request::Send(args) if args.payload.len() >= PREPARE_FROM => {
+                // The node's sends carry CRC-32C on every block and no payload block flags.
+                let prepared = bpv7::PreparedPayload::encode(
+                    bpv7::BlockFlags::empty(),
+                    bpv7::CrcType::Crc32c,
+                    args.payload.clone(),
+                    bpv7::prepared::HEAD_ROOM,
+                );
+                AgentInput::AppSend {
+                    conn,
+                    args,
+                    prepared,
+                }
+            }
+            req => AgentInput::App { conn, req },
+        };
+        if tx.send(input).is_err() {
             return;
         }
     }

@@ -90,9 +90,11 @@ pub(crate) struct TcpclShared {
     pub(crate) stager: Option<bp::Stager>,
 }
 
-/// Received bundles from this size on are staged by the session thread (the size from which
-/// the store maps stored bundles rather than caching or copying them).
-pub(crate) const STAGE_RECEIVED_FROM: usize = 16 << 20;
+/// Received bundles from this size on are staged by the session thread: the store's segment
+/// threshold (smaller bundles are kept inline in its database, where a staging file would
+/// cost more than the copy it saves). The bytes go along to the agent, which hands them to the
+/// store's hot cache, so a staged bundle is not read back to be forwarded or delivered.
+pub(crate) const STAGE_RECEIVED_FROM: usize = 256 << 10;
 
 impl TcpclShared {
     /// The neighbour a node id belongs to: a configured peer announcing it, else the ipn node
