@@ -441,7 +441,7 @@ impl AgentThread {
         st: &mut LoopState,
     ) -> Option<AgentInput> {
         match msg {
-            AgentInput::Ltp(FromLtp::Block(b)) => {
+            AgentInput::Ltp(FromLtp::Block(b, block)) => {
                 self.flush_sends(now, &mut turn.sends, &mut st.conns, &mut st.owner);
                 if turn.blocks.peer.is_some_and(|p| p != b.peer) {
                     turn.confirm |= self.flush_blocks(now, &mut turn.blocks);
@@ -450,7 +450,7 @@ impl AgentThread {
                 // Trailing bytes that are no bundle can never be accepted; refusing the block
                 // would only make the sender retransmit it forever, so the agent acknowledges
                 // what split and counts the rest as a discard.
-                let block = self.agent.split_block(now, Some(peer), &b.data);
+                self.agent.note_block(now, Some(peer), &block);
                 if let Some(d) = &block.discarded {
                     self.log.log("ltp-discard", || {
                         format!(

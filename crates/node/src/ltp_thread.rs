@@ -208,7 +208,13 @@ impl LtpThread {
     fn forward_events(&mut self, now: Duration) -> Result<(), Stop> {
         while let Some(ev) = self.cla.poll_event(now) {
             let msg = match ev {
-                LtpEvent::Block(b) => FromLtp::Block(b),
+                LtpEvent::Block(b) => {
+                    // The one pass over the bytes that accepting them costs (their CRCs) is
+                    // made here, not on the agent thread.
+                    let mut split = bp::ClaBlock::split(&b.data);
+                    split.check_crcs();
+                    FromLtp::Block(b, split)
+                }
                 LtpEvent::Outcome(o) => FromLtp::Outcome(o),
             };
             self.tx.send(AgentInput::Ltp(msg)).map_err(|_| Stop)?;

@@ -121,9 +121,10 @@ pub(crate) enum ToLtp {
 /// What the LTP thread hands the agent thread: the LTP adapter's events, as it classified them.
 #[derive(Debug)]
 pub(crate) enum FromLtp {
-    /// A block of bundles from a neighbour: split and committed by the agent; a red block
-    /// (`session` set) is then confirmed with [`ToLtp::Confirm`].
-    Block(cla::ReceivedBlock),
+    /// A block of bundles from a neighbour, split into its bundles with their CRCs checked by
+    /// the LTP thread (`bp::ClaBlock::split`, `check_crcs`) and committed by the agent; a red
+    /// block (`session` set) is then confirmed with [`ToLtp::Confirm`].
+    Block(cla::ReceivedBlock, bp::ClaBlock),
     /// The outcome of bundles handed over (sent, failed: forward again at once, refused by the
     /// receiver: back off).
     Outcome(cla::Outcome),

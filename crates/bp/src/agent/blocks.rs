@@ -22,15 +22,55 @@ use super::{Accepted, Agent, DtnTime, RxError};
 use crate::store::Store;
 use crate::NodeNum;
 
-/// A received block split into its bundles ([`Agent::split_block`]).
+/// A received block split into its bundles ([`Agent::split_block`], or [`ClaBlock::split`] on
+/// the convergence layer's thread followed by [`Agent::note_block`] on the agent's).
 #[derive(Debug, Clone, Default)]
 pub struct ClaBlock {
     /// The bundles, zero-copy slices of the block, in block order.
     pub bundles: Vec<Bytes>,
     /// Length of the whole block.
     pub len: usize,
-    /// The bytes at the end that were no bundle (already counted and logged as a discard).
+    /// The bytes at the end that were no bundle (counted and logged as a discard by
+    /// [`Agent::note_block`]).
     pub discarded: Option<BlockDiscard>,
+    /// Per bundle: its block CRCs were checked by the thread that split the block
+    /// ([`ClaBlock::check_crcs`]), so the agent does not compute them again. Empty: none was.
+    pub crc_checked: Vec<bool>,
+}
+
+impl ClaBlock {
+    /// Splits a received block into its bundles (zero-copy slices); touches no payload byte
+    /// and no agent state, so any thread may do it. The agent counts the discard, if any, in
+    /// [`Agent::note_block`].
+    pub fn split(data: &Bytes) -> ClaBlock {
+        let mut bundles = Vec::new();
+        let discarded = match Bundle::split_concatenated_detailed(data, &mut bundles) {
+            Ok(()) => None,
+            Err((unsplit, error)) => Some(BlockDiscard {
+                bytes: unsplit,
+                reason: split_failure_reason(&error, bundles.is_empty()),
+                error,
+            }),
+        };
+        ClaBlock {
+            bundles,
+            len: data.len(),
+            discarded,
+            crc_checked: Vec::new(),
+        }
+    }
+
+    /// Checks the block CRCs of every bundle (the one pass over the bytes that accepting them
+    /// costs) on the calling thread: the convergence layer's, which touched the bytes anyway.
+    /// A bundle that fails is left unchecked; the agent decodes it again, refuses it and
+    /// counts why.
+    pub fn check_crcs(&mut self) {
+        self.crc_checked = self
+            .bundles
+            .iter()
+            .map(|b| Bundle::decode(b.clone()).is_ok())
+            .collect();
+    }
 }
 
 /// Bytes at the end of a block that did not split into a bundle.
@@ -59,23 +99,16 @@ impl<S: Store> Agent<S> {
     /// Splits a block received from `from` into its bundles (step 1, see the module doc). Trailing
     /// bytes that are no bundle are counted in `discarded` and logged as a `discarded` event.
     pub fn split_block(&mut self, now: DtnTime, from: Option<NodeNum>, data: &Bytes) -> ClaBlock {
-        let mut bundles = Vec::new();
-        let discarded = match Bundle::split_concatenated_detailed(data, &mut bundles) {
-            Ok(()) => None,
-            Err((unsplit, error)) => {
-                let reason = split_failure_reason(&error, bundles.is_empty());
-                self.discard(now, from, reason, unsplit as u64);
-                Some(BlockDiscard {
-                    bytes: unsplit,
-                    reason,
-                    error,
-                })
-            }
-        };
-        ClaBlock {
-            bundles,
-            len: data.len(),
-            discarded,
+        let block = ClaBlock::split(data);
+        self.note_block(now, from, &block);
+        block
+    }
+
+    /// Counts and logs the trailing bytes of a block split by another thread
+    /// ([`ClaBlock::split`]) that were no bundle (step 1 for such a block).
+    pub fn note_block(&mut self, now: DtnTime, from: Option<NodeNum>, block: &ClaBlock) {
+        if let Some(d) = &block.discarded {
+            self.discard(now, from, d.reason, d.bytes as u64);
         }
     }
 
@@ -91,7 +124,13 @@ impl<S: Store> Agent<S> {
             .iter()
             .flat_map(|b| b.bundles.iter().cloned())
             .collect();
-        let mut results = self.accept_from_cla_batch(now, from, &all).into_iter();
+        let checked: Vec<bool> = blocks
+            .iter()
+            .flat_map(|b| (0..b.bundles.len()).map(|i| b.crc_checked.get(i) == Some(&true)))
+            .collect();
+        let mut results = self
+            .accept_from_cla_checked(now, from, &all, &[], &checked)
+            .into_iter();
         blocks
             .iter()
             .map(|b| {
@@ -158,6 +197,39 @@ mod tests {
         );
         let v = a.accept_blocks(2_000, Some(1), &[split]);
         assert!(v[0].confirm, "refusing garbage would make the sender loop");
+    }
+
+    #[test]
+    fn a_block_split_and_checked_elsewhere_is_accepted_like_one_split_here() {
+        let mut a = agent(1 << 20);
+        let mut data = Vec::new();
+        for seq in 0..3 {
+            data.extend(bundle(seq, 500));
+        }
+        // The middle bundle's payload is corrupted (its CRC no longer matches).
+        let second = bundle(1, 500).len();
+        let at = bundle(0, 500).len() + second - 20;
+        data[at] ^= 0xff;
+        data.extend_from_slice(b"tail");
+        let data = Bytes::from(data);
+        let mut split = ClaBlock::split(&data);
+        assert_eq!(a.status().discarded.get("trailing_bytes"), None);
+        split.check_crcs();
+        assert_eq!(split.crc_checked, [true, false, true]);
+        a.note_block(2_000, Some(1), &split);
+        assert_eq!(a.status().discarded.get("trailing_bytes"), Some(&1));
+        let v = a.accept_blocks(2_000, Some(1), &[split.clone()]);
+        // The unchecked bundle is decoded with its CRCs here: refused and counted.
+        assert!(v[0].confirm);
+        assert!(matches!(v[0].bundles[1], Err(RxError::Malformed(_))));
+        assert_eq!(v[0].bundles.iter().filter(|r| r.is_ok()).count(), 2);
+        assert_eq!(a.status().malformed_by_reason.get("crc"), Some(&1));
+        // Marked checked, the agent takes the thread's word for it (what skipping the second
+        // pass means): the same bytes are accepted.
+        let mut b = agent(1 << 20);
+        split.crc_checked = vec![true; 3];
+        let v = b.accept_blocks(2_000, Some(1), &[split]);
+        assert!(v[0].bundles.iter().all(|r| r.is_ok()), "{:?}", v[0].bundles);
     }
 
     #[test]

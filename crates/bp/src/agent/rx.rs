@@ -236,6 +236,20 @@ impl<S: Store> Agent<S> {
         bundles: &[Bytes],
         staged: &[Option<StagedPiece>],
     ) -> Vec<Result<Accepted, RxError>> {
+        self.accept_from_cla_checked(now, from, bundles, staged, &[])
+    }
+
+    /// [`Agent::accept_from_cla_staged`], where `crc_checked[i]` says that the convergence
+    /// layer's thread already checked the block CRCs of `bundles[i]` (a staged bundle's always
+    /// were), so they are not computed again here.
+    pub(crate) fn accept_from_cla_checked(
+        &mut self,
+        now: DtnTime,
+        from: Option<NodeNum>,
+        bundles: &[Bytes],
+        staged: &[Option<StagedPiece>],
+        crc_checked: &[bool],
+    ) -> Vec<Result<Accepted, RxError>> {
         self.clock = self.clock.max(now);
         if let Some(e) = self.health.unavailable(now) {
             // Degraded: every bundle is refused (transient: the sender keeps it and retries).
@@ -251,7 +265,8 @@ impl<S: Store> Agent<S> {
                 .get(i)
                 .and_then(Option::as_ref)
                 .filter(|p| p.len() == data.len() as u64);
-            results.push(self.stage_rx(now, from, data, piece, &mut txn));
+            let checked = piece.is_some() || crc_checked.get(i) == Some(&true);
+            results.push(self.stage_rx(now, from, data, piece, checked, &mut txn));
         }
         let commit = self.commit_txn(now, txn);
         results
@@ -273,6 +288,7 @@ impl<S: Store> Agent<S> {
         from: Option<NodeNum>,
         data: &Bytes,
         mut piece: Option<&StagedPiece>,
+        crc_checked: bool,
         txn: &mut Txn,
     ) -> Pending {
         let size = data.len() as u64;
@@ -290,8 +306,9 @@ impl<S: Store> Agent<S> {
         }
         let limits = DecodeLimits {
             max_bundle_len: usize::try_from(self.cfg.max_bundle_size).unwrap_or(usize::MAX),
-            // A staged bundle's CRCs were checked by the thread that staged it.
-            verify_crc: piece.is_none(),
+            // A staged bundle's CRCs were checked by the thread that staged it, and those of
+            // a pre-checked block's bundles by the thread that split it.
+            verify_crc: !crc_checked,
             ..DecodeLimits::default()
         };
         let mut bundle = match Bundle::decode_with_limits(data.clone(), &limits) {
