@@ -15,8 +15,8 @@
 use bibe::{EngineConfig, TunnelConfig};
 use bp::AdminNotice;
 use bpv7::CrcType;
-use client::status::BibeStatus;
 use cla::{BibeCla, BibeSend};
+use client::status::BibeStatus;
 
 use crate::agent_thread::{AgentThread, Dispatched};
 use crate::clock::dtn_now_ms;

@@ -435,6 +435,7 @@ fn absent_sections_are_null_and_every_section_is_there() {
         keys,
         [
             "backoff",
+            "bibe",
             "bpsec",
             "bundles",
             "contacts",
@@ -450,7 +451,7 @@ fn absent_sections_are_null_and_every_section_is_there() {
             "udpcl",
         ]
     );
-    for null in ["tcpcl", "udpcl", "stcp", "bpsec", "process"] {
+    for null in ["tcpcl", "udpcl", "stcp", "bibe", "bpsec", "process"] {
         assert!(v[null].is_null(), "{null}: {v}");
     }
     assert!(v["ltp"]["fec"].is_null());
@@ -478,4 +479,40 @@ fn a_reply_parses_with_keys_missing_or_unknown_and_round_trips() {
     assert_eq!(back, p);
     assert!(NodeStatus::from_json("\"up\"").is_err());
     assert!(NodeStatus::from_json(r#"{"node": "one"}"#).is_err());
+}
+
+#[test]
+fn bibe_section() {
+    let s = BibeStatus {
+        encapsulated: 1,
+        decapsulated: 2,
+        custody_accepted: 3,
+        custody_refused: names(&[("redundant", 4)]),
+        custody_released: 5,
+        custody_refused_by_peer: names(&[("depleted_storage", 6)]),
+        timer_expirations: 7,
+        retransmissions: 8,
+        expired_in_custody: 9,
+        signals_sent: 10,
+        signals_received: 11,
+        signal_ids_unknown: 12,
+        malformed: 13,
+        outbound_not_stored: 14,
+        custody_pending: 15,
+        custody_pending_bytes: 16,
+        pending_per_tunnel: [(102, 15)].into_iter().collect(),
+    };
+    golden(
+        &s,
+        json!({
+            "encapsulated": 1, "decapsulated": 2, "custody_accepted": 3,
+            "custody_refused": {"redundant": 4}, "custody_released": 5,
+            "custody_refused_by_peer": {"depleted_storage": 6}, "timer_expirations": 7,
+            "retransmissions": 8, "expired_in_custody": 9, "signals_sent": 10,
+            "signals_received": 11, "signal_ids_unknown": 12, "malformed": 13,
+            "outbound_not_stored": 14, "custody_pending": 15, "custody_pending_bytes": 16,
+            "pending_per_tunnel": {"102": 15}
+        }),
+    );
+    assert_eq!(Cla::Bibe.name(), "bibe");
 }

@@ -24,6 +24,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
+pub mod bibe;
 pub mod bpsec;
 pub mod cla;
 pub(crate) mod error;
@@ -31,7 +32,6 @@ pub mod ion_import;
 mod ltp_auth;
 pub mod peer_kind;
 pub mod stcp;
-pub mod bibe;
 
 pub use bpsec::{BpsecRuleSection, BpsecSection};
 pub use cla::{

@@ -11,9 +11,9 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use client::status::{
-    BibeStatus, BpsecStatus, BundleStatus, CommitLatency, ContactsStatus, IngressStatus, LtpSpanStatus,
-    LtpStatus, NodeStatus, ProcessStatus, QueueStatus, StcpStatus, StoreStatus, TcpclPeerStatus,
-    TcpclStatus, UdpclPeerStatus, UdpclStatus,
+    BibeStatus, BpsecStatus, BundleStatus, CommitLatency, ContactsStatus, IngressStatus,
+    LtpSpanStatus, LtpStatus, NodeStatus, ProcessStatus, QueueStatus, StcpStatus, StoreStatus,
+    TcpclPeerStatus, TcpclStatus, UdpclPeerStatus, UdpclStatus,
 };
 use serde::Serialize;
 use serde_json::Value;
@@ -229,6 +229,9 @@ const BIBE_RULES: &[Rule<BibeStatus>] = &[
     r!(signals_received, C, "dtnkit_bibe_custody_signals", RECEIVED, ""),
     r!(custody_pending, G, "dtnkit_bibe_custody_pending_bundles", &[], "Bundles waiting for a custody signal."),
     r!(custody_pending_bytes, G, "dtnkit_bibe_custody_pending_bytes", &[], "Bytes of bundles waiting for a custody signal."),
+    r!(signal_ids_unknown, C, "dtnkit_bibe_signal_ids_unknown", &[], "Transmission IDs in received custody signals that named nothing pending."),
+    r!(malformed, C, "dtnkit_bibe_records_malformed", &[], "Received BIBE records that did not decode (dropped)."),
+    r!(outbound_not_stored, C, "dtnkit_bibe_outbound_not_stored", &[], "BPDUs and custody signals this node's store refused."),
 ];
 
 /// Rules of `udpcl`.

@@ -1,0 +1,131 @@
+//! BIBE with custody transfer between three `dtnkit node` processes on loopback:
+//!
+//! ```text
+//! node 1 ──UDPCL── node 2 ──UDPCL── node 3
+//!   tunnel 102 (endpoint ipn:2.0) carries node 3's traffic, custody on
+//! ```
+//!
+//! Node 1 sends a bundle to `ipn:3.1`. The route for node 3 goes through tunnel 102, so the
+//! bundle leaves encapsulated, addressed to node 2. Node 2 is not running yet: UDPCL has no
+//! acknowledgement, so the first encapsulating bundle is lost. Node 1 keeps the bundle in
+//! custody, its custody timer expires and it retransmits; once node 2 is up, it decapsulates,
+//! stores the bundle, accepts custody and forwards the bundle to node 3, which delivers it.
+//! The custody signal releases node 1's copy: its store is empty.
+
+mod node_support;
+
+use std::time::{Duration, Instant};
+
+use node_support::*;
+
+const LIMIT: Duration = Duration::from_secs(60);
+const TIMER_MS: u64 = 1500;
+
+fn udp(node: u64, udp_port: u16, peers: &[(u64, u16)]) -> NodeSpec {
+    let mut n = NodeSpec::new(node, free_port());
+    n.extra = format!("\n[udpcl]\nbind = \"127.0.0.1:{udp_port}\"\nmax_datagram = 16000\n");
+    for (p, port) in peers {
+        n.extra.push_str(&format!(
+            "\n[[udp_peer]]\npeer = {p}\naddress = \"127.0.0.1:{port}\"\n"
+        ));
+    }
+    n
+}
+
+/// Polls `node`'s status until `ok` holds, at most `limit`.
+fn wait_for(
+    node: &NodeProc,
+    what: &str,
+    limit: Duration,
+    ok: impl Fn(&client::NodeStatus) -> bool,
+) -> client::NodeStatus {
+    let deadline = Instant::now() + limit;
+    loop {
+        let s = node.status();
+        if ok(&s) {
+            return s;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "timed out waiting for {what}; status: {}",
+            s.to_json()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn a_bundle_tunnelled_with_custody_survives_a_lost_bpdu_and_is_released_on_the_signal() {
+    let dir = TempDir::new("bibe");
+    let (p1, p2, p3) = (free_port(), free_port(), free_port());
+    let mut s1 = udp(1, p1, &[(2, p2)]);
+    s1.extra.push_str(&format!(
+        "\n[[bibe_peer]]\npeer = 102\nendpoint = \"ipn:2.0\"\ncustody = true\ncustody_timer_ms = {TIMER_MS}\n"
+    ));
+    s1.routes.push((3, 102));
+    let mut s2 = udp(2, p2, &[(1, p1), (3, p3)]);
+    s2.extra.push_str("\n[bibe]\nsignal_delay_ms = 50\n");
+    let s3 = udp(3, p3, &[(2, p2)]);
+
+    let n1 = NodeProc::start(&dir.0, &s1);
+    let n3 = NodeProc::start(&dir.0, &s3);
+    let recv = spawn_recv(&n3.socket, "ipn:3.1", 1);
+    let started = Instant::now();
+    send_ok(&n1.socket, "ipn:3.1", 1000, 1, &[]);
+
+    // The first encapsulating bundle leaves for node 2, which is down: lost.
+    let s = wait_for(&n1, "the first BPDU", LIMIT, |s| {
+        s.bibe.as_ref().is_some_and(|b| b.encapsulated == 1)
+            && s.udpcl.as_ref().is_some_and(|u| u.datagrams_sent >= 1)
+    });
+    let b = s.bibe.unwrap();
+    assert_eq!(b.custody_pending, 1);
+    assert_eq!(
+        s.contacts.neighbours.get(&102).and_then(|n| n.cla),
+        Some(client::status::Cla::Bibe)
+    );
+    // No signal: the custody timer expires and the BPDU is sent again (lost again).
+    let s = wait_for(&n1, "a custody timer expiry", LIMIT, |s| {
+        s.bibe.as_ref().is_some_and(|b| b.timer_expirations >= 1)
+    });
+    assert!(
+        started.elapsed() >= Duration::from_millis(TIMER_MS),
+        "the timer cannot expire before {TIMER_MS} ms"
+    );
+    let b = s.bibe.unwrap();
+    assert!(b.retransmissions >= 1);
+    assert_eq!(b.custody_released, 0, "nothing released before acceptance");
+    assert_eq!(b.custody_pending, 1);
+
+    // Node 2 comes up; the next retransmission reaches it.
+    let n2 = NodeProc::start(&dir.0, &s2);
+    let s = wait_for(&n1, "custody released", LIMIT, |s| {
+        s.bibe.as_ref().is_some_and(|b| b.custody_released == 1)
+    });
+    let b = s.bibe.unwrap();
+    assert_eq!(b.custody_pending, 0);
+    assert!(b.signals_received >= 1);
+    // Node 1's store empties: the inner bundle was released, the BPDUs forwarded.
+    wait_for(&n1, "an empty store at node 1", LIMIT, |s| {
+        s.store.bundles == 0
+    });
+
+    let s = wait_for(&n2, "custody accepted at node 2", LIMIT, |s| {
+        s.bibe
+            .as_ref()
+            .is_some_and(|b| b.custody_accepted >= 1 && b.signals_sent >= 1)
+    });
+    let b = s.bibe.unwrap();
+    assert_eq!(
+        b.decapsulated,
+        b.custody_accepted + b.custody_refused.values().sum::<u64>()
+    );
+    // Delivered at node 3.
+    let out = recv.wait(LIMIT);
+    assert!(
+        out.status.success(),
+        "{} {}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
