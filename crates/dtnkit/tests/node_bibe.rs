@@ -11,6 +11,9 @@
 //! custody, its custody timer expires and it retransmits; once node 2 is up, it decapsulates,
 //! stores the bundle, accepts custody and forwards the bundle to node 3, which delivers it.
 //! The custody signal releases node 1's copy: its store is empty.
+//!
+//! A second test fills the far end: custody is refused with "depleted storage" and the sender
+//! keeps the bundle.
 
 mod node_support;
 
@@ -128,4 +131,42 @@ fn a_bundle_tunnelled_with_custody_survives_a_lost_bpdu_and_is_released_on_the_s
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
+}
+
+/// The far end's store cannot take the bundle: it refuses custody with "depleted storage",
+/// the sender keeps the bundle (nothing released) and counts the refusal by reason.
+#[test]
+fn a_full_far_end_refuses_custody_with_its_reason_and_the_sender_keeps_the_bundle() {
+    let dir = TempDir::new("bibe-full");
+    let (p1, p2) = (free_port(), free_port());
+    let mut s1 = udp(1, p1, &[(2, p2)]);
+    s1.extra
+        .push_str("\n[[bibe_peer]]\npeer = 102\nendpoint = \"ipn:2.0\"\ncustody_timer_ms = 2000\n");
+    s1.routes.push((3, 102));
+    // Room for custody signals (a few dozen bytes), not for the 4 kB bundle.
+    let mut s2 = udp(2, p2, &[(1, p1)]);
+    s2.quota = 1000;
+    s2.extra.push_str("\n[bibe]\nsignal_delay_ms = 20\n");
+    let n1 = NodeProc::start(&dir.0, &s1);
+    let n2 = NodeProc::start(&dir.0, &s2);
+    send_ok(&n1.socket, "ipn:3.1", 4000, 1, &[]);
+    let s = wait_for(&n2, "the refusal at node 2", LIMIT, |s| {
+        s.bibe.as_ref().is_some_and(|b| b.signals_sent >= 1)
+    });
+    let b = s.bibe.unwrap();
+    assert_eq!(b.custody_accepted, 0);
+    assert!(b
+        .custody_refused
+        .get("depleted_storage")
+        .is_some_and(|n| *n >= 1));
+    let s = wait_for(&n1, "the refusal at node 1", LIMIT, |s| {
+        s.bibe
+            .as_ref()
+            .is_some_and(|b| b.custody_refused_by_peer.contains_key("depleted_storage"))
+    });
+    let b = s.bibe.clone().unwrap();
+    assert_eq!(b.custody_released, 0);
+    // The bundle is still in node 1's store, waiting to be routed again.
+    assert!(s.store.bundles >= 1, "{}", s.to_json());
+    assert!(s.bundles.cla_refusals >= 1, "{}", s.to_json());
 }
