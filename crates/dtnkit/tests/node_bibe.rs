@@ -13,7 +13,7 @@
 //! The custody signal releases node 1's copy: its store is empty.
 //!
 //! A second test fills the far end: custody is refused with "depleted storage" and the sender
-//! keeps the bundle.
+//! keeps the bundle. A third kills the sender while custody is pending and restarts it.
 
 mod node_support;
 
@@ -169,4 +169,53 @@ fn a_full_far_end_refuses_custody_with_its_reason_and_the_sender_keeps_the_bundl
     // The bundle is still in node 1's store, waiting to be routed again.
     assert!(s.store.bundles >= 1, "{}", s.to_json());
     assert!(s.bundles.cla_refusals >= 1, "{}", s.to_json());
+}
+
+/// The encapsulating node is killed (SIGKILL) while custody is pending; after its restart the
+/// bundle, still in its store, is encapsulated again, custody is accepted and released, and the
+/// bundle is delivered.
+#[test]
+fn a_sender_killed_with_custody_pending_delivers_after_restart() {
+    let dir = TempDir::new("bibe-crash");
+    let (p1, p2, p3) = (free_port(), free_port(), free_port());
+    let mut s1 = udp(1, p1, &[(2, p2)]);
+    s1.extra.push_str(
+        "\n[[bibe_peer]]\npeer = 102\nendpoint = \"ipn:2.0\"\ncustody_timer_ms = 60000\n",
+    );
+    s1.routes.push((3, 102));
+    let mut s2 = udp(2, p2, &[(1, p1), (3, p3)]);
+    s2.extra.push_str("\n[bibe]\nsignal_delay_ms = 20\n");
+    let s3 = udp(3, p3, &[(2, p2)]);
+    let mut n1 = NodeProc::start(&dir.0, &s1);
+    let n3 = NodeProc::start(&dir.0, &s3);
+    let recv = spawn_recv(&n3.socket, "ipn:3.1", 1);
+    send_ok(&n1.socket, "ipn:3.1", 1000, 1, &[]);
+    // Node 2 is down: the BPDU is lost and custody stays pending (the timer is 60 s).
+    wait_for(&n1, "custody pending", LIMIT, |s| {
+        s.bibe.as_ref().is_some_and(|b| b.custody_pending == 1)
+    });
+    n1.kill();
+    let n2 = NodeProc::start(&dir.0, &s2);
+    n1.restart();
+    let s = wait_for(&n1, "custody released after the restart", LIMIT, |s| {
+        s.bibe.as_ref().is_some_and(|b| b.custody_released == 1)
+    });
+    assert_eq!(
+        s.bibe.unwrap().timer_expirations,
+        0,
+        "sent again at restart, not on the 60 s timer"
+    );
+    wait_for(&n1, "an empty store at node 1", LIMIT, |s| {
+        s.store.bundles == 0
+    });
+    wait_for(&n2, "custody accepted at node 2", LIMIT, |s| {
+        s.bibe.as_ref().is_some_and(|b| b.custody_accepted == 1)
+    });
+    let out = recv.wait(LIMIT);
+    assert!(
+        out.status.success(),
+        "{} {}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
