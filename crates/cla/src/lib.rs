@@ -13,6 +13,8 @@
 //!
 //! - [`LtpCla`]: bundles over LTP, with packet-layer FEC below it where a span has it
 //!   (`fec::Stack`).
+//! - [`BibeCla`]: bundles through BIBE tunnels (bundle-in-bundle encapsulation with custody
+//!   transfer, the `bibe` engine), encapsulating bundles stored and forwarded by the agent itself.
 //! - [`pair`]: two nodes (adapter + agent each) in virtual time, driven the way the node's
 //!   threads drive them; the runnable example `examples/ltp_pair.rs` uses it.
 //!
@@ -46,9 +48,11 @@
 
 #![warn(missing_docs)]
 
+mod bibe_adapter;
 mod ltp_adapter;
 pub mod pair;
 
+pub use crate::bibe_adapter::{decide, engine_config, BibeCla, BibeClaStats, BibeSend};
 pub use crate::ltp_adapter::{
     classify_cancel, Cause, LtpCla, LtpClaStats, LtpEvent, Outcome, ReceivedBlock,
     BP_CLIENT_SERVICE, MAX_GREEN_PARTIAL,

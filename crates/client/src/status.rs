@@ -52,6 +52,8 @@ pub struct NodeStatus {
     pub udpcl: Option<UdpclStatus>,
     /// STCP, ION's and HDTN's simple TCP (`null` when no STCP is configured).
     pub stcp: Option<StcpStatus>,
+    /// BIBE tunnels and custody transfer (`null` when the node runs no BIBE).
+    pub bibe: Option<BibeStatus>,
     /// BPSec policy outcomes (`null` without a `[bpsec]` policy).
     pub bpsec: Option<BpsecStatus>,
     /// Neighbours' links and the contact plan.
@@ -584,6 +586,47 @@ pub struct StcpStatus {
     pub bundles_failed: u64,
 }
 
+/// `bibe`: bundle-in-bundle encapsulation with custody transfer, both ends of every tunnel
+/// (`docs/bibe.md`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct BibeStatus {
+    /// Bundles encapsulated (first transmissions).
+    pub encapsulated: u64,
+    /// BPDUs received and decapsulated.
+    pub decapsulated: u64,
+    /// Custody accepted here (the decapsulated bundle was stored).
+    pub custody_accepted: u64,
+    /// Custody refused here, by reason (`redundant`, `depleted_storage`, ...).
+    pub custody_refused: BTreeMap<String, u64>,
+    /// Bundles released here on a custody signal (accepted or redundant).
+    pub custody_released: u64,
+    /// Bundles whose custody the next node refused (other than redundant), by reason.
+    pub custody_refused_by_peer: BTreeMap<String, u64>,
+    /// Custody timers that expired.
+    pub timer_expirations: u64,
+    /// BPDUs retransmitted after a custody timer.
+    pub retransmissions: u64,
+    /// Bundles whose lifetime ended while custody was pending.
+    pub expired_in_custody: u64,
+    /// Custody signals sent.
+    pub signals_sent: u64,
+    /// Custody signals received.
+    pub signals_received: u64,
+    /// Transmission IDs in received signals that named nothing pending here.
+    pub signal_ids_unknown: u64,
+    /// BIBE records received that did not decode (dropped).
+    pub malformed: u64,
+    /// BPDUs and signals this node's store refused (recovered by the custody timers).
+    pub outbound_not_stored: u64,
+    /// Bundles waiting for a custody signal now.
+    pub custody_pending: u64,
+    /// Their bytes.
+    pub custody_pending_bytes: u64,
+    /// Bundles waiting for a custody signal, by tunnel (virtual neighbour).
+    pub pending_per_tunnel: BTreeMap<u64, u64>,
+}
+
 /// `udpcl.peers.<node>`: one configured UDPCL neighbour.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default)]
@@ -650,16 +693,19 @@ pub enum Cla {
     Udpcl,
     /// STCP (`[[stcp_peer]]`).
     Stcp,
+    /// A BIBE tunnel (`[[bibe_peer]]`): bundles encapsulated in bundles.
+    Bibe,
 }
 
 impl Cla {
-    /// The name in the reply: `ltp`, `tcpcl`, `udpcl` or `stcp`.
+    /// The name in the reply: `ltp`, `tcpcl`, `udpcl`, `stcp` or `bibe`.
     pub fn name(self) -> &'static str {
         match self {
             Cla::Ltp => "ltp",
             Cla::Tcpcl => "tcpcl",
             Cla::Udpcl => "udpcl",
             Cla::Stcp => "stcp",
+            Cla::Bibe => "bibe",
         }
     }
 }

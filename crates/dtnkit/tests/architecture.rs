@@ -45,7 +45,7 @@ fn sources(dir: &Path) -> Vec<(PathBuf, String)> {
 fn engines_and_the_agent_read_no_clock_and_open_no_socket_or_thread() {
     let sans_io = [
         "bpv7", "bpsec", "ltp", "fec", "tcpcl", "stcp", "cfdp", "channel", "traffic", "bp", "cla",
-        "orbit",
+        "orbit", "bibe",
     ];
     let forbidden = [
         "Instant::now",

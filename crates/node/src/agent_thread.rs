@@ -163,6 +163,8 @@ pub(crate) struct AgentThread {
     pub(crate) log: RateLog,
     /// When the store became degraded, while it is (for the transition log lines).
     pub(crate) store_degraded_since: Option<u64>,
+    /// BIBE tunnels and decapsulation (`crate::bibe_glue`), when the node runs BIBE.
+    pub(crate) bibe: Option<cla::BibeCla>,
 }
 
 /// The inputs one turn of the agent loop may still take (see [`MAX_INPUTS_PER_TURN`]).
@@ -221,7 +223,7 @@ struct Turn {
 struct Stopped;
 
 /// What happened to a bundle offered to a convergence layer.
-enum Dispatched {
+pub(crate) enum Dispatched {
     /// Taken (or waiting for a TCPCL session): outstanding until its result.
     Taken,
     /// The layer's queue is full: keep the bundle and retry later.
@@ -243,6 +245,8 @@ impl AgentThread {
             let now = dtn_now_ms();
             let mut wake_ltp = self.apply_link_changes(now, &mut st);
             self.run_timers(now);
+            self.bibe_timers(now);
+            self.report_bibe(now, &mut st);
             self.watch_store();
             match self.forward(now, &mut st) {
                 Ok(queued) => wake_ltp |= queued,
@@ -263,6 +267,20 @@ impl AgentThread {
                 return;
             };
             self.finish_turn(confirm);
+            self.report_bibe(dtn_now_ms(), &mut st);
+        }
+    }
+
+    /// Reports the BIBE adapter's outcomes (custody released, refused, expired) to the agent.
+    fn report_bibe(&mut self, now: u64, st: &mut LoopState) {
+        while let Some((token, outcome)) = self.bibe_outcome() {
+            self.report(
+                now,
+                &[token],
+                outcome,
+                &mut st.outstanding,
+                &mut st.outstanding_bytes,
+            );
         }
     }
 
@@ -387,6 +405,9 @@ impl AgentThread {
         // Wait for input or the next timer.
         let now = dtn_now_ms();
         let mut deadline = self.agent.poll_timeout().unwrap_or(u64::MAX);
+        if let Some(t) = self.bibe_deadline() {
+            deadline = deadline.min(t);
+        }
         if let Some(c) = self.links.get(st.next_link) {
             deadline = deadline.min(c.at_ms);
         }
@@ -687,7 +708,9 @@ impl AgentThread {
         // Acknowledged deliveries may have opened the gate.
         confirm |= self.apply_gate();
         while let Some(n) = self.agent.poll_admin() {
-            self.reports.count(&n.from, &n.record);
+            if !self.bibe_admin(&n) {
+                self.reports.count(&n.from, &n.record);
+            }
         }
         if confirm {
             self.wake_ltp();
@@ -800,6 +823,7 @@ impl AgentThread {
                     Err(_) => Dispatched::Refused,
                 }
             }
+            Some(ClaKind::Bibe) => self.dispatch_bibe(f),
             None => Dispatched::Refused,
         }
     }
@@ -1153,6 +1177,7 @@ impl AgentThread {
             tcpcl: self.tcp_counters.as_ref().map(|c| c.status()),
             udpcl: self.udp_counters.as_ref().map(|c| c.status()),
             stcp: self.stcp_counters.as_ref().map(|c| c.status()),
+            bibe: self.bibe_status(),
             bpsec: self.agent.security().map(|p| BpsecStatus {
                 rules: p.rules().len() as u64,
                 secured: s.security_secured,

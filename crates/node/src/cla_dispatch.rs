@@ -25,6 +25,9 @@ pub(crate) enum ClaKind {
     Udp,
     /// STCP (`[[stcp_peer]]`): the connection we open is a session in [`TcpRouter`].
     Stcp,
+    /// A BIBE tunnel (`[[bibe_peer]]`): encapsulated by the agent thread itself
+    /// (`crate::bibe_glue`).
+    Bibe,
 }
 
 /// What the agent thread must do after routing a bundle to the TCPCL side.

@@ -29,6 +29,7 @@ pub(crate) fn status<S: Store>(
                 ClaKind::Tcp => Cla::Tcpcl,
                 ClaKind::Udp => Cla::Udpcl,
                 ClaKind::Stcp => Cla::Stcp,
+                ClaKind::Bibe => Cla::Bibe,
             });
             let n = NeighbourStatus {
                 cla,

@@ -40,6 +40,7 @@
 
 mod agent_thread;
 mod app;
+mod bibe_glue;
 mod cla_dispatch;
 mod cla_peer_stats;
 pub mod clock;

@@ -219,6 +219,9 @@ pub(crate) fn cla_kinds(cfg: &Validated) -> HashMap<u64, ClaKind> {
     for p in &cfg.stcp_peers {
         kinds.insert(p.peer, ClaKind::Stcp);
     }
+    for p in &cfg.bibe_peers {
+        kinds.insert(p.peer, ClaKind::Bibe);
+    }
     kinds
 }
 
@@ -603,13 +606,14 @@ impl Threads {
     pub(crate) fn start_agent(
         &mut self,
         cfg: &Validated,
-        agent: Agent<TimedStore<RedbStore>>,
+        mut agent: Agent<TimedStore<RedbStore>>,
         rx: Receiver<AgentInput>,
         links: Links,
         ltp: LtpRunning,
         others: &OtherClas,
     ) -> Result<(), NodeError> {
         let (udpcl, tcpcl) = (others.udpcl.as_ref(), others.tcpcl.as_ref());
+        let bibe = crate::bibe_glue::build(cfg, &mut agent, crate::clock::dtn_now_ms());
         let at = AgentThread {
             agent,
             rx,
@@ -641,6 +645,7 @@ impl Threads {
             reports: reports::ReportCounts::default(),
             log: ratelog::RateLog::new(Duration::from_secs(10)),
             store_degraded_since: None,
+            bibe,
         };
         let agent_cpu = cfg.raw.ltp.agent_cpu;
         self.spawn("agent".into(), move || {

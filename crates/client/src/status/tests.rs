@@ -121,12 +121,13 @@ fn bundles_and_bpsec_sections() {
             hop_limit_exceeded: 13,
             echoed: 14,
             fragmented: 15,
+            created_prepared: 16,
         },
         json!({
             "created": 1, "received": 2, "forwarded": 3, "delivered": 4, "expired": 5,
             "duplicates": 6, "refused_store_full": 7, "cla_failures": 8, "cla_refusals": 9,
             "malformed": 10, "malformed_by_reason": {"crc": 11}, "discarded": {"not_a_bundle": 12},
-            "hop_limit_exceeded": 13, "echoed": 14, "fragmented": 15,
+            "hop_limit_exceeded": 13, "echoed": 14, "fragmented": 15, "created_prepared": 16,
         }),
     );
     golden(
@@ -428,13 +429,30 @@ fn contacts_and_process_sections() {
 }
 
 #[test]
+fn the_apps_section_lists_each_reporting_connection() {
+    golden(
+        &AppStatus {
+            app: "cfdp".into(),
+            connection: 3,
+            reported_ms: 4,
+            counters: names(&[("malformed_pdus", 5)]),
+        },
+        json!({"app": "cfdp", "connection": 3, "reported_ms": 4, "counters": {"malformed_pdus": 5}}),
+    );
+    let v = serde_json::to_value(NodeStatus::default()).unwrap();
+    assert_eq!(v["apps"], json!([]));
+}
+
+#[test]
 fn absent_sections_are_null_and_every_section_is_there() {
     let v = serde_json::to_value(NodeStatus::default()).unwrap();
     let keys: Vec<&str> = v.as_object().unwrap().keys().map(String::as_str).collect();
     assert_eq!(
         keys,
         [
+            "apps",
             "backoff",
+            "bibe",
             "bpsec",
             "bundles",
             "contacts",
@@ -450,7 +468,7 @@ fn absent_sections_are_null_and_every_section_is_there() {
             "udpcl",
         ]
     );
-    for null in ["tcpcl", "udpcl", "stcp", "bpsec", "process"] {
+    for null in ["tcpcl", "udpcl", "stcp", "bibe", "bpsec", "process"] {
         assert!(v[null].is_null(), "{null}: {v}");
     }
     assert!(v["ltp"]["fec"].is_null());
@@ -478,4 +496,40 @@ fn a_reply_parses_with_keys_missing_or_unknown_and_round_trips() {
     assert_eq!(back, p);
     assert!(NodeStatus::from_json("\"up\"").is_err());
     assert!(NodeStatus::from_json(r#"{"node": "one"}"#).is_err());
+}
+
+#[test]
+fn bibe_section() {
+    let s = BibeStatus {
+        encapsulated: 1,
+        decapsulated: 2,
+        custody_accepted: 3,
+        custody_refused: names(&[("redundant", 4)]),
+        custody_released: 5,
+        custody_refused_by_peer: names(&[("depleted_storage", 6)]),
+        timer_expirations: 7,
+        retransmissions: 8,
+        expired_in_custody: 9,
+        signals_sent: 10,
+        signals_received: 11,
+        signal_ids_unknown: 12,
+        malformed: 13,
+        outbound_not_stored: 14,
+        custody_pending: 15,
+        custody_pending_bytes: 16,
+        pending_per_tunnel: [(102, 15)].into_iter().collect(),
+    };
+    golden(
+        &s,
+        json!({
+            "encapsulated": 1, "decapsulated": 2, "custody_accepted": 3,
+            "custody_refused": {"redundant": 4}, "custody_released": 5,
+            "custody_refused_by_peer": {"depleted_storage": 6}, "timer_expirations": 7,
+            "retransmissions": 8, "expired_in_custody": 9, "signals_sent": 10,
+            "signals_received": 11, "signal_ids_unknown": 12, "malformed": 13,
+            "outbound_not_stored": 14, "custody_pending": 15, "custody_pending_bytes": 16,
+            "pending_per_tunnel": {"102": 15}
+        }),
+    );
+    assert_eq!(Cla::Bibe.name(), "bibe");
 }

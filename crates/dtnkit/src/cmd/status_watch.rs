@@ -181,6 +181,8 @@ fn neighbours(out: &mut String, f: &Frame<'_>) {
                     .map(|x| (x.export_bytes_completed, x.block_bytes_received)),
                 // STCP counts all connections together (received bundles name no peer).
                 Cla::Stcp => None,
+                // A tunnel's bytes travel in encapsulating bundles over other neighbours.
+                Cla::Bibe => None,
             }?;
             n(if sent { out } else { into })
         };

@@ -9,6 +9,7 @@
 //! - [`cla`]: `[tcpcl]`, `[[tcp_peer]]`, `[udpcl]`, `[[udp_peer]]` and the rule that binds each
 //!   neighbour to one convergence layer;
 //! - [`stcp`]: `[stcp]` and `[[stcp_peer]]` (ION's and HDTN's simple TCP);
+//! - [`bibe`]: `[bibe]` and `[[bibe_peer]]` (bundle-in-bundle encapsulation, custody transfer);
 //! - [`bpsec`]: `[bpsec]` keys and policy rules;
 //! - [`peer_kind`]: the peer profiles (`peer_kind`) and the defaults that follow from them;
 //! - [`ion_import`]: `dtnkit import-ion`, an ION node's `.rc` files translated into this file;
@@ -23,6 +24,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
+pub mod bibe;
 pub mod bpsec;
 pub mod cla;
 pub(crate) mod error;
@@ -91,6 +93,12 @@ pub struct NodeConfig {
     /// STCP neighbours.
     #[serde(default)]
     pub stcp_peer: Vec<stcp::StcpPeerSection>,
+    /// BIBE settings (`docs/bibe.md`).
+    #[serde(default)]
+    pub bibe: Option<bibe::BibeSection>,
+    /// BIBE tunnels (virtual neighbours).
+    #[serde(default)]
+    pub bibe_peer: Vec<bibe::BibePeerSection>,
     /// Bundle Protocol Security keys and policy (`docs/bpsec.md`).
     #[serde(default)]
     pub bpsec: Option<BpsecSection>,
@@ -585,6 +593,10 @@ pub struct Validated {
     pub stcp: Option<stcp::Stcp>,
     /// STCP neighbours.
     pub stcp_peers: Vec<stcp::StcpPeer>,
+    /// BIBE settings, when the node runs BIBE (`[bibe]` or a `[[bibe_peer]]`).
+    pub bibe: Option<bibe::BibeSection>,
+    /// BIBE tunnels.
+    pub bibe_peers: Vec<bibe::BibePeer>,
     /// BPSec policy rules with their keys loaded (empty: no BPSec processing).
     pub bpsec_rules: Vec<::bpsec::Rule>,
     /// The monitoring listener (`[metrics]`), if configured.
@@ -638,6 +650,7 @@ impl Validated {
             || self.tcp_peers.iter().any(|s| s.peer == peer)
             || self.udp_peers.iter().any(|s| s.peer == peer)
             || self.stcp_peers.iter().any(|s| s.peer == peer)
+            || self.bibe_peers.iter().any(|s| s.peer == peer)
     }
 }
 
@@ -1002,6 +1015,8 @@ impl NodeConfig {
             self.stcp.as_ref(),
             &self.stcp_peer,
         )?;
+        let (bibe, bibe_peers) =
+            bibe::validate_bibe(file, self.node, self.bibe.as_ref(), &self.bibe_peer)?;
         let mut neighbours: Vec<(String, u64)> = Vec::new();
         neighbours.extend(
             spans
@@ -1027,6 +1042,12 @@ impl NodeConfig {
                 .enumerate()
                 .map(|(i, s)| (format!("stcp_peer[{i}].peer"), s.peer)),
         );
+        neighbours.extend(
+            bibe_peers
+                .iter()
+                .enumerate()
+                .map(|(i, s)| (format!("bibe_peer[{i}].peer"), s.peer)),
+        );
         cla::check_unique_neighbours(file, &neighbours)?;
         for (i, r) in self.route.iter().enumerate() {
             if !neighbours.iter().any(|(_, p)| *p == r.via) {
@@ -1034,7 +1055,7 @@ impl NodeConfig {
                     file,
                     &format!("route[{i}].via"),
                     r.via,
-                    "the peer of one of the [[span]], [[tcp_peer]], [[udp_peer]] or [[stcp_peer]] entries",
+                    "the peer of one of the [[span]], [[tcp_peer]], [[udp_peer]], [[stcp_peer]] or [[bibe_peer]] entries",
                 ));
             }
             if r.dest_last.is_some_and(|l| l < r.dest) {
@@ -1072,6 +1093,8 @@ impl NodeConfig {
             udp_peers,
             stcp,
             stcp_peers,
+            bibe,
+            bibe_peers,
             bpsec_rules,
             metrics,
             raw: self,

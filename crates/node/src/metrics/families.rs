@@ -11,9 +11,9 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use client::status::{
-    BpsecStatus, BundleStatus, CommitLatency, ContactsStatus, IngressStatus, LtpSpanStatus,
-    LtpStatus, NodeStatus, ProcessStatus, QueueStatus, StcpStatus, StoreStatus, TcpclPeerStatus,
-    TcpclStatus, UdpclPeerStatus, UdpclStatus,
+    BibeStatus, BpsecStatus, BundleStatus, CommitLatency, ContactsStatus, IngressStatus,
+    LtpSpanStatus, LtpStatus, NodeStatus, ProcessStatus, QueueStatus, StcpStatus, StoreStatus,
+    TcpclPeerStatus, TcpclStatus, UdpclPeerStatus, UdpclStatus,
 };
 use serde::Serialize;
 use serde_json::Value;
@@ -123,6 +123,7 @@ const BUNDLES_RULES: &[Rule<BundleStatus>] = &[
     r!(cla_failures, C, "dtnkit_cla_failures", &[], "Convergence-layer transmissions that failed (the bundle is forwarded again)."),
     r!(echoed, C, "dtnkit_bundles_echoed", &[], "Echo requests answered."),
     r!(fragmented, C, "dtnkit_bundles_fragmented", &[], "Stored bundles replaced by fragments that fit their next hop."),
+    r!(created_prepared, C, "dtnkit_bundles_created_prepared", &[], "Bundles created around a payload block their application connection encoded (payload copy and CRC off the agent thread)."),
 ];
 
 /// Rules of `bpsec`.
@@ -215,6 +216,25 @@ const STCP_RULES: &[Rule<StcpStatus>] = &[
     r!(bundles_failed, C, "dtnkit_stcp_bundles_failed", &[], "Bundles not completely written when their connection ended."),
 ];
 
+/// Rules of `bibe` (its maps by reason are in [`Families::maps`]).
+#[rustfmt::skip]
+const BIBE_RULES: &[Rule<BibeStatus>] = &[
+    r!(encapsulated, C, "dtnkit_bibe_bundles", &[("action", "encapsulated")], "Bundles through BIBE tunnels, by action."),
+    r!(decapsulated, C, "dtnkit_bibe_bundles", &[("action", "decapsulated")], ""),
+    r!(custody_accepted, C, "dtnkit_bibe_custody_accepted", &[], "Custody accepted by this node (decapsulated bundle stored)."),
+    r!(custody_released, C, "dtnkit_bibe_custody_released", &[], "Bundles released by this node on a custody signal (accepted or redundant)."),
+    r!(timer_expirations, C, "dtnkit_bibe_custody_timer_expirations", &[], "BIBE custody timers that expired."),
+    r!(retransmissions, C, "dtnkit_bibe_retransmissions", &[], "BPDUs sent again after a custody timer."),
+    r!(expired_in_custody, C, "dtnkit_bibe_expired_in_custody", &[], "Bundles whose lifetime ended while custody was pending."),
+    r!(signals_sent, C, "dtnkit_bibe_custody_signals", SENT, "BIBE custody signals, by direction."),
+    r!(signals_received, C, "dtnkit_bibe_custody_signals", RECEIVED, ""),
+    r!(custody_pending, G, "dtnkit_bibe_custody_pending_bundles", &[], "Bundles waiting for a custody signal."),
+    r!(custody_pending_bytes, G, "dtnkit_bibe_custody_pending_bytes", &[], "Bytes of bundles waiting for a custody signal."),
+    r!(signal_ids_unknown, C, "dtnkit_bibe_signal_ids_unknown", &[], "Transmission IDs in received custody signals that named nothing pending."),
+    r!(malformed, C, "dtnkit_bibe_records_malformed", &[], "Received BIBE records that did not decode (dropped)."),
+    r!(outbound_not_stored, C, "dtnkit_bibe_outbound_not_stored", &[], "BPDUs and custody signals this node's store refused."),
+];
+
 /// Rules of `udpcl`.
 #[rustfmt::skip]
 const UDPCL_RULES: &[Rule<UdpclStatus>] = &[
@@ -247,6 +267,9 @@ const MAPPED: &[(&str, &str)] = &[
     ("tcpcl", "deviations"),
     ("tcpcl", "peers"),
     ("udpcl", "peers"),
+    ("bibe", "custody_refused"),
+    ("bibe", "custody_refused_by_peer"),
+    ("bibe", "pending_per_tunnel"),
 ];
 
 /// Rules per LTP span (`ltp.spans.<peer>`), labelled with `peer`.
@@ -355,6 +378,9 @@ impl Families {
         if let Some(u) = &status.stcp {
             f.apply(u, STCP_RULES, &[]);
         }
+        if let Some(b) = &status.bibe {
+            f.apply(b, BIBE_RULES, &[]);
+        }
         if let Some(p) = &status.process {
             f.apply(p, PROCESS_RULES, &[]);
         }
@@ -435,6 +461,22 @@ impl Families {
                 "dtnkit_tcpcl_deviations",
                 "Tolerated TCPCL peer deviations, by kind.",
                 "kind",
+                &none,
+            );
+        }
+        if let Some(b) = &s.bibe {
+            self.map(
+                named(&b.custody_refused),
+                "dtnkit_bibe_custody_refused",
+                "Custody refused by this node, by reason (redundant, depleted_storage, ...).",
+                "reason",
+                &none,
+            );
+            self.map(
+                named(&b.custody_refused_by_peer),
+                "dtnkit_bibe_custody_refused_by_peer",
+                "Custody of this node's bundles refused by the tunnel's far end, by reason.",
+                "reason",
                 &none,
             );
         }
@@ -615,6 +657,9 @@ impl Families {
         }
         if let Some(u) = &s.stcp {
             self.untyped("stcp", u, STCP_RULES);
+        }
+        if let Some(b) = &s.bibe {
+            self.untyped("bibe", b, BIBE_RULES);
         }
     }
 

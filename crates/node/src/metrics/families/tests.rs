@@ -215,6 +215,7 @@ fn every_rule_reads_its_field_and_every_family_has_help() {
     check_table(SPAN_RULES);
     check_table(TCP_PEER_RULES);
     check_table(UDP_PEER_RULES);
+    check_table(BIBE_RULES);
 }
 
 #[test]
@@ -274,4 +275,39 @@ fn application_counters_are_labelled_by_app_connection_and_name() {
     // No report, no family.
     let f = Families::from_status(&NodeStatus::default());
     assert!(f.families.iter().all(|x| x.name != "dtnkit_app_counter"));
+}
+
+#[test]
+fn bibe_custody_counters_are_exported() {
+    let mut s = status();
+    s.bibe = Some(BibeStatus {
+        custody_accepted: 4,
+        custody_released: 3,
+        timer_expirations: 2,
+        custody_refused: names(&[("redundant", 1), ("depleted_storage", 5)]),
+        custody_pending: 6,
+        ..BibeStatus::default()
+    });
+    let f = Families::from_status(&s);
+    assert_eq!(family(&f, "dtnkit_bibe_custody_accepted").samples[0].1, 4.0);
+    assert_eq!(family(&f, "dtnkit_bibe_custody_released").samples[0].1, 3.0);
+    let t = family(&f, "dtnkit_bibe_custody_timer_expirations");
+    assert_eq!((t.kind, t.samples[0].1), (Kind::Counter, 2.0));
+    assert_eq!(
+        family(&f, "dtnkit_bibe_custody_pending_bundles").kind,
+        Kind::Gauge
+    );
+    let refused = family(&f, "dtnkit_bibe_custody_refused");
+    assert_eq!(
+        refused
+            .samples
+            .iter()
+            .find(|x| x.0 == vec![label("reason", "depleted_storage")])
+            .map(|x| x.1),
+        Some(5.0)
+    );
+    assert!(f
+        .families
+        .iter()
+        .all(|x| !(x.name.starts_with("dtnkit_bibe") && x.kind == Kind::Untyped)));
 }
