@@ -206,6 +206,26 @@ def e2e(results):
     print("|---|---" + "|---" * len(BERS) + "|")
     for w, p in keys:
         print(f"| {w} | {p} | " + " | ".join(recovery(table.get((w, p, ber))) for ber in BERS) + " |")
+    print()
+    print("End-to-end time (put at the Earth station -> file delivered at the ground), s:")
+    print()
+    print("| windows | p | " + " | ".join(f"BER {b}" for b in BERS) + " |")
+    print("|---|---" + "|---" * len(BERS) + "|")
+    runs = {}
+    for run in load_runs(results, "seed004_e2e"):
+        runs.setdefault(tuple(run["labels"]), []).append(run["metrics"].get("cfdp_e2e_s"))
+    for w, p in keys:
+        cells = []
+        for ber in BERS:
+            r = table.get((w, p, ber))
+            v = [x for x in runs.get((w, p, ber), []) if x is not None]
+            late = sum(1 for x in v if x > 8640)
+            mean, ci = num(r, "cfdp_e2e_s_mean"), num(r, "cfdp_e2e_s_ci95")
+            cell = f"{mean:.1f} ± {ci:.1f}" if ci < 1000 else f"{mean:.0f} ± {ci:.0f}"
+            if late:
+                cell += f" ({late} of {len(v)} seeds > 8640)"
+            cells.append(cell)
+        print(f"| {w} | {p} | " + " | ".join(cells) + " |")
 
 
 def main():
