@@ -237,6 +237,9 @@ impl CfdpApp {
     }
 }
 
+/// A link direction's availability: its state at time zero and its changes (time, up), ascending.
+pub(crate) type StateChanges = std::sync::Arc<(bool, Vec<(Duration, bool)>)>;
+
 /// What a transfer is (from the scenario).
 #[derive(Debug, Clone)]
 pub(crate) struct TransferSpec {
@@ -259,7 +262,7 @@ pub(crate) struct TransferSpec {
     /// One-way delay of the link direction back from the receiver (link transport), seconds.
     pub(crate) return_delay_s: f64,
     /// Availability of that direction when it is not always up: its state at time zero and its changes.
-    pub(crate) return_changes: Option<std::sync::Arc<(bool, Vec<(Duration, bool)>)>>,
+    pub(crate) return_changes: Option<StateChanges>,
     /// Class 1 with closure: the sender waits for Finished.
     pub(crate) closure: bool,
     /// CFDP store-and-forward: the transfer whose delivered file this one sends on.
@@ -1011,7 +1014,7 @@ impl CfdpSetup<'_> {
 
     /// The availability of the link direction `from` → `to` (a direct link) when it is not always up: its state at
     /// time zero and every change before the run's end, replayed from the link's seed.
-    fn changes(&self, from: u64, to: u64) -> Option<std::sync::Arc<(bool, Vec<(Duration, bool)>)>> {
+    fn changes(&self, from: u64, to: u64) -> Option<StateChanges> {
         let (i, m, dir) = direction(self.scn, self.models, from, to)?;
         if matches!(m.availability, channel::availability::Availability::Always) {
             return None;
