@@ -57,6 +57,25 @@ def by(rows, *keys):
     return {tuple(r[k] for k in keys): r for r in rows}
 
 
+def recovery(r):
+    """resent / erased and time / bound of a point (`—` where undefined: nothing erased, nothing completed)."""
+    if r is None:
+        return "—"
+    ratio, over = num(r, "resent_per_erased_mean"), num(r, "time_over_bound_mean")
+    a = "—" if math.isnan(ratio) else f"{ratio:.2f}"
+    b = "—" if math.isnan(over) else f"{over:.3f}"
+    return f"{a} / {b}"
+
+
+def recovery_table(rows, label, keys, ber_key="ber"):
+    """One row per key tuple, one column per BER: resent / erased, time / bound."""
+    print(f"| {label} | " + " | ".join(f"BER {b}" for b in BERS) + " |")
+    print("|---" * (len(BERS) + 1) + "|")
+    for k in keys:
+        cells = [recovery(rows.get(k + (ber,))) for ber in BERS]
+        print(f"| {k[-1]} | " + " | ".join(cells) + " |")
+
+
 def leo(results):
     rows = by(load(results, "seed004_table4_leo"), "blocks", "ber")
     print("| blocks | block size | " + " | ".join(f"BER {b}: dtnkit / paper" for b in BERS) + " |")
@@ -83,20 +102,23 @@ def leo(results):
             cells.append(pm(r, "cfdp_nthr", 3) if ok else "—")
         print(f"| {blocks} | " + " | ".join(cells) + " |")
     print()
-    print("Resent / lost blocks, BER 1e-7 (mean of the seeds): " + ", ".join(
-        f"{b}: {num(rows[(str(b), '1e-7')], 'cfdp_retransmitted_mean'):.0f}" for b in (420, 500, 700)
-        if (str(b), "1e-7") in rows))
+    print("Resent / erased File Data PDUs and transfer time / bound (docs/bench.md, \"The selective-repeat bound\"),"
+          " means over the seeds (time / bound over completed transfers):")
+    print()
+    recovery_table(rows, "blocks", [(str(b),) for b in PAPER_LEO])
 
 
 def leo_nolimit(results):
     paper = {b: PAPER_LEO[b][3] for b in PAPER_LEO}
     rows = load(results, "seed004_table4_leo_nolimit")
-    print("| blocks | dtnkit, no NAK limit: time s | N_thr | retransmitted PDUs | paper |")
-    print("|---|---|---|---|---|")
+    print("| blocks | dtnkit, no NAK limit: time s | N_thr | retransmitted PDUs | resent / erased | time / bound "
+          "| paper |")
+    print("|---|---|---|---|---|---|---|")
     for r in sorted(rows, key=lambda r: int(r["blocks"])):
         b = int(r["blocks"])
+        ratio, over = recovery(r).split(" / ")
         print(f"| {b} | {pm(r, 'cfdp_transfer_s', 1)} | {pm(r, 'cfdp_nthr', 3)} | "
-              f"{pm(r, 'cfdp_retransmitted', 0)} | {paper.get(b, '—')} |")
+              f"{pm(r, 'cfdp_retransmitted', 0)} | {ratio} | {over} | {paper.get(b, '—')} |")
 
 
 def geo_async(results):
@@ -128,6 +150,11 @@ def geo_async(results):
                     cell += f" ({c * 100:.0f} %)"
                 cells.append(cell)
             print(f"| {b} | " + " | ".join(cells) + " |")
+        print()
+    for p in ps:
+        print(f"p = {p}: resent / erased File Data PDUs and transfer time / bound (with the return link's windows)")
+        print()
+        recovery_table(table, "blocks", [(p, b) for b in blocks])
         print()
     print("Best over the block counts (Fig. 16), with the block count and the transfer time of that point:")
     print()
@@ -165,6 +192,42 @@ def geo_async(results):
         print(f"| {p} | " + " | ".join(cells) + " |")
 
 
+def e2e(results):
+    rows = load(results, "seed004_e2e")
+    table = by(rows, "windows", "p", "ber")
+    keys = []
+    for r in rows:
+        if (r["windows"], r["p"]) not in keys:
+            keys.append((r["windows"], r["p"]))
+    print("Resent / erased File Data PDUs over both hops and transfer time / bound per completed hop (the bound does"
+          " not count the wait for the LEO-GEO window), means over the seeds:")
+    print()
+    print("| windows | p | " + " | ".join(f"BER {b}" for b in BERS) + " |")
+    print("|---|---" + "|---" * len(BERS) + "|")
+    for w, p in keys:
+        print(f"| {w} | {p} | " + " | ".join(recovery(table.get((w, p, ber))) for ber in BERS) + " |")
+    print()
+    print("End-to-end time (put at the Earth station -> file delivered at the ground), s:")
+    print()
+    print("| windows | p | " + " | ".join(f"BER {b}" for b in BERS) + " |")
+    print("|---|---" + "|---" * len(BERS) + "|")
+    runs = {}
+    for run in load_runs(results, "seed004_e2e"):
+        runs.setdefault(tuple(run["labels"]), []).append(run["metrics"].get("cfdp_e2e_s"))
+    for w, p in keys:
+        cells = []
+        for ber in BERS:
+            r = table.get((w, p, ber))
+            v = [x for x in runs.get((w, p, ber), []) if x is not None]
+            late = sum(1 for x in v if x > 8640)
+            mean, ci = num(r, "cfdp_e2e_s_mean"), num(r, "cfdp_e2e_s_ci95")
+            cell = f"{mean:.1f} ± {ci:.1f}" if ci < 1000 else f"{mean:.0f} ± {ci:.0f}"
+            if late:
+                cell += f" ({late} of {len(v)} seeds > 8640)"
+            cells.append(cell)
+        print(f"| {w} | {p} | " + " | ".join(cells) + " |")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--results", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "results"))
@@ -175,6 +238,8 @@ def main():
     leo_nolimit(a.results)
     print("\n### Figs 13-16 (seed004_geo_async)\n")
     geo_async(a.results)
+    print("\n### Section VI (seed004_e2e)\n")
+    e2e(a.results)
 
 
 if __name__ == "__main__":

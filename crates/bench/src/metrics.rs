@@ -124,7 +124,7 @@ pub const METRICS: [(&str, &str); 45] = [
     ),
     (
         "bound_s",
-        "[[cfdp]] class 2 over a link, completed transfers: selective-repeat lower bound on cfdp_transfer_s for the realised erasures, (first-pass + erased wire bytes) x 8 / link rate + one-way delay, s",
+        "[[cfdp]] class 2 over a link, completed transfers: selective-repeat lower bound on cfdp_transfer_s for the realised erasures and return-link windows: the larger of (first-pass + erased wire bytes) x 8 / link rate + one-way delay and each erased unit's NAK chain through the return windows, then the wait for a return window for the Finished, s",
     ),
     (
         "time_over_bound",

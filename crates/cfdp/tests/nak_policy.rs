@@ -344,3 +344,72 @@ fn the_ack_timer_follows_a_changing_round_trip() {
         n.dump()
     );
 }
+
+#[test]
+fn asynchronous_nak_not_repeated_nor_answered_twice_while_a_slow_copy_is_on_its_way() {
+    // Seed 004's GEO hop in small: PDUs of 1000 bytes (984 of file data) take 1 s on an
+    // 8 kb/s link that A paces exactly (no burst), 250 ms each way, so a resent copy is on its
+    // way for a NAK's trip, up to 1 s waiting for the PDU A is sending, and its own 1 s. FD 3
+    // (offset 2952) is lost; B's return direction is up for 10 ms at 5.5 s and 7.1 s, and for
+    // good from 12 s. B's NAK timer is one round trip (500 ms) and A's ACK timer 1 s.
+    //
+    // Before: B expected the copy 500 ms + 1 s (its own serialization) after the NAK at 5.5 s
+    // and asked again in the window at 7.1 s, while the copy (sent at 6.04 s) was still on its
+    // way (arriving at 7.29 s); A, with no round-trip sample yet, resent it for that NAK too.
+    const SEG: usize = 984;
+    let data = pattern(10 * SEG, 15);
+    let ca = config(A, B, |r| {
+        r.rate_bps = 8_000;
+        r.pacing_burst_bytes = 0;
+        r.max_file_segment = SEG;
+        r.ack_timer = ms(1000);
+        r.adaptive.ack = false;
+        r.inactivity_timer = ms(60_000);
+    });
+    let cb = config(B, A, |r| {
+        r.nak_mode = NakMode::Asynchronous;
+        r.nak_timer = ms(500);
+        r.adaptive.nak = false;
+        r.ack_timer = ms(1000);
+        r.adaptive.ack = false;
+        r.inactivity_timer = ms(60_000);
+    });
+    let mut n = Net::new(ca, cb, &[("f", data.clone())]);
+    n.delay = ms(250);
+    n.rate_ab = Some(8_000);
+    n.drop = drop_fd(&[(3 * SEG as u64, 1)]);
+    let naks = record_naks(&mut n);
+    n.link_changes = vec![
+        (ms(0), B, A, false),
+        (ms(5_500), B, A, true),
+        (ms(5_510), B, A, false),
+        (ms(7_100), B, A, true),
+        (ms(7_110), B, A, false),
+        (ms(12_000), B, A, true),
+    ];
+    n.a.put(n.now, PutRequest::new(B, "f")).unwrap();
+    n.run(ms(60_000));
+    // The Metadata (22 bytes: 22 ms) leaves first; each File Data PDU then takes exactly 1 s of
+    // pacing, the resent copy of FD 3 taking slot 6.
+    let e0 = fd_times(&n, 0)[0];
+    assert_eq!(e0, ms(22));
+    let slot = |k: u64| e0 + ms(1000 * k);
+    for k in 0..10 {
+        let expected = slot(if k < 6 { k } else { k + 1 });
+        assert_eq!(fd_times(&n, k * SEG as u64)[0], expected, "{}", n.dump());
+    }
+    // One NAK, in the window at 5.5 s (FD 4 revealed the gap at slot(4) + 1.25 s); none in
+    // the window at 7.1 s.
+    assert_eq!(n.sent_times(B, "NAK"), vec![ms(5_500)], "{}", n.dump());
+    assert_eq!(*naks.borrow(), vec![vec![(2952, 3936)]]);
+    // A hears it at 5.75 s, while FD 5 is being paced out, and resends FD 3 in the next slot,
+    // once.
+    assert_eq!(fd_times(&n, 3 * SEG as u64), vec![slot(3), slot(6)]);
+    assert_eq!(n.a.stats().nak_bytes_crossed, 0);
+    assert_eq!(n.b.stats().naks_sent, 1);
+    // Complete once the copy is in (7.29 s); the Finished waits for the return direction.
+    assert_eq!(n.sent_times(B, "FIN"), vec![ms(12_000)]);
+    let (_, c, d, _) = n.finished(B).unwrap();
+    assert_eq!((c, d), (C::NoError, true));
+    assert_eq!(n.file_b("f").unwrap(), data);
+}

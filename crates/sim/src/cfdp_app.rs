@@ -237,6 +237,9 @@ impl CfdpApp {
     }
 }
 
+/// A link direction's availability: its state at time zero and its changes (time, up), ascending.
+pub(crate) type StateChanges = std::sync::Arc<(bool, Vec<(Duration, bool)>)>;
+
 /// What a transfer is (from the scenario).
 #[derive(Debug, Clone)]
 pub(crate) struct TransferSpec {
@@ -256,6 +259,10 @@ pub(crate) struct TransferSpec {
     pub(crate) link_delay_s: f64,
     /// Headers the layers below add on the first link direction (wire bytes of a PDU).
     pub(crate) overhead: channel::link::Overhead,
+    /// One-way delay of the link direction back from the receiver (link transport), seconds.
+    pub(crate) return_delay_s: f64,
+    /// Availability of that direction when it is not always up: its state at time zero and its changes.
+    pub(crate) return_changes: Option<StateChanges>,
     /// Class 1 with closure: the sender waits for Finished.
     pub(crate) closure: bool,
     /// CFDP store-and-forward: the transfer whose delivered file this one sends on.
@@ -292,6 +299,8 @@ pub(crate) struct TransferState {
     bytes_retx: u64,
     hwm: u64,
     fd_received: u64,
+    /// Per File Data offset (link transport): wire bytes of one copy, copies sent, copies received.
+    units: BTreeMap<u64, (u64, u32, u32)>,
     received: RangeSet,
     unique_received: u64,
     nak_times: Vec<Duration>,
@@ -340,6 +349,7 @@ impl TransferBook {
             bytes_retx: 0,
             hwm: 0,
             fd_received: 0,
+            units: BTreeMap::new(),
             received: RangeSet::new(),
             unique_received: 0,
             nak_times: Vec::new(),
@@ -432,6 +442,10 @@ impl TransferBook {
                 t.fd_sent += 1;
                 let wire = t.spec.overhead.wire_len(data.len()) as u64;
                 t.wire_sent += wire;
+                if t.spec.transport == CfdpTransport::Link {
+                    let u = t.units.entry(fd.offset).or_insert((wire, 0, 0));
+                    u.1 += 1;
+                }
                 let len = fd.data.len() as u64;
                 if fd.offset >= t.hwm {
                     t.hwm = fd.offset + len;
@@ -468,6 +482,9 @@ impl TransferBook {
         if let PduBody::FileData(fd) = &pdu.body {
             t.fd_received += 1;
             t.wire_received += t.spec.overhead.wire_len(data.len()) as u64;
+            if let Some(u) = t.units.get_mut(&fd.offset) {
+                u.2 += 1;
+            }
             let end = fd.offset.saturating_add(fd.data.len() as u64);
             if t.received.insert(fd.offset..end) > 0 {
                 t.unique_received += 1;
@@ -606,6 +623,33 @@ fn verify(fs: &mut dyn Filestore, name: &str, size: u64, seed: u64) -> bool {
 }
 
 impl TransferState {
+    /// The selective-repeat bound of a class-2 transfer over a link ([`crate::bound::windowed`]): the
+    /// serialization of the first pass and of every erased copy, each erased unit's NAK chain through the return
+    /// direction's windows, and the Finished's wait for that direction.
+    fn bound(&self, rate: f64, erased_wire_bytes: u64) -> f64 {
+        use crate::bound::{realised, windowed, ErasedUnit, UpWindows};
+        let s = &self.spec;
+        let serial = realised(self.wire_first, erased_wire_bytes, rate, s.link_delay_s);
+        let mut sent_through = 0u64;
+        let mut units = Vec::new();
+        for &(wire, sent, received) in self.units.values() {
+            sent_through += wire;
+            let erasures = sent.saturating_sub(received);
+            if erasures > 0 {
+                units.push(ErasedUnit {
+                    first_due_s: sent_through as f64 * 8.0 / rate + s.link_delay_s,
+                    serialization_s: wire as f64 * 8.0 / rate,
+                    erasures,
+                });
+            }
+        }
+        let up = match (&s.return_changes, self.put_at) {
+            (Some(c), Some(put)) => UpWindows::from_changes(c.0, &c.1, put),
+            _ => UpWindows::always(),
+        };
+        windowed(serial, &units, s.link_delay_s, s.return_delay_s, &up)
+    }
+
     fn result(&self, index: usize) -> CfdpTransferResult {
         let s = &self.spec;
         let since = |t: Option<Duration>| {
@@ -647,13 +691,9 @@ impl TransferState {
         let file_data_pdus_erased = self.fd_sent.saturating_sub(self.fd_received);
         let erased_wire_bytes = self.wire_sent.saturating_sub(self.wire_received);
         let bound_s = match (s.transport, s.class, s.link_rate_bps) {
-            (CfdpTransport::Link, 2, Some(rate)) => Some(crate::bound::realised(
-                self.wire_first,
-                erased_wire_bytes,
-                rate,
-                s.link_delay_s,
-            ))
-            .filter(|b| b.is_finite()),
+            (CfdpTransport::Link, 2, Some(rate)) => {
+                Some(self.bound(rate, erased_wire_bytes)).filter(|b| b.is_finite())
+            }
             _ => None,
         };
         CfdpTransferResult {
@@ -959,12 +999,51 @@ impl CfdpSetup<'_> {
                 overhead: first_direction(self.scn, self.models, c.from, c.to)
                     .map(|m| m.overhead)
                     .unwrap_or_default(),
+                return_delay_s: direction(self.scn, self.models, c.to, c.from)
+                    .map_or(0.0, |(_, m, _)| m.delay.as_secs_f64()),
+                return_changes: (c.transport == CfdpTransport::Link && c.class == 2)
+                    .then(|| self.changes(c.to, c.from))
+                    .flatten(),
                 closure: c.closure,
                 relay_of: c.relay_of,
                 start: Duration::try_from_secs_f64(c.start_s).unwrap_or_default(),
             });
         }
         book
+    }
+
+    /// The availability of the link direction `from` → `to` (a direct link) when it is not always up: its state at
+    /// time zero and every change before the run's end, replayed from the link's seed.
+    fn changes(&self, from: u64, to: u64) -> Option<StateChanges> {
+        let (i, m, dir) = direction(self.scn, self.models, from, to)?;
+        if matches!(m.availability, channel::availability::Availability::Always) {
+            return None;
+        }
+        let period = self.scn.links.get(i).and_then(|l| {
+            let conf = match dir {
+                channel::Direction::Forward => &l.forward.availability,
+                channel::Direction::Return => &l.ret.availability,
+            };
+            match conf {
+                AvailabilityConfig::Schedule {
+                    repeat_s: Some(p), ..
+                } => Duration::try_from_secs_f64(*p).ok(),
+                _ => None,
+            }
+        });
+        let mut w = AvailabilityWatch::new(
+            m.availability.clone(),
+            period,
+            (self.link_seed)(i),
+            dir as u64,
+            self.scn.duration(),
+        );
+        let up = w.is_up();
+        let mut changes = Vec::new();
+        while let Some(c) = w.advance() {
+            changes.push(c);
+        }
+        Some(std::sync::Arc::new((up, changes)))
     }
 
     fn merged_segment(&self, from: u64, to: u64) -> usize {

@@ -206,6 +206,27 @@ fn bound_counts_lower_layer_headers() {
     assert!(t.transfer_s.expect("time") >= b);
 }
 
+/// With a return direction that is down until 5 s, the bound is the Finished's wait for it: no protocol ends
+/// the transfer before the receiver can answer.
+#[test]
+fn bound_waits_for_the_return_window() {
+    let (_, r) = run(&two_nodes(
+        60.0,
+        1,
+        "{ rate_bps = 10e6, delay_ms = 10.0 }",
+        "{ rate_bps = 10e6, delay_ms = 10.0, availability = { model = \"schedule\", windows = [[5.0, 60.0]] } }",
+        "file_size = 1_000_000\nsegment_size = 1000\nclass = 2\nnak_mode = \"async\"\nasync_link_signal = true",
+    ));
+    let t = &r[0];
+    assert!(t.completed, "{t:?}");
+    assert_eq!(t.file_data_pdus_erased, 0);
+    let b = t.bound_s.expect("bound");
+    assert!((b - 5.0).abs() < 1e-12, "{b}");
+    let time = t.transfer_s.expect("time");
+    // The Finished leaves at 5 s and reaches the sender 10 ms (plus its serialization) later.
+    assert!(time > 5.01 && time < 5.011, "{time}");
+}
+
 fn ber_run(seed: u64) -> (Vec<CfdpTransferResult>, Vec<Duration>, String) {
     let (sim, r) = run(&two_nodes(
         120.0,

@@ -62,6 +62,19 @@ impl Pacer {
         Some(now + Duration::from_nanos(ns as u64))
     }
 
+    /// How long after `now` everything this bucket let out, `bytes` more included, takes to leave a link
+    /// that serializes at the pacing rate: the time for the bucket to fill up again once `bytes` are charged
+    /// (zero without a rate).
+    pub(crate) fn drain_after(&mut self, now: Duration, bytes: usize) -> Duration {
+        if self.rate_bps == 0 {
+            return Duration::ZERO;
+        }
+        self.refill(now);
+        let owed = self.burst - self.tokens + bytes as i128 * 8 * NS_PER_S;
+        let rate = self.rate_bps as i128;
+        Duration::from_nanos(u64::try_from(owed.max(0) / rate).unwrap_or(u64::MAX))
+    }
+
     pub(crate) fn charge(&mut self, now: Duration, bytes: usize) {
         if self.rate_bps == 0 {
             return;
@@ -91,6 +104,18 @@ mod tests {
         }
         // One second plus the initial burst.
         assert!((1_000_000..=1_000_000 + 66_000).contains(&sent), "{sent}");
+    }
+
+    #[test]
+    fn drain_counts_what_left_ahead() {
+        // 1 MB/s, a bucket of 1000 bytes: a PDU of 1000 bytes from a full bucket leaves the link 1 ms
+        // later; the next one, sent right behind it, 2 ms later.
+        let mut p = Pacer::new(8_000_000, 1000);
+        let t = Duration::from_secs(1);
+        assert_eq!(p.drain_after(t, 1000), Duration::from_millis(1));
+        p.charge(t, 1000);
+        assert_eq!(p.drain_after(t, 1000), Duration::from_millis(2));
+        assert_eq!(Pacer::new(0, 1000).drain_after(t, 1000), Duration::ZERO);
     }
 
     /// A driver that polls every microsecond gets the exact rate: no refill rounds anything away.

@@ -90,6 +90,9 @@ pub(crate) struct RecvTx {
     /// or sent between them, so they arrived as fast as the sender sends), in bytes/s.
     pub rx_prev: Option<(u64, Duration)>,
     pub pair_rate: Option<f64>,
+    /// Largest file data payload of one PDU seen (the sender cannot interrupt a PDU it is
+    /// sending to serve a NAK).
+    pub max_fd: u64,
     /// PDUs received for this transaction (one: it never progressed beyond the PDU that
     /// opened it, and may give way to a new transaction).
     pub pdus: u64,
@@ -139,6 +142,7 @@ impl RecvTx {
             rx_gap_bytes: 0,
             rx_prev: None,
             pair_rate: None,
+            max_fd: 0,
             pdus: 0,
             claimed: 0,
             rc,
@@ -483,6 +487,7 @@ impl Entity {
             }
         }
         tx.rx_prev = Some((end, now));
+        tx.max_fd = tx.max_fd.max(fd.data.len() as u64);
         if tx.state != RecvState::Receiving || fd.data.is_empty() {
             return;
         }
@@ -774,18 +779,19 @@ impl Entity {
         // Clean: nothing else outstanding (a sample would include the time the sender spends
         // on it) and nothing asked for again (Karn).
         let clean = tx.asked.is_empty();
-        let mut outstanding: u64 = tx
-            .asked
-            .iter()
-            .filter(|(_, f)| f.until > now)
-            .map(|(k, f)| {
-                received
-                    .missing_within(k..f.end)
-                    .iter()
-                    .map(|r| r.end - r.start)
-                    .sum::<u64>()
-            })
-            .sum();
+        // The PDU the sender is sending when the NAK arrives goes first: it is not interrupted.
+        let mut outstanding: u64 = tx.max_fd
+            + tx.asked
+                .iter()
+                .filter(|(_, f)| f.until > now)
+                .map(|(k, f)| {
+                    received
+                        .missing_within(k..f.end)
+                        .iter()
+                        .map(|r| r.end - r.start)
+                        .sum::<u64>()
+                })
+                .sum::<u64>();
         tx.nak_batch += 1;
         let batch = tx.nak_batch;
         for &(s, e) in segments {

@@ -421,21 +421,31 @@ impl Entity {
             let from = tx.recent_sends.partition_point(|&(o, _)| o < offset);
             let to = tx.recent_sends.partition_point(|&(o, _)| o < offset + len);
             tx.recent_sends.drain(from..to);
-            if let Some(srtt) = self.remotes.get(&tx.dest).and_then(|r| r.rtt.srtt()) {
+        }
+        finish_pdu(&tx.header, buf, start);
+        let pdu_len = buf.len() - start;
+        if !first_pass {
+            // A NAK issued before this copy reached the receiver arrives here up to a round trip
+            // after the copy has left the link: the copy leaves it once everything paced out
+            // before it, and itself, are serialized (seconds on a slow link, for large PDUs).
+            // Before the first round-trip sample the ACK timer, the configured bound on a round
+            // trip, stands in for it.
+            let timers = effective(&self.remotes, tx.dest, &tx.rc);
+            if let Some(r) = self.remotes.get_mut(&tx.dest) {
+                let rtt = r.rtt.srtt().unwrap_or(timers.ack);
+                let drain = r.pacer.drain_after(now, pdu_len);
                 tx.resent.insert(
                     offset..offset + len,
                     Flight {
                         end: offset + len,
                         at: now,
-                        until: now + srtt,
+                        until: now + drain + rtt,
                         batch: 0,
                         clean: false,
                     },
                 );
             }
         }
-        finish_pdu(&tx.header, buf, start);
-        let pdu_len = buf.len() - start;
         tx.file_data_pdus += 1;
         self.stats.file_data_bytes_sent += len;
         if tx.repeat > 1 {

@@ -91,6 +91,12 @@ pub struct Net {
     seq: u64,
     /// Scheduled link changes: (time, entity, remote, up).
     pub link_changes: Vec<(Duration, u64, u64, bool)>,
+    /// Serialization rate of the direction A → B in bit/s (None: instant): a PDU arrives its
+    /// serialization time (behind those still being serialized) plus the delay after it left
+    /// (a dropped PDU takes no link time).
+    pub rate_ab: Option<u64>,
+    /// When the direction A → B has finished serializing what it was given.
+    free_ab: Duration,
 }
 
 pub fn remote(id: u64) -> RemoteConfig {
@@ -149,6 +155,8 @@ impl Net {
             flight: BinaryHeap::new(),
             seq: 0,
             link_changes: Vec::new(),
+            rate_ab: None,
+            free_ab: Duration::ZERO,
         }
     }
 
@@ -202,8 +210,15 @@ impl Net {
                     bytes.to_vec()
                 };
                 self.seq += 1;
+                let mut at = now + self.delay;
+                if let (A, Some(rate)) = (from, self.rate_ab) {
+                    let bits = out.len() as u128 * 8 * 1_000_000_000;
+                    let ser = Duration::from_nanos((bits / u128::from(rate.max(1))) as u64);
+                    self.free_ab = self.free_ab.max(now) + ser;
+                    at = self.free_ab + self.delay;
+                }
                 self.flight.push(InFlight {
-                    at: now + self.delay,
+                    at,
                     seq: self.seq,
                     to: t.dest,
                     bytes: out,
