@@ -371,6 +371,12 @@ impl RateController {
         self.state
     }
 
+    /// When the rate last changed: bursts that began before it were paced (partly) at an
+    /// older rate and do not count for the current one.
+    pub fn epoch(&self) -> Duration {
+        self.epoch
+    }
+
     /// The span's configured rate changed (a contact began, or the operator changed it): it
     /// becomes the ceiling, and the current rate is lowered to it if above.
     pub fn set_ceiling(&mut self, ceiling: u64) {
