@@ -456,20 +456,27 @@ impl SpanAuth {
             return Err(AuthError::Malformed);
         }
         let total: usize = raw.iter().map(|c| c.len()).sum();
-        let mut left = total
+        let covered_len = total
             .checked_sub(trailer.value.len())
             .ok_or(AuthError::Malformed)?;
-        let mut covered: Vec<&[u8]> = Vec::with_capacity(raw.len());
-        for c in raw {
-            let n = left.min(c.len());
-            covered.push(c.get(..n).unwrap_or(&[]));
-            left -= n;
-        }
+        // The covered bytes, chunk by chunk, without collecting them (this runs for every
+        // segment an authenticated span receives: no allocation on that path).
+        let covered = || {
+            let mut left = covered_len;
+            raw.iter().map(move |c| {
+                let n = left.min(c.len());
+                left -= n;
+                c.get(..n).unwrap_or(&[])
+            })
+        };
         match &self.keys {
-            Keys::Hmac(_) => {
-                let mut v = Vec::with_capacity(HMAC_SHA1_80_LEN);
-                self.compute(&covered, &mut v);
-                if constant_time_eq(&v, &trailer.value) {
+            Keys::Hmac(keyed) => {
+                let mut mac = keyed.clone();
+                for c in covered() {
+                    mac.update(c);
+                }
+                let tag = mac.finalize().into_bytes();
+                if constant_time_eq(tag.get(..HMAC_SHA1_80_LEN).unwrap_or(&tag), &trailer.value) {
                     Ok(())
                 } else {
                     Err(AuthError::BadValue)
@@ -477,7 +484,7 @@ impl SpanAuth {
             }
             Keys::Rsa { verifier, .. } => {
                 let mut h = Sha256::new();
-                for c in &covered {
+                for c in covered() {
                     h.update(c);
                 }
                 let digest = h.finalize();

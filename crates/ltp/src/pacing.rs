@@ -260,9 +260,11 @@ pub const SPREAD_GAPS: u64 = 4;
 ///
 /// - a round is the red data of bursts (a block's first transmission, an interval closed by an
 ///   intermediate checkpoint, or a retransmission batch) that *started* after the last rate
-///   change, so every byte in it was sent at the current rate; its outcome is the share of
-///   those bytes the reports answering their checkpoints leave unclaimed, and how many separate
-///   gaps they leave. Rounds accumulate over sessions until they hold `min_round_segments`
+///   change, so every byte in it was sent at the current rate (a first transmission under way
+///   at a change is cut there, and its part after the change is a burst of its own: a block
+///   longer than a round still counts for the rate chosen while it was sent); its outcome is
+///   the share of those bytes the reports answering their checkpoints leave unclaimed, and how
+///   many separate gaps they leave. Rounds accumulate over sessions until they hold `min_round_segments`
 ///   segments and [`MIN_ROUND_TIME`] of sending at the current rate;
 /// - the round's *delivered rate* is the rate its bursts achieved (their bytes over their
 ///   durations, at most the pacing rate) times the share that was claimed: the rate the
@@ -273,6 +275,10 @@ pub const SPREAD_GAPS: u64 = 4;
 ///   a first lossy round lowers the rate by an eighth only (it may have been one burst of
 ///   loss), and a second one in a row sets it to the delivered rate: the receiver's drain rate
 ///   is reached in one step, not by repeated halving;
+/// - unclaimed runs of many segments in a row (the engine's `LONG_HOLE_SEGMENTS`, 32) are the
+///   receiver pausing — assembling a block, its host busy — and are left out of the round's loss
+///   unless they are most of the burst: an overrun receiver drops one segment in every few, and
+///   reading a pause as overflow lowered the rate with every pause;
 /// - overrun with the loss in few holes (an outage, a burst of interference) keeps the rate;
 ///   only when it repeats in the next round is the rate lowered by an eighth;
 /// - **clean** round in which pacing held data back: the rate doubles while no overrun was seen
@@ -369,6 +375,12 @@ impl RateController {
     /// Why the rate is what it is.
     pub fn state(&self) -> PacingState {
         self.state
+    }
+
+    /// When the rate last changed: bursts that began before it were paced (partly) at an
+    /// older rate and do not count for the current one.
+    pub fn epoch(&self) -> Duration {
+        self.epoch
     }
 
     /// The span's configured rate changed (a contact began, or the operator changed it): it

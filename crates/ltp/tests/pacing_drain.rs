@@ -245,3 +245,65 @@ fn steady_state_resends_at_most_ten_percent_and_names_the_limit() {
     assert!(resent * 10 <= sent, "{resent} of {sent} resent");
     assert_eq!(state.pacing_state, PacingState::ReceiverLimited);
 }
+
+/// Blocks longer than a round sent back to back, one checkpoint each (how a span towards ION
+/// sends 5 MB bundles): each block after the first began at the old rate a moment before its
+/// predecessor's report raised it, so it used to count for nothing and the quick start skipped
+/// doublings (six 5 MB blocks: 3.61 s, ending at 400 Mb/s). A burst is now restarted where the
+/// rate changed and judged on the part sent at the new rate: the rate doubles with every block
+/// (3.16 s, ending at 1.6 Gb/s).
+#[test]
+fn quick_start_doubles_with_every_long_block() {
+    const START: u64 = 25_000_000;
+    let mut p = params(10_000_000_000, 8192);
+    p.delay = MS;
+    p.span.adaptive_rate = Some(AdaptiveRate {
+        initial_bps: START,
+        ..AdaptiveRate::default()
+    });
+    let t = run(&p, None, 6, 5_000_000, |_| Action::Deliver);
+    assert_eq!(t.completed, 6);
+    assert_eq!(t.retransmitted, 0, "a receiver that keeps up loses nothing");
+    let done = t.rates.last().unwrap().0;
+    let last = t.rates.last().unwrap().1;
+    eprintln!("6 blocks in {done:?}, last rate {last}");
+    // Five reports raised the rate before the sixth block left: 25 Mb/s × 2^5.
+    assert!(last >= START << 5, "rate {last} after six blocks");
+    // 1.6 + 0.8 + 0.4 + 0.2 + 0.1 + 0.05 s at 25, 50, ... 800 Mb/s.
+    assert!(
+        done <= Duration::from_millis(3400),
+        "six blocks took {done:?}"
+    );
+}
+
+/// A receiver that keeps up but pauses now and then (ION stops reading its socket while it
+/// assembles and delivers a block): every 70 ms it misses 15 ms of data, long runs of
+/// segments. Those holes used to read as a receiver dropping its overflow (four or more gaps a
+/// round): the rate fell to what got through, again with every pause, down to the 1 Mb/s floor
+/// (29 % of the data sent again). Long holes are pauses now: the rate never falls below the start
+/// and the quick start goes on (12.5 % sent again, the pauses' share).
+#[test]
+fn pauses_of_the_receiver_do_not_lower_the_rate() {
+    const START: u64 = 25_000_000;
+    let mut p = params(10_000_000_000, 1024);
+    p.delay = MS;
+    p.span.adaptive_rate = Some(AdaptiveRate {
+        initial_bps: START,
+        ..AdaptiveRate::default()
+    });
+    let t = run(&p, None, 8, 2_000_000, |s| {
+        let in_pause = s.time.as_millis() % 70 >= 55;
+        if s.from == 0 && s.seg.segment_type.is_data() && in_pause {
+            Action::Drop
+        } else {
+            Action::Deliver
+        }
+    });
+    assert_eq!(t.completed, 8);
+    assert!(t.retransmitted > 0, "the pauses lost data");
+    let low = t.rates.iter().map(|r| r.1).min().unwrap();
+    let last = t.rates.last().unwrap().1;
+    eprintln!("lowest rate {low}, last {last}");
+    assert!(low >= START, "the rate fell to {low}");
+    assert!(last >= START * 4, "the rate ended at {last}");
+}

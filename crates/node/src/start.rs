@@ -666,3 +666,87 @@ impl Threads {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::NodeConfig;
+
+    fn node(span_extra: &str) -> Validated {
+        let text = format!(
+            "node = 1\nbind = \"127.0.0.1:4556\"\n[store]\npath = \"store\"\n\
+             [[span]]\npeer = 2\naddress = \"127.0.0.1:4557\"\nmax_segment_size = 1024\n{span_extra}"
+        );
+        NodeConfig::parse(&text, "n.toml", Path::new("/etc/dtn")).unwrap()
+    }
+
+    /// Bytes the engine built from `cfg`'s span lets leave at t = 0 and in the next 40 ms of a
+    /// 1 MB block, and its pacing rate.
+    fn first_bursts(cfg: &Validated) -> (u64, u64, u64) {
+        let sc = span_config(cfg, &cfg.spans[0], false);
+        let mut e = ltp::Engine::new(ltp::EngineConfig::new(1));
+        e.add_span(sc);
+        let rate = e.span_pacing_rate(2).unwrap();
+        let len = 1_000_000;
+        e.send_block(
+            Duration::ZERO,
+            2,
+            1,
+            bytes::Bytes::from(vec![7u8; len]),
+            len,
+            0,
+        )
+        .unwrap();
+        let mut buf = Vec::new();
+        let mut drain = |e: &mut ltp::Engine, now: Duration| {
+            let mut n = 0u64;
+            while let Some(t) = e.poll_transmit(now, &mut buf) {
+                n += t.len as u64;
+                buf.clear();
+            }
+            n
+        };
+        let at_zero = drain(&mut e, Duration::ZERO);
+        let mut later = 0;
+        for ms in 1..=40 {
+            later += drain(&mut e, Duration::from_millis(ms));
+        }
+        (rate, at_zero, later)
+    }
+
+    /// Towards ION, HDTN and unknown implementations adaptive pacing starts at 25 Mb/s (their
+    /// 212 992-byte socket buffers dropped most of the first blocks sent at 100 Mb/s); towards
+    /// dtnkit at 100 Mb/s. Checked on the engine the node
+    /// builds, by what it lets leave: the profile's number alone would pass even if the node
+    /// never handed it to the engine.
+    #[test]
+    fn conservative_start_rate_reaches_the_engine_for_ion_hdtn_and_generic_peers() {
+        use crate::config::peer_kind::CONSERVATIVE_START_BPS;
+        for kind in ["ion", "hdtn", "generic"] {
+            let cfg = node(&format!("peer_kind = \"{kind}\"\n"));
+            let (rate, at_zero, later) = first_bursts(&cfg);
+            assert_eq!(rate, CONSERVATIVE_START_BPS, "{kind}");
+            // The bucket's depth leaves at once (4 ms at 25 Mb/s, 12 500 bytes: under the
+            // 64 KiB cap), plus the segment that overdraws it.
+            assert!(
+                (12_500..=12_500 + 1024).contains(&at_zero),
+                "{kind}: {at_zero} bytes at t = 0"
+            );
+            // 40 ms at 25 Mb/s are 125 000 bytes (one segment of rounding either way).
+            assert!(
+                (125_000 - 1024..=125_000 + 1024).contains(&later),
+                "{kind}: {later} bytes in the next 40 ms"
+            );
+        }
+        let cfg = node("");
+        let (rate, _, later) = first_bursts(&cfg);
+        assert_eq!(rate, 100_000_000, "dtnkit peers start at 100 Mb/s");
+        assert!(
+            (500_000 - 1024..=500_000 + 1024).contains(&later),
+            "{later} bytes in 40 ms at 100 Mb/s"
+        );
+        // A configured rate is a ceiling the adaptive rate starts at, whatever the profile.
+        let cfg = node("peer_kind = \"ion\"\nrate_bps = 10000000\n");
+        assert_eq!(first_bursts(&cfg).0, 10_000_000);
+    }
+}

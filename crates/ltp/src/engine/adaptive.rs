@@ -20,6 +20,12 @@ use super::span::Span;
 use crate::pacing::Burst;
 use crate::segment::ReportSegment;
 
+/// Unclaimed runs of at least this many segments are pauses of the receiver, not its overflow,
+/// and do not move the rate (unless they are most of the burst). Far above what an overrun
+/// leaves between two segments it kept (one segment per doubling of the overshoot), far below
+/// what a receiver pausing for tens of milliseconds misses (a 50 ms pause at 25 Mb/s: 150 kB).
+pub(crate) const LONG_HOLE_SEGMENTS: u64 = 32;
+
 /// Before the claims of `rs` are applied: start following the checkpoint it answers.
 pub(super) fn before_claims(span: &Span, ex: &mut ExportSession, rs: &ReportSegment) {
     if span.rate_ctl.is_none() || rs.checkpoint_serial == 0 {
@@ -39,7 +45,8 @@ pub(super) fn before_claims(span: &Span, ex: &mut ExportSession, rs: &ReportSegm
         return;
     };
     let end = cp.end().min(ex.red_len);
-    let start = cp.scope_start.min(end);
+    // A burst restarted at a rate change is judged on what it carried at the new rate.
+    let start = cp.scope_start.max(cp.burst_from.unwrap_or(0)).min(end);
     let outstanding = ex.acked.missing_len(start..end);
     ex.feedback = (outstanding > 0).then_some(Feedback {
         serial: cp.serial,
@@ -67,11 +74,26 @@ pub(super) fn after_claims(
         return;
     }
     ex.feedback = None;
-    let (mut lost, mut gaps) = (0, 0);
+    // Holes of many segments in a row are the receiver pausing (assembling or delivering a
+    // block, its host busy), not datagrams dropped because it drains slower than we send: a
+    // receiver overrun by S/R drops S/R - 1 segments of every S/R once its buffer is full.
+    let long_hole = LONG_HOLE_SEGMENTS.saturating_mul(span.cfg.max_segment_size as u64);
+    let (mut lost, mut gaps, mut paused, mut holes) = (0, 0, 0, 0);
     ex.acked.for_each_gap(fb.start..fb.end, |g| {
-        lost += g.end - g.start;
-        gaps += 1;
+        let len = g.end - g.start;
+        if len >= long_hole {
+            paused += len;
+            holes += 1;
+        } else {
+            lost += len;
+            gaps += 1;
+        }
     });
+    // A receiver that missed most of the burst was overrun, whatever the holes look like.
+    if (lost + paused).saturating_mul(2) > fb.burst_bytes.min(fb.outstanding) {
+        lost += paused;
+        gaps += holes;
+    }
     let min_round_bytes = span.cfg.adaptive_rate.map_or(0, |a| {
         a.min_round_segments
             .saturating_mul(span.cfg.max_segment_size as u64)

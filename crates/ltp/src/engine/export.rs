@@ -64,6 +64,10 @@ pub(crate) struct Checkpoint {
     pub(crate) burst_end: Duration,
     /// Red bytes the burst carried (the checkpoint's scope can hold gaps other batches resend).
     pub(crate) burst_bytes: u64,
+    /// Where in the scope the burst began, when it began at a rate change in the middle of a
+    /// first transmission: adaptive pacing judges `[burst_from, end)`, the part sent at the
+    /// current rate (see `ExportSession::burst_from`). `None`: the whole scope.
+    pub(crate) burst_from: Option<u64>,
 }
 
 impl Checkpoint {
@@ -135,6 +139,12 @@ pub(crate) struct ExportSession {
     pub(crate) burst_start: Option<Duration>,
     /// Red bytes sent since `burst_start` (adaptive pacing).
     pub(crate) burst_bytes: u64,
+    /// Offset of the first segment of the burst in progress when it was restarted at a rate
+    /// change in the middle of a first transmission (adaptive pacing). A first transmission
+    /// leaves in offset order, so everything from here to the checkpoint was paced at the new
+    /// rate and its outcome says something about it; without the restart a block longer
+    /// than a round would never count for the rate that was chosen while it was sent.
+    pub(crate) burst_from: Option<u64>,
     /// Adaptive pacing: the report being followed (spans with adaptive pacing only).
     pub(crate) feedback: Option<Feedback>,
     /// Intermediate checkpoints every this many red bytes of the first transmission (0 =
@@ -209,6 +219,7 @@ impl ExportSession {
             queued: false,
             burst_start: None,
             burst_bytes: 0,
+            burst_from: None,
             feedback: None,
             cp_interval: 0,
             since_cp: 0,

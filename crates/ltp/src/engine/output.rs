@@ -207,6 +207,20 @@ impl Engine {
         // The burst a checkpoint closes started with the first red segment after the previous
         // checkpoint (adaptive pacing only trusts bursts paced entirely at the current rate).
         if plan.offset < ex.red_len && !plan.checkpoint_resend {
+            // The rate changed since this burst began, in the middle of a first transmission:
+            // restart the burst here, so the checkpoint reports on the part paced at the new
+            // rate (a 5 MB block at 25 Mb/s takes 1.6 s; its successor, queued behind it,
+            // began before the rate its predecessor's report set and used to count for
+            // nothing, so the quick start doubled once per two blocks).
+            let rate_changed = s
+                .rate_ctl
+                .as_ref()
+                .is_some_and(|c| ex.burst_start.is_some_and(|b| b < c.epoch()));
+            if rate_changed && !plan.retransmission {
+                ex.burst_start = None;
+                ex.burst_bytes = 0;
+                ex.burst_from = Some(plan.offset);
+            }
             if ex.burst_start.is_none() {
                 ex.burst_start = Some(now);
             }
@@ -240,6 +254,7 @@ impl Engine {
                     burst_start: ex.burst_start.take().unwrap_or(now),
                     burst_end: now,
                     burst_bytes: std::mem::take(&mut ex.burst_bytes),
+                    burst_from: ex.burst_from.take(),
                 });
             }
         }
