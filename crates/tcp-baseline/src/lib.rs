@@ -46,6 +46,11 @@ pub struct TcpOptions {
     pub sndbuf: Option<usize>,
     /// `SO_RCVBUF` in bytes.
     pub rcvbuf: Option<usize>,
+    /// `TCP_WINDOW_CLAMP` in bytes: the largest window this end advertises (set on the receiving socket before
+    /// `listen`, so accepted connections inherit it), whatever the buffer. Seed 004's TCP-IW2-64K keeps at most
+    /// half of its 64 KB buffer (32 KB) in flight.
+    #[serde(default)]
+    pub window_clamp: Option<usize>,
 }
 
 /// The congestion controls this kernel offers.
@@ -69,7 +74,11 @@ impl TcpOptions {
                 ));
             }
         }
-        for (name, v) in [("sndbuf", self.sndbuf), ("rcvbuf", self.rcvbuf)] {
+        for (name, v) in [
+            ("sndbuf", self.sndbuf),
+            ("rcvbuf", self.rcvbuf),
+            ("window_clamp", self.window_clamp),
+        ] {
             if let Some(v) = v.filter(|v| !(1024..=1 << 30).contains(v)) {
                 return Err(format!(
                     "{name} = {v}: expected bytes in [1024, 1073741824]"
@@ -89,8 +98,55 @@ impl TcpOptions {
         if let Some(cc) = &self.congestion {
             set_congestion(s, cc)?;
         }
+        if let Some(c) = self.window_clamp {
+            set_window_clamp(s, c)?;
+        }
         Ok(())
     }
+}
+
+fn set_window_clamp(s: &impl AsRawFd, bytes: usize) -> io::Result<()> {
+    let v = libc::c_int::try_from(bytes).unwrap_or(libc::c_int::MAX);
+    // SAFETY: setsockopt(2) with a valid descriptor and an int.
+    let rc = unsafe {
+        libc::setsockopt(
+            s.as_raw_fd(),
+            libc::IPPROTO_TCP,
+            libc::TCP_WINDOW_CLAMP,
+            (&v as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if rc != 0 {
+        let e = io::Error::last_os_error();
+        return Err(io::Error::new(
+            e.kind(),
+            format!("TCP_WINDOW_CLAMP {bytes}: {e}"),
+        ));
+    }
+    Ok(())
+}
+
+/// The congestion control a socket uses (`TCP_CONGESTION`).
+pub fn congestion_of(s: &impl AsRawFd) -> io::Result<String> {
+    let mut buf = [0u8; 16];
+    let mut len = buf.len() as libc::socklen_t;
+    // SAFETY: getsockopt(2) writes at most `len` bytes into the buffer.
+    let rc = unsafe {
+        libc::getsockopt(
+            s.as_raw_fd(),
+            libc::IPPROTO_TCP,
+            libc::TCP_CONGESTION,
+            buf.as_mut_ptr().cast(),
+            &mut len,
+        )
+    };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let b = &buf[..(len as usize).min(buf.len())];
+    let end = b.iter().position(|&c| c == 0).unwrap_or(b.len());
+    Ok(String::from_utf8_lossy(&b[..end]).into_owned())
 }
 
 fn set_congestion(s: &impl AsRawFd, cc: &str) -> io::Result<()> {
@@ -138,6 +194,12 @@ pub struct TcpInfo {
     pub min_rtt_us: u32,
     /// Congestion window, segments.
     pub snd_cwnd: u32,
+    /// Slow-start threshold, segments (`0x7fffffff`: none yet).
+    pub snd_ssthresh: u32,
+    /// Congestion-avoidance state: 0 open, 1 disorder, 2 CWR, 3 recovery, 4 loss.
+    pub ca_state: u8,
+    /// Segments delivered to the peer (acknowledged, cumulatively or by SACK).
+    pub delivered: u32,
     /// Sender MSS.
     pub snd_mss: u32,
     /// Bytes acknowledged by the peer.
@@ -178,6 +240,9 @@ pub fn tcp_info(s: &impl AsRawFd) -> TcpInfo {
         snd_mss: u32_at(16),
         rtt_us: u32_at(68),
         snd_cwnd: u32_at(80),
+        snd_ssthresh: u32_at(76),
+        ca_state: buf.get(1).copied().filter(|_| got >= 2).unwrap_or(0),
+        delivered: u32_at(192),
         total_retrans: u32_at(100),
         bytes_acked: u64_at(120),
         min_rtt_us: u32_at(148),
@@ -639,6 +704,7 @@ mod tests {
                 congestion: Some("reno".into()),
                 sndbuf: Some(65536),
                 rcvbuf: Some(65536),
+                window_clamp: None,
             },
             time_limit: Some(Duration::from_secs(30)),
         };
