@@ -6,9 +6,10 @@
  *     works within W, and when it ends — or at the first ACK after a retransmission timeout — the window is
  *     W again.
  * W is the connection's initial window: the route's `initcwnd` (dtnkit: [ip.node.X] initcwnd, or
- * tcp.initcwnd in an experiment), bounded by the route's window clamp (`cwnd lock`). When the kernel cut the
- * initial window to 1 because the SYN was retransmitted, W is the clamp if the route sets one, else the
- * kernel's default initial window (10). The buffers (320 KB in the paper) are socket options.
+ * tcp.initcwnd in an experiment), bounded by the connection's window clamp (snd_cwnd_clamp: the route's
+ * `cwnd lock` where the kernel applies it). When the kernel cut the initial window to 1 because the SYN was
+ * retransmitted, W is that clamp if one is set, else the kernel's default initial window (10). The buffers
+ * (320 KB in the paper) are socket options.
  */
 #include "dtk_bpf.h"
 

@@ -127,6 +127,38 @@ fn set_window_clamp(s: &impl AsRawFd, bytes: usize) -> io::Result<()> {
     Ok(())
 }
 
+/// `TCP_WINDOW_CLAMP` of a socket (0: none set).
+fn window_clamp_of(s: &impl AsRawFd) -> io::Result<libc::c_int> {
+    let mut v: libc::c_int = 0;
+    let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+    // SAFETY: getsockopt(2) writes at most one int.
+    let rc = unsafe {
+        libc::getsockopt(
+            s.as_raw_fd(),
+            libc::IPPROTO_TCP,
+            libc::TCP_WINDOW_CLAMP,
+            (&mut v as *mut libc::c_int).cast(),
+            &mut len,
+        )
+    };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(v)
+}
+
+/// Gives an accepted connection the clamp set on its listening socket: Linux does not pass `TCP_WINDOW_CLAMP` on
+/// to accepted connections (measured on 6.18: the child's clamp follows its buffer), so [`listen`]'s option would
+/// otherwise bound nothing. Set before the first data is read, every window the connection advertises after its
+/// SYN-ACK respects it.
+pub fn inherit_window_clamp(listener: &TcpListener, conn: &TcpStream) -> io::Result<()> {
+    let c = window_clamp_of(listener)?;
+    if c > 0 {
+        set_window_clamp(conn, c as usize)?;
+    }
+    Ok(())
+}
+
 /// The congestion control a socket uses (`TCP_CONGESTION`).
 pub fn congestion_of(s: &impl AsRawFd) -> io::Result<String> {
     let mut buf = [0u8; 16];
@@ -200,6 +232,8 @@ pub struct TcpInfo {
     pub ca_state: u8,
     /// Segments delivered to the peer (acknowledged, cumulatively or by SACK).
     pub delivered: u32,
+    /// The peer's advertised receive window, bytes.
+    pub snd_wnd: u32,
     /// Sender MSS.
     pub snd_mss: u32,
     /// Bytes acknowledged by the peer.
@@ -243,6 +277,7 @@ pub fn tcp_info(s: &impl AsRawFd) -> TcpInfo {
         snd_ssthresh: u32_at(76),
         ca_state: buf.get(1).copied().filter(|_| got >= 2).unwrap_or(0),
         delivered: u32_at(192),
+        snd_wnd: u32_at(228),
         total_retrans: u32_at(100),
         bytes_acked: u64_at(120),
         min_rtt_us: u32_at(148),
@@ -386,6 +421,7 @@ pub fn serve(
         match listener.accept() {
             Ok((c, _)) => {
                 c.set_nonblocking(false)?;
+                inherit_window_clamp(&listener, &c)?;
                 let sink = out.as_mut().map(|w| &mut **w as &mut dyn Write);
                 let r = receive_block(c, sink, Duration::from_secs(120))?;
                 on_block(&r);
@@ -657,6 +693,7 @@ pub fn gateway(
         match listener.accept() {
             Ok((c, _)) => {
                 c.set_nonblocking(false)?;
+                inherit_window_clamp(&listener, &c)?;
                 let o = upstream.clone();
                 n += 1;
                 std::thread::Builder::new()
@@ -679,6 +716,70 @@ pub fn gateway(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The largest window the sender sees the receiver advertise while 4 MB flow over loopback (after the first).
+    fn largest_advertised_window(receiver: &TcpOptions) -> u32 {
+        let l = listen("127.0.0.1:0".parse().unwrap(), receiver).unwrap();
+        // Ethernet-sized segments: with loopback's 64 KiB MSS a 32 KiB window is less than one segment.
+        socket2::SockRef::from(&l).set_mss(1448).unwrap();
+        let addr = l.local_addr().unwrap();
+        let reader = std::thread::spawn(move || {
+            let (mut c, _) = l.accept().unwrap();
+            inherit_window_clamp(&l, &c).unwrap();
+            c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+            let mut buf = vec![0u8; 1 << 16];
+            let mut n = 0;
+            while let Ok(k) = c.read(&mut buf) {
+                if k == 0 {
+                    break;
+                }
+                n += k;
+            }
+            n
+        });
+        let s = socket_for(addr).unwrap();
+        s.set_mss(1448).unwrap();
+        s.connect_timeout(&SockAddr::from(addr), Duration::from_secs(5))
+            .unwrap();
+        let mut s: TcpStream = s.into();
+        s.set_write_timeout(Some(Duration::from_secs(10))).unwrap();
+        let chunk = vec![7u8; 64 * 1024];
+        let mut largest = 0;
+        for i in 0..64 {
+            s.write_all(&chunk).unwrap();
+            // The SYN-ACK's window (up to 64 KiB, before the clamp reached the accepted socket) is never taken
+            // back; look after the first megabyte.
+            if i >= 16 {
+                largest = largest.max(tcp_info(&s).snd_wnd);
+            }
+        }
+        s.shutdown(Shutdown::Write).unwrap();
+        assert_eq!(reader.join().unwrap(), 64 * chunk.len());
+        largest
+    }
+
+    #[test]
+    fn window_clamp_bounds_the_advertised_window() {
+        let clamped = TcpOptions {
+            rcvbuf: Some(65536),
+            window_clamp: Some(32768),
+            ..TcpOptions::default()
+        };
+        clamped.validate().unwrap();
+        let with = largest_advertised_window(&clamped);
+        let without = largest_advertised_window(&TcpOptions {
+            rcvbuf: Some(65536),
+            ..TcpOptions::default()
+        });
+        // Linux doubles SO_RCVBUF 65536 and advertises more than 32 KiB of it; the clamp holds the window at 32 KiB.
+        assert!(with > 0 && with <= 32768, "clamped window {with}");
+        assert!(without > 40_000, "unclamped window {without}");
+        let bad = TcpOptions {
+            window_clamp: Some(10),
+            ..TcpOptions::default()
+        };
+        assert!(bad.validate().unwrap_err().starts_with("window_clamp = 10"));
+    }
 
     #[test]
     fn a_transfer_over_loopback_in_blocks_through_a_gateway() {

@@ -14,7 +14,7 @@
 //! [ip.node.a]                    # per node: route metrics on every route the emulator installs there
 //! initcwnd = 10
 //! initrwnd = 10
-//! cwnd_lock = 86                 # `cwnd lock 86`: clamp the congestion window
+//! cwnd_lock = 86                 # route `cwnd lock 86` (Linux applies it only via its TCP metrics cache)
 //! congctl = "cubic"              # congestion control of the node's connections; also "hybla", "stp" (BPF)
 //! sysctl = { "net.ipv4.tcp_slow_start_after_idle" = "0" }
 //!
@@ -52,7 +52,8 @@ pub struct NodeSection {
     /// `initrwnd` route metric (initial receive window, segments).
     #[serde(default)]
     pub initrwnd: Option<u32>,
-    /// `cwnd lock N` route metric: the congestion window never exceeds N segments.
+    /// `cwnd lock N` route metric. Linux applies it only through its TCP metrics cache (no entry before a connection
+    /// to the destination has closed, none with `tcp_no_metrics_save`), so on fresh namespaces it bounds nothing.
     #[serde(default)]
     pub cwnd_lock: Option<u32>,
     /// `congctl NAME` route metric: the congestion control of every TCP connection over the node's routes (any the
