@@ -21,7 +21,9 @@ use std::time::{Duration, Instant};
 
 use emu::ip::{congctl, IpEmu, IpEmuConfig, NodeInfo};
 use socket2::{Domain, Protocol, SockAddr, Socket, Type};
-use tcp_baseline::{congestion_of, tcp_info, TcpInfo};
+use tcp_baseline::{
+    congestion_of, hold_window_clamp, listen, listener_window_clamp, tcp_info, TcpInfo, TcpOptions,
+};
 
 /// Why this machine cannot run the tests, if it cannot.
 fn skip_reason() -> Option<String> {
@@ -86,17 +88,17 @@ delay_ms = {delay_ms}
     IpEmu::start(plan).expect("starting the IP emulator")
 }
 
-/// A receiver in node b that reads and discards until EOF or `limit`; returns the bytes read.
-fn sink(b: &NodeInfo, port: u16, limit: Duration) -> std::thread::JoinHandle<u64> {
+/// A receiver in node b (socket options as `dtnkit tcp recv` sets them) that reads and discards until EOF or
+/// `limit`; returns the bytes read.
+fn sink(
+    b: &NodeInfo,
+    port: u16,
+    limit: Duration,
+    options: TcpOptions,
+) -> std::thread::JoinHandle<u64> {
     let addr = SocketAddr::from((b.addrs[0], port));
-    let listener: TcpListener = emu::ip::netns::in_netns(&b.netns_path(), move || {
-        let s = Socket::new(Domain::IPV4, Type::STREAM, Some(Protocol::TCP))?;
-        s.set_reuse_address(true)?;
-        s.bind(&SockAddr::from(addr))?;
-        s.listen(4)?;
-        Ok(s.into())
-    })
-    .unwrap();
+    let listener: TcpListener =
+        emu::ip::netns::in_netns(&b.netns_path(), move || listen(addr, &options)).unwrap();
     std::thread::spawn(move || {
         let until = Instant::now() + limit;
         listener.set_nonblocking(true).unwrap();
@@ -108,12 +110,22 @@ fn sink(b: &NodeInfo, port: u16, limit: Duration) -> std::thread::JoinHandle<u64
             }
         };
         conn.set_nonblocking(false).unwrap();
+        // As `dtnkit tcp recv` does: the listener's clamp, held after every read.
+        let clamp = listener_window_clamp(&listener).unwrap();
+        let hold = |c: &TcpStream| {
+            if let Some(b) = clamp {
+                hold_window_clamp(c, b).unwrap();
+            }
+        };
+        hold(&conn);
         conn.set_read_timeout(Some(Duration::from_millis(200)))
             .unwrap();
         let mut buf = vec![0u8; 1 << 20];
         let mut n = 0u64;
         while Instant::now() < until {
-            match conn.read(&mut buf) {
+            let r = conn.read(&mut buf);
+            hold(&conn);
+            match r {
                 Ok(0) => break,
                 Ok(k) => n += k as u64,
                 Err(e)
@@ -145,8 +157,19 @@ struct Trace {
 /// Connects from node a to node b (with `cc` set on the socket unless `None`: then the route's `congctl` applies),
 /// writes as fast as the window allows for `duration`, and samples `TCP_INFO` every millisecond.
 fn transfer(emu: &IpEmu, port: u16, cc: Option<&str>, duration: Duration) -> Trace {
+    transfer_to(emu, port, cc, duration, TcpOptions::default())
+}
+
+/// [`transfer`] to a receiver with these socket options.
+fn transfer_to(
+    emu: &IpEmu,
+    port: u16,
+    cc: Option<&str>,
+    duration: Duration,
+    receiver: TcpOptions,
+) -> Trace {
     let (a, b) = (&emu.nodes()[0], &emu.nodes()[1]);
-    let receiver = sink(b, port, duration + Duration::from_secs(10));
+    let receiver = sink(b, port, duration + Duration::from_secs(10), receiver);
     let cc = cc.map(str::to_string);
     let sock: Socket = emu::ip::netns::in_netns(&a.netns_path(), move || {
         let s = Socket::new(Domain::IPV4, Type::STREAM, Some(Protocol::TCP))?;
@@ -415,4 +438,45 @@ fn an_unknown_congestion_control_is_refused_before_anything_is_created() {
     let e = IpEmu::start(plan).err().expect("must fail").to_string();
     // Not root: the environment check comes first; root: the congestion control is named.
     assert!(e.contains("nosuchcc") || e.contains("needs root"), "{e}");
+}
+
+#[test]
+fn a_window_clamp_on_the_receiver_bounds_what_is_in_flight() {
+    require_privilege!();
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    // Seed 004's TCP-IW2-64K: 64 KiB buffers, 32 KiB of them in flight. RTT 20 ms, no rate limit: Reno's window
+    // would grow far beyond 32 KiB (22 segments) without the clamp.
+    let emu = start(10.0, 0.0, "initcwnd = 2");
+    let receiver = |clamp| TcpOptions {
+        rcvbuf: Some(65536),
+        sndbuf: Some(65536),
+        window_clamp: clamp,
+        ..TcpOptions::default()
+    };
+    let run = Duration::from_millis(1500);
+    let clamped = transfer_to(&emu, 6401, Some("reno"), run, receiver(Some(32768)));
+    let free = transfer_to(&emu, 6402, Some("reno"), run, receiver(None));
+    emu.stop().unwrap();
+    // After the SYN-ACK's window (advertised before the clamp reached the accepted socket) has been used up.
+    let late = |t: &Trace| -> (u32, u32) {
+        let s = &t.samples[t.samples.len() / 3..];
+        let wnd = s.iter().map(|s| s.info.snd_wnd).max().unwrap();
+        let flight = s
+            .iter()
+            .map(|s| s.info.unacked * s.info.snd_mss)
+            .max()
+            .unwrap();
+        (wnd, flight)
+    };
+    let (wnd, flight) = late(&clamped);
+    let (free_wnd, free_flight) = late(&free);
+    eprintln!("clamp 32768: window {wnd}, in flight {flight}; no clamp: window {free_wnd}, in flight {free_flight}");
+    assert!(
+        wnd <= 32768 && flight <= 32768,
+        "window {wnd}, in flight {flight}"
+    );
+    assert!(
+        free_wnd > 40_000 && free_flight > 40_000,
+        "window {free_wnd}, in flight {free_flight}"
+    );
 }
