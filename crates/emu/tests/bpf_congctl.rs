@@ -259,13 +259,13 @@ fn slow_start_slope(t: &Trace) -> f64 {
     let s = t
         .samples
         .iter()
-        .filter(|s| {
+        .rev()
+        .find(|s| {
             s.info.ca_state == OPEN
                 && s.info.snd_ssthresh >= INFINITE_SSTHRESH
                 && s.info.delivered > 1
                 && s.info.delivered <= w0 + 1
         })
-        .last()
         .unwrap_or_else(|| panic!("no slow-start sample in the first flight: {:?}", t.first));
     // `delivered` counts the SYN as one segment.
     let acked = f64::from(s.info.delivered - 1);
