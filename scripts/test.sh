@@ -27,12 +27,16 @@ if [ "${free_kb:-0}" -lt $((3 * 1024 * 1024)) ]; then
 fi
 
 # --- Debian packages: tshark (LTP/BPv7/TCPCL/CFDP dissectors used as an oracle), python3-venv (cfdp-py's venv), iproute2,
-# Slurm,
+# clang and bpftool (BPF congestion controls), Slurm,
 # chromium (the node's web view in a real browser, crates/dtnkit/tests/web_view.rs: about 80 MB, a minute or two once)
 missing=()
 command -v tshark >/dev/null 2>&1 || missing+=(tshark)
 python3 -c 'import ensurepip' >/dev/null 2>&1 || missing+=(python3-venv)
 command -v ip >/dev/null 2>&1 || missing+=(iproute2)  # the emulator's IP mode (crates/dtnkit/tests/ipemu.rs)
+# TCP Hybla and STP are BPF congestion controls the IP mode compiles and registers at run time
+# (crates/emu/tests/bpf_congctl.rs)
+command -v clang >/dev/null 2>&1 || missing+=(clang)
+command -v bpftool >/dev/null 2>&1 || [ -x /usr/sbin/bpftool ] || missing+=(bpftool)
 # A private single-node Slurm cluster for `dtnkit bench --executor slurm` (crates/dtnkit/tests/bench_slurm.rs, started
 # by scripts/slurm-localhost.sh with its own configuration; /etc/slurm is left alone).
 [ -x /usr/sbin/slurmctld ] || missing+=(slurmctld)

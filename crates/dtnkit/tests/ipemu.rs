@@ -1,6 +1,7 @@
 //! The emulator's IP mode (root, as CI runs): a TCP transfer's goodput and RTT match the configured link, BER
 //! losses match their expectation, an asymmetric link limits its return direction, two dtnkit nodes exchange
-//! bundles over LTP and over TCPCL through it, and its namespaces are gone after a run and after a killed run.
+//! bundles over LTP and over TCPCL through it, STP (a BPF congestion control the emulator loads) keeps a lossy link
+//! full, and its namespaces are gone after a run and after a killed run.
 //!
 //! These tests need root (network namespaces, TUN devices). Set DTNKIT_SKIP_ROOT_TESTS=1 to skip them as another
 //! user; without it they fail with that message.
@@ -112,6 +113,75 @@ return = { rate_bps = 10e6, delay_ms = 250, queue_bytes = 8000000 }
         (steady - payload_rate / 1e6).abs() / (payload_rate / 1e6) < 0.03,
         "goodput after the first flight {steady:.3} Mb/s, link payload rate {:.3}",
         payload_rate / 1e6
+    );
+}
+
+/// Whether the machine can load dtnkit's BPF congestion controls (root is checked by the caller).
+fn bpf_congctl_or_skip() -> bool {
+    for (tool, arg) in [("clang", "--version"), ("bpftool", "version")] {
+        if Command::new(tool).arg(arg).output().is_err() {
+            eprintln!("SKIPPED: `{tool}` is not installed (Debian package {tool}; scripts/test.sh installs it)");
+            return false;
+        }
+    }
+    if !Path::new("/sys/kernel/btf/vmlinux").exists() {
+        eprintln!("SKIPPED: the kernel exposes no BTF (/sys/kernel/btf/vmlinux)");
+        return false;
+    }
+    true
+}
+
+#[test]
+fn stp_keeps_a_lossy_link_full_where_reno_does_not() {
+    if !root_or_skip() || !bpf_congctl_or_skip() {
+        return;
+    }
+    // 20 Mb/s, RTT 50 ms: the bandwidth-delay product is 83 packets; BER 1e-6 loses 1.2 % of the data packets.
+    // `tcp.congestion = "stp"` reaches the sockets and the routes; the emulator loads the BPF program if needed.
+    let run = |cc: &str| {
+        let s = scenario(&format!(
+            r#"
+[transfer]
+protocol = "tcp"
+file_bytes = 3000000
+time_limit_s = 40
+[tcp]
+congestion = "{cc}"
+sndbuf = 1000000
+rcvbuf = 1000000
+initcwnd = 84
+initrwnd = 200
+[link]
+forward = {{ rate_bps = 20e6, delay_ms = 25, queue_bytes = 1000000, loss = {{ model = "ber", ber = 1e-6 }} }}
+return = {{ rate_bps = 20e6, delay_ms = 25, queue_bytes = 1000000 }}
+"#
+        ));
+        lab::run_ip_transfer(&s, &IpLabOptions::new(dtnkit(), work(cc))).unwrap()
+    };
+    let stp = run("stp");
+    let reno = run("reno");
+    eprintln!(
+        "stp: {:.2} Mb/s in {:.2} s, {:?} retransmissions; reno: {:.2} Mb/s in {:.2} s, {:?}",
+        stp.goodput_mbps,
+        stp.transfer_s,
+        stp.retransmits,
+        reno.goodput_mbps,
+        reno.transfer_s,
+        reno.retransmits
+    );
+    assert!(stp.completed && reno.completed, "{stp:?} {reno:?}");
+    assert!(
+        stp.retransmits.unwrap_or(0) > 0,
+        "no loss happened: {stp:?}"
+    );
+    // STP's window stays at the bandwidth-delay product through its recoveries: most of the link's payload rate
+    // (19.3 Mb/s) less the handshake and the retransmissions; Reno halves its window at every loss.
+    assert!(stp.goodput_mbps > 12.0, "stp {:.2} Mb/s", stp.goodput_mbps);
+    assert!(
+        stp.goodput_mbps > 1.5 * reno.goodput_mbps,
+        "stp {:.2} Mb/s, reno {:.2} Mb/s",
+        stp.goodput_mbps,
+        reno.goodput_mbps
     );
 }
 

@@ -64,6 +64,9 @@ pub struct TcpSection {
     /// SO_RCVBUF.
     #[serde(default)]
     pub rcvbuf: Option<usize>,
+    /// TCP_WINDOW_CLAMP of the receiving sockets, bytes: the most the sender may have in flight.
+    #[serde(default)]
+    pub window_clamp: Option<usize>,
     /// Initial congestion window (route `initcwnd`).
     #[serde(default)]
     pub initcwnd: Option<u32>,
@@ -247,17 +250,27 @@ impl IpScenario {
             );
         }
         for (k, sec) in [("tcp", &s.tcp), ("gateway", &s.gateway)] {
-            if let Some(cc) = &sec.congestion {
-                let avail =
-                    std::fs::read_to_string("/proc/sys/net/ipv4/tcp_available_congestion_control")
-                        .unwrap_or_default();
-                if !avail.split_whitespace().any(|a| a == cc) {
-                    return bad(
-                        &format!("{k}.congestion"),
-                        format!("{cc:?}"),
-                        &format!("one of this kernel's: {}", avail.trim()),
-                    );
-                }
+            // hybla and stp are loaded by the emulator when the kernel lacks them (emu::ip::congctl).
+            if let Some(cc) = sec
+                .congestion
+                .as_ref()
+                .filter(|cc| !emu::ip::congctl::known(cc))
+            {
+                return bad(
+                    &format!("{k}.congestion"),
+                    format!("{cc:?}"),
+                    &format!(
+                        "one of this kernel's ({}) or one dtnkit loads (hybla, stp)",
+                        emu::ip::congctl::available().join(" ")
+                    ),
+                );
+            }
+            if let Some(c) = sec.window_clamp.filter(|c| !(1024..=1 << 30).contains(c)) {
+                return bad(
+                    &format!("{k}.window_clamp"),
+                    c.to_string(),
+                    "bytes in [1024, 1073741824]",
+                );
             }
         }
         // The link models are validated by the emulator's own parser when the file is written; check them here
@@ -448,6 +461,9 @@ fn tcp_args(t: &TcpSection) -> Vec<String> {
     }
     if let Some(b) = t.rcvbuf {
         v.extend(["--rcvbuf".to_string(), b.to_string()]);
+    }
+    if let Some(b) = t.window_clamp {
+        v.extend(["--window-clamp".to_string(), b.to_string()]);
     }
     v
 }

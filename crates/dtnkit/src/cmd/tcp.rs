@@ -9,6 +9,7 @@ use std::sync::Arc;
 
 use anyhow::Context;
 use clap::{Args, Subcommand};
+use emu::ip::congctl;
 use tcp_baseline::{SendPlan, TcpOptions};
 
 use super::UsageError;
@@ -16,7 +17,8 @@ use super::UsageError;
 /// Socket settings shared by the three commands.
 #[derive(Args, Clone)]
 pub struct SocketArgs {
-    /// Congestion control (TCP_CONGESTION), one of /proc/sys/net/ipv4/tcp_available_congestion_control.
+    /// Congestion control (TCP_CONGESTION), one of /proc/sys/net/ipv4/tcp_available_congestion_control, or hybla /
+    /// stp (loaded as BPF programs when the kernel lacks them; root, clang and bpftool needed then).
     #[arg(long)]
     cc: Option<String>,
     /// SO_SNDBUF in bytes.
@@ -25,6 +27,10 @@ pub struct SocketArgs {
     /// SO_RCVBUF in bytes (set before listen/connect, so the window scale follows).
     #[arg(long)]
     rcvbuf: Option<usize>,
+    /// TCP_WINDOW_CLAMP in bytes: the largest window this end advertises (on `recv`: what the sender may have in
+    /// flight), whatever the buffer.
+    #[arg(long)]
+    window_clamp: Option<usize>,
 }
 
 impl SocketArgs {
@@ -33,7 +39,13 @@ impl SocketArgs {
             congestion: self.cc.clone(),
             sndbuf: self.sndbuf,
             rcvbuf: self.rcvbuf,
+            window_clamp: self.window_clamp,
         };
+        if let Some(cc) = o.congestion.as_deref().filter(|c| congctl::is_loadable(c)) {
+            if let congctl::Provided::Loaded(map) = congctl::ensure(cc)? {
+                eprintln!("congestion control {cc}: loaded dtnkit's BPF program ({map})");
+            }
+        }
         o.validate().map_err(UsageError)?;
         Ok(o)
     }

@@ -14,8 +14,8 @@
 //! [ip.node.a]                    # per node: route metrics on every route the emulator installs there
 //! initcwnd = 10
 //! initrwnd = 10
-//! cwnd_lock = 86                 # `cwnd lock 86`: clamp the congestion window
-//! congctl = "cubic"              # congestion control of connections that do not set one (TCP_CONGESTION)
+//! cwnd_lock = 86                 # route `cwnd lock 86` (Linux applies it only via its TCP metrics cache)
+//! congctl = "cubic"              # congestion control of the node's connections; also "hybla", "stp" (BPF)
 //! sysctl = { "net.ipv4.tcp_slow_start_after_idle" = "0" }
 //!
 //! [forward]                      # a single link, as in `dtnkit emu`'s files (towards the last node)
@@ -52,12 +52,15 @@ pub struct NodeSection {
     /// `initrwnd` route metric (initial receive window, segments).
     #[serde(default)]
     pub initrwnd: Option<u32>,
-    /// `cwnd lock N` route metric: the congestion window never exceeds N segments.
+    /// `cwnd lock N` route metric. Linux applies it only through its TCP metrics cache (no entry before a connection
+    /// to the destination has closed, none with `tcp_no_metrics_save`), so on fresh namespaces it bounds nothing.
     #[serde(default)]
     pub cwnd_lock: Option<u32>,
-    /// `congctl NAME` route metric: the congestion control of every TCP connection over the node's routes that
-    /// does not choose one itself (any the kernel has; unlike the namespace's default sysctl, which outside the
-    /// host namespace only accepts those in `net.ipv4.tcp_allowed_congestion_control`).
+    /// `congctl NAME` route metric: the congestion control of every TCP connection over the node's routes (any the
+    /// kernel has, or `hybla` / `stp`, which the emulator loads as BPF programs; unlike the namespace's default
+    /// sysctl, which outside the host namespace only accepts those in `net.ipv4.tcp_allowed_congestion_control`).
+    /// The kernel applies it when a connection is set up, replacing a `TCP_CONGESTION` set before `connect`; a
+    /// socket can still change it afterwards.
     #[serde(default)]
     pub congctl: Option<String>,
     /// Sysctls of this namespace (after the `[ip]` ones).

@@ -11,13 +11,14 @@
 //! joins `n(i)` (address `S.i.1`) and `n(i+1)` (address `S.i.2`) with a TUN device `dtk<i>` in each, and its own
 //! [`channel::Link`] (forward = towards the later node). Middle nodes forward IP (`ip_forward = 1`); every node has
 //! a route to every link subnet through the device on that side, carrying the node's route metrics (`initcwnd`,
-//! `initrwnd`, `cwnd lock …`, `congctl …`). Each direction of each link is one thread ([`pump`]); TCP segmentation offload lets
+//! `initrwnd`, `cwnd lock …`, `congctl …`; TCP Hybla and STP are loaded as BPF programs when named, [`congctl`]). Each direction of each link is one thread ([`pump`]); TCP segmentation offload lets
 //! the kernel hand over 64 KiB per read while the model still decides wire packet by wire packet ([`packet`]).
 //!
 //! Namespaces are owned through a lock file and cleaned up on stop, on drop, and — after a SIGKILL — by the next
 //! run ([`netns`]).
 
 pub mod config;
+pub mod congctl;
 pub mod netns;
 pub mod packet;
 mod pump;
@@ -123,6 +124,9 @@ pub enum IpEmuError {
     /// Environment or setup.
     #[error(transparent)]
     Netns(#[from] NetnsError),
+    /// A node's `congctl` is not available and could not be loaded.
+    #[error(transparent)]
+    Congctl(#[from] congctl::CongctlError),
     /// A thread or device failed.
     #[error("{0}")]
     Io(String),
@@ -157,6 +161,20 @@ impl IpEmu {
     /// and routes of `plan`, and starts one thread per link direction.
     pub fn start(plan: IpPlan) -> Result<IpEmu, IpEmuError> {
         netns::check_environment()?;
+        // Congestion controls the routes name must exist before the routes are added (the kernel refuses an
+        // unknown `congctl`); Hybla and STP are loaded here when the kernel lacks them.
+        let mut names: Vec<&str> = plan
+            .nodes
+            .iter()
+            .filter_map(|n| n.settings.congctl.as_deref())
+            .collect();
+        names.sort_unstable();
+        names.dedup();
+        for name in names {
+            if let congctl::Provided::Loaded(map) = congctl::ensure(name)? {
+                eprintln!("congestion control {name}: loaded dtnkit's BPF program ({map})");
+            }
+        }
         netns::cleanup_stale()?;
         let owner = netns::Owner::claim()?;
         let mut emu = IpEmu {
