@@ -12,6 +12,7 @@
 //! simulator gives to all its agents) uses the same one.
 
 use std::collections::BTreeMap;
+use std::sync::OnceLock;
 
 use super::{Contact, ContactId, ContactPlan, NodeNum};
 
@@ -38,14 +39,22 @@ pub struct PairRun {
 }
 
 /// A read-only snapshot of a plan's contacts (see the module documentation).
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, Default)]
 pub struct ContactIndex {
     contacts: Vec<IndexedContact>,
     pairs: Vec<PairRun>,
     /// Per sending node: its pairs, `pairs[lo..hi]`, ordered by receiving node.
     nodes: BTreeMap<NodeNum, (usize, usize)>,
+    /// Per contact, the OWLT in its direction over its interval as `(from_ms, owlt_ms)` pieces
+    /// (`NO_RANGE`: no range applies), computed on the first query for the contact: a route search
+    /// asks for the OWLT of every contact it evaluates, and a B-tree query among the ~10^6 ranges
+    /// of a constellation plan was most of its cost.
+    owlt: Vec<OnceLock<Box<[(u64, u64)]>>>,
     generation: u64,
 }
+
+/// A piece of [`ContactIndex`]'s OWLT table during which no range applies.
+const NO_RANGE: u64 = u64::MAX;
 
 impl ContactIndex {
     /// Builds the index of `plan` (O(contacts)).
@@ -90,11 +99,44 @@ impl ContactIndex {
                 .or_insert((k, k + 1));
         }
         ContactIndex {
+            owlt: (0..contacts.len()).map(|_| OnceLock::new()).collect(),
             contacts,
             pairs,
             nodes,
             generation: plan.generation(),
         }
+    }
+
+    /// The OWLT of contact `i` at `t_ms`, as [`ContactPlan::owlt_ms`] gives it for the contact's
+    /// direction (`plan` must be the plan this index was built from).
+    pub fn owlt_ms(&self, plan: &ContactPlan, i: usize, t_ms: u64) -> Option<u64> {
+        let (Some(c), Some(cell)) = (self.contacts.get(i), self.owlt.get(i)) else {
+            return None;
+        };
+        let c = &c.contact;
+        if t_ms < c.start_ms || t_ms >= c.end_ms {
+            return plan.owlt_ms(c.from, c.to, t_ms);
+        }
+        let pieces = cell.get_or_init(|| {
+            let mut at = vec![c.start_ms];
+            plan.range_changes_within(c.from, c.to, c.start_ms, c.end_ms, &mut at);
+            plan.range_changes_within(c.to, c.from, c.start_ms, c.end_ms, &mut at);
+            at.sort_unstable();
+            at.dedup();
+            let mut pieces: Vec<(u64, u64)> = Vec::with_capacity(at.len());
+            for t in at {
+                let v = plan.owlt_ms(c.from, c.to, t).unwrap_or(NO_RANGE);
+                if pieces.last().is_none_or(|p| p.1 != v) {
+                    pieces.push((t, v));
+                }
+            }
+            pieces.into_boxed_slice()
+        });
+        let k = pieces.partition_point(|p| p.0 <= t_ms);
+        pieces
+            .get(k.checked_sub(1)?)
+            .map(|p| p.1)
+            .filter(|&v| v != NO_RANGE)
     }
 
     /// The generation of the plan this index was built from.

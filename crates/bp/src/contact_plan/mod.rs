@@ -628,6 +628,30 @@ impl ContactPlan {
         events::next_change_after(self, local, t_ms)
     }
 
+    /// Pushes the starts and ends of the `a → b` ranges that fall strictly inside `(start, end)`:
+    /// the instants at which the OWLT of that pair may change during the interval.
+    pub(crate) fn range_changes_within(
+        &self,
+        a: NodeNum,
+        b: NodeNum,
+        start: u64,
+        end: u64,
+        out: &mut Vec<u64>,
+    ) {
+        let first = self
+            .ranges
+            .range((a, b, 0)..=(a, b, start))
+            .next_back()
+            .map_or(start, |(k, _)| k.2);
+        for (_, r) in self.ranges.range((a, b, first)..(a, b, end)) {
+            for t in [r.start_ms, r.end_ms] {
+                if start < t && t < end {
+                    out.push(t);
+                }
+            }
+        }
+    }
+
     /// Instants at which the pair's link state may change (contact or range boundaries), used by
     /// the event sweep.
     pub(crate) fn boundaries(&self, local: NodeNum, neighbour: NodeNum, out: &mut Vec<u64>) {
