@@ -57,8 +57,8 @@ pub use agent::{
     RxError, SendError, SendRequest, StoreHealth, StreamPlan, StreamRequest,
 };
 pub use contact_plan::{
-    Contact, ContactId, ContactPlan, LinkEvent, LinkEventKind, NodeNum, PlanError, PlannedContact,
-    PlannedRange, Range, RangeId,
+    Contact, ContactId, ContactIndex, ContactPlan, IndexedContact, LinkEvent, LinkEventKind,
+    NodeNum, PairRun, PlanError, PlannedContact, PlannedRange, Range, RangeId,
 };
 pub use routing::{
     BundleSpec, Cgr, CgrLimits, Exclusions, Hop, NoRoute, NodeRange, Route, StaticRoute,

@@ -1,6 +1,6 @@
 //! The simulation: nodes, links and the event loop in virtual time.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -123,6 +123,10 @@ pub struct Summary {
 pub struct Simulation {
     nodes: Vec<Node>,
     links: Vec<SimLink>,
+    /// Directed pair `(sender, receiver)` → `(link index, true if it is the link's forward
+    /// direction)`: one lookup per datagram instead of a scan of the links (a constellation has
+    /// thousands).
+    link_of: HashMap<(u64, u64), (usize, bool)>,
     queue: EventQueue<Ev>,
     now: Duration,
     end: Duration,
@@ -522,9 +526,16 @@ impl Simulation {
         for k in 0..nodes.len() {
             queue.push(Duration::ZERO, Ev::Wake { node: k });
         }
+        let mut link_of = HashMap::with_capacity(2 * links.len());
+        for (k, l) in links.iter().enumerate() {
+            // The first link of a pair wins, as the scan this replaces found it first.
+            link_of.entry((l.an, l.bn)).or_insert((k, true));
+            link_of.entry((l.bn, l.an)).or_insert((k, false));
+        }
         Ok(Simulation {
             nodes,
             links,
+            link_of,
             queue,
             now: Duration::ZERO,
             end: scn.duration(),
@@ -799,12 +810,13 @@ impl Simulation {
             self.queue.push(at, Ev::CfdpPut { node, transfer });
         }
         for (remote, data, proto) in self.outbox.drain(..) {
-            let Some((k, l)) = self.links.iter_mut().enumerate().find(|(_, l)| {
-                (l.an, l.bn) == (number, remote) || (l.bn, l.an) == (number, remote)
-            }) else {
+            let Some(&(k, forward)) = self.link_of.get(&(number, remote)) else {
                 continue;
             };
-            let (fate, to, lane) = if l.an == number {
+            let Some(l) = self.links.get_mut(k) else {
+                continue;
+            };
+            let (fate, to, lane) = if forward {
                 (l.link.forward.transit(now, data.len()), l.b, 2 * k)
             } else {
                 (l.link.ret.transit(now, data.len()), l.a, 2 * k + 1)

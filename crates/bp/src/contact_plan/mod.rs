@@ -21,6 +21,7 @@
 
 mod error;
 mod events;
+mod index;
 mod ion;
 pub mod time;
 mod toml_form;
@@ -29,10 +30,12 @@ use std::collections::BTreeMap;
 use std::ops::Deref;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
 
 pub(crate) use error::FieldError;
 pub use error::PlanError;
 pub use events::{LinkEvent, LinkEventKind, LinkEvents};
+pub use index::{ContactIndex, IndexedContact, PairRun};
 
 /// The convergence layer a contact is meant to use, as a TOML plan may state it (`cla = "ltp"`).
 ///
@@ -305,6 +308,9 @@ pub struct ContactPlan {
     contacts: BTreeMap<Key, PlannedContact>,
     ranges: BTreeMap<Key, PlannedRange>,
     generation: u64,
+    /// The contacts as arrays for route searches ([`ContactPlan::contact_index`]): built on first
+    /// use, dropped by every mutation, shared by clones and by every holder of an `Arc` of the plan.
+    index: OnceLock<Arc<ContactIndex>>,
 }
 
 impl ContactPlan {
@@ -484,9 +490,19 @@ impl ContactPlan {
         self.generation
     }
 
-    /// Takes a new generation from the process-wide counter (see [`next_stamp`]).
+    /// Takes a new generation from the process-wide counter (see [`next_stamp`]) and drops the
+    /// contact index built for the previous one.
     fn touch(&mut self) {
         self.generation = next_stamp();
+        self.index = OnceLock::new();
+    }
+
+    /// The plan's contacts as flat arrays ([`ContactIndex`]), built on the first call after a
+    /// change (O(contacts)) and then shared: every route search of every agent holding this plan
+    /// (or an `Arc` of it, or a clone made after the build) uses the same index until the plan
+    /// changes.
+    pub fn contact_index(&self) -> &ContactIndex {
+        self.index.get_or_init(|| Arc::new(ContactIndex::new(self)))
     }
 
     /// Looks a contact up by id (linear; ids are for bookkeeping, not hot-path lookups).
@@ -610,6 +626,30 @@ impl ContactPlan {
     /// up next. O(n log n) per call; prefer keeping the event iterators for long runs.
     pub fn next_change_after(&self, local: NodeNum, t_ms: u64) -> Option<u64> {
         events::next_change_after(self, local, t_ms)
+    }
+
+    /// Pushes the starts and ends of the `a → b` ranges that fall strictly inside `(start, end)`:
+    /// the instants at which the OWLT of that pair may change during the interval.
+    pub(crate) fn range_changes_within(
+        &self,
+        a: NodeNum,
+        b: NodeNum,
+        start: u64,
+        end: u64,
+        out: &mut Vec<u64>,
+    ) {
+        let first = self
+            .ranges
+            .range((a, b, 0)..=(a, b, start))
+            .next_back()
+            .map_or(start, |(k, _)| k.2);
+        for (_, r) in self.ranges.range((a, b, first)..(a, b, end)) {
+            for t in [r.start_ms, r.end_ms] {
+                if start < t && t < end {
+                    out.push(t);
+                }
+            }
+        }
     }
 
     /// Instants at which the pair's link state may change (contact or range boundaries), used by

@@ -26,7 +26,7 @@
 use std::cmp::{max, Reverse};
 use std::collections::{BTreeMap, BTreeSet, BinaryHeap};
 
-use crate::contact_plan::{Contact, ContactId, ContactPlan, NodeNum, PlannedContact};
+use crate::contact_plan::{Contact, ContactId, ContactIndex, ContactPlan, NodeNum};
 
 /// The bundle being routed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -171,7 +171,12 @@ impl Route {
 ///
 /// Computed exactly in units of `ms × rate` (u128) so that a bundle that exactly fills a contact
 /// fits; overflow saturates, which can only make a contact look full (conservative).
-fn transmit_window(c: &Contact, ready: u64, booked: u64, size: u64) -> Option<(u64, u64, u64)> {
+pub(super) fn transmit_window(
+    c: &Contact,
+    ready: u64,
+    booked: u64,
+    size: u64,
+) -> Option<(u64, u64, u64)> {
     let rate = u128::from(c.rate_bytes_per_s);
     if rate == 0 {
         return None;
@@ -191,43 +196,12 @@ fn transmit_window(c: &Contact, ready: u64, booked: u64, size: u64) -> Option<(u
     Some((to_ms(start_u), to_ms(tx_end_u), residual))
 }
 
-/// The contacts of a plan as search vertices: a snapshot borrowing the plan, with each node's
-/// outgoing contacts as a contiguous run (the plan iterates in `(from, to, start)` order).
-struct Graph<'p> {
-    plan: &'p ContactPlan,
-    contacts: Vec<&'p PlannedContact>,
-    runs: BTreeMap<NodeNum, (usize, usize)>,
-}
-
-impl<'p> Graph<'p> {
-    fn new(plan: &'p ContactPlan) -> Self {
-        let contacts: Vec<&PlannedContact> = plan.contacts().collect();
-        let mut runs = BTreeMap::new();
-        let mut i = 0;
-        while let Some(c) = contacts.get(i) {
-            let from = c.from;
-            let lo = i;
-            while contacts.get(i).is_some_and(|c| c.from == from) {
-                i += 1;
-            }
-            runs.insert(from, (lo, i));
-        }
-        Graph {
-            plan,
-            contacts,
-            runs,
-        }
-    }
-
-    fn from(&self, node: NodeNum) -> std::ops::Range<usize> {
-        self.runs.get(&node).map_or(0..0, |&(lo, hi)| lo..hi)
-    }
-}
-
+/// Label of a contact reached by the search: the bundle's timing on it and the label it came
+/// from (an index into [`Search`]'s label list).
 #[derive(Clone, Copy)]
 struct Label {
+    contact: usize,
     arrival: u64,
-    hops: u32,
     pred: Option<usize>,
     tx_start: u64,
     tx_end: u64,
@@ -235,8 +209,34 @@ struct Label {
     residual: u64,
 }
 
-struct Search<'a, 'p> {
-    graph: &'a Graph<'p>,
+/// A node whose outgoing contacts are being relaxed: the bundle is ready there at `ready`, after
+/// `hops - 1` hops, having come over label `pred`.
+#[derive(Clone, Copy)]
+struct Expansion {
+    ready: u64,
+    hops: u32,
+    pred: Option<usize>,
+}
+
+/// What a heap entry stands for.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Entry {
+    /// The contacts `j..pair_end` of one pair, not evaluated yet, of expansion `e`. Its key is a
+    /// lower bound of their arrivals (see [`Search::run`]); ordered before a label with the
+    /// same key.
+    Pending { e: usize },
+    /// Label `l` (contact `j` with its exact arrival).
+    Label { l: usize },
+}
+
+/// Heap key: `(arrival, hops, contact index j, entry)`, popped smallest first. `(arrival, hops,
+/// j)` is SABR's tie-break order (earliest arrival, then fewer hops, then plan order); `j` is
+/// unique among the entries in the heap, so the entry never decides between two of them.
+type Key = Reverse<(u64, u32, usize, Entry)>;
+
+struct Search<'a> {
+    plan: &'a ContactPlan,
+    index: &'a ContactIndex,
     local: NodeNum,
     dest: NodeNum,
     bundle: BundleSpec,
@@ -244,123 +244,177 @@ struct Search<'a, 'p> {
     suppressed: &'a BTreeSet<ContactId>,
     booked: &'a BTreeMap<ContactId, u64>,
     limit: usize,
+    labels: Vec<Label>,
+    expansions: Vec<Expansion>,
+    heap: BinaryHeap<Key>,
+    /// Nodes whose outgoing contacts have been relaxed (see [`Search::run`]).
+    expanded: BTreeSet<NodeNum>,
 }
 
-impl Search<'_, '_> {
-    fn run(&self) -> Result<Route, NoRoute> {
+impl Search<'_> {
+    /// Dijkstra over contacts, keyed on the bundle's arrival at each contact's receiver.
+    ///
+    /// Every contact leaves exactly one node and every node is expanded once (below), so each
+    /// contact gets at most one label. The search pops labels in `(arrival, hops, j)` order and
+    /// stops at the first one reaching the destination.
+    ///
+    /// Contacts are evaluated lazily, pair by pair: expanding a node pushes, per outgoing pair,
+    /// one pending entry for the pair's contacts that have not ended, keyed on a lower bound of
+    /// their arrivals (`max(ready, start)` of the first: a contact's arrival is never before its
+    /// transmission start, and later contacts of a pair start later). Popping it evaluates the
+    /// first contact that can carry the bundle, pushes its label, and a pending entry for the rest.
+    /// A label thus enters the heap before any entry with a greater key is popped, so labels pop
+    /// in exactly the order they would if every contact had been evaluated at its node's
+    /// expansion — the search returns the same route — while a 24-hour plan's contacts beyond the
+    /// answer are never touched: the work grows with the contacts explored, not with the plan.
+    fn run(mut self) -> Result<Route, NoRoute> {
         if self.dest == self.local {
             return Err(NoRoute::LocalDestination);
         }
         if self.excl.nodes.contains(&self.dest) {
             return Err(NoRoute::Unreachable);
         }
-        let n = self.graph.contacts.len();
-        let mut labels: Vec<Option<Label>> = vec![None; n];
-        let mut settled = vec![false; n];
-        let mut heap = BinaryHeap::new();
-        for j in self.graph.from(self.local) {
-            self.relax(j, self.bundle.now_ms, 1, None, &mut labels, &mut heap);
-        }
+        self.expand(self.local, self.bundle.now_ms, 1, None);
         let mut explored = 0usize;
         // Nodes whose outgoing contacts have been relaxed. Contacts settle in (arrival, hops)
         // order and a contact's timing is non-decreasing in the ready time, so the first contact
         // settled into a node gives the best possible start from it; relaxing the node's contacts
         // again from a later arrival can never improve a label. This bounds relaxations by the
         // number of contacts instead of contacts × out-degree.
-        let mut expanded: BTreeSet<NodeNum> = BTreeSet::new();
-        expanded.insert(self.local);
-        while let Some(Reverse((_, hops, i))) = heap.pop() {
-            if settled.get(i).copied().unwrap_or(true) {
-                continue;
-            }
-            if let Some(s) = settled.get_mut(i) {
-                *s = true;
-            }
+        self.expanded.insert(self.local);
+        while let Some(Reverse((_, hops, j, entry))) = self.heap.pop() {
+            let l = match entry {
+                Entry::Pending { e } => {
+                    self.pending(e, j);
+                    continue;
+                }
+                Entry::Label { l } => l,
+            };
             explored += 1;
             if explored > self.limit {
                 return Err(NoRoute::WorkLimit {
                     explored: explored - 1,
                 });
             }
-            let (Some(c), Some(Some(label))) = (self.graph.contacts.get(i), labels.get(i).copied())
+            let (Some(c), Some(label)) = (self.index.contact(j), self.labels.get(l).copied())
             else {
                 continue;
             };
-            if c.to == self.dest {
-                return Ok(self.build(i, &labels));
+            let to = c.contact.to;
+            if to == self.dest {
+                return Ok(self.build(l));
             }
-            if !expanded.insert(c.to) {
-                continue;
-            }
-            for j in self.graph.from(c.to) {
-                if !settled.get(j).copied().unwrap_or(true) {
-                    self.relax(j, label.arrival, hops + 1, Some(i), &mut labels, &mut heap);
-                }
+            if self.expanded.insert(to) {
+                self.expand(to, label.arrival, hops + 1, Some(l));
             }
         }
         Err(NoRoute::Unreachable)
     }
 
-    fn relax(
-        &self,
-        j: usize,
-        ready: u64,
-        hops: u32,
-        pred: Option<usize>,
-        labels: &mut [Option<Label>],
-        heap: &mut BinaryHeap<Reverse<(u64, u32, usize)>>,
-    ) {
-        let Some(c) = self.graph.contacts.get(j) else {
+    /// Pushes one pending entry per usable pair leaving `node` (see [`Search::run`]).
+    fn expand(&mut self, node: NodeNum, ready: u64, hops: u32, pred: Option<usize>) {
+        let e = self.expansions.len();
+        self.expansions.push(Expansion { ready, hops, pred });
+        for pair in self.index.pairs_from(node) {
+            if pair.to == self.local || self.excl.nodes.contains(&pair.to) {
+                continue;
+            }
+            let first = self.index.first_open_at(pair, ready);
+            if first < pair.hi {
+                self.push_pending(e, first);
+            }
+        }
+    }
+
+    fn push_pending(&mut self, e: usize, j: usize) {
+        let (Some(c), Some(x)) = (self.index.contact(j), self.expansions.get(e)) else {
             return;
         };
-        if c.to == self.local
-            || self.excl.nodes.contains(&c.to)
-            || self.excl.contacts.contains(&c.id)
-            || self.suppressed.contains(&c.id)
-        {
+        let bound = max(x.ready, c.contact.start_ms);
+        if self.bundle.deadline_ms.is_some_and(|d| bound > d) {
+            return; // every remaining contact of the pair arrives after the deadline
+        }
+        self.heap
+            .push(Reverse((bound, x.hops, j, Entry::Pending { e })));
+    }
+
+    /// A pending entry popped: labels the first contact of `j..pair_end` that can carry the
+    /// bundle and leaves the rest pending.
+    fn pending(&mut self, e: usize, j: usize) {
+        let (Some(c), Some(x)) = (self.index.contact(j), self.expansions.get(e).copied()) else {
+            return;
+        };
+        // A pair into a node already reached (not the destination) can only yield labels that
+        // are popped, counted and dropped: the rest of its chain is not evaluated.
+        if c.contact.to != self.dest && self.expanded.contains(&c.contact.to) {
             return;
         }
-        let booked = self.booked.get(&c.id).copied().unwrap_or(0);
-        let Some((tx_start, tx_end, residual)) =
-            transmit_window(c, ready, booked, self.bundle.size_bytes)
-        else {
-            return;
-        };
-        let Some(owlt) = self.graph.plan.owlt_ms(c.from, c.to, tx_start) else {
-            return;
-        };
+        let end = c.pair_end;
+        for k in j..end {
+            let Some(c) = self.index.contact(k) else {
+                return;
+            };
+            if self
+                .bundle
+                .deadline_ms
+                .is_some_and(|d| max(x.ready, c.contact.start_ms) > d)
+            {
+                return; // this contact and the later ones arrive after the deadline
+            }
+            if let Some(arrival) = self.relax(k, x) {
+                let l = self.labels.len() - 1;
+                self.heap
+                    .push(Reverse((arrival, x.hops, k, Entry::Label { l })));
+                if k + 1 < end {
+                    self.push_pending(e, k + 1);
+                }
+                return;
+            }
+        }
+    }
+
+    /// Labels contact `j` for a bundle ready at its sender as `x` says; returns the arrival, or
+    /// `None` if the contact cannot carry the bundle (excluded, suppressed, full, ended, no
+    /// range, or past the deadline).
+    fn relax(&mut self, j: usize, x: Expansion) -> Option<u64> {
+        let ic = self.index.contact(j)?;
+        let c = &ic.contact;
+        if self.excl.contacts.contains(&ic.id) || self.suppressed.contains(&ic.id) {
+            return None;
+        }
+        let booked = self.booked.get(&ic.id).copied().unwrap_or(0);
+        let (tx_start, tx_end, residual) =
+            transmit_window(c, x.ready, booked, self.bundle.size_bytes)?;
+        let owlt = self.index.owlt_ms(self.plan, j, tx_start)?;
         let arrival = tx_end.saturating_add(owlt);
         if self.bundle.deadline_ms.is_some_and(|d| arrival > d) {
-            return;
+            return None;
         }
-        let Some(slot) = labels.get_mut(j) else {
-            return;
-        };
-        if slot.is_some_and(|l| (l.arrival, l.hops) <= (arrival, hops)) {
-            return;
-        }
-        *slot = Some(Label {
+        self.labels.push(Label {
+            contact: j,
             arrival,
-            hops,
-            pred,
+            pred: x.pred,
             tx_start,
             tx_end,
             owlt,
             residual,
         });
-        heap.push(Reverse((arrival, hops, j)));
+        Some(arrival)
     }
 
-    fn build(&self, last: usize, labels: &[Option<Label>]) -> Route {
+    fn build(&self, last: usize) -> Route {
         let mut chain = Vec::new();
         let mut cur = Some(last);
-        while let Some(i) = cur {
-            let (Some(c), Some(Some(l))) = (self.graph.contacts.get(i), labels.get(i)) else {
+        while let Some(l) = cur {
+            let Some(label) = self.labels.get(l) else {
                 break;
             };
-            chain.push((*c, *l));
-            cur = l.pred;
-            if chain.len() > self.graph.contacts.len() {
+            let Some(c) = self.index.contact(label.contact) else {
+                break;
+            };
+            chain.push((c, *label));
+            cur = label.pred;
+            if chain.len() > self.labels.len() {
                 break; // cannot happen (labels form a tree), but never loop forever
             }
         }
@@ -369,11 +423,11 @@ impl Search<'_, '_> {
             .iter()
             .map(|(c, l)| Hop {
                 contact: c.id,
-                from: c.from,
-                to: c.to,
-                contact_start_ms: c.start_ms,
-                contact_end_ms: c.end_ms,
-                rate_bytes_per_s: c.rate_bytes_per_s,
+                from: c.contact.from,
+                to: c.contact.to,
+                contact_start_ms: c.contact.start_ms,
+                contact_end_ms: c.contact.end_ms,
+                rate_bytes_per_s: c.contact.rate_bytes_per_s,
                 tx_start_ms: l.tx_start,
                 tx_end_ms: l.tx_end,
                 owlt_ms: l.owlt,
@@ -381,13 +435,13 @@ impl Search<'_, '_> {
             })
             .collect();
         let residual = chain.iter().map(|(_, l)| l.residual).min().unwrap_or(0);
-        let confidence = chain.iter().map(|(c, _)| c.confidence).product();
+        let confidence = chain.iter().map(|(c, _)| c.contact.confidence).product();
         finish(self.dest, hops, self.bundle.now_ms, residual, confidence)
     }
 }
 
 /// Assembles a route from its hops, deriving the summary fields.
-fn finish(
+pub(super) fn finish(
     dest: NodeNum,
     hops: Vec<Hop>,
     now: u64,
@@ -455,20 +509,20 @@ impl Cgr {
         bundle: BundleSpec,
         excl: &Exclusions,
     ) -> Result<Route, NoRoute> {
-        let graph = Graph::new(plan);
-        self.search(&graph, dest, bundle, excl, &BTreeSet::new())
+        self.search(plan, dest, bundle, excl, &BTreeSet::new())
     }
 
     fn search(
         &self,
-        graph: &Graph<'_>,
+        plan: &ContactPlan,
         dest: NodeNum,
         bundle: BundleSpec,
         excl: &Exclusions,
         suppressed: &BTreeSet<ContactId>,
     ) -> Result<Route, NoRoute> {
         Search {
-            graph,
+            plan,
+            index: plan.contact_index(),
             local: self.local,
             dest,
             bundle,
@@ -476,6 +530,10 @@ impl Cgr {
             suppressed,
             booked: &self.booked,
             limit: self.limits.max_contacts_explored,
+            labels: Vec::new(),
+            expansions: Vec::new(),
+            heap: BinaryHeap::new(),
+            expanded: BTreeSet::new(),
         }
         .run()
     }
@@ -490,11 +548,10 @@ impl Cgr {
         excl: &Exclusions,
         k: usize,
     ) -> Result<Vec<Route>, NoRoute> {
-        let graph = Graph::new(plan);
         let mut suppressed = BTreeSet::new();
         let mut out: Vec<Route> = Vec::new();
         for _ in 0..k {
-            match self.search(&graph, dest, bundle, excl, &suppressed) {
+            match self.search(plan, dest, bundle, excl, &suppressed) {
                 Ok(r) => {
                     if let Some(l) = r.limiting_contact() {
                         suppressed.insert(l);
@@ -680,5 +737,304 @@ mod tests {
             "a contact that has ended carries nothing"
         );
         assert_eq!(transmit_window(&c, 1999, 0, 0), Some((1999, 1999, 0)));
+    }
+
+    use std::sync::Arc;
+
+    use proptest::prelude::*;
+    use proptest::test_runner::{Config, RngSeed};
+
+    use crate::contact_plan::Range;
+    use crate::routing::cgr_reference::eager_search;
+
+    /// A random plan in which pairs have runs of contacts, some back to back, and ranges that
+    /// change within contacts (and are sometimes asymmetric or missing), plus a routing question.
+    #[derive(Debug, Clone)]
+    struct Case {
+        nodes: u64,
+        /// (from, to, [(gap before, duration)], rate)
+        runs: Vec<(u64, u64, Vec<(u64, u64)>, u64)>,
+        /// (from, to, start, duration, owlt)
+        ranges: Vec<(u64, u64, u64, u64, u64)>,
+        bookings: Vec<(usize, u64)>,
+        excluded_nodes: Vec<u64>,
+        excluded_contacts: Vec<usize>,
+        suppressed: Vec<usize>,
+        local: u64,
+        dest: u64,
+        size: u64,
+        now_ms: u64,
+        deadline_ms: Option<u64>,
+        limit: usize,
+    }
+
+    fn case() -> impl Strategy<Value = Case> {
+        (2u64..=7).prop_flat_map(|nodes| {
+            let node = 1..=nodes;
+            let gap = prop_oneof![Just(0u64), 0u64..20_000];
+            let run = (
+                node.clone(),
+                node.clone(),
+                prop::collection::vec((gap, 1u64..15_000), 1..5),
+                prop_oneof![1u64..2_000, Just(1_000_000_000)],
+            );
+            let range = (
+                node.clone(),
+                node.clone(),
+                prop_oneof![Just(0u64), 0u64..60_000],
+                prop_oneof![Just(200_000u64), 1u64..80_000],
+                0u64..3_000,
+            );
+            (
+                (
+                    Just(nodes),
+                    prop::collection::vec(run, 0..30),
+                    prop::collection::vec(range, 0..40),
+                    prop::collection::vec((0usize..40, 0u64..3_000), 0..5),
+                ),
+                (
+                    prop::collection::vec(node.clone(), 0..2),
+                    prop::collection::vec(0usize..40, 0..3),
+                    prop::collection::vec(0usize..40, 0..3),
+                    node,
+                    prop_oneof![9 => 1..nodes, 1 => Just(0u64)],
+                ),
+                (
+                    prop_oneof![Just(0u64), 1u64..3_000],
+                    0u64..40_000,
+                    prop::option::of(0u64..120_000),
+                    prop_oneof![4 => Just(100_000usize), 1 => 1usize..12],
+                ),
+            )
+                .prop_map(
+                    |(
+                        (nodes, runs, ranges, bookings),
+                        (excluded_nodes, excluded_contacts, suppressed, local, offset),
+                        (size, now_ms, deadline_ms, limit),
+                    )| Case {
+                        nodes,
+                        runs,
+                        ranges,
+                        bookings,
+                        excluded_nodes,
+                        excluded_contacts,
+                        suppressed,
+                        local,
+                        // Another node mostly, sometimes the local one.
+                        dest: (local - 1 + offset) % nodes + 1,
+                        size,
+                        now_ms,
+                        deadline_ms,
+                        limit,
+                    },
+                )
+        })
+    }
+
+    fn build(c: &Case) -> ContactPlan {
+        let mut p = ContactPlan::new(0);
+        for (from, to, pieces, rate) in &c.runs {
+            let mut t = 0;
+            for &(gap, dur) in pieces {
+                t += gap;
+                // Invalid or overlapping draws are skipped: the plan rejects them.
+                let _ = p.insert_contact(Contact::new(t, t + dur, *from, *to, *rate));
+                t += dur;
+            }
+        }
+        // Most pairs get a range over the whole horizon written from the higher node (ION's
+        // symmetry rule applies it both ways); the drawn ranges override it where they apply.
+        for a in 1..=c.nodes {
+            for b in a + 1..=c.nodes {
+                if (a * 7 + b * 3) % 5 != 0 {
+                    let _ = p.insert_range(Range {
+                        start_ms: 0,
+                        end_ms: 1_000_000,
+                        from: b,
+                        to: a,
+                        owlt_ms: (a * 13 + b * 29) % 700,
+                    });
+                }
+            }
+        }
+        for &(from, to, start, dur, owlt_ms) in &c.ranges {
+            let _ = p.insert_range(Range {
+                start_ms: start,
+                end_ms: start + dur,
+                from,
+                to,
+                owlt_ms,
+            });
+        }
+        p
+    }
+
+    fn ids(p: &ContactPlan, picks: &[usize]) -> BTreeSet<ContactId> {
+        let all: Vec<ContactId> = p.contacts().map(|c| c.id).collect();
+        picks
+            .iter()
+            .filter_map(|&i| all.get(i % all.len().max(1)).copied())
+            .collect()
+    }
+
+    fn config() -> Config {
+        Config {
+            cases: 3000,
+            rng_seed: RngSeed::Fixed(0x1a27_5ea7),
+            failure_persistence: None,
+            ..Config::default()
+        }
+    }
+
+    proptest! {
+        #![proptest_config(config())]
+
+        /// The lazy search returns exactly what the eager one (every contact of a node evaluated
+        /// at its expansion) returns: route, hops, timings, and errors with their explored count.
+        #[test]
+        fn lazy_search_equals_eager_search(case in case()) {
+            let plan = build(&case);
+            let mut cgr = Cgr::new(
+                case.local,
+                CgrLimits { max_contacts_explored: case.limit, ..CgrLimits::default() },
+            );
+            let all: Vec<ContactId> = plan.contacts().map(|c| c.id).collect();
+            for &(i, bytes) in &case.bookings {
+                if let Some(id) = all.get(i % all.len().max(1)) {
+                    *cgr.booked.entry(*id).or_insert(0) += bytes;
+                }
+            }
+            let excl = Exclusions {
+                nodes: case.excluded_nodes.iter().copied().filter(|&n| n != case.local).collect(),
+                contacts: ids(&plan, &case.excluded_contacts),
+            };
+            let suppressed = ids(&plan, &case.suppressed);
+            let b = BundleSpec { size_bytes: case.size, now_ms: case.now_ms, deadline_ms: case.deadline_ms };
+            for (ex, sup) in [
+                (&excl, &suppressed),
+                (&Exclusions::default(), &BTreeSet::new()),
+            ] {
+                let lazy = cgr.search(&plan, case.dest, b, ex, sup);
+                let eager = eager_search(&plan, case.local, case.dest, b, ex, sup, &cgr.booked, case.limit);
+                if let Err(NoRoute::WorkLimit { .. }) = eager {
+                    // The lazy search skips contacts into nodes already reached, so it may finish
+                    // within a limit the eager one hits: then with the answer of no limit.
+                    if !matches!(lazy, Err(NoRoute::WorkLimit { .. })) {
+                        let unlimited = eager_search(&plan, case.local, case.dest, b, ex, sup, &cgr.booked, usize::MAX);
+                        prop_assert_eq!(&lazy, &unlimited, "nodes {}", case.nodes);
+                    }
+                } else {
+                    prop_assert_eq!(&lazy, &eager, "nodes {}", case.nodes);
+                }
+            }
+            // SABR alternatives: each search suppresses the limiting contacts found before.
+            if case.limit < 100_000 {
+                return Ok(()); // compared above, limit included
+            }
+            let lazy = cgr.routes(&plan, case.dest, b, &excl, 4);
+            let mut sup = BTreeSet::new();
+            let mut eager: Vec<Route> = Vec::new();
+            for _ in 0..4 {
+                match eager_search(&plan, case.local, case.dest, b, &excl, &sup, &cgr.booked, case.limit) {
+                    Ok(r) => {
+                        sup.extend(r.limiting_contact());
+                        eager.push(r);
+                    }
+                    Err(e) if eager.is_empty() => {
+                        prop_assert_eq!(lazy.clone(), Err(e));
+                        break;
+                    }
+                    Err(_) => break,
+                }
+            }
+            if !eager.is_empty() {
+                prop_assert_eq!(lazy, Ok(eager));
+            }
+        }
+    }
+
+    /// A route search on a plan shared by several holders (an `Arc`, a clone made after the
+    /// index was built) uses one index, built once, and finds exactly the routes a plan with a
+    /// fresh index of its own finds; a change to the plan rebuilds it.
+    #[test]
+    fn shared_index_gives_the_routes_of_a_fresh_one() -> Result<(), crate::PlanError> {
+        let mut p = ContactPlan::new(0);
+        // Two relays between 1 and 4, contacts back to back, and a slower direct contact.
+        for (s, e, f, t, r) in [
+            (0, 10_000, 1, 2, 1_000),
+            (10_000, 20_000, 1, 2, 500),
+            (5_000, 30_000, 2, 4, 1_000),
+            (0, 20_000, 1, 3, 2_000),
+            (20_000, 40_000, 3, 4, 2_000),
+            (35_000, 60_000, 1, 4, 100),
+            (0, 60_000, 4, 1, 100),
+        ] {
+            p.insert_contact(Contact::new(s, e, f, t, r))?;
+        }
+        for (f, t, owlt) in [(1, 2, 10), (2, 4, 20), (1, 3, 5), (3, 4, 30), (1, 4, 100)] {
+            p.insert_range(Range {
+                start_ms: 0,
+                end_ms: 60_000,
+                from: f,
+                to: t,
+                owlt_ms: owlt,
+            })?;
+        }
+        let fresh = p.clone(); // cloned before any index exists: it builds its own
+        let shared = Arc::new(p);
+        let other = Arc::clone(&shared);
+        let mut a = Cgr::new(1, CgrLimits::default());
+        let mut b = Cgr::new(1, CgrLimits::default());
+        let mut f = Cgr::new(1, CgrLimits::default());
+        for (i, size) in [100u64, 5_000, 9_000, 20_000, 1, 50_000]
+            .into_iter()
+            .enumerate()
+        {
+            let bundle = BundleSpec {
+                size_bytes: size,
+                now_ms: i as u64 * 1_000,
+                deadline_ms: None,
+            };
+            let ra = a.route(&shared, 4, bundle, &Exclusions::default());
+            let rb = b.route(&other, 4, bundle, &Exclusions::default());
+            let rf = f.route(&fresh, 4, bundle, &Exclusions::default());
+            assert_eq!(ra, rf, "bundle {i}");
+            assert_eq!(rb, rf, "bundle {i}");
+            for (cgr, r) in [(&mut a, &ra), (&mut b, &rb), (&mut f, &rf)] {
+                if let Ok(r) = r {
+                    cgr.book(r, size);
+                }
+            }
+            assert_eq!(
+                a.routes(&shared, 4, bundle, &Exclusions::default(), 8),
+                f.routes(&fresh, 4, bundle, &Exclusions::default(), 8)
+            );
+        }
+        assert!(std::ptr::eq(shared.contact_index(), other.contact_index()));
+        assert!(!std::ptr::eq(shared.contact_index(), fresh.contact_index()));
+        assert_eq!(shared.contact_index().len(), fresh.contact_index().len());
+        let copy = (*shared).clone();
+        assert!(
+            std::ptr::eq(copy.contact_index(), shared.contact_index()),
+            "clones share the built index"
+        );
+        // A change drops the index; the next search sees the new contact.
+        let mut changed = copy;
+        let g = changed.contact_index().generation();
+        changed.insert_contact(Contact::new(0, 1_000, 1, 4, 1_000_000))?;
+        assert_ne!(changed.contact_index().generation(), g);
+        assert_eq!(changed.contact_index().len(), 8);
+        let r = Cgr::new(1, CgrLimits::default()).route_exact(
+            &changed,
+            4,
+            BundleSpec {
+                size_bytes: 10,
+                now_ms: 0,
+                deadline_ms: None,
+            },
+            &Exclusions::default(),
+        );
+        assert_eq!(r.map(|r| r.arrival_ms), Ok(101));
+        Ok(())
     }
 }

@@ -9,6 +9,8 @@
 //!    does not reach (e.g. a default gateway, or always-on terrestrial links without a plan).
 
 mod cgr;
+#[cfg(test)]
+mod cgr_reference;
 mod static_routes;
 
 pub use cgr::{BundleSpec, Cgr, CgrLimits, Exclusions, Hop, NoRoute, Route};
