@@ -107,15 +107,13 @@ impl Hardy {
 
     /// Waits for the session with dtnkit node 1 and returns the address Hardy keys it by.
     fn wait_peer(&mut self) -> SocketAddr {
-        loop {
-            match self.next(LIMIT) {
-                Event::Peer(ClaAddress::Tcp(a), ids) => {
-                    assert_eq!(ids, ["ipn:1.0"], "dtnkit's node id in SESS_INIT");
-                    return a;
-                }
-                Event::Peer(other, _) => panic!("unexpected CLA address {other}"),
-                Event::Bundle(..) => panic!("a bundle before the session was reported"),
+        match self.next(LIMIT) {
+            Event::Peer(ClaAddress::Tcp(a), ids) => {
+                assert_eq!(ids, ["ipn:1.0"], "dtnkit's node id in SESS_INIT");
+                a
             }
+            Event::Peer(other, _) => panic!("unexpected CLA address {other}"),
+            Event::Bundle(..) => panic!("a bundle before the session was reported"),
         }
     }
 
