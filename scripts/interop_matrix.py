@@ -101,7 +101,7 @@ DIRECTIONS = ["dtnkit → peer", "peer → dtnkit"]
 
 def run_tests(log_path):
     if log_path:
-        return Path(log_path).read_text(errors="replace")
+        return "\n".join(Path(p).read_text(errors="replace") for p in log_path)
     names = sorted({t for (_, _, t, _) in SUITE})
     expr = " | ".join(f"test(={n})" for n in names)
     pkgs = sorted({p for (p, _, _, _) in SUITE})
@@ -120,7 +120,13 @@ def parse(log):
     """test name -> PASS / FAIL / ... as nextest printed it (the last status line of each test wins)."""
     out = {}
     pat = re.compile(r"^\s*(PASS|FAIL|TIMEOUT|SIGSEGV|SIGABRT|SIGKILL|ABORT|LEAK|FLAKY)\s+\[[^\]]*\]\s+(?:\(\s*\d+/\d+\)\s+)?(\S+)\s+(\S+)\s*$")
+    # Also the output of a test binary run directly (libtest: `test NAME ... ok`).
+    lib = re.compile(r"^test (\S+) \.\.\. (ok|FAILED)$")
+    names = {n: b for (_, b, n, _) in SUITE}
     for line in log.splitlines():
+        m = lib.match(line)
+        if m and m.group(1) in names:
+            out[(names[m.group(1)], m.group(1))] = "PASS" if m.group(2) == "ok" else "FAIL"
         m = pat.match(line)
         if m:
             status, binary, name = m.groups()
@@ -184,7 +190,7 @@ def table(results):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--log", help="parse this saved `cargo nextest run` output instead of running the tests")
+    ap.add_argument("--log", action="append", help="parse saved test output (`cargo nextest run` or a test binary's own) instead of running the tests; repeatable")
     ap.add_argument("--check", action="store_true", help="do not write; exit 1 if the document differs")
     args = ap.parse_args()
     results = parse(run_tests(args.log))
