@@ -1,0 +1,340 @@
+//! Interoperability with Hardy's TCPCLv4 convergence layer (`hardy-tcpclv4` 0.4 from crates.io, an independent
+//! implementation of RFC 9174), both ways and with each side active in turn.
+//!
+//! Hardy's CLA is a library that plugs into a bundle agent through the `hardy_bpa::cla::Sink` trait; here the agent
+//! is a minimal sink that records every bundle Hardy receives and every peer it learns, and bundles to send are built
+//! with Hardy's own BPv7 builder and handed to the CLA's `forward`. The other end is a real `dtnkit node` process on
+//! loopback. Payloads of 10 B, 100 kB and 5 MB (Hardy's default segment MRU is 16 KiB, so the large ones arrive in
+//! hundreds of segments) must arrive byte for byte: at Hardy's sink decoded by our codec, at dtnkit written by
+//! `dtnkit recv --out-dir` and compared with the sent bytes.
+
+mod node_support;
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use hardy_bpa::cla::{Cla as _, ClaAddress, ForwardBundleResult};
+use hardy_bpa::Bytes;
+use node_support::*;
+use tokio::sync::mpsc;
+
+const LIMIT: Duration = Duration::from_secs(60);
+const SIZES: [usize; 3] = [10, 100_000, 5_000_000];
+
+fn s(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+/// What Hardy's CLA reports to its agent.
+#[derive(Debug)]
+enum Event {
+    Bundle(Bytes, Option<String>),
+    Peer(ClaAddress, Vec<String>),
+}
+
+/// The smallest agent a Hardy CLA can register with: it forwards what the CLA reports to the test.
+struct Sink(mpsc::UnboundedSender<Event>);
+
+#[hardy_bpa::async_trait]
+impl hardy_bpa::cla::Sink for Sink {
+    async fn unregister(&self) {}
+
+    async fn dispatch(
+        &self,
+        bundle: Bytes,
+        peer_node: Option<&hardy_bpv7::eid::NodeId>,
+        _peer_addr: Option<&ClaAddress>,
+    ) -> hardy_bpa::cla::Result<()> {
+        let _ = self
+            .0
+            .send(Event::Bundle(bundle, peer_node.map(|n| n.to_string())));
+        Ok(())
+    }
+
+    async fn add_peer(
+        &self,
+        cla_addr: ClaAddress,
+        node_ids: &[hardy_bpv7::eid::NodeId],
+    ) -> hardy_bpa::cla::Result<bool> {
+        let ids = node_ids.iter().map(|n| n.to_string()).collect();
+        let _ = self.0.send(Event::Peer(cla_addr, ids));
+        Ok(true)
+    }
+
+    async fn remove_peer(&self, _cla_addr: &ClaAddress) -> hardy_bpa::cla::Result<bool> {
+        Ok(true)
+    }
+}
+
+/// Hardy's TCPCLv4 CLA as node ipn:2.0, listening on `listen`, with its events.
+struct Hardy {
+    rt: tokio::runtime::Runtime,
+    cla: Arc<hardy_tcpclv4::Cla>,
+    events: mpsc::UnboundedReceiver<Event>,
+}
+
+impl Hardy {
+    fn start(listen: SocketAddr) -> Self {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        let config = hardy_tcpclv4::config::Config {
+            address: Some(listen),
+            ..Default::default()
+        };
+        let cla = Arc::new(hardy_tcpclv4::Cla::new(&config).expect("Hardy's CLA"));
+        let (tx, events) = mpsc::unbounded_channel();
+        let node: hardy_bpv7::eid::NodeId = "ipn:2.0".parse().expect("node id");
+        rt.block_on(cla.on_register(Box::new(Sink(tx)), &[node]));
+        Hardy { rt, cla, events }
+    }
+
+    /// The next event within the bound.
+    fn next(&mut self, limit: Duration) -> Event {
+        let ev = self
+            .rt
+            .block_on(async { tokio::time::timeout(limit, self.events.recv()).await });
+        match ev {
+            Ok(Some(e)) => e,
+            Ok(None) => panic!("Hardy's CLA dropped its sink"),
+            Err(_) => panic!("no event from Hardy's CLA within {limit:?}"),
+        }
+    }
+
+    /// Waits for the session with dtnkit node 1 and returns the address Hardy keys it by.
+    fn wait_peer(&mut self) -> SocketAddr {
+        match self.next(LIMIT) {
+            Event::Peer(ClaAddress::Tcp(a), ids) => {
+                assert_eq!(ids, ["ipn:1.0"], "dtnkit's node id in SESS_INIT");
+                a
+            }
+            Event::Peer(other, _) => panic!("unexpected CLA address {other}"),
+            Event::Bundle(..) => panic!("a bundle before the session was reported"),
+        }
+    }
+
+    /// Collects `n` bundles (the session's peer events are skipped) and returns their payloads, decoded by our codec.
+    fn receive(&mut self, n: usize) -> Vec<Vec<u8>> {
+        let mut out = Vec::new();
+        while out.len() < n {
+            if let Event::Bundle(b, peer) = self.next(LIMIT) {
+                assert_eq!(peer.as_deref(), Some("ipn:1.0"), "sending node");
+                let ours = bpv7::Bundle::decode(bytes::Bytes::from(b.to_vec()))
+                    .expect("the bundle Hardy received decodes in our codec");
+                assert_eq!(ours.primary().destination.to_string(), "ipn:2.1");
+                // And in Hardy's own codec.
+                hardy_bpv7::bundle::ParsedBundle::parse_with_keys(
+                    &b,
+                    &hardy_bpv7::bpsec::key::KeySet::new(Vec::new()),
+                )
+                .expect("Hardy's codec parses what its CLA received");
+                out.push(ours.payload().to_vec());
+            }
+        }
+        out
+    }
+
+    /// Builds a bundle ipn:2.1 -> ipn:1.1 with Hardy's builder and forwards it to `to`.
+    fn send(&self, to: SocketAddr, payload: &[u8]) {
+        let (_, wire) = hardy_bpv7::builder::Builder::new(
+            "ipn:2.1".parse().unwrap(),
+            "ipn:1.1".parse().unwrap(),
+        )
+        .with_payload(std::borrow::Cow::Borrowed(payload))
+        .build(hardy_bpv7::creation_timestamp::CreationTimestamp::now())
+        .expect("Hardy builds the bundle");
+        let r = self.rt.block_on(async {
+            tokio::time::timeout(
+                LIMIT,
+                self.cla
+                    .forward(None, &ClaAddress::Tcp(to), Bytes::from(wire.to_vec())),
+            )
+            .await
+        });
+        match r {
+            Ok(Ok(ForwardBundleResult::Sent)) => {}
+            Ok(Ok(ForwardBundleResult::NoNeighbour)) => panic!("Hardy found no session to {to}"),
+            Ok(Err(e)) => panic!("Hardy's forward failed: {e}"),
+            Err(_) => panic!("Hardy's forward took more than {LIMIT:?}"),
+        }
+    }
+}
+
+impl Drop for Hardy {
+    fn drop(&mut self) {
+        let cla = self.cla.clone();
+        let _ = self.rt.block_on(async {
+            tokio::time::timeout(Duration::from_secs(10), cla.on_unregister()).await
+        });
+    }
+}
+
+fn payloads(seed: u64) -> Vec<Vec<u8>> {
+    SIZES
+        .iter()
+        .enumerate()
+        .map(|(i, n)| data(*n, seed + i as u64))
+        .collect()
+}
+
+fn sorted(mut v: Vec<Vec<u8>>) -> Vec<Vec<u8>> {
+    v.sort();
+    v
+}
+
+/// dtnkit sends each payload to ipn:2.1 from a file.
+fn dtnkit_send(dir: &Path, node: &NodeProc, p: &[Vec<u8>]) {
+    for (i, p) in p.iter().enumerate() {
+        let f = dir.join(format!("to-hardy-{i}.bin"));
+        std::fs::write(&f, p).unwrap();
+        let out = run(
+            &[
+                "send",
+                "--socket",
+                s(&node.socket),
+                "--dst",
+                "ipn:2.1",
+                "--file",
+                s(&f),
+            ],
+            LIMIT,
+        );
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
+/// `dtnkit recv` of `n` bundles on ipn:1.1 into `dir/name`.
+fn dtnkit_recv(dir: &Path, node: &NodeProc, name: &str, n: usize) -> (Proc, std::path::PathBuf) {
+    let out_dir = dir.join(name);
+    let recv = Proc::spawn(&[
+        "recv",
+        "--socket",
+        s(&node.socket),
+        "--endpoint",
+        "ipn:1.1",
+        "--count",
+        &n.to_string(),
+        "--timeout",
+        "50",
+        "--out-dir",
+        s(&out_dir),
+    ]);
+    (recv, out_dir)
+}
+
+fn read_dir_payloads(d: &Path) -> Vec<Vec<u8>> {
+    std::fs::read_dir(d)
+        .unwrap()
+        .map(|e| std::fs::read(e.unwrap().path()).unwrap())
+        .collect()
+}
+
+fn node_with_hardy_peer(dir: &TempDir, tcp1: u16, hardy_addr: Option<u16>) -> NodeProc {
+    let mut spec = NodeSpec::new(1, free_port());
+    let address = hardy_addr.map_or(String::new(), |p| format!("address = \"127.0.0.1:{p}\"\n"));
+    spec.extra = format!(
+        "\n[tcpcl]\nlisten = \"127.0.0.1:{tcp1}\"\nreconnect_min_ms = 50\nreconnect_max_ms = 500\n\n[[tcp_peer]]\npeer = 2\n{address}"
+    );
+    NodeProc::start(&dir.0, &spec)
+}
+
+fn assert_clean_sessions(node: &NodeProc, sent: u64, received: u64) {
+    let st = node.status();
+    let t = st.tcpcl.as_ref().expect("tcpcl section");
+    eprintln!("dtnkit node status tcpcl: {t:?}");
+    assert!(t.sessions_established >= 1, "{st}");
+    assert!(t.transfers_acked >= sent, "{st}");
+    assert!(t.bundles_received >= received, "{st}");
+    assert!(
+        t.deviations.is_empty(),
+        "Hardy committed deviations: {:?}",
+        t.deviations
+    );
+}
+
+/// dtnkit opens the session (active), Hardy listens (passive); bundles go both ways over it.
+#[test]
+fn hardy_tcpclv4_passive_exchanges_10b_100kb_5mb_both_ways_with_dtnkit_active() {
+    let dir = TempDir::new("hardy-passive");
+    let (tcp1, tcp2) = (free_tcp_port(), free_tcp_port());
+    let mut hardy = Hardy::start(format!("127.0.0.1:{tcp2}").parse().unwrap());
+    let node = node_with_hardy_peer(&dir, tcp1, Some(tcp2));
+    let session = hardy.wait_peer();
+
+    let to_hardy = payloads(300);
+    dtnkit_send(&dir.0, &node, &to_hardy);
+    assert_eq!(
+        sorted(hardy.receive(3)),
+        sorted(to_hardy.clone()),
+        "payloads at Hardy"
+    );
+
+    // Back over the session dtnkit opened (Hardy keys it by dtnkit's ephemeral address).
+    let back = payloads(400);
+    let (recv, out_dir) = dtnkit_recv(&dir.0, &node, "from-hardy", 3);
+    for p in &back {
+        hardy.send(session, p);
+    }
+    let out = recv.wait(LIMIT);
+    assert!(
+        out.status.success(),
+        "dtnkit recv: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        sorted(read_dir_payloads(&out_dir)),
+        sorted(back),
+        "payloads at dtnkit"
+    );
+    assert_clean_sessions(&node, 3, 3);
+}
+
+/// Hardy opens the session (active) to a dtnkit node that only listens; bundles go both ways over it.
+#[test]
+fn hardy_tcpclv4_active_exchanges_10b_100kb_5mb_both_ways_with_dtnkit_passive() {
+    let dir = TempDir::new("hardy-active");
+    let (tcp1, tcp2) = (free_tcp_port(), free_tcp_port());
+    let node = node_with_hardy_peer(&dir, tcp1, None);
+    let mut hardy = Hardy::start(format!("127.0.0.1:{tcp2}").parse().unwrap());
+    let listen: SocketAddr = format!("127.0.0.1:{tcp1}").parse().unwrap();
+
+    let back = payloads(500);
+    let (recv, out_dir) = dtnkit_recv(&dir.0, &node, "from-hardy", 3);
+    // The first forward finds no session and connects.
+    for p in &back {
+        hardy.send(listen, p);
+    }
+    let out = recv.wait(LIMIT);
+    assert!(
+        out.status.success(),
+        "dtnkit recv: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        sorted(read_dir_payloads(&out_dir)),
+        sorted(back),
+        "payloads at dtnkit"
+    );
+    assert_eq!(
+        hardy.wait_peer(),
+        listen,
+        "Hardy's session is keyed by dtnkit's listener"
+    );
+
+    let to_hardy = payloads(600);
+    dtnkit_send(&dir.0, &node, &to_hardy);
+    assert_eq!(
+        sorted(hardy.receive(3)),
+        sorted(to_hardy),
+        "payloads at Hardy"
+    );
+    assert_clean_sessions(&node, 3, 3);
+}
