@@ -49,9 +49,12 @@ pub struct ContactIndex {
     /// (`NO_RANGE`: no range applies), computed on the first query for the contact: a route search
     /// asks for the OWLT of every contact it evaluates, and a B-tree query among the ~10^6 ranges
     /// of a constellation plan was most of its cost.
-    owlt: Vec<OnceLock<Box<[(u64, u64)]>>>,
+    owlt: Vec<OnceLock<OwltPieces>>,
     generation: u64,
 }
+
+/// One contact's OWLT over its interval: `(from_ms, owlt_ms)` pieces in time order.
+type OwltPieces = Box<[(u64, u64)]>;
 
 /// A piece of [`ContactIndex`]'s OWLT table during which no range applies.
 const NO_RANGE: u64 = u64::MAX;

@@ -747,13 +747,15 @@ mod tests {
     use crate::contact_plan::Range;
     use crate::routing::cgr_reference::eager_search;
 
+    /// (from, to, [(gap before, duration)], rate): a run of contacts between two nodes.
+    type Run = (u64, u64, Vec<(u64, u64)>, u64);
+
     /// A random plan in which pairs have runs of contacts, some back to back, and ranges that
     /// change within contacts (and are sometimes asymmetric or missing), plus a routing question.
     #[derive(Debug, Clone)]
     struct Case {
         nodes: u64,
-        /// (from, to, [(gap before, duration)], rate)
-        runs: Vec<(u64, u64, Vec<(u64, u64)>, u64)>,
+        runs: Vec<Run>,
         /// (from, to, start, duration, owlt)
         ranges: Vec<(u64, u64, u64, u64, u64)>,
         bookings: Vec<(usize, u64)>,
