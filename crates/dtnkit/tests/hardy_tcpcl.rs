@@ -278,10 +278,21 @@ fn hardy_tcpclv4_passive_exchanges_10b_100kb_5mb_both_ways_with_dtnkit_active() 
     );
 
     // Back over the session dtnkit opened (Hardy keys it by dtnkit's ephemeral address).
-    let back = payloads(400);
-    let (recv, out_dir) = dtnkit_recv(&dir.0, &node, "from-hardy", 3);
-    for p in &back {
-        hardy.send(session, p);
+    hardy_sends_to_dtnkit(&dir, &node, &hardy, session, payloads(400));
+    assert_clean_sessions(&node, 3, 3);
+}
+
+/// Hardy sends `payloads` over its session keyed by `peer`; `dtnkit recv` must get exactly them.
+fn hardy_sends_to_dtnkit(
+    dir: &TempDir,
+    node: &NodeProc,
+    hardy: &Hardy,
+    peer: SocketAddr,
+    payloads: Vec<Vec<u8>>,
+) {
+    let (recv, out_dir) = dtnkit_recv(&dir.0, node, "from-hardy", payloads.len());
+    for p in &payloads {
+        hardy.send(peer, p);
     }
     let out = recv.wait(LIMIT);
     assert!(
@@ -291,10 +302,9 @@ fn hardy_tcpclv4_passive_exchanges_10b_100kb_5mb_both_ways_with_dtnkit_active() 
     );
     assert_eq!(
         sorted(read_dir_payloads(&out_dir)),
-        sorted(back),
+        sorted(payloads),
         "payloads at dtnkit"
     );
-    assert_clean_sessions(&node, 3, 3);
 }
 
 /// Hardy opens the session (active) to a dtnkit node that only listens; bundles go both ways over it.
@@ -306,23 +316,8 @@ fn hardy_tcpclv4_active_exchanges_10b_100kb_5mb_both_ways_with_dtnkit_passive() 
     let mut hardy = Hardy::start(format!("127.0.0.1:{tcp2}").parse().unwrap());
     let listen: SocketAddr = format!("127.0.0.1:{tcp1}").parse().unwrap();
 
-    let back = payloads(500);
-    let (recv, out_dir) = dtnkit_recv(&dir.0, &node, "from-hardy", 3);
     // The first forward finds no session and connects.
-    for p in &back {
-        hardy.send(listen, p);
-    }
-    let out = recv.wait(LIMIT);
-    assert!(
-        out.status.success(),
-        "dtnkit recv: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert_eq!(
-        sorted(read_dir_payloads(&out_dir)),
-        sorted(back),
-        "payloads at dtnkit"
-    );
+    hardy_sends_to_dtnkit(&dir, &node, &hardy, listen, payloads(500));
     assert_eq!(
         hardy.wait_peer(),
         listen,

@@ -13,7 +13,6 @@
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::os::fd::AsRawFd;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -174,18 +173,7 @@ fn transfer_to(
     let sock: Socket = emu::ip::netns::in_netns(&a.netns_path(), move || {
         let s = Socket::new(Domain::IPV4, Type::STREAM, Some(Protocol::TCP))?;
         if let Some(cc) = cc {
-            let rc = unsafe {
-                libc::setsockopt(
-                    s.as_raw_fd(),
-                    libc::IPPROTO_TCP,
-                    libc::TCP_CONGESTION,
-                    cc.as_ptr().cast(),
-                    cc.len() as libc::socklen_t,
-                )
-            };
-            if rc != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
+            tcp_baseline::set_congestion(&s, &cc)?;
         }
         Ok(s)
     })

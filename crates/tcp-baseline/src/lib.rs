@@ -191,7 +191,8 @@ pub fn congestion_of(s: &impl AsRawFd) -> io::Result<String> {
     Ok(String::from_utf8_lossy(&b[..end]).into_owned())
 }
 
-fn set_congestion(s: &impl AsRawFd, cc: &str) -> io::Result<()> {
+/// Sets the socket's congestion control (`TCP_CONGESTION`, e.g. `cubic`); the error names it.
+pub fn set_congestion(s: &impl AsRawFd, cc: &str) -> io::Result<()> {
     // SAFETY: setsockopt(2) with a valid descriptor and a buffer of the given length.
     let rc = unsafe {
         libc::setsockopt(
