@@ -74,6 +74,8 @@ BY_HAND = {
     ("ION 4.1.3", "LTP", "peer → dtnkit", "loss"): ION_RUN + ", 1 % each way",
     ("ION 4.1.3", "TCPCLv3", "dtnkit → peer", "plain"): ION_RUN,
     ("ION 4.1.3", "TCPCLv3", "peer → dtnkit", "plain"): ION_RUN,
+    ("ION 4.1.3", "STCP", "dtnkit → peer", "plain"): "by hand 2026-11-28, SHA-256",
+    ("ION 4.1.3", "STCP", "peer → dtnkit", "plain"): "by hand 2026-11-28, SHA-256",
     ("HDTN 1.3.1", "TCPCLv4", "dtnkit → peer", "plain"): HDTN_RUN,
     ("HDTN 1.3.1", "TCPCLv4", "peer → dtnkit", "plain"): HDTN_RUN,
     ("HDTN 1.3.1", "LTP", "dtnkit → peer", "plain"): HDTN_RUN + ", one bundle per block",
