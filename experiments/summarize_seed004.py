@@ -476,6 +476,25 @@ def fig27(results):
         print(f"| CFDP-repeat {n} | " + " | ".join(cells) + " |")
 
 
+def tcp_tables(results):
+    rows = tcp_rows(results)
+    print("| configuration | blocks | " + " | ".join(f"BER {b}: dtnkit / paper" for b in BERS) + " |")
+    print("|---|---|---|---|---|---|")
+    for cfg, table in (("TCP-IW2-64K", "Table I"), ("TCP-IW6-320K", "Table II"), ("STP-IW86-320K", "Table III")):
+        for blocks in (1, 420):
+            cells = []
+            for ber, pv in zip(BERS, PAPER_TCP[cfg][blocks]):
+                r = rows.get((cfg, blocks, TCP_BER[ber]))
+                if r is None:
+                    cells.append(f"— / {pv:.2f}")
+                elif num(r, "completed_mean") >= 1:
+                    cells.append(f"{num(r, 'transfer_s_mean'):.2f} / {pv:.2f}")
+                else:
+                    t, mb = num(r, "transfer_s_mean"), num(r, "delivered_mb_mean")
+                    cells.append(f"> {t:.0f} ({mb:.0f} MB by the limit, ≈ {t * 306.6 / mb:.0f}) / {pv:.2f}")
+            print(f"| {cfg} ({table}) | {blocks} | " + " | ".join(cells) + " |")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--results", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "results"))
@@ -494,6 +513,8 @@ def main():
     e2e(a.results)
     print()
     e2e_sum(a.results)
+    print("\n### Tables I-III (seed004_tcp_tables)\n")
+    tcp_tables(a.results)
     print("\n### Figs 3, 4, 6 (seed004_tcp_tables)\n")
     figs_3_4_6(a.results)
     print("\n### Fig. 9 (seed004_tcp_tables, seed004_table4_leo)\n")
