@@ -38,7 +38,7 @@ fn check(name: &str) {
 }
 
 /// The simulator experiments guarded below.
-const GUARDED: [&str; 11] = [
+const GUARDED: [&str; 12] = [
     "seed000_fig05_rto",
     "seed000_fig06_08_iid",
     "seed000_fig09_11_sessions",
@@ -48,6 +48,7 @@ const GUARDED: [&str; 11] = [
     "seed004_e2e_bp",
     "seed004_geo_async",
     "seed004_geo_repeat",
+    "seed004_geo_repeat_ge",
     "seed004_table4_leo",
     "seed004_table4_leo_nolimit",
 ];
@@ -176,6 +177,11 @@ fn seed004_geo_async() {
 #[test]
 fn seed004_geo_repeat() {
     check("seed004_geo_repeat");
+}
+
+#[test]
+fn seed004_geo_repeat_ge() {
+    check("seed004_geo_repeat_ge");
 }
 
 #[test]
