@@ -328,9 +328,11 @@ fn small_constellation_runs_are_identical() {
                 .count()
         })
         .sum();
-    assert!(
-        delivered_rows as f64 >= delivered,
-        "{delivered_rows} rows for {delivered}"
+    let acked = json_number(&out_a, "bundles_acked");
+    assert_eq!(
+        delivered_rows as f64,
+        delivered + acked,
+        "one row per data bundle and per acknowledgement"
     );
     let strip = |o: &str| {
         o.split(',')
