@@ -61,7 +61,7 @@ pub use contact_plan::{
     NodeNum, PairRun, PlanError, PlannedContact, PlannedRange, Range, RangeId,
 };
 pub use routing::{
-    BundleSpec, Cgr, CgrLimits, Exclusions, Hop, NoRoute, NodeRange, Route, StaticRoute,
+    BundleSpec, Cgr, CgrLimits, CgrStats, Exclusions, Hop, NoRoute, NodeRange, Route, StaticRoute,
     StaticRoutes,
 };
 pub use store::{

@@ -13,7 +13,7 @@
 //!
 //! **Light time.** Each window is cut into range segments at grid points, so that the one-way light times sampled
 //! in a segment (grid points and both ends) stay within `owlt_step_s` of its first; the segment's OWLT is the
-//! largest sampled, rounded **up** to the millisecond — an upper bound up to the change between two samples
+//! largest sampled, rounded **up** to the millisecond (and never more than 1 ms below the previous segment's) — an upper bound up to the change between two samples
 //! (taken every grid step, at most [`RANGE_SAMPLE_S`] apart: under 0.25 ms for LEO), which keeps LTP timers safe.
 
 use crate::geo::{distance, segment_min_radius, Geodetic, Site, Vec3, C_KM_S, WGS84_A_KM};
@@ -369,6 +369,15 @@ fn segments<M: Margin>(
         end_ms: e_ms,
         owlt_ms: up_ms(max),
     });
+    // Never let the OWLT drop by more than 1 ms from one segment to the next (raising the later one, which keeps
+    // every value an upper bound): with transmissions starting on whole milliseconds, a bundle sent later then never
+    // arrives earlier over the contact, which route searches rely on (`bp::ContactIndex::is_fifo`). Rounding the
+    // largest sample of each segment up can otherwise make a falling range step down by 2 ms.
+    let mut floor = 0;
+    for seg in &mut out {
+        seg.owlt_ms = seg.owlt_ms.max(floor);
+        floor = seg.owlt_ms.saturating_sub(1);
+    }
     Ok(out)
 }
 

@@ -50,6 +50,8 @@ pub struct ContactIndex {
     /// asks for the OWLT of every contact it evaluates, and a B-tree query among the ~10^6 ranges
     /// of a constellation plan was most of its cost.
     owlt: Vec<OnceLock<OwltPieces>>,
+    /// Whether every contact is FIFO ([`ContactIndex::is_fifo`]), computed on first query.
+    fifo: OnceLock<bool>,
     generation: u64,
 }
 
@@ -103,6 +105,7 @@ impl ContactIndex {
         }
         ContactIndex {
             owlt: (0..contacts.len()).map(|_| OnceLock::new()).collect(),
+            fifo: OnceLock::new(),
             contacts,
             pairs,
             nodes,
@@ -113,14 +116,25 @@ impl ContactIndex {
     /// The OWLT of contact `i` at `t_ms`, as [`ContactPlan::owlt_ms`] gives it for the contact's
     /// direction (`plan` must be the plan this index was built from).
     pub fn owlt_ms(&self, plan: &ContactPlan, i: usize, t_ms: u64) -> Option<u64> {
+        let c = &self.contacts.get(i)?.contact;
+        if t_ms < c.start_ms || t_ms >= c.end_ms {
+            return plan.owlt_ms(c.from, c.to, t_ms);
+        }
+        let pieces = self.pieces(plan, i)?;
+        let k = pieces.partition_point(|p| p.0 <= t_ms);
+        pieces
+            .get(k.checked_sub(1)?)
+            .map(|p| p.1)
+            .filter(|&v| v != NO_RANGE)
+    }
+
+    /// Contact `i`'s OWLT pieces over its interval, computed on first use.
+    fn pieces(&self, plan: &ContactPlan, i: usize) -> Option<&OwltPieces> {
         let (Some(c), Some(cell)) = (self.contacts.get(i), self.owlt.get(i)) else {
             return None;
         };
         let c = &c.contact;
-        if t_ms < c.start_ms || t_ms >= c.end_ms {
-            return plan.owlt_ms(c.from, c.to, t_ms);
-        }
-        let pieces = cell.get_or_init(|| {
+        Some(cell.get_or_init(|| {
             let mut at = vec![c.start_ms];
             plan.range_changes_within(c.from, c.to, c.start_ms, c.end_ms, &mut at);
             plan.range_changes_within(c.to, c.from, c.start_ms, c.end_ms, &mut at);
@@ -134,12 +148,36 @@ impl ContactIndex {
                 }
             }
             pieces.into_boxed_slice()
-        });
-        let k = pieces.partition_point(|p| p.0 <= t_ms);
-        pieces
-            .get(k.checked_sub(1)?)
-            .map(|p| p.1)
-            .filter(|&v| v != NO_RANGE)
+        }))
+    }
+
+    /// Whether every contact of the plan is FIFO: a bundle that starts transmitting later on a
+    /// contact never arrives earlier, and a contact usable at some time is usable at every
+    /// earlier time of its window. With transmission starts in whole milliseconds and the
+    /// arrival `tx_end + OWLT(tx_start)`, that holds when, at every change of the contact's
+    /// OWLT, the new value is at least the old one minus 1 ms and no range-less gap is followed
+    /// by a range. On such a plan the earliest arrival at any node is non-decreasing in the
+    /// time the search starts, so a search that finds no route at `t` finds none later (with the
+    /// same bookings, a bundle at least as large and a deadline no later), which is what
+    /// [`crate::Cgr`]'s no-route memo relies on. Computed once per index (it forces every
+    /// contact's OWLT pieces).
+    pub fn is_fifo(&self, plan: &ContactPlan) -> bool {
+        *self.fifo.get_or_init(|| self.non_fifo_contacts(plan) == 0)
+    }
+
+    /// Number of contacts that are not FIFO (see [`ContactIndex::is_fifo`]); for diagnostics.
+    pub fn non_fifo_contacts(&self, plan: &ContactPlan) -> usize {
+        (0..self.contacts.len())
+            .filter(|&i| {
+                !self.pieces(plan, i).is_some_and(|p| {
+                    p.windows(2).all(|w| match (w[0].1, w[1].1) {
+                        (_, NO_RANGE) => true,
+                        (NO_RANGE, _) => false,
+                        (before, after) => after.saturating_add(1) >= before,
+                    })
+                })
+            })
+            .count()
     }
 
     /// The generation of the plan this index was built from.

@@ -477,6 +477,49 @@ pub struct Cgr {
     booked: BTreeMap<ContactId, u64>,
     cache: BTreeMap<NodeNum, Vec<Route>>,
     cache_generation: Option<u64>,
+    /// Changes whenever a booking does ([`Cgr::book`], [`Cgr::unbook`], [`Cgr::prune`]).
+    booking_version: u64,
+    /// Per destination, the last route search that found no route (see [`Cgr::route`]).
+    no_route: BTreeMap<NodeNum, NoRouteMemo>,
+    no_route_memo: bool,
+    stats: CgrStats,
+}
+
+/// What [`Cgr::route`] did so far: for profiling and for tests that the memo works.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CgrStats {
+    /// Calls answered from a cached route list.
+    pub cached_routes: u64,
+    /// Route lists computed ([`Cgr::routes`] calls, each up to [`CgrLimits::max_routes`] searches).
+    pub lists_computed: u64,
+    /// Calls answered "no route" by the no-route memo, without a search.
+    pub no_route_memo_hits: u64,
+}
+
+/// A search of [`Cgr::route`] that found no route: for this plan generation and these
+/// bookings, no bundle at least `size_bytes` large, ready at or after `now_ms`, with a deadline
+/// no later than `deadline_ms` (`None`: none), has a route either (on a FIFO plan).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct NoRouteMemo {
+    generation: u64,
+    booking_version: u64,
+    now_ms: u64,
+    size_bytes: u64,
+    deadline_ms: Option<u64>,
+}
+
+impl NoRouteMemo {
+    fn covers(&self, generation: u64, booking_version: u64, b: &BundleSpec) -> bool {
+        self.generation == generation
+            && self.booking_version == booking_version
+            && b.now_ms >= self.now_ms
+            && b.size_bytes >= self.size_bytes
+            && match (self.deadline_ms, b.deadline_ms) {
+                (None, _) => true,
+                (Some(_), None) => false,
+                (Some(m), Some(d)) => d <= m,
+            }
+    }
 }
 
 impl Cgr {
@@ -488,7 +531,23 @@ impl Cgr {
             booked: BTreeMap::new(),
             cache: BTreeMap::new(),
             cache_generation: None,
+            booking_version: 0,
+            no_route: BTreeMap::new(),
+            no_route_memo: true,
+            stats: CgrStats::default(),
         }
+    }
+
+    /// What [`Cgr::route`] did so far.
+    pub fn stats(&self) -> CgrStats {
+        self.stats
+    }
+
+    /// Turns the no-route memo of [`Cgr::route`] on (the default) or off. Off, every call
+    /// searches; the decisions are the same either way (a property test compares them).
+    pub fn set_no_route_memo(&mut self, on: bool) {
+        self.no_route_memo = on;
+        self.no_route.clear();
     }
 
     /// The local node.
@@ -574,7 +633,20 @@ impl Cgr {
     ///
     /// The cached list holds [`CgrLimits::max_routes`] alternatives, so after heavy booking this
     /// may return a later route than [`Cgr::route_exact`] would (SABR's trade of optimality for
-    /// fewer searches); it never returns a route that cannot carry the bundle.
+    /// fewer searches); it never returns a route that cannot carry the bundle. A list is cached
+    /// only when it gave the bundle its route: a call that finds no route changes nothing.
+    ///
+    /// **No-route memo.** An agent asks again for every bundle still waiting for a route each
+    /// time one of its links changes; on a large plan each failing call costs up to
+    /// 2 × [`CgrLimits::max_routes`] searches over everything reachable. So when a search finds
+    /// no route ([`NoRoute::Unreachable`]; a work limit is not remembered), the call remembers it
+    /// for the destination, and a later call for the same destination fails at once while the
+    /// plan generation and the bookings are unchanged (any [`Cgr::book`], [`Cgr::unbook`] or
+    /// [`Cgr::prune`] that changes one forgets every memo), the bundle is ready no earlier, is no
+    /// smaller and has no later deadline. That is exact only if the plan is FIFO
+    /// ([`crate::ContactIndex::is_fifo`]): then any route at the later time would be a route at
+    /// the earlier one. On a plan that is not, nothing is remembered. One memo per destination,
+    /// at most [`CgrLimits::max_cached_destinations`] (the lowest-numbered is evicted).
     pub fn route(
         &mut self,
         plan: &ContactPlan,
@@ -588,12 +660,23 @@ impl Cgr {
         if !excl.is_empty() {
             return self.route_exact(plan, dest, bundle, excl);
         }
-        if self.cache_generation != Some(plan.generation()) {
+        let generation = plan.generation();
+        if self.cache_generation != Some(generation) {
             self.cache.clear();
-            self.cache_generation = Some(plan.generation());
+            self.no_route.clear();
+            self.cache_generation = Some(generation);
         }
         if let Some(r) = self.best_cached(plan, dest, bundle) {
+            self.stats.cached_routes += 1;
             return Ok(r);
+        }
+        if self
+            .no_route
+            .get(&dest)
+            .is_some_and(|m| m.covers(generation, self.booking_version, &bundle))
+        {
+            self.stats.no_route_memo_hits += 1;
+            return Err(NoRoute::Unreachable);
         }
         // No usable cached route: rebuild the list, first as a pure contact-graph list (size 0,
         // reusable by bundles of any size), then for this bundle's size if that fails it.
@@ -603,15 +686,53 @@ impl Cgr {
             deadline_ms: None,
             ..bundle
         };
-        let list = self.routes(plan, dest, probe, excl, k)?;
-        self.store(dest, list);
-        if let Some(r) = self.best_cached(plan, dest, bundle) {
+        self.stats.lists_computed += 1;
+        let list = match self.routes(plan, dest, probe, excl, k) {
+            Ok(l) => l,
+            Err(e) => return Err(self.remember_no_route(plan, dest, probe, e)),
+        };
+        if let Some(r) = self.best_of(plan, &list, bundle) {
+            self.store(dest, list);
             return Ok(r);
         }
-        let list = self.routes(plan, dest, bundle, excl, k)?;
+        self.stats.lists_computed += 1;
+        let list = match self.routes(plan, dest, bundle, excl, k) {
+            Ok(l) => l,
+            Err(e) => return Err(self.remember_no_route(plan, dest, bundle, e)),
+        };
+        let r = self
+            .best_of(plan, &list, bundle)
+            .ok_or(NoRoute::Unreachable)?;
         self.store(dest, list);
-        self.best_cached(plan, dest, bundle)
-            .ok_or(NoRoute::Unreachable)
+        Ok(r)
+    }
+
+    /// Records that a search for `bundle` found no route (see [`Cgr::route`]); returns `e`.
+    fn remember_no_route(
+        &mut self,
+        plan: &ContactPlan,
+        dest: NodeNum,
+        bundle: BundleSpec,
+        e: NoRoute,
+    ) -> NoRoute {
+        if self.no_route_memo && e == NoRoute::Unreachable && plan.contact_index().is_fifo(plan) {
+            if !self.no_route.contains_key(&dest)
+                && self.no_route.len() >= self.limits.max_cached_destinations.max(1)
+            {
+                self.no_route.pop_first();
+            }
+            self.no_route.insert(
+                dest,
+                NoRouteMemo {
+                    generation: plan.generation(),
+                    booking_version: self.booking_version,
+                    now_ms: bundle.now_ms,
+                    size_bytes: bundle.size_bytes,
+                    deadline_ms: bundle.deadline_ms,
+                },
+            );
+        }
+        e
     }
 
     fn store(&mut self, dest: NodeNum, list: Vec<Route>) {
@@ -624,9 +745,11 @@ impl Cgr {
     }
 
     fn best_cached(&self, plan: &ContactPlan, dest: NodeNum, bundle: BundleSpec) -> Option<Route> {
-        self.cache
-            .get(&dest)?
-            .iter()
+        self.best_of(plan, self.cache.get(&dest)?, bundle)
+    }
+
+    fn best_of(&self, plan: &ContactPlan, list: &[Route], bundle: BundleSpec) -> Option<Route> {
+        list.iter()
             .filter_map(|r| self.project(plan, r, bundle))
             .min_by_key(|r| (r.arrival_ms, r.hops.len()))
     }
@@ -674,6 +797,7 @@ impl Cgr {
     /// Reserves `bytes` on every contact of `route` (the bundle was queued on it), so later
     /// bundles see less residual volume and spill onto later contacts when one fills.
     pub fn book(&mut self, route: &Route, bytes: u64) {
+        self.bookings_changed();
         for h in &route.hops {
             let b = self.booked.entry(h.contact).or_insert(0);
             *b = b.saturating_add(bytes);
@@ -686,6 +810,7 @@ impl Cgr {
     /// the cache (booking more, or time passing, only ever removes routes and needs no such care).
     pub fn unbook(&mut self, route: &Route, bytes: u64) {
         self.cache.clear();
+        self.bookings_changed();
         for h in &route.hops {
             if let Some(b) = self.booked.get_mut(&h.contact) {
                 *b = b.saturating_sub(bytes);
@@ -709,12 +834,23 @@ impl Cgr {
             .filter(|c| c.end_ms > now_ms)
             .map(|c| c.id)
             .collect();
+        let before = self.booked.len();
         self.booked.retain(|id, _| live.contains(id));
+        if self.booked.len() != before {
+            self.bookings_changed();
+        }
+    }
+
+    /// A booking changed: every no-route memo is stale.
+    fn bookings_changed(&mut self) {
+        self.booking_version = self.booking_version.wrapping_add(1);
+        self.no_route.clear();
     }
 
     /// Drops every cached route list (the cache also notices plan changes by itself).
     pub fn invalidate(&mut self) {
         self.cache.clear();
+        self.no_route.clear();
         self.cache_generation = None;
     }
 }
@@ -953,6 +1089,139 @@ mod tests {
                 prop_assert_eq!(lazy, Ok(eager));
             }
         }
+    }
+
+    /// One call of a routing sequence: (dest offset, size, time step, deadline after now, what
+    /// to do with the route: 0 keep, 1 book, 2 book then unbook).
+    type Call = (u64, u64, u64, Option<u64>, u8);
+
+    proptest! {
+        #![proptest_config(Config { cases: 1500, ..config() })]
+
+        /// `Cgr::route` with the no-route memo decides exactly as without it, over a sequence
+        /// of calls at non-decreasing times for several destinations, with bookings and
+        /// releases in between: same route (all its timings) or both no route. Plans with
+        /// the drawn ranges are mostly not FIFO (the memo stays off); without them every pair
+        /// keeps one OWLT and the memo is used.
+        #[test]
+        fn no_route_memo_decides_as_the_search(
+            case in case(),
+            fifo in any::<bool>(),
+            calls in prop::collection::vec(
+                (
+                    0u64..7,
+                    prop_oneof![Just(0u64), 1u64..3_000],
+                    prop_oneof![Just(0u64), 0u64..4_000],
+                    prop::option::of(0u64..60_000),
+                    0u8..3,
+                ),
+                1..40,
+            ),
+        ) {
+            let mut case = case;
+            if fifo {
+                case.ranges.clear();
+            }
+            let plan = build(&case);
+            let mut memo = Cgr::new(case.local, CgrLimits::default());
+            let mut plain = Cgr::new(case.local, CgrLimits::default());
+            plain.set_no_route_memo(false);
+            let mut now = case.now_ms;
+            let calls: &[Call] = &calls;
+            for (i, &(dest, size, step, deadline, then)) in calls.iter().enumerate() {
+                now += step;
+                let dest = (case.local + dest) % case.nodes + 1;
+                let b = BundleSpec {
+                    size_bytes: size,
+                    now_ms: now,
+                    deadline_ms: deadline.map(|d| now + d),
+                };
+                let a = memo.route(&plan, dest, b, &Exclusions::default());
+                let e = plain.route(&plan, dest, b, &Exclusions::default());
+                prop_assert_eq!(a.is_ok(), e.is_ok(), "call {}: {:?} vs {:?}", i, a, e);
+                if let (Ok(a), Ok(e)) = (&a, &e) {
+                    prop_assert_eq!(a, e, "call {}", i);
+                    if then >= 1 {
+                        memo.book(a, size);
+                        plain.book(e, size);
+                    }
+                    if then == 2 {
+                        memo.unbook(a, size);
+                        plain.unbook(e, size);
+                    }
+                }
+            }
+            prop_assert_eq!(plain.stats().no_route_memo_hits, 0);
+            if !plan.contact_index().is_fifo(&plan) {
+                prop_assert_eq!(memo.stats().no_route_memo_hits, 0);
+            }
+        }
+    }
+
+    /// On a FIFO plan, a destination with no route is searched once, not once per call, until
+    /// a booking changes; a plan that is not FIFO keeps searching.
+    #[test]
+    fn no_route_memo_saves_searches_only_on_fifo_plans() -> Result<(), crate::PlanError> {
+        // 1 -> 4's OWLT changes at 50 s to `later` ms.
+        let plan = |later: u64| -> Result<ContactPlan, crate::PlanError> {
+            let mut p = ContactPlan::new(0);
+            p.insert_contact(Contact::new(0, 10_000, 1, 2, 1_000))?;
+            p.insert_contact(Contact::new(20_000, 30_000, 2, 3, 1_000))?;
+            p.insert_contact(Contact::new(0, 100_000, 1, 4, 1_000))?;
+            for (f, t, s, e, owlt) in [
+                (1, 2, 0, 100_000, 10),
+                (2, 3, 0, 100_000, 10),
+                (1, 4, 0, 50_000, 10),
+                (1, 4, 50_000, 100_000, later),
+            ] {
+                p.insert_range(Range {
+                    start_ms: s,
+                    end_ms: e,
+                    from: f,
+                    to: t,
+                    owlt_ms: owlt,
+                })?;
+            }
+            Ok(p)
+        };
+        let p = plan(9)?; // 1 ms less: still FIFO (whole-ms transmission starts)
+        assert!(p.contact_index().is_fifo(&p));
+        let mut cgr = Cgr::new(1, CgrLimits::default());
+        let b = |now_ms| BundleSpec {
+            size_bytes: 100,
+            now_ms,
+            deadline_ms: None,
+        };
+        // Node 3 is reachable until 1 → 2 ends, node 5 never.
+        assert!(cgr.route(&p, 3, b(0), &Exclusions::default()).is_ok());
+        for t in [0, 5_000, 50_000, 90_000] {
+            assert_eq!(
+                cgr.route(&p, 5, b(t), &Exclusions::default()),
+                Err(NoRoute::Unreachable)
+            );
+        }
+        assert_eq!(
+            cgr.stats().lists_computed,
+            2,
+            "one for node 3, one for node 5"
+        );
+        assert_eq!(cgr.stats().no_route_memo_hits, 3);
+        // A booking forgets the memo.
+        let r = cgr.route(&p, 4, b(1_000), &Exclusions::default());
+        cgr.book(&r.expect("1 -> 4 is open"), 100);
+        assert!(cgr.route(&p, 5, b(91_000), &Exclusions::default()).is_err());
+        assert_eq!(cgr.stats().lists_computed, 4);
+        // A step of the OWLT of 1 -> 4 down by 2 ms makes the plan not FIFO: no memo.
+        let p = plan(8)?;
+        assert!(!p.contact_index().is_fifo(&p));
+        assert_eq!(p.contact_index().non_fifo_contacts(&p), 1);
+        let mut cgr = Cgr::new(1, CgrLimits::default());
+        for t in [0, 5_000] {
+            assert!(cgr.route(&p, 5, b(t), &Exclusions::default()).is_err());
+        }
+        assert_eq!(cgr.stats().no_route_memo_hits, 0);
+        assert_eq!(cgr.stats().lists_computed, 2);
+        Ok(())
     }
 
     /// A route search on a plan shared by several holders (an `Arc`, a clone made after the

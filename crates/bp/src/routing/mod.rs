@@ -13,5 +13,5 @@ mod cgr;
 mod cgr_reference;
 mod static_routes;
 
-pub use cgr::{BundleSpec, Cgr, CgrLimits, Exclusions, Hop, NoRoute, Route};
+pub use cgr::{BundleSpec, Cgr, CgrLimits, CgrStats, Exclusions, Hop, NoRoute, Route};
 pub use static_routes::{NodeRange, NodeRangeError, StaticRoute, StaticRoutes};

@@ -300,7 +300,7 @@ fn generate(tles: Vec<Tle>, a: &CommonArgs, source_note: &str) -> anyhow::Result
         ));
     }
     notes.push(format!(
-        "OWLT: per range segment (split when it moves by > {} ms), the largest sampled, rounded up to the ms.",
+        "OWLT: per range segment (split when it moves by > {} ms), the largest sampled, rounded up to the ms, at most 1 ms below the previous segment.",
         a.owlt_step_ms
     ));
     let header = PlanHeader {
