@@ -229,6 +229,7 @@ impl SimBibe {
                 },
             );
         }
+        cla.restore(agent);
         Some(SimBibe {
             cla,
             held: None,
