@@ -442,7 +442,10 @@ fn a_resent_bundle_keeps_its_recorded_id() {
     ))
     .to_admin();
     a2.handle_record(T0 + 7, &Eid::ipn(2, 0), &late).unwrap();
-    assert!(matches!(a2.poll_event(), Some(Event::Released { token: 9, .. })));
+    assert!(matches!(
+        a2.poll_event(),
+        Some(Event::Released { token: 9, .. })
+    ));
     assert_eq!(a2.pending_custody().0, 0);
 }
 
