@@ -86,6 +86,20 @@ if [ "$(cat "$CFDP_VENV/pins.txt" 2>/dev/null)" != "$CFDP_PINS" ] || ! "$CFDP_VE
 fi
 export DTNKIT_CFDP_PY="$CFDP_VENV/bin/python"
 
+# --- pyd3tn: µD3TN's Python library, the independent BPDU encoder of crates/bibe/tests/pyd3tn_bpdu.rs ------------------
+# Same pattern: a pinned venv in the cache; the test finds it through DTNKIT_PYD3TN_PY.
+PYD3TN_VENV="${DTNKIT_CACHE:-$HOME/.cache/dtnkit}/pyd3tn-venv"
+PYD3TN_PINS="pyd3tn==0.15.2 cbor2==5.8.0"
+if [ "$(cat "$PYD3TN_VENV/pins.txt" 2>/dev/null)" != "$PYD3TN_PINS" ] || ! "$PYD3TN_VENV/bin/python" -c 'import pyd3tn.bundle7' 2>/dev/null; then
+  step "installing pyd3tn into $PYD3TN_VENV"
+  rm -rf "$PYD3TN_VENV"
+  python3 -m venv "$PYD3TN_VENV"
+  # shellcheck disable=SC2086 # the pins are words
+  "$PYD3TN_VENV/bin/pip" install -q --disable-pip-version-check --no-input $PYD3TN_PINS
+  echo "$PYD3TN_PINS" >"$PYD3TN_VENV/pins.txt"
+fi
+export DTNKIT_PYD3TN_PY="$PYD3TN_VENV/bin/python"
+
 # --- Skyfield: the independent propagator that checks the contact-plan generator's passes (crates/orbit/tests) ----------
 # Same pattern: a pinned venv in the cache, rebuilt only when the pins change; the tests find it through DTNKIT_ORBIT_PY.
 ORBIT_VENV="${DTNKIT_CACHE:-$HOME/.cache/dtnkit}/orbit-venv"

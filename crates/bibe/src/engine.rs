@@ -186,6 +186,10 @@ pub struct Encapsulated {
     /// 0 without custody (the caller reports the bundle sent once the encapsulating bundle is
     /// stored); otherwise the custody-pending transmission ID (wait for an [`Event`]).
     pub transmission_id: u64,
+    /// The encapsulated bundle's identity (for a caller that records pending custody).
+    pub inner_id: bpv7::BundleId,
+    /// When the encapsulated bundle expires (DTN ms; `None` without a creation time).
+    pub expires_at: Option<DtnTime>,
 }
 
 /// What happened to a received record handed to [`Engine::handle_record`].
@@ -329,6 +333,35 @@ impl Engine {
         token: u64,
         inner: Bytes,
     ) -> Result<Encapsulated, SendError> {
+        self.encapsulate(now, tunnel, token, inner, None)
+    }
+
+    /// Sends again, under its earlier `transmission_id`, a bundle whose custody was pending
+    /// before this engine started (a restarted node's custody record): a late signal for the
+    /// earlier transmission releases it, and the far end finds the duplicate. Counted as a
+    /// retransmission. `Err(DuplicateId)` when that ID is pending already.
+    pub fn resend(
+        &mut self,
+        now: DtnTime,
+        tunnel: u64,
+        token: u64,
+        inner: Bytes,
+        transmission_id: u64,
+    ) -> Result<Encapsulated, SendError> {
+        if transmission_id == 0 || self.pending.contains_key(&transmission_id) {
+            return Err(SendError::DuplicateId(transmission_id));
+        }
+        self.encapsulate(now, tunnel, token, inner, Some(transmission_id))
+    }
+
+    fn encapsulate(
+        &mut self,
+        now: DtnTime,
+        tunnel: u64,
+        token: u64,
+        inner: Bytes,
+        resumed: Option<u64>,
+    ) -> Result<Encapsulated, SendError> {
         let t = self
             .tunnels
             .get(&tunnel)
@@ -344,6 +377,7 @@ impl Engine {
         };
         let decoded =
             Bundle::decode_with_limits(inner.clone(), &limits).map_err(SendError::Malformed)?;
+        let inner_id = decoded.id();
         let p = decoded.primary();
         let expires_at = (p.timestamp.dtn_time_ms != 0)
             .then(|| p.timestamp.dtn_time_ms.saturating_add(p.lifetime_ms));
@@ -353,6 +387,8 @@ impl Engine {
             return Ok(Encapsulated {
                 bundle,
                 transmission_id: 0,
+                inner_id,
+                expires_at,
             });
         }
         let len = inner.len() as u64;
@@ -364,11 +400,17 @@ impl Engine {
                 bytes: self.pending_bytes,
             });
         }
-        let id = self.next_xmit;
+        let id = resumed.unwrap_or(self.next_xmit);
         let deadline = now.saturating_add(t.custody_timer_ms);
         let bundle = self.build_bpdu(now, &t, id, deadline, &inner, expires_at)?;
-        self.next_xmit = self.next_xmit.saturating_add(1);
-        self.counters.encapsulated += 1;
+        // A resumed ID at or above the next one (a clock that went back) moves the next one
+        // past it: no new bundle ever gets a pending ID.
+        self.next_xmit = self.next_xmit.max(id.saturating_add(1));
+        if resumed.is_some() {
+            self.counters.retransmissions += 1;
+        } else {
+            self.counters.encapsulated += 1;
+        }
         self.pending_bytes += len;
         self.by_token.insert(token, id);
         self.timers.insert((deadline, id));
@@ -385,6 +427,8 @@ impl Engine {
         Ok(Encapsulated {
             bundle,
             transmission_id: id,
+            inner_id,
+            expires_at,
         })
     }
 

@@ -71,6 +71,11 @@ pub enum SendError {
     /// the first hand-over stands.
     #[error("token {0} is already pending")]
     DuplicateToken(u64),
+    /// [`crate::Engine::resend`] was given transmission ID 0 or one that is pending already
+    /// (two custody records named the same ID): the caller encapsulates the bundle under a new
+    /// ID instead ([`crate::Engine::send`]).
+    #[error("transmission ID {0} is 0 or already pending; send under a new ID")]
+    DuplicateId(u64),
     /// The outer bundle could not be built (an endpoint that cannot be encoded): report the
     /// bundle failed and fix the tunnel's configuration.
     #[error("encapsulating bundle could not be built: {0}")]

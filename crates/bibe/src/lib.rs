@@ -36,12 +36,13 @@
 //!   and sends one signal, its transmission IDs merged into ranges of consecutive IDs,
 //!   [`EngineConfig::signal_delay_ms`] after the first decision, or at once when
 //!   [`EngineConfig::max_signal_ids`] are waiting.
-//! - **Restarts.** Custody state is not persisted: the bundles themselves are (in the driver's
-//!   store). After a restart the sender's agent forwards them again, so they are encapsulated
-//!   again under new transmission IDs (IDs start at `now × 1024`, never reusing a previous
-//!   run's). A receiver that already stored one refuses it as `Redundant` and the sender
-//!   releases it. A receiver that crashed after storing but before signalling gets the
-//!   retransmission, finds the duplicate and signals `Redundant`.
+//! - **Restarts.** The engine keeps no files: its driver persists what it needs. Each
+//!   [`Encapsulated`] names the encapsulated bundle ([`Encapsulated::inner_id`]) and its
+//!   transmission ID, which the driver records durably with the bundle (`cla::BibeCla` writes a
+//!   note in the agent's store). After a restart the driver hands the same bundle back with
+//!   [`Engine::resend`] and its recorded ID, so a late signal for the earlier transmission still
+//!   releases it; new bundles get IDs from `now × 1024`, never a previous run's. A receiver that
+//!   already stored one refuses it as `Redundant`, which releases the sender.
 //! - **Bounded memory.** At most [`EngineConfig::max_custody_bundles`] bundles and
 //!   [`EngineConfig::max_custody_bytes`] bytes wait for custody ([`SendError::CustodyFull`]
 //!   beyond); a received signal may carry at most [`pdu::MAX_SIGNAL_RANGES`] ranges; at most

@@ -13,7 +13,8 @@
 //!
 //! A transmission ID of 0 means "no custody requested" (and then the retransmission time is 0).
 //! The retransmission time is DTN time in milliseconds (RFC 9171 4.2.6). Record types 7 and 8,
-//! which ION assigns to the same two records, are accepted on receipt; we send 3 and 4.
+//! which ION assigns to the same two records, and 64443, µD3TN's BPDU code, are accepted on
+//! receipt; we send 3 and 4.
 
 use bpv7::cbor::{self, Reader};
 use bpv7::{AdminRecord, DecodeError};
@@ -29,6 +30,9 @@ pub const RECORD_TYPE_CUSTODY_SIGNAL: u64 = 4;
 pub const RECORD_TYPE_BPDU_ION: u64 = 7;
 /// ION's record type code for a custody signal, accepted on receipt.
 pub const RECORD_TYPE_CUSTODY_SIGNAL_ION: u64 = 8;
+/// µD3TN's record type code for a BPDU (its default; it sends 7 in its compatibility mode),
+/// accepted on receipt. µD3TN has no custody signal.
+pub const RECORD_TYPE_BPDU_UD3TN: u64 = 64_443;
 
 /// Most transmission-ID ranges accepted in one received custody signal. A larger signal is
 /// refused as malformed (bounded memory on peer input); we never send more than
@@ -233,7 +237,7 @@ impl BibeRecord {
             return Ok(None);
         };
         match *record_type {
-            RECORD_TYPE_BPDU | RECORD_TYPE_BPDU_ION => {
+            RECORD_TYPE_BPDU | RECORD_TYPE_BPDU_ION | RECORD_TYPE_BPDU_UD3TN => {
                 Ok(Some(BibeRecord::Bpdu(Bpdu::decode_content(content)?)))
             }
             RECORD_TYPE_CUSTODY_SIGNAL | RECORD_TYPE_CUSTODY_SIGNAL_ION => Ok(Some(

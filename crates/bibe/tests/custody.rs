@@ -415,6 +415,40 @@ fn a_restarted_sender_never_reuses_transmission_ids() {
     assert_eq!(a2.pending_custody().0, 1);
 }
 
+/// A restarted sender that recorded the ID resends under it: the old signal releases it.
+#[test]
+fn a_resent_bundle_keeps_its_recorded_id() {
+    let (mut a, _) = pair();
+    let old = a.send(T0, TUNNEL, 1, inner(1, 60_000)).unwrap();
+    let mut a2 = Engine::new(EngineConfig::new(Eid::ipn(1, 0)), T0 + 5);
+    a2.add_tunnel(TUNNEL, TunnelConfig::new(Eid::ipn(2, 0)));
+    let again = a2
+        .resend(T0 + 5, TUNNEL, 9, inner(1, 60_000), old.transmission_id)
+        .unwrap();
+    assert_eq!(again.transmission_id, old.transmission_id);
+    assert_eq!(again.inner_id, old.inner_id);
+    assert_eq!(bpdu_of(&again.bundle).transmission_id, old.transmission_id);
+    assert_eq!(a2.counters().retransmissions, 1);
+    assert_eq!(a2.counters().encapsulated, 0);
+    // The same ID twice, or 0, is refused with what to do instead.
+    let e = a2
+        .resend(T0 + 6, TUNNEL, 10, inner(2, 60_000), old.transmission_id)
+        .unwrap_err();
+    assert!(matches!(e, SendError::DuplicateId(_)), "{e}");
+    assert!(a2.resend(T0 + 6, TUNNEL, 10, inner(2, 60_000), 0).is_err());
+    let late = BibeRecord::Signal(CustodySignal::aggregate(
+        Disposition::Accepted,
+        [old.transmission_id],
+    ))
+    .to_admin();
+    a2.handle_record(T0 + 7, &Eid::ipn(2, 0), &late).unwrap();
+    assert!(matches!(
+        a2.poll_event(),
+        Some(Event::Released { token: 9, .. })
+    ));
+    assert_eq!(a2.pending_custody().0, 0);
+}
+
 #[test]
 fn malformed_records_are_counted_and_other_records_passed_back() {
     let (mut a, _) = pair();

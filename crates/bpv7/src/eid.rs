@@ -58,6 +58,13 @@ pub enum EidError {
     /// Characters outside VCHAR (0x21-0x7E) in a dtn SSP.
     #[error("dtn SSP contains a character outside VCHAR")]
     BadDtnChar,
+    /// A dtn node name that is not a URI reg-name (RFC 9171 4.2.5.1.1, RFC 3986 3.2.2): only
+    /// letters, digits, `-._~`, the sub-delimiters `!$&'()*+,;=` and `%` escapes of two hex
+    /// digits; no `:`, `@`, `/`, `?`, `#`, `[` or `]`.
+    #[error(
+        "dtn node name must be a URI reg-name (letters, digits, -._~ !$&'()*+,;= and %XX escapes)"
+    )]
+    BadDtnNodeName,
     /// dtn:none encoded with an integer other than 0.
     #[error("dtn scheme integer SSP must be 0 (dtn:none), found {0}")]
     BadDtnNone(u64),
@@ -208,7 +215,31 @@ fn check_dtn_parts(node: &str, demux: &str) -> Result<(), EidError> {
     if !vchar(node) || !vchar(demux) {
         return Err(EidError::BadDtnChar);
     }
+    if !is_reg_name(node.as_bytes()) {
+        return Err(EidError::BadDtnNodeName);
+    }
     Ok(())
+}
+
+/// RFC 3986's reg-name: `*( unreserved / pct-encoded / sub-delims )` (non-empty is checked by
+/// the caller). No deployed BPv7 peer we know of sends `:` or `@` in a node name (Hardy refuses
+/// them), so there is no tolerant path.
+fn is_reg_name(name: &[u8]) -> bool {
+    let mut i = 0;
+    while let Some(&b) = name.get(i) {
+        let ok = b.is_ascii_alphanumeric() || b"-._~!$&'()*+,;=".contains(&b);
+        if ok {
+            i += 1;
+        } else if b == b'%'
+            && name.get(i + 1).is_some_and(u8::is_ascii_hexdigit)
+            && name.get(i + 2).is_some_and(u8::is_ascii_hexdigit)
+        {
+            i += 3;
+        } else {
+            return false;
+        }
+    }
+    true
 }
 
 /// Parses a dtn SSP `//node/demux`.
@@ -331,9 +362,59 @@ mod tests {
             "ipn:-1.2",
             "ipn:1..2",
             "ipn:99999999999999999999.1",
+            "dtn://a:b/x",
+            "dtn://a@b/x",
+            "dtn://a%2/x",
+            "dtn://a%zz/x",
+            "dtn://[a]/x",
+            "dtn://a?b/x",
+            "dtn://a#b/x",
         ] {
             assert!(bad.parse::<Eid>().is_err(), "{bad}");
         }
         assert_eq!("dtn://n".parse::<Eid>().unwrap().to_string(), "dtn://n/");
+    }
+
+    #[test]
+    fn node_names_are_reg_names() {
+        for good in ["a", "A-b.c_d~e", "x!$&'()*+,;=y", "a%2Fb", "%41"] {
+            assert!(Eid::dtn(good, "").is_ok(), "{good}");
+        }
+        assert_eq!(Eid::dtn("a:b", "x"), Err(EidError::BadDtnNodeName));
+        // The demux keeps every VCHAR.
+        assert!(Eid::dtn("a", "x:y@z/%?#[]").is_ok());
+        // On the wire too.
+        let mut buf = vec![0x82, 0x01, 0x67];
+        buf.extend_from_slice(b"//a@b/x");
+        let b = Bytes::from(buf);
+        let mut r = Reader::new(&b, 0);
+        assert!(Eid::decode(&mut r, "eid").is_err());
+    }
+
+    proptest::proptest! {
+        /// A node name is accepted exactly when every byte is a reg-name character or starts a
+        /// complete %XX escape.
+        #[test]
+        fn node_name_grammar(name in "[a-zA-Z0-9:@%/?#\\[\\]!$&'()*+,;=._~-]{1,12}") {
+            let b = name.as_bytes();
+            let mut expect = !name.contains('/');
+            let mut i = 0;
+            while expect && i < b.len() {
+                let c = b[i];
+                if c.is_ascii_alphanumeric() || b"-._~!$&'()*+,;=".contains(&c) {
+                    i += 1;
+                } else if c == b'%' && i + 2 < b.len() && b[i + 1].is_ascii_hexdigit() && b[i + 2].is_ascii_hexdigit() {
+                    i += 3;
+                } else {
+                    expect = false;
+                }
+            }
+            let got = Eid::dtn(&name, "d");
+            proptest::prop_assert_eq!(got.is_ok(), expect, "{}", name);
+            if let Ok(e) = got {
+                let text = e.to_string();
+                proptest::prop_assert_eq!(text.parse::<Eid>().unwrap(), e);
+            }
+        }
     }
 }

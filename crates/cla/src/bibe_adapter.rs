@@ -28,9 +28,22 @@
 //! bundle's expiry → `Failed` (routed again; an expired bundle is then discarded by the agent).
 //! Without custody a bundle is `Sent` as soon as its encapsulating bundle is stored.
 //!
+//! **Pending custody is durable.** With each custody-pending bundle the adapter keeps a *note*
+//! in the agent's store ([`bp::Agent::put_note`]: tunnel, transmission ID and the encapsulated
+//! bundle's identity, until that bundle expires), written in the same transaction as the
+//! encapsulating bundle and deleted with the release, refusal or expiry. A node restarted after
+//! a crash reads the notes back ([`BibeCla::restore`]); when its agent forwards the same stored
+//! bundle to the same tunnel again, the adapter sends it under its earlier transmission ID
+//! ([`bibe::Engine::resend`]), so a custody signal the far end sent for the transmission before
+//! the crash still releases it, and the far end sees a duplicate, not a new bundle. The
+//! retransmission timers are not written: the restart itself retransmits (the agent forwards
+//! every stored bundle again), and the timer runs from there. A note whose bundle is gone
+//! (released just before the crash, before the delete was written) is never matched and is
+//! forgotten at its expiry.
+//!
 //! The node and the simulator both drive this type; it calls only the agent's public API.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 
 use bibe::{Disposition, Encapsulated, Engine, EngineConfig, Event, RefusalReason, TunnelConfig};
 use bp::{Accepted, AdminNotice, Agent, ClaOutcome, DtnTime, Forward, RxError, Store};
@@ -66,6 +79,33 @@ pub struct BibeCla {
     engine: Engine,
     outcomes: VecDeque<(u64, ClaOutcome)>,
     stats: BibeClaStats,
+    /// The note of each custody-pending bundle, by token.
+    notes: HashMap<u64, Vec<u8>>,
+    /// Custody records of the previous run: (tunnel, encoded bundle identity) → transmission ID.
+    restored: HashMap<(u64, Vec<u8>), u64>,
+}
+
+/// Names of this adapter's notes start with this.
+const NOTE_PREFIX: &[u8] = b"bibe/";
+
+fn note_name(tunnel: u64, transmission_id: u64, inner: &bpv7::BundleId) -> Vec<u8> {
+    let id = bp::store::dedup_key(inner);
+    let mut n = Vec::with_capacity(NOTE_PREFIX.len() + 16 + id.len());
+    n.extend_from_slice(NOTE_PREFIX);
+    n.extend_from_slice(&tunnel.to_be_bytes());
+    n.extend_from_slice(&transmission_id.to_be_bytes());
+    n.extend_from_slice(&id);
+    n
+}
+
+/// (tunnel, transmission ID, encoded identity) of a note name; `None` for a name this adapter
+/// did not write.
+fn parse_note(name: &[u8]) -> Option<(u64, u64, Vec<u8>)> {
+    let rest = name.strip_prefix(NOTE_PREFIX)?;
+    let tunnel = u64::from_be_bytes(rest.get(..8)?.try_into().ok()?);
+    let id = u64::from_be_bytes(rest.get(8..16)?.try_into().ok()?);
+    let inner = rest.get(16..)?;
+    (id != 0 && !inner.is_empty()).then(|| (tunnel, id, inner.to_vec()))
 }
 
 impl BibeCla {
@@ -75,7 +115,36 @@ impl BibeCla {
             engine: Engine::new(cfg, now),
             outcomes: VecDeque::new(),
             stats: BibeClaStats::default(),
+            notes: HashMap::new(),
+            restored: HashMap::new(),
         }
+    }
+
+    /// Reads the custody records a previous run of this node left in the agent's store (see
+    /// the module docs). Call once after opening the agent, before forwarding; returns how
+    /// many were found.
+    pub fn restore<S: Store>(&mut self, agent: &Agent<S>) -> usize {
+        for (name, _) in agent.notes(NOTE_PREFIX) {
+            if let Some((tunnel, id, inner)) = parse_note(&name) {
+                self.restored.insert((tunnel, inner), id);
+            }
+        }
+        self.restored.len()
+    }
+
+    /// Custody records of the previous run not matched yet.
+    pub fn restored_pending(&self) -> usize {
+        self.restored.len()
+    }
+
+    /// The previous run's transmission ID of the bundle `f` forwards to a tunnel, if any.
+    fn resumable(&mut self, f: &Forward) -> Option<u64> {
+        if self.restored.is_empty() {
+            return None;
+        }
+        let (b, _) = bpv7::Bundle::decode_prefix(&f.bundle).ok()?;
+        self.restored
+            .remove(&(f.neighbour, bp::store::dedup_key(&b.id())))
     }
 
     /// Adds tunnel `id` (the virtual neighbour's node number) and brings its link up in the
@@ -110,11 +179,45 @@ impl BibeCla {
     /// bundle. See [`BibeSend`].
     pub fn send<S: Store>(&mut self, now: DtnTime, agent: &mut Agent<S>, f: &Forward) -> BibeSend {
         let token = f.key.as_token();
-        let enc: Encapsulated = match self.engine.send(now, f.neighbour, token, f.bundle.clone()) {
+        let resumed = self.resumable(f);
+        let sent = match resumed {
+            Some(id) => match self
+                .engine
+                .resend(now, f.neighbour, token, f.bundle.clone(), id)
+            {
+                Err(bibe::SendError::DuplicateId(_)) => {
+                    self.engine.send(now, f.neighbour, token, f.bundle.clone())
+                }
+                r => r,
+            },
+            None => self.engine.send(now, f.neighbour, token, f.bundle.clone()),
+        };
+        let enc: Encapsulated = match sent {
             Ok(e) => e,
-            Err(bibe::SendError::CustodyFull { .. }) => return BibeSend::Full,
+            Err(bibe::SendError::CustodyFull { .. }) => {
+                if let Some(id) = resumed {
+                    // Offered again later: keep the record for then.
+                    if let Ok((b, _)) = bpv7::Bundle::decode_prefix(&f.bundle) {
+                        self.restored
+                            .insert((f.neighbour, bp::store::dedup_key(&b.id())), id);
+                    }
+                }
+                return BibeSend::Full;
+            }
             Err(_) => return BibeSend::Rejected(ClaOutcome::Failed),
         };
+        if enc.transmission_id != 0 {
+            let name = note_name(f.neighbour, enc.transmission_id, &enc.inner_id);
+            // Written with the encapsulating bundle's commit just below; a resumed record is
+            // on disk already.
+            if resumed != Some(enc.transmission_id) {
+                let until = enc
+                    .expires_at
+                    .unwrap_or_else(|| now.saturating_add(86_400_000));
+                agent.put_note(&name, until);
+            }
+            self.notes.insert(token, name);
+        }
         match agent.accept_from_cla(now, None, enc.bundle) {
             Ok(_) => {
                 if enc.transmission_id == 0 {
@@ -124,6 +227,9 @@ impl BibeCla {
             }
             Err(e) => {
                 self.engine.cancel(token);
+                if let Some(name) = self.notes.remove(&token) {
+                    agent.delete_note(&name);
+                }
                 self.stats.outbound_not_stored += 1;
                 BibeSend::Rejected(if e.is_transient() {
                     ClaOutcome::Refused
@@ -202,6 +308,14 @@ impl BibeCla {
     }
 
     fn on_event<S: Store>(&mut self, now: DtnTime, agent: &mut Agent<S>, ev: Event) {
+        if let Event::Released { token, .. }
+        | Event::Refused { token, .. }
+        | Event::Expired { token, .. } = &ev
+        {
+            if let Some(name) = self.notes.remove(token) {
+                agent.delete_note(&name);
+            }
+        }
         match ev {
             Event::Released { token, .. } => self.outcomes.push_back((token, ClaOutcome::Sent)),
             Event::Refused { token, reason, .. } => {

@@ -197,3 +197,142 @@ fn many_bundles_one_aggregated_signal() {
     assert_eq!(a.agent.status().stored_bundles, 0);
     assert_eq!(b.bibe.engine().counters().signals_sent, 1);
 }
+
+/// The transmission ID of the BPDU in an encapsulating bundle.
+fn transmission_id(outer: &bpv7::bytes::Bytes) -> u64 {
+    let b = bpv7::Bundle::decode(outer.clone()).unwrap();
+    let rec = bpv7::AdminRecord::decode(&b.payload()).unwrap();
+    match bibe::BibeRecord::from_admin(&rec).unwrap().unwrap() {
+        bibe::BibeRecord::Bpdu(p) => p.transmission_id,
+        other => panic!("not a BPDU: {other:?}"),
+    }
+}
+
+/// Node 1 after a crash (kill -9): its agent reopened on the store the crash left
+/// (`into_store`: nothing uncommitted survives) and a new adapter, started `at`.
+fn restart_sender(a: Node, at: u64) -> Node {
+    let store = a.agent.into_store();
+    let mut agent = Agent::open(AgentConfig::new(1), store, at).unwrap();
+    let mut bibe = BibeCla::new(engine_config(1), at);
+    let mut t = TunnelConfig::new(Eid::ipn(2, 0));
+    t.custody_timer_ms = TIMER;
+    bibe.add_tunnel(at, &mut agent, TUNNEL, t);
+    agent
+        .static_routes_mut()
+        .add(NodeRange::single(3).unwrap(), TUNNEL)
+        .unwrap();
+    agent.link_up(at, 2, 0);
+    assert_eq!(bibe.restore(&agent), 1, "one custody record on disk");
+    Node { agent, bibe }
+}
+
+#[test]
+fn a_custodian_killed_after_the_far_end_accepted_is_released_by_the_old_signal() {
+    let (mut a, mut b) = topology(1 << 30);
+    send(&mut a, T0, 1);
+    let out = step(T0, &mut a);
+    let id = transmission_id(&out[0].1);
+    deliver(T0 + 5, &mut b, 1, out[0].1.clone());
+    assert_eq!(b.bibe.engine().counters().custody_accepted, 1);
+    // Node 1 dies before the signal arrives, and comes back 1 s later.
+    let mut a = restart_sender(a, T0 + 1_000);
+    let signal = step(T0 + 105, &mut b);
+    assert_eq!(signal.len(), 1);
+    // The restarted node forwards its stored bundle again: same transmission ID.
+    let again = step(T0 + 1_000, &mut a);
+    assert_eq!(again.len(), 1);
+    assert_eq!(
+        transmission_id(&again[0].1),
+        id,
+        "retransmitted under its old ID"
+    );
+    assert_eq!(a.bibe.engine().counters().retransmissions, 1);
+    assert_eq!(a.bibe.engine().counters().encapsulated, 0);
+    // The signal sent for the transmission before the crash releases it.
+    deliver(T0 + 1_010, &mut a, 2, signal[0].1.clone());
+    let c = a.bibe.engine().counters();
+    assert_eq!(c.custody_released, 1);
+    assert_eq!(c.signal_ids_unknown, 0);
+    assert_eq!(
+        a.agent.status().stored_bundles,
+        0,
+        "released after the restart"
+    );
+    // The far end finds the retransmission redundant (it signals that; nothing pends then).
+    deliver(T0 + 1_020, &mut b, 1, again[0].1.clone());
+    assert_eq!(
+        b.bibe.engine().counters().custody_refused.get("redundant"),
+        Some(&1)
+    );
+    // The record is gone from disk too.
+    let store = a.agent.close().unwrap();
+    let agent = Agent::open(AgentConfig::new(1), store, T0 + 2_000).unwrap();
+    assert!(agent.notes(b"bibe/").is_empty());
+    assert_eq!(agent.status().stored_bundles, 0);
+}
+
+#[test]
+fn a_custodian_killed_after_a_lost_bpdu_retransmits_under_the_same_id() {
+    let (mut a, mut b) = topology(1 << 30);
+    send(&mut a, T0, 1);
+    let out = step(T0, &mut a);
+    let id = transmission_id(&out[0].1);
+    // The BPDU is lost in the network; node 1 dies and restarts.
+    let mut a = restart_sender(a, T0 + 500);
+    let again = step(T0 + 500, &mut a);
+    assert_eq!(transmission_id(&again[0].1), id);
+    // Its timer runs from the restart.
+    assert_eq!(a.bibe.poll_timeout(), Some(T0 + 500 + TIMER));
+    deliver(T0 + 505, &mut b, 1, again[0].1.clone());
+    assert_eq!(b.bibe.engine().counters().custody_accepted, 1);
+    let signal = step(T0 + 605, &mut b);
+    deliver(T0 + 610, &mut a, 2, signal[0].1.clone());
+    assert_eq!(a.bibe.engine().counters().custody_released, 1);
+    assert_eq!(a.agent.status().stored_bundles, 0);
+    // New bundles after the restart get new IDs, never the restored one.
+    send(&mut a, T0 + 700, 2);
+    let next = step(T0 + 700, &mut a);
+    assert!(transmission_id(&next[0].1) > id);
+}
+
+/// A convergence layer on the way fragmented the encapsulating bundle: the far end's agent
+/// stores the fragments, reassembles the BPDU (an administrative record for it), and the
+/// adapter decapsulates it as if it had arrived whole — in any order of the fragments.
+#[test]
+fn a_fragmented_bpdu_is_reassembled_then_decapsulated() {
+    let (mut a, mut b) = topology(1 << 30);
+    a.agent
+        .send(
+            T0,
+            SendRequest::new(Eid::ipn(1, 1), Eid::ipn(3, 1), vec![7u8; 5_000].into()),
+        )
+        .unwrap();
+    let out = step(T0, &mut a);
+    let id = transmission_id(&out[0].1);
+    let outer = bpv7::Bundle::decode(out[0].1.clone()).unwrap();
+    let mut pieces = bpv7::fragment(&outer, 1_200).unwrap();
+    assert!(pieces.len() >= 4, "{} fragments", pieces.len());
+    pieces.reverse();
+    let last = pieces.pop().unwrap();
+    for (k, p) in pieces.into_iter().enumerate() {
+        deliver(T0 + 1 + k as u64, &mut b, 1, p.encode().into());
+        assert_eq!(
+            b.bibe.engine().counters().decapsulated,
+            0,
+            "not before the last fragment"
+        );
+    }
+    deliver(T0 + 50, &mut b, 1, last.encode().into());
+    let c = b.bibe.engine().counters();
+    assert_eq!(c.decapsulated, 1);
+    assert_eq!(c.custody_accepted, 1);
+    // The fragments are gone from node 2's store (the inner bundle left for node 3).
+    assert_eq!(b.agent.status().stored_bundles, 0);
+    let signal = step(T0 + 150, &mut b);
+    assert_eq!(signal.len(), 1);
+    deliver(T0 + 160, &mut a, 2, signal[0].1.clone());
+    assert_eq!(a.bibe.engine().counters().custody_released, 1);
+    assert_eq!(a.bibe.engine().counters().signal_ids_unknown, 0);
+    assert_eq!(a.agent.status().stored_bundles, 0);
+    let _ = id;
+}

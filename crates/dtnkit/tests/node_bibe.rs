@@ -13,7 +13,8 @@
 //! The custody signal releases node 1's copy: its store is empty.
 //!
 //! A second test fills the far end: custody is refused with "depleted storage" and the sender
-//! keeps the bundle. A third kills the sender while custody is pending and restarts it.
+//! keeps the bundle. A third kills the sender while custody is pending and restarts it; a
+//! fourth kills it after the far end accepted custody, before the signal came back.
 
 mod node_support;
 
@@ -200,17 +201,75 @@ fn a_sender_killed_with_custody_pending_delivers_after_restart() {
     let s = wait_for(&n1, "custody released after the restart", LIMIT, |s| {
         s.bibe.as_ref().is_some_and(|b| b.custody_released == 1)
     });
+    let b = s.bibe.unwrap();
     assert_eq!(
-        s.bibe.unwrap().timer_expirations,
-        0,
+        b.timer_expirations, 0,
         "sent again at restart, not on the 60 s timer"
     );
+    // The custody record on disk: the same transmission ID, sent again (not a new one).
+    assert_eq!((b.encapsulated, b.retransmissions), (0, 1), "{b:?}");
     wait_for(&n1, "an empty store at node 1", LIMIT, |s| {
         s.store.bundles == 0
     });
     wait_for(&n2, "custody accepted at node 2", LIMIT, |s| {
         s.bibe.as_ref().is_some_and(|b| b.custody_accepted == 1)
     });
+    let out = recv.wait(LIMIT);
+    assert!(
+        out.status.success(),
+        "{} {}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// The encapsulating node is killed (SIGKILL) after the far end accepted custody but before
+/// the far end's signal left (node 2 aggregates signals for 3 s). The restarted node reads its
+/// custody record, sends the bundle again under the same transmission ID (node 2 finds it
+/// redundant), and the signals release it: its store empties, node 3 delivers once.
+#[test]
+fn a_sender_killed_after_the_far_end_accepted_custody_is_released_after_restart() {
+    let dir = TempDir::new("bibe-crash-accepted");
+    let (p1, p2, p3) = (free_port(), free_port(), free_port());
+    let mut s1 = udp(1, p1, &[(2, p2)]);
+    s1.extra.push_str(
+        "\n[[bibe_peer]]\npeer = 102\nendpoint = \"ipn:2.0\"\ncustody_timer_ms = 60000\n",
+    );
+    s1.routes.push((3, 102));
+    let mut s2 = udp(2, p2, &[(1, p1), (3, p3)]);
+    s2.extra.push_str("\n[bibe]\nsignal_delay_ms = 3000\n");
+    let s3 = udp(3, p3, &[(2, p2)]);
+    let mut n1 = NodeProc::start(&dir.0, &s1);
+    let n2 = NodeProc::start(&dir.0, &s2);
+    let n3 = NodeProc::start(&dir.0, &s3);
+    let recv = spawn_recv(&n3.socket, "ipn:3.1", 1);
+    send_ok(&n1.socket, "ipn:3.1", 1000, 1, &[]);
+    wait_for(&n2, "custody accepted at node 2", LIMIT, |s| {
+        s.bibe.as_ref().is_some_and(|b| b.custody_accepted == 1)
+    });
+    let s = n2.status();
+    assert_eq!(
+        s.bibe.as_ref().map(|b| b.signals_sent),
+        Some(0),
+        "the kill must come before the signal leaves"
+    );
+    n1.kill();
+    n1.restart();
+    let s = wait_for(&n1, "custody released after the restart", LIMIT, |s| {
+        s.bibe.as_ref().is_some_and(|b| b.custody_released == 1)
+    });
+    let b = s.bibe.unwrap();
+    assert_eq!((b.encapsulated, b.retransmissions), (0, 1), "{b:?}");
+    assert_eq!(b.custody_pending, 0);
+    wait_for(&n1, "an empty store at node 1", LIMIT, |s| {
+        s.store.bundles == 0
+    });
+    let s = wait_for(&n2, "the retransmission found redundant", LIMIT, |s| {
+        s.bibe
+            .as_ref()
+            .is_some_and(|b| b.custody_refused.get("redundant") == Some(&1))
+    });
+    assert_eq!(s.bibe.unwrap().custody_accepted, 1, "custody taken once");
     let out = recv.wait(LIMIT);
     assert!(
         out.status.success(),

@@ -50,6 +50,9 @@ pub(crate) fn build<S: bp::Store>(
             },
         );
     }
+    // Custody pending when the node stopped: the same bundles leave under the same
+    // transmission IDs (cla::BibeCla's module docs).
+    cla.restore(agent);
     Some(cla)
 }
 

@@ -31,9 +31,13 @@
 //! Bundle layer (`[sim] bundle_layer`): by default every node hosts the real `bp` agent with a `MemoryStore`
 //! (DTN time = `epoch_dtn_ms` + elapsed virtual ms; static routes, then direct neighbours; links brought up and
 //! down with the contact windows); `"static"` selects a minimal static-route layer for LTP-only studies.
+//!
+//! BIBE (`[node.bibe]`, `[[node.bibe_peer]]`, module [`bibe_sim`]): tunnels with custody transfer through
+//! `cla::BibeCla`, the adapter real nodes use, on the agent layer.
 
 #![warn(missing_docs)]
 
+pub mod bibe_sim;
 pub mod bound;
 pub mod cfdp_app;
 pub mod log;
@@ -42,6 +46,7 @@ pub mod queue;
 pub mod scenario;
 mod world;
 
+pub use bibe_sim::BibeReport;
 pub use cfdp_app::{AvailabilityWatch, CfdpTransferResult};
 pub use node::{BundleCounters, Node, SessionRecord};
 pub use scenario::{Scenario, ScenarioError};

@@ -300,6 +300,8 @@ pub struct Node {
     pub(crate) green_ids: std::collections::HashSet<bpv7::BundleId>,
     /// The CFDP entity when the node takes part in a `[[cfdp]]` transfer.
     pub(crate) cfdp: Option<CfdpApp>,
+    /// BIBE tunnels and decapsulation (`[node.bibe]`, `[[node.bibe_peer]]`; module `bibe_sim`).
+    pub(crate) bibe: Option<crate::bibe_sim::SimBibe>,
 }
 
 impl Node {
@@ -806,12 +808,19 @@ impl Node {
         let Some(tracked) = self.agent.as_mut() else {
             return false;
         };
-        if tracked.idle_at(now_ms) {
+        let bibe_due = self
+            .bibe
+            .as_ref()
+            .is_some_and(|b| b.poll_timeout().is_some_and(|t| t <= now_ms));
+        if tracked.idle_at(now_ms) && !bibe_due {
             return false; // the polls below would find nothing (see `TrackedAgent`)
         }
         let agent = tracked.get_mut();
         if agent.poll_timeout().is_some_and(|t| t <= now_ms) {
             let _ = agent.handle_timeout(now_ms);
+        }
+        if let Some(b) = self.bibe.as_mut() {
+            progress |= b.service(now_ms, agent);
         }
         // Whether the agent had nothing more to forward (rather than LTP having no room for it).
         let mut drained = false;
@@ -820,17 +829,36 @@ impl Node {
             let Some(agent) = self.agent.as_mut().map(TrackedAgent::get_mut) else {
                 break;
             };
+            if let Some(b) = self.bibe.as_mut() {
+                if !b.retry_held(now_ms, agent) {
+                    break;
+                }
+            }
             let Some(fwd) = agent.poll_transmit(now_ms) else {
                 drained = true;
                 break;
             };
             progress = true;
+            // Bundles for a BIBE tunnel are encapsulated (the encapsulating bundle comes out of the agent next).
+            let fwd = match self.bibe.as_mut() {
+                None => fwd,
+                Some(b) => match b.offer(now_ms, agent, fwd) {
+                    crate::bibe_sim::Offer::NotTunnel(f) => f,
+                    crate::bibe_sim::Offer::Taken => continue,
+                    crate::bibe_sim::Offer::Held => break,
+                },
+            };
+            let bibe_green = self
+                .bibe
+                .as_ref()
+                .is_some_and(|b| b.sends_green(&fwd.bundle));
             // Decoding (with its CRC pass) is only needed to find the green bundles.
-            let red = self.green_ids.is_empty()
-                || match Bundle::decode_prefix(&fwd.bundle) {
-                    Ok((b, _)) => !self.green_ids.remove(&b.id()),
-                    Err(_) => true,
-                };
+            let red = !bibe_green
+                && (self.green_ids.is_empty()
+                    || match Bundle::decode_prefix(&fwd.bundle) {
+                        Ok((b, _)) => !self.green_ids.remove(&b.id()),
+                        Err(_) => true,
+                    });
             self.hand_to_ltp(
                 ctx.now,
                 fwd.neighbour,
@@ -842,6 +870,13 @@ impl Node {
                     attempts: 0,
                 },
             );
+        }
+        // Outcomes the adapter queued while taking bundles (sent at once without custody).
+        if let (Some(b), Some(t)) = (self.bibe.as_mut(), self.agent.as_mut()) {
+            if b.service(now_ms, t.get_mut()) {
+                progress = true;
+                drained = false;
+            }
         }
         let mut delivered = false;
         while let Some(d) = self
@@ -874,6 +909,14 @@ impl Node {
         if let Some(c) = self.cfdp.as_mut().and_then(CfdpApp::next_wake) {
             t = Some(t.map_or(c, |x| x.min(c)));
         }
+        if let Some(a) = self
+            .bibe
+            .as_ref()
+            .and_then(crate::bibe_sim::SimBibe::poll_timeout)
+        {
+            let at = Duration::from_millis(a.saturating_sub(self.epoch_dtn_ms));
+            t = Some(t.map_or(at, |x| x.min(at)));
+        }
         if let Some(a) = self.agent.as_ref().and_then(TrackedAgent::poll_timeout) {
             let at = Duration::from_millis(a.saturating_sub(self.epoch_dtn_ms));
             t = Some(t.map_or(at, |x| x.min(at)));
@@ -897,6 +940,10 @@ impl Node {
             && self.in_flight.is_empty()
             && self.clients.iter().all(|c| c.client.is_finished(now))
             && self.cfdp.as_ref().is_none_or(CfdpApp::is_quiet)
+            && self
+                .bibe
+                .as_ref()
+                .is_none_or(crate::bibe_sim::SimBibe::is_quiet)
     }
 
     /// The node number.
@@ -930,6 +977,11 @@ impl Node {
     /// FEC counters of the span to `remote` (None without FEC).
     pub fn fec_stats(&self, remote: u64) -> Option<&fec::FecStats> {
         self.ltp.fec_stats(remote)
+    }
+
+    /// BIBE counters and pending custody (None when the node runs no BIBE).
+    pub fn bibe(&self) -> Option<crate::bibe_sim::BibeReport> {
+        self.bibe.as_ref().map(crate::bibe_sim::SimBibe::report)
     }
 
     /// Bundle-layer counters.

@@ -157,6 +157,12 @@ pub struct NodeSection {
     /// neighbours must have it too): `[node.fec]` with `mode = "eclsa"` or `"hsltp"`.
     #[serde(default)]
     pub fec: Option<fec::FecSection>,
+    /// BIBE (`docs/bibe.md`): this node decapsulates BPDUs addressed to it.
+    #[serde(default)]
+    pub bibe: Option<crate::bibe_sim::BibeSection>,
+    /// BIBE tunnels from this node (virtual neighbours named by routes).
+    #[serde(default, rename = "bibe_peer")]
+    pub bibe_peers: Vec<crate::bibe_sim::BibePeerSection>,
 }
 
 /// `[node.store]`: the agent's store (agent layer only).
@@ -894,11 +900,12 @@ impl Scenario {
                         "the number of a [[node]]",
                     ));
                 }
-                if !self.adjacent(n.number, r.via) {
+                let tunnel = n.bibe_peers.iter().any(|p| p.peer == r.via);
+                if !tunnel && !self.adjacent(n.number, r.via) {
                     return Err(invalid(
                         format!("node[{i}].route[{k}].via"),
                         r.via,
-                        "a neighbour joined to this node by a [[link]]",
+                        "a neighbour joined to this node by a [[link]], or a [[node.bibe_peer]] tunnel",
                     ));
                 }
             }
@@ -1052,7 +1059,27 @@ impl Scenario {
                 ));
             }
         }
+        self.validate_bibe()?;
         self.validate_cfdp()
+    }
+
+    /// Checks every node's `[node.bibe]` and `[[node.bibe_peer]]` (module `bibe_sim`).
+    fn validate_bibe(&self) -> Result<(), ScenarioError> {
+        let all: Vec<u64> = self.nodes.iter().map(|n| n.number).collect();
+        let agent_layer = self.sim.bundle_layer == BundleLayer::Agent;
+        for (i, n) in self.nodes.iter().enumerate() {
+            let linked: Vec<u64> = self
+                .links
+                .iter()
+                .filter_map(|l| match (l.a == n.number, l.b == n.number) {
+                    (true, _) => Some(l.b),
+                    (_, true) => Some(l.a),
+                    _ => None,
+                })
+                .collect();
+            crate::bibe_sim::validate(i, n, &all, &linked, agent_layer)?;
+        }
+        Ok(())
     }
 
     /// Checks the `[[cfdp]]` transfers.

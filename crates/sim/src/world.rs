@@ -361,6 +361,7 @@ impl Simulation {
                 None => None,
             };
             let p = &ns.processing;
+            let mut bibe = None;
             let agent = match scn.sim.bundle_layer {
                 BundleLayer::Static => None,
                 BundleLayer::Agent => {
@@ -408,6 +409,7 @@ impl Simulation {
                             let _ = a.register(bpv7::Eid::ipn(ns.number, t.server_service));
                         }
                     }
+                    bibe = crate::bibe_sim::SimBibe::build(ns, &mut a, scn.sim.epoch_dtn_ms);
                     Some(crate::node::TrackedAgent::new(a))
                 }
             };
@@ -442,6 +444,7 @@ impl Simulation {
                 bundle_log,
                 counters: Default::default(),
                 cfdp,
+                bibe,
             });
         }
         for t in &scn.traffic {

@@ -49,6 +49,7 @@ mod discards;
 mod events;
 mod health;
 mod local;
+mod notes;
 mod routing;
 mod rx;
 mod security;

@@ -62,15 +62,17 @@ pub fn random_eid<R: Rng>(rng: &mut R, allow_none: bool) -> Eid {
     match rng.random_range(0..if allow_none { 3 } else { 2 }) {
         0 => Eid::ipn(int(rng).max(1), int(rng)),
         1 => {
-            const CHARS: &[u8] = b"abcdefghijklmnopqrstuvwxyz0123456789-._~!$&'()*+,;=:@";
-            let mut word = |min: usize, max: usize| -> String {
+            // Node names are URI reg-names (RFC 9171 4.2.5.1.1): no `:` or `@`, which the demux may have.
+            const NODE: &[u8] = b"abcdefghijklmnopqrstuvwxyz0123456789-._~!$&'()*+,;=";
+            const DEMUX: &[u8] = b"abcdefghijklmnopqrstuvwxyz0123456789-._~!$&'()*+,;=:@";
+            let mut word = |chars: &[u8], min: usize, max: usize| -> String {
                 let n = rng.random_range(min..=max);
                 (0..n)
-                    .map(|_| CHARS[rng.random_range(0..CHARS.len())] as char)
+                    .map(|_| chars[rng.random_range(0..chars.len())] as char)
                     .collect()
             };
-            let node = word(1, 12);
-            let demux = word(0, 20);
+            let node = word(NODE, 1, 12);
+            let demux = word(DEMUX, 0, 20);
             Eid::dtn(&node, &demux).expect("generated dtn EID is valid")
         }
         _ => Eid::DtnNone,

@@ -1,0 +1,328 @@
+//! BIBE tunnels in the simulator (`[node.bibe]`, `[[node.bibe_peer]]`, `docs/bibe.md`): the
+//! simulated node's side of `cla::BibeCla`, the adapter a real node's agent thread drives too.
+//!
+//! As on a real node, a tunnel is a virtual neighbour of the agent: bundles the routes send
+//! "via" it are encapsulated by the adapter, which stores the encapsulating bundle through the
+//! agent; the agent then forwards that bundle over the scenario's LTP links like any other.
+//! Administrative records that arrive for the node go to the adapter; its custody timers and
+//! signal aggregation run on the virtual clock; its verdicts (released, refused, expired) are
+//! reported to the agent with `cla_result`.
+//!
+//! The one simulator-only setting is `bpdu_colour`: encapsulating bundles and custody signals
+//! leave in red LTP blocks by default; `"green"` sends them unacknowledged, the case custody
+//! transfer exists for (a link that loses what it carries without telling anyone).
+
+use std::collections::BTreeMap;
+
+use bibe::{EngineConfig, TunnelConfig};
+use bp::{Agent, ClaOutcome, Forward, MemoryStore};
+use bpv7::{Bundle, CrcType, Eid};
+use cla::{BibeCla, BibeSend};
+use serde::Deserialize;
+
+use crate::scenario::{invalid, Colour, NodeSection, ScenarioError};
+
+/// `[node.bibe]`: the node decapsulates BPDUs addressed to it (and, with `[[node.bibe_peer]]`,
+/// encapsulates). Names follow a real node's `[bibe]` section.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BibeSection {
+    /// Aggregation delay of custody signals (ms).
+    #[serde(default = "default_signal_delay")]
+    pub signal_delay_ms: u64,
+    /// A signal leaves at once with this many transmission IDs (1..=16384).
+    #[serde(default = "default_max_signal_ids")]
+    pub max_signal_ids: usize,
+    /// Bundles waiting for a custody signal at this node, at most.
+    #[serde(default = "default_max_custody_bundles")]
+    pub max_custody_bundles: usize,
+    /// Bytes waiting for a custody signal at this node, at most.
+    #[serde(default = "default_max_custody_bytes")]
+    pub max_custody_bytes: u64,
+    /// LTP colour of encapsulating bundles and custody signals this node sends (default red).
+    #[serde(default = "default_colour")]
+    pub bpdu_colour: Colour,
+}
+
+impl Default for BibeSection {
+    fn default() -> Self {
+        BibeSection {
+            signal_delay_ms: default_signal_delay(),
+            max_signal_ids: default_max_signal_ids(),
+            max_custody_bundles: default_max_custody_bundles(),
+            max_custody_bytes: default_max_custody_bytes(),
+            bpdu_colour: default_colour(),
+        }
+    }
+}
+
+fn default_signal_delay() -> u64 {
+    100
+}
+fn default_max_signal_ids() -> usize {
+    1024
+}
+fn default_max_custody_bundles() -> usize {
+    4096
+}
+fn default_max_custody_bytes() -> u64 {
+    256 << 20
+}
+fn default_colour() -> Colour {
+    Colour::Red
+}
+fn default_custody() -> bool {
+    true
+}
+fn default_custody_timer() -> u64 {
+    30_000
+}
+fn default_lifetime() -> u64 {
+    86_400_000
+}
+
+/// `[[node.bibe_peer]]`: a tunnel, named by routes as neighbour `peer`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BibePeerSection {
+    /// The tunnel's virtual neighbour number (no node of the scenario has it).
+    pub peer: u64,
+    /// The decapsulating node's administrative endpoint, `"ipn:N.0"`.
+    pub endpoint: String,
+    /// Ask the far end to take custody (default true).
+    #[serde(default = "default_custody")]
+    pub custody: bool,
+    /// Retransmit a BPDU no custody signal named after this long (ms, default 30 s).
+    #[serde(default = "default_custody_timer")]
+    pub custody_timer_ms: u64,
+    /// Cap on an encapsulating bundle's lifetime (ms, default 1 day).
+    #[serde(default = "default_lifetime")]
+    pub lifetime_ms: u64,
+}
+
+/// Checks node `i`'s BIBE sections (`all`: every node number of the scenario; `linked`: the
+/// node's neighbours over `[[link]]`s).
+pub(crate) fn validate(
+    i: usize,
+    n: &NodeSection,
+    all: &[u64],
+    linked: &[u64],
+    agent_layer: bool,
+) -> Result<(), ScenarioError> {
+    if (n.bibe.is_some() || !n.bibe_peers.is_empty()) && !agent_layer {
+        return Err(invalid(
+            format!("node[{i}].bibe"),
+            "bundle_layer = \"static\"",
+            "sim.bundle_layer = \"agent\" (BIBE runs on the BP agent)",
+        ));
+    }
+    if let Some(b) = &n.bibe {
+        if !(1..=bibe::pdu::MAX_SIGNAL_RANGES).contains(&(b.max_signal_ids as u64)) {
+            return Err(invalid(
+                format!("node[{i}].bibe.max_signal_ids"),
+                b.max_signal_ids,
+                &format!("1..={}", bibe::pdu::MAX_SIGNAL_RANGES),
+            ));
+        }
+        if b.max_custody_bundles == 0 || b.max_custody_bytes == 0 {
+            return Err(invalid(
+                format!("node[{i}].bibe.max_custody_bundles"),
+                "0",
+                "at least one bundle and one byte in custody",
+            ));
+        }
+    }
+    for (k, p) in n.bibe_peers.iter().enumerate() {
+        let f = |name: &str| format!("node[{i}].bibe_peer[{k}].{name}");
+        if p.peer == 0
+            || p.peer == n.number
+            || all.contains(&p.peer)
+            || linked.contains(&p.peer)
+            || n.bibe_peers[..k].iter().any(|q| q.peer == p.peer)
+        {
+            return Err(invalid(
+                f("peer"),
+                p.peer,
+                "a virtual neighbour number used by no [[node]] and no other bibe_peer of this node",
+            ));
+        }
+        let far = match p.endpoint.parse::<Eid>() {
+            Ok(Eid::Ipn { node, .. }) if node != n.number && node != p.peer => node,
+            _ => {
+                return Err(invalid(
+                    f("endpoint"),
+                    format!("{:?}", p.endpoint),
+                    "the ipn administrative endpoint of another node, \"ipn:N.0\"",
+                ))
+            }
+        };
+        if n.routes.iter().any(|r| r.dest == far && r.via == p.peer) {
+            return Err(invalid(
+                f("endpoint"),
+                format!("{:?}", p.endpoint),
+                "a far end whose own node is not routed through the tunnel (its BPDUs would loop)",
+            ));
+        }
+        if !(10..=86_400_000).contains(&p.custody_timer_ms) {
+            return Err(invalid(
+                f("custody_timer_ms"),
+                p.custody_timer_ms,
+                "10..=86400000 ms",
+            ));
+        }
+        if p.lifetime_ms == 0 {
+            return Err(invalid(f("lifetime_ms"), 0, "a lifetime of at least 1 ms"));
+        }
+    }
+    Ok(())
+}
+
+/// One simulated node's BIBE: the adapter, and a bundle the adapter could not take yet.
+#[derive(Debug)]
+pub(crate) struct SimBibe {
+    cla: BibeCla,
+    /// A bundle for a tunnel whose custody table was full: offered again before any other.
+    held: Option<Forward>,
+    green: bool,
+    local: Eid,
+}
+
+/// What [`SimBibe::offer`] did with a bundle the agent forwards.
+pub(crate) enum Offer {
+    /// Not for a tunnel: the caller hands it to LTP.
+    NotTunnel(Forward),
+    /// Taken (encapsulated, or reported failed to the agent).
+    Taken,
+    /// Kept for later: the custody table is full; stop taking bundles from the agent for now.
+    Held,
+}
+
+impl SimBibe {
+    /// The node's BIBE, or `None` when its scenario section has none; brings every tunnel's
+    /// link up in the agent.
+    pub(crate) fn build(n: &NodeSection, agent: &mut Agent<MemoryStore>, now: u64) -> Option<Self> {
+        if n.bibe.is_none() && n.bibe_peers.is_empty() {
+            return None;
+        }
+        let s = n.bibe.clone().unwrap_or_default();
+        let local = Eid::ipn(n.number, 0);
+        let mut ecfg = EngineConfig::new(local.clone());
+        ecfg.signal_delay_ms = s.signal_delay_ms;
+        ecfg.max_signal_ids = s.max_signal_ids;
+        ecfg.max_custody_bundles = s.max_custody_bundles;
+        ecfg.max_custody_bytes = s.max_custody_bytes;
+        let mut cla = BibeCla::new(ecfg, now);
+        for p in &n.bibe_peers {
+            let Ok(endpoint) = p.endpoint.parse::<Eid>() else {
+                continue; // refused by `validate`
+            };
+            cla.add_tunnel(
+                now,
+                agent,
+                p.peer,
+                TunnelConfig {
+                    endpoint,
+                    custody: p.custody,
+                    custody_timer_ms: p.custody_timer_ms,
+                    lifetime_ms: p.lifetime_ms,
+                    crc: CrcType::Crc32c,
+                },
+            );
+        }
+        cla.restore(agent);
+        Some(SimBibe {
+            cla,
+            held: None,
+            green: s.bpdu_colour == Colour::Green,
+            local,
+        })
+    }
+
+    /// Offers a bundle the agent forwards.
+    pub(crate) fn offer(&mut self, now: u64, agent: &mut Agent<MemoryStore>, f: Forward) -> Offer {
+        if !self.cla.is_tunnel(f.neighbour) {
+            return Offer::NotTunnel(f);
+        }
+        match self.cla.send(now, agent, &f) {
+            BibeSend::Taken => Offer::Taken,
+            BibeSend::Full | BibeSend::Rejected(ClaOutcome::Refused) => {
+                self.held = Some(f);
+                Offer::Held
+            }
+            BibeSend::Rejected(o) => {
+                let _ = agent.cla_result(now, f.key, o);
+                Offer::Taken
+            }
+        }
+    }
+
+    /// Offers the held bundle again. False while it is still held (take nothing new then).
+    pub(crate) fn retry_held(&mut self, now: u64, agent: &mut Agent<MemoryStore>) -> bool {
+        let Some(f) = self.held.take() else {
+            return true;
+        };
+        !matches!(self.offer(now, agent, f), Offer::Held)
+    }
+
+    /// Administrative records for this node, due timers and verdicts. True when anything
+    /// happened (the agent may have bundles to forward).
+    pub(crate) fn service(&mut self, now: u64, agent: &mut Agent<MemoryStore>) -> bool {
+        let mut progress = false;
+        while let Some(n) = agent.poll_admin() {
+            // Anything else (status reports) has no reader in the simulator.
+            progress |= self.cla.handle_admin(now, agent, &n);
+        }
+        if self.cla.poll_timeout().is_some_and(|t| t <= now) {
+            self.cla.handle_timeout(now, agent);
+            progress = true;
+        }
+        while let Some((token, outcome)) = self.cla.poll_outcome() {
+            progress = true;
+            let _ = agent.cla_result(now, bp::BundleKey::from_token(token), outcome);
+        }
+        progress
+    }
+
+    /// The next DTN time the adapter has work.
+    pub(crate) fn poll_timeout(&self) -> Option<u64> {
+        self.cla.poll_timeout()
+    }
+
+    /// True when no custody is pending and nothing is held.
+    pub(crate) fn is_quiet(&self) -> bool {
+        self.held.is_none() && self.cla.engine().pending_custody().0 == 0
+    }
+
+    /// True when `bundle` is one of this node's BIBE records and they leave green.
+    pub(crate) fn sends_green(&self, bundle: &bytes::Bytes) -> bool {
+        self.green
+            && Bundle::decode_prefix(bundle).is_ok_and(|(b, _)| {
+                b.primary().source == self.local
+                    && b.primary().flags.contains(bpv7::BundleFlags::ADMIN_RECORD)
+            })
+    }
+}
+
+/// What a test or a report reads of a node's BIBE.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct BibeReport {
+    /// The engine's counters.
+    pub counters: bibe::BibeCounters,
+    /// Bundles and bytes whose custody is pending now.
+    pub pending: (usize, u64),
+    /// Pending custody per tunnel.
+    pub pending_per_tunnel: BTreeMap<u64, u64>,
+    /// Outbound BIBE bundles this node's store refused.
+    pub outbound_not_stored: u64,
+}
+
+impl SimBibe {
+    pub(crate) fn report(&self) -> BibeReport {
+        BibeReport {
+            counters: self.cla.engine().counters().clone(),
+            pending: self.cla.engine().pending_custody(),
+            pending_per_tunnel: self.cla.pending_per_tunnel(),
+            outbound_not_stored: self.cla.stats().outbound_not_stored,
+        }
+    }
+}
