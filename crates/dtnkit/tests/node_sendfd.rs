@@ -145,6 +145,14 @@ fn bad_descriptors_are_refused_naming_the_field_and_nothing_is_stored() {
     // A descriptor attached to another request is closed and the request served as usual.
     client::fdpass::send_frame_with_fd(&c, &Request::Status.encode(), f.as_fd()).unwrap();
     assert!(matches!(read_resp(&mut c), Response::Status { .. }));
+    // Nor is one that came with an ignored chunk kept for a later SendFd without one.
+    let stray = Request::SendChunk {
+        data: bytes::Bytes::from_static(b"x"),
+    };
+    client::fdpass::send_frame_with_fd(&c, &stray.encode(), f.as_fd()).unwrap();
+    c.write_all(&frame(1000)).unwrap();
+    let (_, m) = refusal(read_resp(&mut c));
+    assert!(m.contains("no file descriptor"), "{m}");
     // The connection still works and nothing was stored or created.
     let st = n.status();
     assert_eq!(

@@ -100,6 +100,9 @@ fn read_loop(conn: u64, stream: UnixStream, tx: SyncSender<AgentInput>) {
             }
             Ok(None) | Err(_) => break,
         };
+        // Descriptors that came with this frame: a SendFd takes them; with any other request
+        // they are closed at the end of this turn, never kept for a later frame.
+        let (fds, truncated) = stream.take_fds();
         let req = match Request::decode(&body) {
             Ok(req) => req,
             Err(e) => {
@@ -154,8 +157,6 @@ fn read_loop(conn: u64, stream: UnixStream, tx: SyncSender<AgentInput>) {
             }
             (None, req) => req,
         };
-        // Descriptors that came with this frame: SendFd takes them, any other request closes them.
-        let (fds, truncated) = stream.take_fds();
         if let Request::SendFd(args) = req {
             if fd::send_from_fd(&tx, conn, args, fds, truncated).is_err() {
                 return;
