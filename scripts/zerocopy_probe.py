@@ -1,8 +1,7 @@
 #!/usr/bin/env python3
 """Does MSG_ZEROCOPY pay off for TCP writes on this machine? (docs/throughput.md, OS facilities)
 
-Sends --bytes over one loopback TCP connection (or to --host:--port where `--serve` runs) in writes of each size in
---write-sizes, with plain send() and with send(MSG_ZEROCOPY) (SO_ZEROCOPY set; completions reaped from the error
+Sends --bytes over one loopback TCP connection in writes of each size in --write-sizes, with plain send() and with send(MSG_ZEROCOPY) (SO_ZEROCOPY set; completions reaped from the error
 queue as they come, the buffer never changed), alternating the two --reps times. Prints goodput and CPU seconds per
 GB of the sender and of the receiver, and how many zero-copy sends the kernel reported as copied after all
 (SO_EE_CODE_ZEROCOPY_COPIED: on loopback every one is, because the receiving socket needs its own copy).
