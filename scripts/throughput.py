@@ -185,6 +185,8 @@ class NodeChain:
                 lines += ["[[route]]", f"dest = {nodes}", f"via = {n + 1}"]
             if n > 2:
                 lines += ["[[route]]", "dest = 1", f"via = {n - 1}"]
+            if args.node_extra:
+                lines.append(args.node_extra.replace("\\n", "\n"))
             Path(work, f"n{n}.toml").write_text("\n".join(lines) + "\n")
         for n in range(1, nodes + 1):
             self.procs.append(subprocess.Popen([args.bin, "node", "--config", f"{work}/n{n}.toml"],
@@ -570,6 +572,9 @@ def main():
     ap.add_argument("--transfer-timeout", type=int, default=300)
     ap.add_argument("--ltp-auth", action="store_true",
                     help="LTP spans authenticated with RFC 5327 HMAC-SHA1-80 (a shared key per run)")
+    ap.add_argument("--node-extra", default="",
+                    help="TOML appended to every node's configuration ('\\n' for a line break), e.g. "
+                         "'[ltp]\\ngso = false' to compare LTP without UDP GSO")
     ap.add_argument("--keep", action="store_true", help="keep node work directories")
     args = ap.parse_args()
     modes = ["durable", "volatile"] if args.store == "both" else [args.store]

@@ -293,6 +293,27 @@ impl Client {
         self.read_send_answer()
     }
 
+    /// Sends an application data unit that the node reads itself from `file` (a regular file or
+    /// a memfd, from offset 0, `args.total_len` bytes: its whole length), passed as a file
+    /// descriptor over the socket ([`Request::SendFd`]), so its bytes never travel through the
+    /// socket and this process never reads them. Returns, like [`Client::send_stream`] of the
+    /// same bytes, once the node has stored all of it durably. `file` must not change until then.
+    ///
+    /// A node that predates `SendFd` answers [`ClientError::Refused`] with
+    /// [`ErrorKind::BadRequest`] and a message starting `undecodable request` and closes the
+    /// connection ([`Client::reconnect`], then send the data otherwise).
+    pub fn send_fd(
+        &mut self,
+        args: StreamArgs,
+        file: std::os::fd::BorrowedFd<'_>,
+    ) -> Result<BundleId, ClientError> {
+        self.settle_pending()?;
+        let frame = Request::SendFd(args).encode();
+        crate::fdpass::send_frame_with_fd(&self.stream, &frame, file)?;
+        self.pending_sends += 1;
+        self.read_send_answer()
+    }
+
     /// While a stream is being written: takes what the node sent meanwhile without waiting
     /// (deliveries are queued); the stream's answer if it already came (only a refusal can come
     /// before its last byte).

@@ -15,6 +15,7 @@
 #![warn(missing_docs)]
 
 mod client;
+pub mod fdpass;
 pub mod proto;
 pub mod status;
 

@@ -183,6 +183,14 @@ pub enum Request {
         /// Counter name → value, in the order the application lists them.
         counters: Vec<(String, u64)>,
     },
+    /// Send an application data unit of `total_len` bytes that the node reads itself from the
+    /// file descriptor attached to this frame (`SCM_RIGHTS`, exactly one: a regular file or a
+    /// memfd, readable, of exactly `total_len` bytes, read from offset 0; see
+    /// [`crate::fdpass`]). Stored as a [`Request::SendBegin`] stream of the same bytes would be,
+    /// and answered once, like it: [`Response::SendOk`] only after all of it is durably stored,
+    /// or [`Response::Error`] naming what is wrong (nothing of it is kept). The file must not
+    /// change until the answer.
+    SendFd(StreamArgs),
 }
 
 /// Error classes of [`Response::Error`].
@@ -315,6 +323,7 @@ const T_STATUS: u8 = 0x04;
 const T_SEND_BEGIN: u8 = 0x05;
 const T_SEND_CHUNK: u8 = 0x06;
 const T_COUNTERS: u8 = 0x07;
+const T_SEND_FD: u8 = 0x08;
 const T_OK: u8 = 0x81;
 const T_SEND_OK: u8 = 0x82;
 const T_ERROR: u8 = 0x83;
@@ -385,6 +394,7 @@ impl Request {
             Request::SendBegin(_) => "SendBegin",
             Request::SendChunk { .. } => "SendChunk",
             Request::Counters { .. } => "Counters",
+            Request::SendFd(_) => "SendFd",
         }
     }
 
@@ -426,8 +436,13 @@ impl Request {
                 begin_into(head, T_STATUS);
                 &[]
             }
-            Request::SendBegin(a) => {
-                begin_into(head, T_SEND_BEGIN);
+            Request::SendBegin(a) | Request::SendFd(a) => {
+                let ty = if matches!(self, Request::SendFd(_)) {
+                    T_SEND_FD
+                } else {
+                    T_SEND_BEGIN
+                };
+                begin_into(head, ty);
                 put_str(head, &a.source);
                 put_str(head, &a.destination);
                 head.put_u64(a.lifetime_ms);
@@ -481,6 +496,14 @@ impl Request {
                 total_len: r.u64()?,
             }),
             T_SEND_CHUNK => Request::SendChunk { data: r.bytes()? },
+            T_SEND_FD => Request::SendFd(StreamArgs {
+                source: r.str()?,
+                destination: r.str()?,
+                lifetime_ms: r.u64()?,
+                report_flags: r.u8()?,
+                priority: r.u8()?,
+                total_len: r.u64()?,
+            }),
             T_COUNTERS => r.counters()?,
             t => return Err(DecodeError::UnknownType(t)),
         };
@@ -769,6 +792,14 @@ mod tests {
                 data: Bytes::from_static(b"chunk"),
             },
             Request::SendChunk { data: Bytes::new() },
+            Request::SendFd(StreamArgs {
+                source: String::new(),
+                destination: "ipn:2.1".into(),
+                lifetime_ms: 0,
+                report_flags: 0,
+                priority: 1,
+                total_len: 1 << 30,
+            }),
             Request::Counters {
                 app: "cfdp".into(),
                 counters: vec![
@@ -1007,9 +1038,20 @@ mod tests {
                                       life in any::<u64>(), flags in any::<u8>(), prio in any::<u8>(),
                                       total in any::<u64>(),
                                       data in proptest::collection::vec(any::<u8>(), 0..300)) {
-            let begin = Request::SendBegin(StreamArgs { source: src, destination: dst, lifetime_ms: life,
-                report_flags: flags, priority: prio, total_len: total });
+            let a = StreamArgs { source: src, destination: dst, lifetime_ms: life,
+                report_flags: flags, priority: prio, total_len: total };
+            let begin = Request::SendBegin(a.clone());
             prop_assert_eq!(Request::decode(&begin.encode().slice(4..)).unwrap(), begin);
+            let by_fd = Request::SendFd(a);
+            let f = by_fd.encode();
+            prop_assert_eq!(f[5], T_SEND_FD);
+            prop_assert_eq!(Request::decode(&f.slice(4..)).unwrap(), by_fd);
+            for cut in 0..f.len() - 4 {
+                prop_assert!(Request::decode(&f.slice(4..4 + cut)).is_err());
+            }
+            let mut longer = f.slice(4..).to_vec();
+            longer.push(0);
+            prop_assert!(Request::decode(&Bytes::from(longer)).is_err(), "trailing bytes accepted");
             let chunk = Request::SendChunk { data: Bytes::from(data) };
             let f = chunk.encode();
             prop_assert_eq!(Request::decode(&f.slice(4..)).unwrap(), chunk);
@@ -1020,7 +1062,7 @@ mod tests {
         }
 
         #[test]
-        fn junk_after_a_stream_type_byte_never_panics(ty in 5u8..=7,
+        fn junk_after_a_stream_type_byte_never_panics(ty in 5u8..=8,
                                                       rest in proptest::collection::vec(any::<u8>(), 0..64)) {
             let mut b = vec![VERSION, ty];
             b.extend_from_slice(&rest);

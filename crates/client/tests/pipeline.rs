@@ -173,6 +173,7 @@ fn send_register_and_status_settle_pending_sends_first() {
             Request::Ack { .. }
             | Request::SendBegin(_)
             | Request::SendChunk { .. }
+            | Request::SendFd(_)
             | Request::Counters { .. } => Vec::new(),
         })
     });

@@ -1123,9 +1123,9 @@ impl AgentThread {
                 None
             }
             // The connection's reader handles streams (and never hands these over).
-            Request::SendBegin(_) | Request::SendChunk { .. } => Some(bad_request(
-                "stream frames are handled by the connection's reader".into(),
-            )),
+            Request::SendBegin(_) | Request::SendChunk { .. } | Request::SendFd(_) => Some(
+                bad_request("stream frames are handled by the connection's reader".into()),
+            ),
         }
     }
 

@@ -34,6 +34,8 @@ pub(crate) struct LtpThread {
     /// Engine id → the peer's address.
     pub(crate) addr_of: HashMap<u64, SocketAddr>,
     pub(crate) batch: usize,
+    /// Send with UDP GSO where runs allow (`[ltp] gso`).
+    pub(crate) gso: bool,
     pub(crate) rx: Receiver<ToLtp>,
     pub(crate) tx: SyncSender<AgentInput>,
     pub(crate) waker_addr: SocketAddr,
@@ -59,9 +61,9 @@ struct Io {
 }
 
 impl Io {
-    fn new(batch: usize) -> Self {
+    fn new(batch: usize, gso: bool) -> Self {
         let mut send = SendBatch::new(batch);
-        send.set_gso(true);
+        send.set_gso(gso);
         Io {
             recv: RecvBatch::new(batch),
             arenas: (0..batch).map(|_| RxArena::new()).collect(),
@@ -91,7 +93,7 @@ impl LtpThread {
         // as one buffer: one socket-queue entry and one copy per run instead of per datagram.
         // Kernels without it deliver datagrams one by one, which the loop handles the same way.
         let _ = udpio::enable_gro(&self.sock);
-        let mut io = Io::new(self.batch);
+        let mut io = Io::new(self.batch, self.gso);
         let mut published = self.published();
         loop {
             let now = self.start.elapsed();

@@ -464,6 +464,7 @@ impl Threads {
             sock: socket.sock,
             addr_of,
             batch: cfg.raw.ltp.batch,
+            gso: cfg.raw.ltp.gso,
             rx: ltp_rx,
             tx: self.agent_tx.clone(),
             waker_addr: socket.waker_addr,

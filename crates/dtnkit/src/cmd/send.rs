@@ -27,7 +27,8 @@ pub struct SendCmdArgs {
     /// Source endpoint (default: the node id).
     #[arg(long, default_value = "")]
     src: String,
-    /// Payload from a file (`-`: standard input). Files from 16 MiB on are sent as a stream.
+    /// Payload from a file (`-`: standard input). Files from 16 MiB on are sent as a stream, by
+    /// passing the file's descriptor to the node (see `--no-fd`).
     #[arg(long, conflicts_with_all = ["text", "size"])]
     file: Option<PathBuf>,
     /// Payload text.
@@ -45,6 +46,12 @@ pub struct SendCmdArgs {
     /// a Send request cannot carry, always; streams go one at a time.
     #[arg(long)]
     stream: bool,
+    /// Send streamed file payloads (and spooled standard input) through the socket instead of
+    /// passing the file's descriptor to the node, which then reads the file itself (`SendFd`,
+    /// the default: the bytes never cross the socket). A node too old for `SendFd` gets them
+    /// through the socket anyway.
+    #[arg(long)]
+    no_fd: bool,
     /// Number of bundles.
     #[arg(long, default_value_t = 1)]
     count: u64,
@@ -485,6 +492,8 @@ fn send_streams(
         pb
     };
     let (mut sent, mut bytes) = (0u64, 0u64);
+    // Files are passed to the node as descriptors unless asked not to (or it cannot take them).
+    let mut use_fd = !a.no_fd;
     for i in 0..a.count {
         let mut full_since: Option<Instant> = None;
         let mut backoff = FULL_BACKOFF.0;
@@ -512,7 +521,40 @@ fn send_streams(
             };
             pb.set_message(format!("stream {}/{}", i + 1, a.count));
             pb.set_position(0);
-            match c.send_stream(args, &mut reader, &mut |n| pb.set_position(n)) {
+            let file = match &source {
+                _ if !use_fd => None,
+                StreamSource::File(p) => Some(
+                    std::fs::File::open(p).with_context(|| format!("reading {}", p.display()))?,
+                ),
+                StreamSource::Spool(f) => Some(f.try_clone().context("reading the spooled input")?),
+                StreamSource::Generated | StreamSource::Memory(_) => None,
+            };
+            let result = match file {
+                // The node reads the file itself (SendFd): no byte goes through the socket.
+                Some(f) => match c.send_fd(args, std::os::fd::AsFd::as_fd(&f)) {
+                    Err(ClientError::Refused {
+                        kind: ErrorKind::BadRequest,
+                        message,
+                    }) if message.starts_with("undecodable request") => {
+                        // A node older than SendFd, which closed the connection.
+                        pb.suspend(|| {
+                            eprintln!(
+                                "the node does not take file descriptors ({message}): sending \
+                                 the data through the socket"
+                            )
+                        });
+                        use_fd = false;
+                        c.reconnect().context("reconnecting to the node")?;
+                        continue;
+                    }
+                    r => {
+                        pb.set_position(len);
+                        r
+                    }
+                },
+                None => c.send_stream(args, &mut reader, &mut |n| pb.set_position(n)),
+            };
+            match result {
                 Ok(id) => {
                     sent += 1;
                     bytes += len;

@@ -5,6 +5,7 @@
 //! ([`writer`]) writes what the agent thread queues for it, so no lock is needed on the stream
 //! and a slow client never blocks the agent thread.
 
+mod fd;
 mod stream;
 mod writer;
 
@@ -62,14 +63,16 @@ pub(crate) fn accept_loop(
     }
 }
 
-fn read_loop(conn: u64, mut stream: UnixStream, tx: SyncSender<AgentInput>) {
+fn read_loop(conn: u64, stream: UnixStream, tx: SyncSender<AgentInput>) {
+    // Reads frames with the file descriptors that come with them (SendFd).
+    let mut stream = client::fdpass::FdReader::new(stream);
     // The streamed send in progress on this connection (SendBegin accepted, bytes missing).
     let mut open: Option<Incoming> = None;
     loop {
         // A stream holds a quota reservation: a client that stops sending in the middle of
         // one is not waited for forever.
         let idle = open.as_ref().map(|_| STREAM_IDLE);
-        if stream.set_read_timeout(idle).is_err() {
+        if stream.get_ref().set_read_timeout(idle).is_err() {
             break;
         }
         let body = match proto::read_frame(&mut stream, proto::MAX_FRAME) {
@@ -97,6 +100,9 @@ fn read_loop(conn: u64, mut stream: UnixStream, tx: SyncSender<AgentInput>) {
             }
             Ok(None) | Err(_) => break,
         };
+        // Descriptors that came with this frame: a SendFd takes them; with any other request
+        // they are closed at the end of this turn, never kept for a later frame.
+        let (fds, truncated) = stream.take_fds();
         let req = match Request::decode(&body) {
             Ok(req) => req,
             Err(e) => {
@@ -112,7 +118,7 @@ fn read_loop(conn: u64, mut stream: UnixStream, tx: SyncSender<AgentInput>) {
                     kind,
                     message: format!("undecodable request: {e}"),
                 };
-                let _ = std::io::Write::write_all(&mut stream, &msg.encode());
+                let _ = std::io::Write::write_all(&mut stream.get_ref(), &msg.encode());
                 break;
             }
         };
@@ -151,6 +157,13 @@ fn read_loop(conn: u64, mut stream: UnixStream, tx: SyncSender<AgentInput>) {
             }
             (None, req) => req,
         };
+        if let Request::SendFd(args) = req {
+            if fd::send_from_fd(&tx, conn, args, fds, truncated).is_err() {
+                return;
+            }
+            continue;
+        }
+        drop(fds);
         let input = match req {
             Request::Send(args) if args.payload.len() >= PREPARE_FROM => {
                 // The node's sends carry CRC-32C on every block and no payload block flags.
@@ -203,10 +216,7 @@ fn begin_stream(
     conn: u64,
     args: proto::StreamArgs,
 ) -> Result<Option<Incoming>, ()> {
-    let (reply, answer) = std::sync::mpsc::sync_channel(1);
-    tx.send(AgentInput::StreamBegin { conn, args, reply })
-        .map_err(|_| ())?;
-    let Some(grant) = answer.recv().map_err(|_| ())? else {
+    let Some(grant) = open_stream(tx, conn, args)? else {
         return Ok(None);
     };
     let stream = grant.stream;
@@ -222,6 +232,19 @@ fn begin_stream(
             Ok(None)
         }
     }
+}
+
+/// Asks the agent thread to open a stream: `Ok(Some)` what staging it needs, `Ok(None)` refused
+/// (the agent queued the answer), `Err` the agent thread is gone.
+fn open_stream(
+    tx: &SyncSender<AgentInput>,
+    conn: u64,
+    args: proto::StreamArgs,
+) -> Result<Option<crate::messages::StreamGrant>, ()> {
+    let (reply, answer) = std::sync::mpsc::sync_channel(1);
+    tx.send(AgentInput::StreamBegin { conn, args, reply })
+        .map_err(|_| ())?;
+    answer.recv().map_err(|_| ())
 }
 
 fn write_failed(e: &std::io::Error) -> Response {

@@ -165,6 +165,10 @@ pub struct LtpSection {
     /// UDP socket buffer size requested (bytes).
     #[serde(default = "default_sockbuf")]
     pub socket_buffer_bytes: usize,
+    /// Send runs of equal-size LTP segments as one UDP GSO (`UDP_SEGMENT`) call (default on;
+    /// a kernel that refuses it makes the thread fall back to `sendmmsg` by itself).
+    #[serde(default = "default_true")]
+    pub gso: bool,
     /// Pin the LTP thread to this CPU.
     #[serde(default)]
     pub cpu: Option<usize>,
@@ -210,6 +214,7 @@ impl Default for LtpSection {
             session_number_bits: default_session_bits(),
             batch: default_batch(),
             socket_buffer_bytes: default_sockbuf(),
+            gso: true,
             cpu: None,
             agent_cpu: None,
             max_import_bytes: None,
@@ -432,6 +437,10 @@ fn yes() -> bool {
 fn default_session_bits() -> u32 {
     32
 }
+fn default_true() -> bool {
+    true
+}
+
 fn default_batch() -> usize {
     64
 }
