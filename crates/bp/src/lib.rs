@@ -53,8 +53,9 @@ pub mod store;
 pub use agent::{
     split_failure_reason, Accepted, AdminNotice, Agent, AgentConfig, AgentError, AgentStatus,
     BlockDiscard, BlockVerdict, BundleEvent, BundleEventKind, BundleEventSink, ClaBlock,
-    ClaOutcome, CsvBundleLog, Degraded, Delivery, DtnTime, Forward, NeighbourBackoff, ReportFlags,
-    RxError, SendError, SendRequest, StoreHealth, StreamPlan, StreamRequest,
+    ClaOutcome, CsvBundleLog, Degraded, Delivery, DtnTime, Forward, ForwardRef, HopBundle,
+    NeighbourBackoff, ReportFlags, RxError, SendError, SendRequest, StoreHealth, StreamPlan,
+    StreamRequest,
 };
 pub use contact_plan::{
     Contact, ContactId, ContactIndex, ContactPlan, IndexedContact, LinkEvent, LinkEventKind,
@@ -66,5 +67,5 @@ pub use routing::{
 };
 pub use store::{
     Batch, BundleKey, BundleMeta, MemoryStore, RedbStore, Role, StageFile, StagedPiece, StagedRun,
-    Stager, Store, StoreError,
+    Stager, Store, StoreError, StoredBytes, StoredRead,
 };

@@ -35,6 +35,9 @@ impl Store for FlakyStore {
     fn data(&mut self, key: BundleKey) -> Result<Option<Bytes>, StoreError> {
         self.inner.data(key)
     }
+    fn locate(&mut self, key: BundleKey) -> Result<Option<bp::store::StoredBytes>, StoreError> {
+        self.inner.locate(key)
+    }
     fn used_bytes(&self) -> u64 {
         self.inner.used_bytes()
     }

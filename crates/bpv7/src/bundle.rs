@@ -258,6 +258,94 @@ impl Bundle {
         Ok((bundle, r.pos()))
     }
 
+    /// Decodes only a bundle's head — the primary block and the extension blocks — from the
+    /// first bytes of its encoding: `prefix` may end anywhere after the payload block's first
+    /// four fields (type, number, flags, CRC type). For a node that rewrites the blocks a hop
+    /// changes around a payload it does not read: [`Bundle::encode_head`] encodes the head
+    /// again, and the bundle for the next hop is that head followed by the original encoding
+    /// from the returned offset on (the payload block, as it was, and the closing break).
+    ///
+    /// The returned bundle's payload block carries the number, flags and CRC type read from the
+    /// encoding but no data (its length is not known here); [`Bundle::encoded_len`] and
+    /// [`Bundle::payload`] therefore do not describe the whole bundle. Extension block CRCs are
+    /// checked as `limits` says; the bundle-level rules that involve the payload are not (the
+    /// caller decoded and validated the whole bundle before keeping it). Errors are those of
+    /// [`Bundle::decode`], plus [`DecodeError::MissingPayload`] when the head ends without a
+    /// payload block, and a truncation error when `prefix` ends inside the head.
+    pub fn decode_head(
+        prefix: &Bytes,
+        limits: &DecodeLimits,
+    ) -> Result<(Bundle, usize), DecodeError> {
+        let mut r = Reader::new(prefix, 0);
+        r.verify_crc = limits.verify_crc;
+        match r.array("bundle")? {
+            (ArrayLen::Indefinite, _) => {}
+            (ArrayLen::Definite(_), at) => return Err(DecodeError::NotIndefiniteArray { at }),
+        }
+        let primary = PrimaryBlock::decode(&mut r, prefix)?;
+        let mut blocks: Vec<CanonicalBlock> = Vec::new();
+        loop {
+            if r.peek("bundle")? == cbor::BREAK {
+                return Err(DecodeError::MissingPayload);
+            }
+            if blocks.len() >= limits.max_blocks {
+                return Err(DecodeError::TooManyBlocks {
+                    limit: limits.max_blocks,
+                });
+            }
+            let at = r.pos();
+            // The block's first fields, read without consuming it.
+            let mut probe = Reader::new(prefix, at);
+            probe.array_of("canonical block", "5 or 6", |n| n == 5 || n == 6)?;
+            if probe.uint("block type")? == BLOCK_TYPE_PAYLOAD {
+                let number = probe.uint("block number")?;
+                let flags = BlockFlags(probe.uint("block processing flags")?);
+                let code = probe.uint("CRC type")?;
+                let Some(crc_type) = crate::crc::CrcType::from_code(code) else {
+                    return Err(DecodeError::UnknownCrcType {
+                        block: number,
+                        code,
+                    });
+                };
+                blocks.push(CanonicalBlock::new(
+                    BLOCK_TYPE_PAYLOAD,
+                    number,
+                    flags,
+                    crc_type,
+                    Bytes::new(),
+                ));
+                let bundle = Bundle {
+                    primary,
+                    blocks,
+                    non_shortest: r.saw_non_shortest,
+                };
+                return Ok((bundle, at));
+            }
+            blocks.push(CanonicalBlock::decode(&mut r, prefix)?);
+        }
+    }
+
+    /// The encoding of everything in front of the payload block: the CBOR array start, the
+    /// primary block and the extension blocks (changed ones encoded anew, the others as they
+    /// were received). `None` when the last block is not the payload block. What
+    /// [`Bundle::encode`] gives is this head followed by the payload block and the break.
+    pub fn encode_head(&self) -> Option<Vec<u8>> {
+        let (payload, extensions) = self.blocks.split_last()?;
+        if payload.block_type() != BLOCK_TYPE_PAYLOAD {
+            return None;
+        }
+        let head_len = 1
+            + self.primary.encoded_len()
+            + extensions.iter().map(|b| b.encoded_len()).sum::<usize>();
+        let mut head = Vec::with_capacity(head_len);
+        head.push(cbor::INDEFINITE_ARRAY);
+        self.primary.encode_into(&mut head);
+        for b in extensions {
+            b.encode_into(&mut head);
+        }
+        Some(head)
+    }
+
     /// Checks every bundle-level rule of RFC 9171 (see the type's documentation).
     pub fn validate(&self) -> Result<(), DecodeError> {
         self.check(true)
@@ -576,21 +664,15 @@ impl Bundle {
         &self,
         prepared: crate::PreparedPayload,
     ) -> Result<Bytes, crate::PreparedPayload> {
-        let Some((payload, extensions)) = self.blocks.split_last() else {
+        let Some(payload) = self.blocks.last() else {
             return Err(prepared);
         };
         if payload.has_raw() || !prepared.matches(payload) {
             return Err(prepared);
         }
-        let head_len = 1
-            + self.primary.encoded_len()
-            + extensions.iter().map(|b| b.encoded_len()).sum::<usize>();
-        let mut head = Vec::with_capacity(head_len);
-        head.push(cbor::INDEFINITE_ARRAY);
-        self.primary.encode_into(&mut head);
-        for b in extensions {
-            b.encode_into(&mut head);
-        }
+        let Some(head) = self.encode_head() else {
+            return Err(prepared);
+        };
         prepared.complete(&head)
     }
 

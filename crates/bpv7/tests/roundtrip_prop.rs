@@ -36,6 +36,49 @@ fn item_strategy() -> impl Strategy<Value = StatusItem> {
 proptest! {
     #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
 
+    /// A relay's head-only path: the head decoded from the first bytes of a stored bundle,
+    /// changed for the next hop (previous node, bundle age, hop count) and encoded again, in
+    /// front of the stored bytes from the payload block on, is byte for byte what decoding the
+    /// whole bundle, changing it the same way and encoding it all again gives. A prefix that
+    /// ends inside the head is an error, never a panic or a wrong head.
+    #[test]
+    fn head_rewritten_around_the_stored_payload_equals_the_full_re_encode(
+        spec in spec_strategy(),
+        node in 1u64..1_000_000,
+        age in 0u64..100_000,
+        extra in 0usize..64,
+        cut in any::<proptest::sample::Index>(),
+    ) {
+        let wire = Bytes::from(common::ours_from_spec(&spec).encode());
+        let trusted = bpv7::DecodeLimits::trusted_store();
+        let me = Eid::ipn(node, 0);
+        let hop = |b: &mut Bundle| {
+            b.set_previous_node(&me);
+            let aged = b.add_bundle_age(age).is_ok();
+            let hops = b.increment_hop_count().is_ok();
+            aged && hops
+        };
+        let mut whole = Bundle::decode_with_limits(wire.clone(), &trusted).unwrap();
+        let ok_whole = hop(&mut whole);
+        let full = whole.encode();
+        // From a prefix a little longer than the head, as a node reads it from its store.
+        let (_, at) = Bundle::decode_head(&wire, &trusted).unwrap();
+        let prefix = wire.slice(..(at + 16 + extra).min(wire.len()));
+        let (mut head_only, at2) = Bundle::decode_head(&prefix, &trusted).unwrap();
+        prop_assert_eq!(at, at2);
+        let ok_head = hop(&mut head_only);
+        prop_assert_eq!(ok_whole, ok_head);
+        let mut relayed = head_only.encode_head().unwrap();
+        relayed.extend_from_slice(&wire[at..]);
+        prop_assert_eq!(&relayed[..], &full[..]);
+        // Unchanged, the head is the stored head.
+        let (same, _) = Bundle::decode_head(&prefix, &trusted).unwrap();
+        prop_assert_eq!(&same.encode_head().unwrap()[..], &wire[..at]);
+        // Cut inside the head: an error.
+        let short = wire.slice(..cut.index(at.max(1)));
+        prop_assert!(Bundle::decode_head(&short, &trusted).is_err());
+    }
+
     /// A bundle encoded around a payload block prepared beforehand is byte for byte the
     /// bundle `encode` gives; a prepared block that does not match comes back unused.
     #[test]

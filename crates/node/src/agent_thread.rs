@@ -203,7 +203,7 @@ struct LoopState {
     /// Their bytes (the window, `[ltp] window_bytes`).
     outstanding_bytes: u64,
     /// A bundle whose convergence layer's queue was full, offered again first.
-    held: Option<bp::Forward>,
+    held: Option<bp::ForwardRef>,
     /// The next contact plan link change (index in `AgentThread::links`).
     next_link: usize,
 }
@@ -232,6 +232,9 @@ pub(crate) enum Dispatched {
     Refused,
     /// The LTP thread is gone: the node is stopping.
     Stopped,
+    /// Its stored bytes could not be read here (a convergence layer served by this thread):
+    /// report it with `bp::Agent::cla_unreadable`.
+    Unreadable(bp::StoreError),
 }
 
 impl AgentThread {
@@ -324,13 +327,13 @@ impl AgentThread {
         while st.outstanding.len() < MAX_OUTSTANDING && st.outstanding_bytes < self.window_bytes {
             let f = match st.held.take() {
                 Some(f) => f,
-                None => match self.agent.poll_transmit(now) {
+                None => match self.agent.poll_transmit_ref(now) {
                     Some(f) => f,
                     None => break,
                 },
             };
             let token = f.key.as_token();
-            let len = f.bundle.len() as u64;
+            let len = f.bundle.len();
             match self.dispatch(&f, &mut wake_ltp) {
                 Dispatched::Taken => {
                     st.outstanding.insert(token, len);
@@ -349,6 +352,7 @@ impl AgentThread {
                     break;
                 }
                 Dispatched::Stopped => return Err(Stopped),
+                Dispatched::Unreadable(e) => self.unreadable(now, f.key.as_token(), &e),
             }
         }
         Ok(wake_ltp)
@@ -571,6 +575,13 @@ impl AgentThread {
                     &mut st.outstanding_bytes,
                 );
             }
+            AgentInput::Cla(FromCla::Unreadable { token, error })
+            | AgentInput::Ltp(FromLtp::Unreadable { token, error }) => {
+                if let Some(len) = st.outstanding.remove(&token) {
+                    st.outstanding_bytes = st.outstanding_bytes.saturating_sub(len);
+                }
+                self.unreadable(now, token, &error);
+            }
             AgentInput::Cla(FromCla::Refused { tokens }) => {
                 self.report(
                     now,
@@ -784,7 +795,7 @@ impl AgentThread {
     }
 
     /// Offers a bundle to its neighbour's convergence layer.
-    fn dispatch(&mut self, f: &bp::Forward, wake_ltp: &mut bool) -> Dispatched {
+    fn dispatch(&mut self, f: &bp::ForwardRef, wake_ltp: &mut bool) -> Dispatched {
         let token = f.key.as_token();
         let kind = match self.kinds.get(&f.neighbour) {
             Some(k) => Some(*k),
@@ -807,12 +818,20 @@ impl AgentThread {
                     Err(TrySendError::Disconnected(_)) => Dispatched::Stopped,
                 }
             }
+            // UDPCL and BIBE bundles are read here (small datagrams; BIBE encapsulates on
+            // this thread anyway).
             Some(ClaKind::Udp) => match &self.udp {
-                Some(tx) => match dispatch_udp(tx, f.neighbour, token, f.bundle.clone()) {
-                    Ok(()) => Dispatched::Taken,
-                    Err(Some(_)) => Dispatched::Full,
-                    Err(None) => Dispatched::Refused,
-                },
+                Some(tx) => {
+                    let bundle = match f.bundle.clone().into_bytes() {
+                        Ok(b) => b,
+                        Err(e) => return Dispatched::Unreadable(e),
+                    };
+                    match dispatch_udp(tx, f.neighbour, token, bundle) {
+                        Ok(()) => Dispatched::Taken,
+                        Err(Some(_)) => Dispatched::Full,
+                        Err(None) => Dispatched::Refused,
+                    }
+                }
                 None => Dispatched::Refused,
             },
             // STCP connections we open are handled like TCPCL sessions.
@@ -823,8 +842,32 @@ impl AgentThread {
                     Err(_) => Dispatched::Refused,
                 }
             }
-            Some(ClaKind::Bibe) => self.dispatch_bibe(f),
+            Some(ClaKind::Bibe) => match f.bundle.clone().into_bytes() {
+                Ok(bundle) => self.dispatch_bibe(&bp::Forward {
+                    neighbour: f.neighbour,
+                    key: f.key,
+                    bundle,
+                }),
+                Err(e) => Dispatched::Unreadable(e),
+            },
             None => Dispatched::Refused,
+        }
+    }
+
+    /// A bundle whose stored bytes a convergence layer's thread (or this one) could not read:
+    /// logged, and kept by the agent (queued again once the store is readable).
+    fn unreadable(&mut self, now: u64, token: u64, error: &bp::StoreError) {
+        self.log.log("store-read", || {
+            format!(
+                "stored bundle {token} could not be read for forwarding (kept, retried): {error}"
+            )
+        });
+        if let Err(e) = self
+            .agent
+            .cla_unreadable(now, BundleKey::from_token(token), error)
+        {
+            self.log
+                .log("store-cla", || format!("store error on CLA result: {e}"));
         }
     }
 

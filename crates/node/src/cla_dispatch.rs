@@ -45,7 +45,7 @@ pub(crate) enum TcpDispatch {
 pub(crate) struct TcpRouter {
     sessions: HashMap<u64, Vec<Arc<SessionHandle>>>,
     /// Bundles for a neighbour whose link is up (contact plan) but that has no session yet.
-    pending: HashMap<u64, VecDeque<(u64, Bytes)>>,
+    pending: HashMap<u64, VecDeque<(u64, bp::HopBundle)>>,
     /// Configured neighbours whose link the contact plan drives.
     planned: HashSet<u64>,
     /// Configured TCPCL neighbours.
@@ -84,7 +84,7 @@ impl TcpRouter {
         &mut self,
         peer: u64,
         token: u64,
-        bundle: Bytes,
+        bundle: bp::HopBundle,
     ) -> Result<TcpDispatch, u64> {
         loop {
             let Some(h) = self.sessions.get(&peer).and_then(|v| v.first()).cloned() else {

@@ -43,6 +43,8 @@ pub(crate) struct LtpThread {
     pub(crate) start: Instant,
     /// Which source addresses may speak for which engine (`[ltp] accept_from`).
     pub(crate) source: crate::ltp_source::SourcePolicy,
+    /// Bundles whose stored bytes could not be read here, reported with the next events.
+    pub(crate) unreadable: Vec<(u64, bp::StoreError)>,
 }
 
 /// The agent thread is gone, or asked the thread to stop.
@@ -133,11 +135,16 @@ impl LtpThread {
         match cmd {
             // Bundles wait in the adapter (in order) while the span's block queue is full; the
             // agent thread's window bounds that backlog.
+            // The stored bytes are read and checked against the store's CRC here, on the LTP
+            // thread, not on the agent's.
             ToLtp::Item {
                 peer,
                 token,
                 bundle,
-            } => self.cla.send(now, peer, token, bundle, true),
+            } => match bundle.into_bytes() {
+                Ok(bundle) => self.cla.send(now, peer, token, bundle, true),
+                Err(error) => self.unreadable.push((token, error)),
+            },
             ToLtp::Confirm { session, ok } => {
                 self.cla.confirm(now, session, ok);
             }
@@ -208,6 +215,11 @@ impl LtpThread {
 
     /// Hands the adapter's events (blocks, outcomes) to the agent thread.
     fn forward_events(&mut self, now: Duration) -> Result<(), Stop> {
+        for (token, error) in self.unreadable.drain(..) {
+            self.tx
+                .send(AgentInput::Ltp(FromLtp::Unreadable { token, error }))
+                .map_err(|_| Stop)?;
+        }
         while let Some(ev) = self.cla.poll_event(now) {
             let msg = match ev {
                 LtpEvent::Block(b) => {

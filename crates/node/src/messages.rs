@@ -96,11 +96,13 @@ pub(crate) struct LinkChange {
 /// Commands from the agent thread.
 #[derive(Debug)]
 pub(crate) enum ToLtp {
-    /// Queue one bundle (aggregated into blocks per span).
+    /// Queue one bundle (aggregated into blocks per span). The LTP thread reads its stored
+    /// bytes ([`bp::HopBundle::into_bytes`]); a failed read comes back as
+    /// [`FromLtp::Unreadable`].
     Item {
         peer: u64,
         token: u64,
-        bundle: Bytes,
+        bundle: bp::HopBundle,
     },
     /// The bundles of an import session are committed (or refused).
     Confirm { session: SessionId, ok: bool },
@@ -128,6 +130,10 @@ pub(crate) enum FromLtp {
     /// The outcome of bundles handed over (sent, failed: forward again at once, refused by the
     /// receiver: back off).
     Outcome(cla::Outcome),
+    /// The stored bytes of the bundle with this token could not be read or failed the store's
+    /// CRC on the LTP thread: nothing was sent; the agent keeps the bundle
+    /// (`bp::Agent::cla_unreadable`).
+    Unreadable { token: u64, error: bp::StoreError },
 }
 
 /// Messages from the TCPCL and UDPCL threads to the agent thread.
@@ -150,6 +156,10 @@ pub(crate) enum FromCla {
     /// The next hop refused these bundles for lack of resources (TCPCL XFER_REFUSE "No
     /// Resources" or "Retransmit"): kept, and the neighbour backs off.
     Refused { tokens: Vec<u64> },
+    /// The stored bytes of the bundle with this token could not be read or failed the store's
+    /// CRC on the session thread: nothing was sent; the agent keeps the bundle
+    /// (`bp::Agent::cla_unreadable`).
+    Unreadable { token: u64, error: bp::StoreError },
     /// A TCPCL session to `peer` is established and can carry bundles.
     SessionUp {
         peer: u64,
@@ -167,8 +177,10 @@ pub(crate) enum FromCla {
 /// Commands from the agent thread to one session.
 #[derive(Debug)]
 pub(crate) enum ToSession {
-    /// Transfer one bundle; its result comes back as `FromCla::Done` with `token`.
-    Send { token: u64, bundle: Bytes },
+    /// Transfer one bundle; its result comes back as `FromCla::Done` with `token` (or
+    /// `FromCla::Unreadable` when its stored bytes cannot be read: the session thread reads
+    /// them, [`bp::HopBundle::into_bytes`]).
+    Send { token: u64, bundle: bp::HopBundle },
     /// End the session (SESS_TERM).
     Close,
 }

@@ -474,6 +474,7 @@ impl Threads {
                 cfg.raw.ltp.accept_from,
                 cfg.spans.iter().map(|s| (s.engine_id, s.address)).collect(),
             ),
+            unreadable: Vec::new(),
         };
         let ltp_cpu = cfg.raw.ltp.cpu;
         self.spawn("ltp".into(), move || {

@@ -110,6 +110,10 @@ impl<S: Store> Store for TimedStore<S> {
         self.inner.data(key)
     }
 
+    fn locate(&mut self, key: BundleKey) -> Result<Option<bp::store::StoredBytes>, StoreError> {
+        self.inner.locate(key)
+    }
+
     fn used_bytes(&self) -> u64 {
         self.inner.used_bytes()
     }

@@ -65,8 +65,8 @@ pub use health::{Degraded, StoreHealth};
 pub use stream::{StreamPlan, StreamRequest};
 pub use types::{
     Accepted, AdminNotice, AgentConfig, AgentError, AgentStatus, ClaOutcome, Delivery, DtnTime,
-    Forward, ReportFlags, RxError, SendError, SendRequest, PRIORITY_BULK, PRIORITY_EXPEDITED,
-    PRIORITY_NORMAL,
+    Forward, ForwardRef, HopBundle, ReportFlags, RxError, SendError, SendRequest, PRIORITY_BULK,
+    PRIORITY_EXPEDITED, PRIORITY_NORMAL,
 };
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
@@ -161,6 +161,9 @@ pub struct Agent<S: Store> {
     admin: VecDeque<AdminNotice>,
     routing: Routing,
     routing_dirty: bool,
+    /// Bundles whose stored bytes a convergence layer could not read
+    /// ([`Agent::cla_unreadable`]): kept aside, not routed, until the store recovers.
+    unreadable: Vec<BundleKey>,
     plan_cursor: DtnTime,
     plan_dirty: bool,
     /// The next change of a plan-driven link after `plan_cursor`, computed once per change
@@ -242,6 +245,7 @@ impl<S: Store> Agent<S> {
             fragments: BTreeMap::new(),
             admin: VecDeque::new(),
             routing_dirty: true,
+            unreadable: Vec::new(),
             plan_cursor: now,
             plan_dirty: false,
             plan_next: None,
@@ -489,6 +493,15 @@ impl<S: Store> Agent<S> {
                 self.counters.commits += 1;
                 self.pending.clear();
                 self.health.recovered();
+                for key in std::mem::take(&mut self.unreadable) {
+                    if self
+                        .entries
+                        .get(&key)
+                        .is_some_and(|e| e.state == State::Unrouted)
+                    {
+                        self.enqueue_unrouted(key);
+                    }
+                }
             }
             Err(e) => self.health.retry_failed(now, &e),
         }

@@ -6,8 +6,14 @@ use bpv7::{Bundle, BundleFlags, DecodeLimits, ReasonCode};
 use bytes::Bytes;
 
 use super::{
-    Agent, AgentError, BundleEventKind, ClaOutcome, DtnTime, Forward, ReportKind, State, Txn,
+    Agent, AgentError, BundleEventKind, ClaOutcome, DtnTime, Forward, ForwardRef, HopBundle,
+    ReportKind, State, Txn,
 };
+
+/// Bytes of a stored bundle read for its head when the store does not hold it in memory: the
+/// primary block, a previous-node, bundle-age and hop-count block and the payload block's first
+/// fields fit many times over; a longer head (large security blocks) is read whole.
+const HEAD_READ_BYTES: usize = 4096;
 use crate::store::{BundleKey, BundleMeta, Op, Store};
 use crate::NodeNum;
 
@@ -110,7 +116,38 @@ impl<S: Store> Agent<S> {
     /// Neighbours are served round-robin; within a neighbour, expedited before normal before bulk,
     /// FIFO within a class. The returned bundle has this hop's previous-node block, updated
     /// bundle age and incremented hop count; the stored copy stays until [`Agent::cla_result`].
+    ///
+    /// The bytes are read and assembled here, on the caller's thread; a driver that hands
+    /// bundles to other threads uses [`Agent::poll_transmit_ref`] instead. A bundle whose stored
+    /// bytes cannot be read is kept and handled as [`Agent::cla_unreadable`] says.
     pub fn poll_transmit(&mut self, now: DtnTime) -> Option<Forward> {
+        loop {
+            let f = self.poll_transmit_ref(now)?;
+            match f.bundle.into_bytes() {
+                Ok(bundle) => {
+                    return Some(Forward {
+                        neighbour: f.neighbour,
+                        key: f.key,
+                        bundle,
+                    })
+                }
+                Err(e) => {
+                    // Kept and queued again; the store is degraded until it recovers, so this
+                    // loop ends (a degraded store hands nothing out until its next retry).
+                    let _ = self.cla_unreadable(now, f.key, &e);
+                }
+            }
+        }
+    }
+
+    /// [`Agent::poll_transmit`] without reading the bundle: the agent decides everything for
+    /// this hop from the bundle's metadata and head (read alone from the store when the store
+    /// does not hold the bundle in memory) and describes the bytes to send ([`HopBundle`]); the
+    /// convergence layer's thread reads them, checks them against the store's CRC and writes the
+    /// new head in front ([`HopBundle::into_bytes`]). No payload byte is read, checked or copied
+    /// here (a bundle that must be refragmented for its neighbour is the exception: it is read
+    /// whole).
+    pub fn poll_transmit_ref(&mut self, now: DtnTime) -> Option<ForwardRef> {
         if self.expiry.first().is_some_and(|(t, _)| *t <= now) {
             // Never hand out a bundle whose lifetime ended; a store failure here is retried at
             // the next timeout.
@@ -130,6 +167,46 @@ impl<S: Store> Agent<S> {
                 return Some(f);
             }
         }
+    }
+
+    /// A convergence layer's thread could not read the stored bytes of a bundle handed out by
+    /// [`Agent::poll_transmit_ref`] ([`HopBundle::into_bytes`] failed: an I/O error, or bytes
+    /// that no longer match the store's CRC). Nothing was sent and nothing is lost: the bundle
+    /// stays stored, the store is marked degraded with `error` as its reason (`status` shows
+    /// it; new bundles are refused meanwhile), and the bundle is set aside until a recovery
+    /// attempt succeeds (retried with the store's back-off, not in a loop), then routed and
+    /// queued again. Unknown keys are ignored.
+    pub fn cla_unreadable(
+        &mut self,
+        now: DtnTime,
+        key: BundleKey,
+        error: &crate::store::StoreError,
+    ) -> Result<(), AgentError> {
+        let neighbour = match self.entries.get(&key).map(|e| e.state) {
+            Some(State::InFlight(n)) => n,
+            _ => return Ok(()),
+        };
+        self.clock = self.clock.max(now);
+        self.store_failed(error);
+        let route = self.entries.get_mut(&key).and_then(|e| e.route.take());
+        if let Some(e) = self.entries.get(&key) {
+            let meta = e.meta.clone();
+            if let Some(r) = route {
+                self.routing.cgr.unbook(&r, meta.len);
+            }
+            self.event(
+                now,
+                BundleEventKind::Failed,
+                &meta,
+                Some(neighbour),
+                Some(key),
+            );
+        }
+        if let Some(e) = self.entries.get_mut(&key) {
+            e.state = State::Unrouted;
+            self.unreadable.push(key);
+        }
+        Ok(())
     }
 
     /// Pops the next (neighbour, bundle) to serve, round-robin over up links that are not
@@ -153,11 +230,17 @@ impl<S: Store> Agent<S> {
         Some((pick, key))
     }
 
-    /// Reads, updates and encodes a bundle for this hop; `None` if it had to be dropped.
-    fn prepare(&mut self, now: DtnTime, neighbour: NodeNum, key: BundleKey) -> Option<Forward> {
+    /// Decides a bundle's bytes for this hop from its head (previous node, bundle age, hop
+    /// count updated; the payload is not read); `None` if it had to be dropped, was
+    /// refragmented, or could not be read (then it is queued again).
+    fn prepare(&mut self, now: DtnTime, neighbour: NodeNum, key: BundleKey) -> Option<ForwardRef> {
         let received_at = self.entries.get(&key)?.meta.received_at_ms;
-        let data = match self.store.data(key) {
-            Ok(d) => d,
+        let stored = match self.store.locate(key) {
+            Ok(Some(s)) => s,
+            Ok(None) => {
+                self.finish_entry(key);
+                return None;
+            }
             Err(e) => {
                 // Store read failure: put it back for a later attempt; the store is degraded
                 // until a recovery attempt works.
@@ -169,27 +252,33 @@ impl<S: Store> Agent<S> {
         // The bytes were CRC-checked when they arrived (or built here) and the store checks its own
         // integrity, so the block CRCs are not recomputed on the way out.
         let trusted = DecodeLimits::trusted_store();
-        let stored = data.clone();
-        let Some(mut bundle) = data.and_then(|d| Bundle::decode_with_limits(d, &trusted).ok())
-        else {
-            self.finish_entry(key);
+        let Some((mut head, payload_at)) = self.read_head(key, &stored, &trusted) else {
             return None;
         };
         if let Some(&limit) = self.neighbour_limits.get(&neighbour) {
-            let too_large = bundle.encoded_len() as u64 > limit;
-            let may = !bundle
+            let too_large = stored.len() > limit;
+            let may = !head
                 .primary()
                 .flags
                 .contains(BundleFlags::MUST_NOT_FRAGMENT);
-            if too_large && may && self.refragment(now, key, &bundle, limit) {
-                return None;
+            if too_large && may {
+                // Rare (a neighbour with a smaller limit than the bundle): read whole here.
+                let whole = stored
+                    .read()
+                    .ok()
+                    .and_then(|d| Bundle::decode_with_limits(d, &trusted).ok());
+                if let Some(bundle) = whole {
+                    if self.refragment(now, key, &bundle, limit) {
+                        return None;
+                    }
+                }
             }
         }
-        let renamed = bundle.set_previous_node(&self.node_eid);
-        let aged = bundle.add_bundle_age(now.saturating_sub(received_at));
-        let hops = bundle.increment_hop_count();
+        let renamed = head.set_previous_node(&self.node_eid);
+        let aged = head.add_bundle_age(now.saturating_sub(received_at));
+        let hops = head.increment_hop_count();
         // A bundle this node created (stored with itself as previous node, without hop count or
-        // age block) leaves exactly as stored: no re-encode, no copy.
+        // age block) leaves exactly as stored: no new head.
         let unchanged = !renamed && matches!(aged, Ok(None)) && matches!(hops, Ok(None));
         let over = matches!(hops, Ok(Some(h)) if h.exceeded()) || hops.is_err() || aged.is_err();
         if over {
@@ -215,18 +304,63 @@ impl<S: Store> Agent<S> {
             }
             return None;
         }
+        let new_head = if unchanged {
+            None
+        } else {
+            let Some(h) = head.encode_head() else {
+                self.finish_entry(key);
+                return None;
+            };
+            Some((Bytes::from(h), payload_at))
+        };
         if let Some(e) = self.entries.get_mut(&key) {
             e.state = State::InFlight(neighbour);
         }
-        let bundle = match stored {
-            Some(bytes) if unchanged => bytes,
-            _ => Bytes::from(bundle.encode()),
-        };
-        Some(Forward {
+        Some(ForwardRef {
             neighbour,
             key,
-            bundle,
+            bundle: HopBundle::stored(key, stored, new_head),
         })
+    }
+
+    /// The head of a stored bundle (its blocks in front of the payload, see
+    /// [`Bundle::decode_head`]) and the offset of its payload block: decoded from the first
+    /// [`HEAD_READ_BYTES`] (all of it only when the head is longer). `None` when the bundle was
+    /// dropped as undecodable, or could not be read (then it is queued again and the store is
+    /// degraded): a head that does not decode is confirmed by a full, CRC-checked read before
+    /// the bundle is given up, so a damaged store never deletes a bundle.
+    fn read_head(
+        &mut self,
+        key: BundleKey,
+        stored: &crate::store::StoredBytes,
+        trusted: &DecodeLimits,
+    ) -> Option<(Bundle, usize)> {
+        let prefix = match stored.prefix(HEAD_READ_BYTES) {
+            Ok(p) => p,
+            Err(e) => {
+                self.store_failed(&e);
+                self.enqueue_unrouted(key);
+                return None;
+            }
+        };
+        if let Ok(h) = Bundle::decode_head(&prefix, trusted) {
+            return Some(h);
+        }
+        let whole = match stored.read() {
+            Ok(w) => w,
+            Err(e) => {
+                self.store_failed(&e);
+                self.enqueue_unrouted(key);
+                return None;
+            }
+        };
+        match Bundle::decode_head(&whole, trusted) {
+            Ok(h) => Some(h),
+            Err(_) => {
+                self.finish_entry(key);
+                None
+            }
+        }
     }
 
     /// The convergence layer's verdict on a bundle from [`Agent::poll_transmit`]. `Sent`: the

@@ -3,7 +3,7 @@
 use bpv7::{AdminRecord, BundleId, CrcType, Eid};
 use bytes::Bytes;
 
-use crate::store::{BundleKey, StoreError};
+use crate::store::{BundleKey, StoreError, StoredBytes};
 use crate::NodeNum;
 
 /// DTN time: milliseconds since 2000-01-01T00:00:00Z (RFC 9171). Drivers pass it in; the agent
@@ -275,6 +275,103 @@ pub struct Forward {
     pub key: BundleKey,
     /// The encoded bundle for this hop (previous node, bundle age, hop count updated).
     pub bundle: Bytes,
+}
+
+/// A bundle to hand to a convergence layer whose bytes the agent did not read
+/// ([`crate::Agent::poll_transmit_ref`]): the thread that sends it gets them with
+/// [`HopBundle::into_bytes`].
+#[derive(Debug, Clone)]
+pub struct ForwardRef {
+    /// The neighbour to send it to.
+    pub neighbour: NodeNum,
+    /// Its key; pass it (as token) back in [`crate::Agent::cla_result`], or in
+    /// [`crate::Agent::cla_unreadable`] when [`HopBundle::into_bytes`] fails.
+    pub key: BundleKey,
+    /// The bundle for this hop, by reference to what the store holds.
+    pub bundle: HopBundle,
+}
+
+/// The bytes of a bundle for one hop, described rather than built: the stored bundle (in memory,
+/// or a handle on the store's segment file, see [`StoredBytes`]), and, when a block changed for
+/// this hop (previous node, bundle age, hop count), the head the agent encoded anew to replace
+/// the stored one in front of the payload block. The agent reads at most the head of a stored
+/// bundle and never copies its payload; [`HopBundle::into_bytes`], on the convergence layer's
+/// thread, reads what the store did not hold in memory, checks it against the store's CRC and
+/// writes the new head in front — the bytes [`Forward::bundle`] would have held.
+#[derive(Debug, Clone)]
+pub struct HopBundle {
+    key: BundleKey,
+    stored: StoredBytes,
+    /// The new head and the offset of the payload block in the stored bytes (where the stored
+    /// bytes take over from the new head).
+    head: Option<(Bytes, usize)>,
+}
+
+impl HopBundle {
+    /// Bytes ready to send as they are.
+    pub fn ready(key: BundleKey, bytes: Bytes) -> Self {
+        HopBundle {
+            key,
+            stored: StoredBytes::Ready(bytes),
+            head: None,
+        }
+    }
+
+    /// The stored bundle, sent as stored (`head: None`) or with its first `payload_at` bytes
+    /// replaced by `head`.
+    pub(crate) fn stored(
+        key: BundleKey,
+        stored: StoredBytes,
+        head: Option<(Bytes, usize)>,
+    ) -> Self {
+        HopBundle { key, stored, head }
+    }
+
+    /// Length of the bundle for this hop.
+    pub fn len(&self) -> u64 {
+        match &self.head {
+            None => self.stored.len(),
+            Some((h, at)) => (h.len() as u64) + self.stored.len().saturating_sub(*at as u64),
+        }
+    }
+
+    /// True for an empty bundle (never produced by the agent).
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The bytes, when they are in memory and leave as they are (nothing to read or assemble).
+    pub fn as_ready(&self) -> Option<&Bytes> {
+        match (&self.stored, &self.head) {
+            (StoredBytes::Ready(b), None) => Some(b),
+            _ => None,
+        }
+    }
+
+    /// The bundle for this hop: the stored bytes (read and checked against the store's CRC if
+    /// the store did not hold them in memory; one positioned read, or a mapping from 16 MiB on),
+    /// behind the new head if there is one (one copy into a new buffer). An error leaves the
+    /// stored bundle as it is: report it with [`crate::Agent::cla_unreadable`], which keeps the
+    /// bundle and forwards it again once the store is readable.
+    pub fn into_bytes(self) -> Result<Bytes, StoreError> {
+        let stored = self.stored.read()?;
+        let Some((head, at)) = self.head else {
+            return Ok(stored);
+        };
+        let Some(tail) = stored.get(at..) else {
+            return Err(StoreError::CorruptData {
+                key: self.key,
+                reason: format!(
+                    "stored bundle of {} bytes is shorter than its head ({at} bytes) read before",
+                    stored.len()
+                ),
+            });
+        };
+        let mut out = bytes::BytesMut::with_capacity(head.len() + tail.len());
+        out.extend_from_slice(&head);
+        out.extend_from_slice(tail);
+        Ok(out.freeze())
+    }
 }
 
 /// Result of handing a bundle to a convergence layer.

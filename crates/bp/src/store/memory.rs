@@ -111,6 +111,10 @@ impl Store for MemoryStore {
         Ok(())
     }
 
+    fn locate(&mut self, key: BundleKey) -> Result<Option<super::StoredBytes>, StoreError> {
+        Ok(self.data(key)?.map(super::StoredBytes::Ready))
+    }
+
     fn data(&mut self, key: BundleKey) -> Result<Option<Bytes>, StoreError> {
         Ok(self.bundles.get(&key).map(|(_, d)| d.clone()))
     }

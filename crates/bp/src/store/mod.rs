@@ -231,6 +231,110 @@ pub enum StoreError {
     },
 }
 
+/// A stored bundle's bytes as the store hands them out for sending ([`Store::locate`]): in
+/// memory already, or a handle the thread that sends them reads them with.
+#[derive(Debug, Clone)]
+pub enum StoredBytes {
+    /// In memory: the hot cache, an inline record, a memory store.
+    Ready(Bytes),
+    /// Not in memory: read (and checked against the store's CRC) by [`StoredRead::read`],
+    /// on whichever thread needs the bytes.
+    Deferred(StoredRead),
+}
+
+impl StoredBytes {
+    /// Length of the stored bundle.
+    pub fn len(&self) -> u64 {
+        match self {
+            StoredBytes::Ready(b) => b.len() as u64,
+            StoredBytes::Deferred(r) => r.len(),
+        }
+    }
+
+    /// True for an empty record (never a valid bundle).
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The bytes: as they are, or read and checked now (see [`StoredRead::read`]).
+    pub fn read(&self) -> Result<Bytes, StoreError> {
+        match self {
+            StoredBytes::Ready(b) => Ok(b.clone()),
+            StoredBytes::Deferred(r) => r.read(),
+        }
+    }
+
+    /// The first `n` bytes (fewer if the bundle is shorter); a deferred read of them is not
+    /// checked against the store's CRC, which covers the whole record (see
+    /// [`StoredRead::read_prefix`]).
+    pub fn prefix(&self, n: usize) -> Result<Bytes, StoreError> {
+        match self {
+            StoredBytes::Ready(b) => Ok(b.slice(..n.min(b.len()))),
+            StoredBytes::Deferred(r) => r.read_prefix(n),
+        }
+    }
+}
+
+/// A bundle in a store's segment log, to be read later by any thread: a reference (segment
+/// file, offset, length, CRC-32C) with the file open and the segment pinned, so the bytes it
+/// names stay in place until the handle is dropped, even if the bundle is deleted meanwhile.
+#[derive(Debug, Clone)]
+pub struct StoredRead {
+    key: BundleKey,
+    seg: segments::SegRead,
+}
+
+impl StoredRead {
+    fn new(key: BundleKey, seg: segments::SegRead) -> Self {
+        StoredRead { key, seg }
+    }
+
+    /// The bundle's key.
+    pub fn key(&self) -> BundleKey {
+        self.key
+    }
+
+    /// Length of the stored bundle.
+    pub fn len(&self) -> u64 {
+        self.seg.len()
+    }
+
+    /// True for an empty record.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Reads the bundle and checks it against the CRC-32C recorded when it was stored (one
+    /// positioned read into a new buffer, or a mapping of the page cache from 16 MiB on). A
+    /// mismatch is [`StoreError::CorruptData`] naming the key; a failed read is
+    /// [`StoreError::Io`]. Nothing is changed in the store either way.
+    pub fn read(&self) -> Result<Bytes, StoreError> {
+        self.seg.read().map_err(|e| read_error(self.key, e))
+    }
+
+    /// The first `n` bytes (fewer if the bundle is shorter), *not* checked against the CRC,
+    /// which covers the whole record: for decisions that a later [`StoredRead::read`] of the
+    /// whole bundle confirms before any byte leaves (a node reads a bundle's head to decide what
+    /// to change for the next hop; the convergence layer reads and checks all of it).
+    pub fn read_prefix(&self, n: usize) -> Result<Bytes, StoreError> {
+        self.seg.read_prefix(n).map_err(|e| read_error(self.key, e))
+    }
+}
+
+/// A segment-log read failure as the store reports it, naming the bundle.
+fn read_error(key: BundleKey, e: segments::ReadError) -> StoreError {
+    match e {
+        segments::ReadError::Io(e) => StoreError::Io(e),
+        segments::ReadError::OutOfBounds(reason) => StoreError::CorruptData { key, reason },
+        segments::ReadError::Checksum { expected, actual } => StoreError::CorruptData {
+            key,
+            reason: format!(
+                "payload CRC-32C {actual:#010x} does not match the recorded {expected:#010x}"
+            ),
+        },
+    }
+}
+
 /// The persistence interface of the agent.
 ///
 /// Contract: [`Store::commit`] applies a batch atomically and durably (for persistent backends the
@@ -245,6 +349,11 @@ pub trait Store {
     fn commit(&mut self, batch: &Batch) -> Result<(), StoreError>;
     /// The encoded bundle stored under `key`, if any.
     fn data(&mut self, key: BundleKey) -> Result<Option<Bytes>, StoreError>;
+    /// The encoded bundle stored under `key` for sending: in memory when the store holds it
+    /// there, else a handle that reads it later on the sending thread ([`StoredBytes`]). A
+    /// store without such handles returns [`Store::data`]'s bytes. (No default: a wrapper must
+    /// pass its inner store's on, or every send would be read on the agent's thread.)
+    fn locate(&mut self, key: BundleKey) -> Result<Option<StoredBytes>, StoreError>;
     /// Sum of the encoded lengths of the stored bundles.
     fn used_bytes(&self) -> u64;
     /// Number of stored bundles.
@@ -271,6 +380,9 @@ impl<S: Store + ?Sized> Store for Box<S> {
     }
     fn data(&mut self, key: BundleKey) -> Result<Option<Bytes>, StoreError> {
         (**self).data(key)
+    }
+    fn locate(&mut self, key: BundleKey) -> Result<Option<StoredBytes>, StoreError> {
+        (**self).locate(key)
     }
     fn used_bytes(&self) -> u64 {
         (**self).used_bytes()

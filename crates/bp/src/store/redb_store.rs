@@ -20,8 +20,11 @@ use bytes::Bytes;
 use redb::{Database, ReadableTable, ReadableTableMetadata, TableDefinition};
 
 use super::hot_cache::HotCache;
-use super::segments::{ReadError, SegRef, SegmentLog, Undo};
-use super::{Batch, BundleKey, BundleMeta, Op, Stager, Store, StoreContents, StoreError};
+use super::segments::{SegRef, SegmentLog, Undo};
+use super::{
+    Batch, BundleKey, BundleMeta, Op, Stager, Store, StoreContents, StoreError, StoredBytes,
+    StoredRead,
+};
 
 const META: TableDefinition<u64, &[u8]> = TableDefinition::new("bundle_meta");
 const DATA: TableDefinition<u64, &[u8]> = TableDefinition::new("bundle_data");
@@ -522,6 +525,19 @@ impl Store for RedbStore {
         Ok(())
     }
 
+    fn locate(&mut self, key: BundleKey) -> Result<Option<StoredBytes>, StoreError> {
+        if let Some(d) = self.hot.get(key.0) {
+            return Ok(Some(StoredBytes::Ready(d)));
+        }
+        match self.index.get(&key.0).copied() {
+            Some(Loc::Segment(r)) => match self.segments.reader(&r) {
+                Ok(seg) => Ok(Some(StoredBytes::Deferred(StoredRead::new(key, seg)))),
+                Err(e) => Err(super::read_error(key, e)),
+            },
+            _ => Ok(self.data(key)?.map(StoredBytes::Ready)),
+        }
+    }
+
     fn data(&mut self, key: BundleKey) -> Result<Option<Bytes>, StoreError> {
         if let Some(d) = self.hot.get(key.0) {
             return Ok(Some(d));
@@ -530,14 +546,7 @@ impl Store for RedbStore {
             None => Ok(None),
             Some(Loc::Segment(r)) => match self.segments.read(&r) {
                 Ok(b) => Ok(Some(b)),
-                Err(ReadError::Io(e)) => Err(StoreError::Io(e)),
-                Err(ReadError::OutOfBounds(reason)) => Err(StoreError::CorruptData { key, reason }),
-                Err(ReadError::Checksum { expected, actual }) => Err(StoreError::CorruptData {
-                    key,
-                    reason: format!(
-                        "payload CRC-32C {actual:#010x} does not match the recorded {expected:#010x}"
-                    ),
-                }),
+                Err(e) => Err(super::read_error(key, e)),
             },
             Some(Loc::Inline(_)) => {
                 let txn = self.db()?.begin_read().map_err(db_err)?;

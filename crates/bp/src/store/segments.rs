@@ -99,7 +99,7 @@ struct SegInfo {
 #[derive(Debug)]
 struct Active {
     id: u64,
-    file: File,
+    file: Arc<File>,
 }
 
 /// What a failed metadata commit must undo: the length each touched segment had before.
@@ -145,7 +145,7 @@ pub(crate) struct SegmentLog {
     segs: BTreeMap<u64, SegInfo>,
     active: Option<Active>,
     next_id: u64,
-    readers: HashMap<u64, File>,
+    readers: HashMap<u64, Arc<File>>,
     /// Dead segments kept on disk for reuse (see [`SegmentLog::reap`]).
     spares: Vec<u64>,
     /// One pin per segment with mapped payloads ([`MAP_MIN_BYTES`]); a clone lives in each
@@ -294,7 +294,10 @@ impl SegmentLog {
         };
         self.next_id += 1;
         self.segs.insert(id, SegInfo::default());
-        Ok(Active { id, file })
+        Ok(Active {
+            id,
+            file: Arc::new(file),
+        })
     }
 
     /// Takes a finished staging file of `len` bytes into the log as a sealed segment (renamed,
@@ -461,6 +464,13 @@ impl SegmentLog {
     /// Reads a referenced payload into a buffer of exactly its length (one positioned read) and
     /// checks its CRC-32C. The length is checked against the segment's extent before allocating.
     pub(crate) fn read(&mut self, r: &SegRef) -> Result<Bytes, ReadError> {
+        self.reader(r)?.read()
+    }
+
+    /// A handle that reads a referenced payload later, on any thread ([`SegRead::read`]): the
+    /// reference checked against the segment's extent, the open segment file, and the pin that
+    /// keeps the segment from being reused or unlinked until the handle is dropped.
+    pub(crate) fn reader(&mut self, r: &SegRef) -> Result<SegRead, ReadError> {
         let extent = self.segs.get(&r.seg).map(|s| s.len);
         let ok = matches!((extent, r.end()), (Some(x), Some(end)) if end <= x);
         if !ok {
@@ -472,43 +482,83 @@ impl SegmentLog {
                 extent.map_or("missing".to_string(), |x| format!("{x} bytes")),
             )));
         }
-        let len = usize::try_from(r.len)
+        usize::try_from(r.len)
             .map_err(|_| ReadError::OutOfBounds(format!("length {} too large", r.len)))?;
         let file = match self.active.as_ref().filter(|a| a.id == r.seg) {
-            Some(a) => &a.file,
+            Some(a) => Arc::clone(&a.file),
             None => {
                 if !self.readers.contains_key(&r.seg) {
                     if self.readers.len() >= MAX_READERS {
                         self.readers.clear();
                     }
                     let f = File::open(self.dir.join(seg_name(r.seg))).map_err(ReadError::Io)?;
-                    self.readers.insert(r.seg, f);
+                    self.readers.insert(r.seg, Arc::new(f));
                 }
-                self.readers.get(&r.seg).ok_or_else(|| {
+                self.readers.get(&r.seg).cloned().ok_or_else(|| {
                     ReadError::Io(std::io::Error::other("segment reader vanished"))
                 })?
             }
         };
+        let pin = Arc::clone(self.pins.entry(r.seg).or_default());
+        Ok(SegRead { file, r: *r, pin })
+    }
+}
+
+/// A payload of the segment log to be read later, possibly by another thread (see
+/// [`SegmentLog::reader`]). While it lives, its segment is neither reused nor unlinked, so the
+/// range it names keeps the bytes that were committed there.
+#[derive(Debug, Clone)]
+pub(crate) struct SegRead {
+    file: Arc<File>,
+    r: SegRef,
+    pin: Arc<()>,
+}
+
+impl SegRead {
+    /// The payload's length.
+    pub(crate) fn len(&self) -> u64 {
+        self.r.len
+    }
+
+    /// Reads the payload and checks its CRC-32C: mapped from [`MAP_MIN_BYTES`] on, else into a
+    /// buffer of exactly its length (one positioned read).
+    pub(crate) fn read(&self) -> Result<Bytes, ReadError> {
+        let r = &self.r;
+        let len = usize::try_from(r.len)
+            .map_err(|_| ReadError::OutOfBounds(format!("length {} too large", r.len)))?;
         if len >= MAP_MIN_BYTES {
-            // SAFETY: the range lies inside the segment's written extent (checked above), and
-            // nothing truncates or rewrites a committed payload's range while the store runs: a
-            // segment is appended to only past its extent, and reused or unlinked only once no
-            // reference and no pin (held by this mapping) remains. The mapping is read-only.
+            // SAFETY: the range lies inside the segment's written extent (checked when the
+            // handle was made), and nothing truncates or rewrites a committed payload's range
+            // while the store runs: a segment is appended to only past its extent, and reused or
+            // unlinked only once no reference and no pin (held by this handle and the mapping)
+            // remains. The mapping is read-only.
             let map = unsafe {
                 memmap2::MmapOptions::new()
                     .offset(r.offset)
                     .len(len)
                     .populate()
-                    .map(file)
+                    .map(&*self.file)
             }
             .map_err(ReadError::Io)?;
             check_crc(&map, r)?;
-            let pin = Arc::clone(self.pins.entry(r.seg).or_default());
-            return Ok(Bytes::from_owner(Mapped { map, _pin: pin }));
+            return Ok(Bytes::from_owner(Mapped {
+                map,
+                _pin: Arc::clone(&self.pin),
+            }));
         }
-        let buf = read_new_buffer_at(file, len, r.offset).map_err(ReadError::Io)?;
+        let buf = read_new_buffer_at(&self.file, len, r.offset).map_err(ReadError::Io)?;
         check_crc(&buf, r)?;
         Ok(buf.freeze())
+    }
+
+    /// The first `n` bytes of the payload (fewer if it is shorter), without the CRC check
+    /// (which covers the whole payload: [`SegRead::read`] makes it before any byte is used
+    /// beyond a decision that the full read confirms).
+    pub(crate) fn read_prefix(&self, n: usize) -> Result<Bytes, ReadError> {
+        let len = usize::try_from(self.r.len).unwrap_or(usize::MAX).min(n);
+        read_new_buffer_at(&self.file, len, self.r.offset)
+            .map(BytesMut::freeze)
+            .map_err(ReadError::Io)
     }
 }
 

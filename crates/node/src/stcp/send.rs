@@ -145,6 +145,18 @@ impl Conn<'_> {
         while self.framer.queued_bytes() < OUT_WINDOW {
             match self.rx.try_recv() {
                 Ok(ToSession::Send { token, bundle }) => {
+                    // The stored bytes are read and checked against the store's CRC here, on
+                    // this connection's thread, not on the agent's.
+                    let bundle = match bundle.into_bytes() {
+                        Ok(b) => b,
+                        Err(error) => {
+                            let _ = self
+                                .shared
+                                .agent
+                                .send(AgentInput::Cla(FromCla::Unreadable { token, error }));
+                            continue;
+                        }
+                    };
                     let len = bundle.len();
                     if let Err(e) = self.framer.send_bundle(token, bundle) {
                         self.shared

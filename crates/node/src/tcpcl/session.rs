@@ -158,7 +158,7 @@ struct Driver<'a> {
     peer: Option<u64>,
     established: bool,
     /// Bundles the session could not queue yet.
-    waiting: VecDeque<(u64, Bytes)>,
+    waiting: VecDeque<(u64, bp::HopBundle)>,
     outgoing: HashMap<u64, Outgoing>,
     /// Results to report later (refusals), by due time.
     delayed: VecDeque<(Instant, u64)>,
@@ -166,6 +166,8 @@ struct Driver<'a> {
     done_failed: Vec<u64>,
     /// Bundles the peer refused for lack of resources (the agent backs off).
     done_refused: Vec<u64>,
+    /// Bundles whose stored bytes could not be read here (the agent keeps them).
+    done_unreadable: Vec<(u64, bp::StoreError)>,
     /// Bundles received in this turn with their transfer ids: handed to the agent together
     /// (one store commit), whose answers release the held final acknowledgments.
     received: Vec<(u64, Bytes, Option<StagedPiece>)>,
@@ -269,6 +271,7 @@ pub(crate) fn run_session(
         delayed: VecDeque::new(),
         done_ok: Vec::new(),
         done_failed: Vec::new(),
+        done_unreadable: Vec::new(),
         done_refused: Vec::new(),
         received: Vec::new(),
         out: Vec::new(),
@@ -569,14 +572,25 @@ impl Driver<'_> {
         if !self.established {
             return;
         }
-        while let Some((token, bundle)) = self.waiting.pop_front() {
+        while let Some((token, hop)) = self.waiting.pop_front() {
+            // The stored bytes are read and checked against the store's CRC here, on the
+            // session's thread, not on the agent's.
+            let bundle = match hop.into_bytes() {
+                Ok(b) => b,
+                Err(e) => {
+                    self.done_unreadable.push((token, e));
+                    continue;
+                }
+            };
             match self.session.send_bundle(bundle.clone(), token) {
                 Ok(_) => {
                     self.outgoing.entry(token).or_default().parts_left += 1;
                     self.shared.counters.transfers_sent.fetch_add(1, Relaxed);
                 }
                 Err(SendError::QueueFull) => {
-                    self.waiting.push_front((token, bundle));
+                    let key = bp::BundleKey::from_token(token);
+                    self.waiting
+                        .push_front((token, bp::HopBundle::ready(key, bundle)));
                     return;
                 }
                 Err(SendError::TooLarge { mru, .. }) => self.send_fragmented(token, bundle, mru),
@@ -876,6 +890,12 @@ impl Driver<'_> {
                 .shared
                 .agent
                 .send(AgentInput::Cla(FromCla::Refused { tokens }));
+        }
+        for (token, error) in self.done_unreadable.drain(..) {
+            let _ = self
+                .shared
+                .agent
+                .send(AgentInput::Cla(FromCla::Unreadable { token, error }));
         }
     }
 
