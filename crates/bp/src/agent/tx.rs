@@ -252,9 +252,7 @@ impl<S: Store> Agent<S> {
         // The bytes were CRC-checked when they arrived (or built here) and the store checks its own
         // integrity, so the block CRCs are not recomputed on the way out.
         let trusted = DecodeLimits::trusted_store();
-        let Some((mut head, payload_at)) = self.read_head(key, &stored, &trusted) else {
-            return None;
-        };
+        let (mut head, payload_at) = self.read_head(key, &stored, &trusted)?;
         if let Some(&limit) = self.neighbour_limits.get(&neighbour) {
             let too_large = stored.len() > limit;
             let may = !head
