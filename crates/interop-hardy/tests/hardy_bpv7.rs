@@ -622,15 +622,18 @@ fn ipn_numbers_beyond_32_bits() {
 /// `:` and `@` in a dtn node name (not in a URI reg-name): both codecs refuse them, on the wire.
 #[test]
 fn dtn_node_name_characters() {
-    for name in ["a:b", "a@b", "a%4", "a%zz"] {
+    // `:` and `@` are refused by both; a broken percent escape is refused by us and taken by Hardy as it stands (a
+    // known difference, docs/interop.md "Hardy (ESA)"): if either side changes, this fails.
+    for (name, hardy_refuses) in [("a:b", true), ("a@b", true), ("a%4", false), ("a%zz", false)] {
         assert!(bpv7::Eid::dtn(name, "x").is_err(), "we took dtn://{name}/x");
         // `[1, "//name/x"]`, written by hand since our encoder cannot make it.
         let ssp = format!("//{name}/x");
         let mut cbor = vec![0x82, 0x01, 0x60 | ssp.len() as u8];
         cbor.extend_from_slice(ssp.as_bytes());
-        assert!(
+        assert_eq!(
             hardy_cbor::decode::parse::<hardy_bpv7::eid::Eid>(&cbor).is_err(),
-            "Hardy accepted dtn://{name}/x"
+            hardy_refuses,
+            "Hardy's answer to dtn://{name}/x changed"
         );
         let b = Bytes::from(cbor);
         let mut r = bpv7::cbor::Reader::new(&b, 0);
