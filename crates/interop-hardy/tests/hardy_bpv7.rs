@@ -624,7 +624,12 @@ fn ipn_numbers_beyond_32_bits() {
 fn dtn_node_name_characters() {
     // `:` and `@` are refused by both; a broken percent escape is refused by us and taken by Hardy as it stands (a
     // known difference, docs/interop.md "Hardy (ESA)"): if either side changes, this fails.
-    for (name, hardy_refuses) in [("a:b", true), ("a@b", true), ("a%4", false), ("a%zz", false)] {
+    for (name, hardy_refuses) in [
+        ("a:b", true),
+        ("a@b", true),
+        ("a%4", false),
+        ("a%zz", false),
+    ] {
         assert!(bpv7::Eid::dtn(name, "x").is_err(), "we took dtn://{name}/x");
         // `[1, "//name/x"]`, written by hand since our encoder cannot make it.
         let ssp = format!("//{name}/x");
