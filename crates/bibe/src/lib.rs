@@ -87,6 +87,7 @@
 mod engine;
 pub mod error;
 pub mod pdu;
+pub mod settings;
 
 pub use engine::{
     BibeCounters, CustodyRequest, DtnTime, Encapsulated, Engine, EngineConfig, Event, Handled,

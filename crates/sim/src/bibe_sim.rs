@@ -117,20 +117,13 @@ pub(crate) fn validate(
         ));
     }
     if let Some(b) = &n.bibe {
-        if !(1..=bibe::pdu::MAX_SIGNAL_RANGES).contains(&(b.max_signal_ids as u64)) {
-            return Err(invalid(
-                format!("node[{i}].bibe.max_signal_ids"),
-                b.max_signal_ids,
-                &format!("1..={}", bibe::pdu::MAX_SIGNAL_RANGES),
-            ));
-        }
-        if b.max_custody_bundles == 0 || b.max_custody_bytes == 0 {
-            return Err(invalid(
-                format!("node[{i}].bibe.max_custody_bundles"),
-                "0",
-                "at least one bundle and one byte in custody",
-            ));
-        }
+        bibe::settings::check_engine(
+            b.signal_delay_ms,
+            b.max_signal_ids,
+            b.max_custody_bundles,
+            b.max_custody_bytes,
+        )
+        .map_err(|e| invalid(format!("node[{i}].bibe.{}", e.field), e.value, &e.expected))?;
     }
     for (k, p) in n.bibe_peers.iter().enumerate() {
         let f = |name: &str| format!("node[{i}].bibe_peer[{k}].{name}");
@@ -163,16 +156,8 @@ pub(crate) fn validate(
                 "a far end whose own node is not routed through the tunnel (its BPDUs would loop)",
             ));
         }
-        if !(10..=86_400_000).contains(&p.custody_timer_ms) {
-            return Err(invalid(
-                f("custody_timer_ms"),
-                p.custody_timer_ms,
-                "10..=86400000 ms",
-            ));
-        }
-        if p.lifetime_ms == 0 {
-            return Err(invalid(f("lifetime_ms"), 0, "a lifetime of at least 1 ms"));
-        }
+        bibe::settings::check_tunnel(p.custody, p.custody_timer_ms, p.lifetime_ms)
+            .map_err(|e| invalid(f(e.field), e.value, &e.expected))?;
     }
     Ok(())
 }

@@ -116,30 +116,13 @@ pub(crate) fn validate_bibe(
         return Ok((None, Vec::new()));
     }
     let s = section.cloned().unwrap_or_default();
-    if !(1..=::bibe::pdu::MAX_SIGNAL_RANGES as usize).contains(&s.max_signal_ids) {
-        return Err(err(
-            file,
-            "bibe.max_signal_ids",
-            s.max_signal_ids,
-            "1 to 16384",
-        ));
-    }
-    if s.signal_delay_ms > 3_600_000 {
-        return Err(err(
-            file,
-            "bibe.signal_delay_ms",
-            s.signal_delay_ms,
-            "at most 3600000 ms (and well below the peers' custody timers)",
-        ));
-    }
-    if s.max_custody_bundles == 0 || s.max_custody_bytes == 0 {
-        return Err(err(
-            file,
-            "bibe.max_custody_bundles",
-            format!("{} ({} bytes)", s.max_custody_bundles, s.max_custody_bytes),
-            "a non-zero number of bundles and bytes",
-        ));
-    }
+    ::bibe::settings::check_engine(
+        s.signal_delay_ms,
+        s.max_signal_ids,
+        s.max_custody_bundles,
+        s.max_custody_bytes,
+    )
+    .map_err(|e| err(file, &format!("bibe.{}", e.field), e.value, &e.expected))?;
     let mut out = Vec::new();
     for (i, p) in peers.iter().enumerate() {
         let f = |k: &str| format!("bibe_peer[{i}].{k}");
@@ -187,17 +170,8 @@ pub(crate) fn validate_bibe(
             }
             _ => {}
         }
-        if p.custody && !(10..=86_400_000).contains(&p.custody_timer_ms) {
-            return Err(err(
-                file,
-                &f("custody_timer_ms"),
-                p.custody_timer_ms,
-                "10 to 86400000 ms",
-            ));
-        }
-        if p.lifetime_ms == 0 {
-            return Err(err(file, &f("lifetime_ms"), 0, "a lifetime above 0 ms"));
-        }
+        ::bibe::settings::check_tunnel(p.custody, p.custody_timer_ms, p.lifetime_ms)
+            .map_err(|e| err(file, &f(e.field), e.value, &e.expected))?;
         out.push(BibePeer {
             peer: p.peer,
             endpoint,
