@@ -17,6 +17,11 @@ const T0: u64 = 800_000_000_000;
 /// Bundles created at node 1 for node 3 (hop limit 9), as node 1 sends them (to node 2 in
 /// these tests: the bytes do not name the next hop).
 fn from_node_1(payload_lens: &[usize]) -> Vec<Bytes> {
+    from_node_1_with_hop_limit(payload_lens, 9)
+}
+
+/// As [`from_node_1`], with hop limit `limit`.
+fn from_node_1_with_hop_limit(payload_lens: &[usize], limit: u64) -> Vec<Bytes> {
     let mut a = Agent::open(AgentConfig::new(1), MemoryStore::new(), T0).expect("open");
     a.link_up(T0, 3, 1_000_000_000);
     let reqs = payload_lens
@@ -25,7 +30,7 @@ fn from_node_1(payload_lens: &[usize]) -> Vec<Bytes> {
             let p = Bytes::from((0..n).map(|i| (i * 13 + n) as u8).collect::<Vec<u8>>());
             let mut r = SendRequest::new(Eid::ipn(1, 1), Eid::ipn(3, 7), p);
             r.lifetime_ms = 3_600_000;
-            r.hop_limit = Some(9);
+            r.hop_limit = Some(limit);
             r
         })
         .collect();
@@ -175,6 +180,31 @@ fn stored_bytes_gone_bad_are_refused_by_the_reading_side_and_the_bundle_is_kept(
     assert_eq!(&f.bundle[..], &full_re_encode(&wires[0], later - T0)[..]);
     a.cla_result(later, f.key, bp::ClaOutcome::Sent)
         .expect("sent");
+    assert_eq!(a.status().stored_bundles, 0);
+}
+
+#[test]
+fn a_deletion_decided_on_the_unchecked_head_waits_for_the_whole_record_to_pass_its_crc() {
+    // Hop limit 1: node 2's forwarding would exceed it, so the bundle is deleted, a decision the
+    // agent takes from the head it read without the store's CRC check.
+    let wires = from_node_1_with_hop_limit(&[50_000], 1);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = dir.path().join("s.redb");
+    let mut a = node_2(&db, 0);
+    a.accept_from_cla(T0, Some(1), wires[0].clone())
+        .expect("accepted");
+    let seg = seg_file(&db);
+    flip(&seg, 30_000);
+    // Damaged record: nothing is deleted, the store is degraded, the bundle kept.
+    assert!(a.poll_transmit_ref(T0 + 5).is_none());
+    assert_eq!(a.status().stored_bundles, 1);
+    assert!(a.store_health().degraded().is_some());
+    // Repaired: after the recovery retry, the hop limit deletes it.
+    flip(&seg, 30_000);
+    let later = T0 + 5 + bp::StoreHealth::RETRY_FIRST_MS + 1;
+    a.handle_timeout(later).expect("recovery");
+    assert!(a.store_health().is_ok(), "{:?}", a.store_health());
+    assert!(a.poll_transmit_ref(later).is_none());
     assert_eq!(a.status().stored_bundles, 0);
 }
 

@@ -279,6 +279,11 @@ impl<S: Store> Agent<S> {
         // age block) leaves exactly as stored: no new head.
         let unchanged = !renamed && matches!(aged, Ok(None)) && matches!(hops, Ok(None));
         let over = matches!(hops, Ok(Some(h)) if h.exceeded()) || hops.is_err() || aged.is_err();
+        // The head came from an unchecked prefix: a deletion decided on it waits for the whole
+        // record to pass the store's CRC, so damaged bytes degrade the store, never delete a bundle.
+        if over && !self.stored_intact(key, &stored) {
+            return None;
+        }
         if over {
             if let Some(entry) = self.remove_entry(key) {
                 self.counters.hop_limit_exceeded += 1;
@@ -306,7 +311,9 @@ impl<S: Store> Agent<S> {
             None
         } else {
             let Some(h) = head.encode_head() else {
-                self.finish_entry(key);
+                if self.stored_intact(key, &stored) {
+                    self.finish_entry(key);
+                }
                 return None;
             };
             Some((Bytes::from(h), payload_at))
@@ -357,6 +364,19 @@ impl<S: Store> Agent<S> {
             Err(_) => {
                 self.finish_entry(key);
                 None
+            }
+        }
+    }
+
+    /// Whether a stored bundle's whole record passes the store's CRC; when it does not (or cannot be
+    /// read), the store is marked degraded and the bundle queued again, as for any failed read.
+    fn stored_intact(&mut self, key: BundleKey, stored: &crate::store::StoredBytes) -> bool {
+        match stored.read() {
+            Ok(_) => true,
+            Err(e) => {
+                self.store_failed(&e);
+                self.enqueue_unrouted(key);
+                false
             }
         }
     }
