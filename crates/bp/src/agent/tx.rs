@@ -188,6 +188,17 @@ impl<S: Store> Agent<S> {
         };
         self.clock = self.clock.max(now);
         self.store_failed(error);
+        self.release_failed(now, key, neighbour);
+        if let Some(e) = self.entries.get_mut(&key) {
+            e.state = State::Unrouted;
+            self.unreadable.push(key);
+        }
+        Ok(())
+    }
+
+    /// A forwarding to `neighbour` that did not happen: its booking on the route is released and
+    /// the `Failed` event logged (the caller decides where the bundle goes next).
+    fn release_failed(&mut self, now: DtnTime, key: BundleKey, neighbour: NodeNum) {
         let route = self.entries.get_mut(&key).and_then(|e| e.route.take());
         if let Some(e) = self.entries.get(&key) {
             let meta = e.meta.clone();
@@ -202,11 +213,6 @@ impl<S: Store> Agent<S> {
                 Some(key),
             );
         }
-        if let Some(e) = self.entries.get_mut(&key) {
-            e.state = State::Unrouted;
-            self.unreadable.push(key);
-        }
-        Ok(())
     }
 
     /// Pops the next (neighbour, bundle) to serve, round-robin over up links that are not
@@ -431,20 +437,7 @@ impl<S: Store> Agent<S> {
                     );
                     self.backoffs.refused(now, neighbour, first, max);
                 }
-                let route = self.entries.get_mut(&key).and_then(|e| e.route.take());
-                if let Some(e) = self.entries.get(&key) {
-                    let meta = e.meta.clone();
-                    if let Some(r) = route {
-                        self.routing.cgr.unbook(&r, meta.len);
-                    }
-                    self.event(
-                        now,
-                        BundleEventKind::Failed,
-                        &meta,
-                        Some(neighbour),
-                        Some(key),
-                    );
-                }
+                self.release_failed(now, key, neighbour);
                 self.enqueue_unrouted(key);
                 Ok(())
             }
