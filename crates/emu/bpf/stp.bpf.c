@@ -66,6 +66,26 @@ void stp_cong_avoid(u64 *ctx)
 	tp->snd_ssthresh = w;
 }
 
+#define TCP_CA_OPEN 0
+
+SEC("struct_ops/stp_set_state")
+void stp_set_state(u64 *ctx)
+{
+	struct sock *sk = (struct sock *)ARG(ctx, 0);
+	u8 new_state = (u8)ARG(ctx, 1);
+	struct tcp_sock *tp = tcp_sk(sk);
+	u32 w;
+
+	/* Leaving a recovery. The kernel sets the window to ssthresh (W) only when the recovery can still be
+	 * undone; otherwise it keeps the window proportional rate reduction left (W minus a few segments) until
+	 * the next ACK of new data calls cong_avoid. The window is W from the moment the connection is open. */
+	if (new_state != TCP_CA_OPEN)
+		return;
+	w = stp_window(sk);
+	tp->snd_cwnd = w;
+	tp->snd_ssthresh = w;
+}
+
 SEC("struct_ops/stp_ssthresh")
 u32 stp_ssthresh(u64 *ctx)
 {
@@ -83,6 +103,7 @@ SEC(".struct_ops")
 struct tcp_congestion_ops PASTE(stp, DTK_TAG) = {
 	.init = (void *)stp_init,
 	.cong_avoid = (void *)stp_cong_avoid,
+	.set_state = (void *)stp_set_state,
 	.ssthresh = (void *)stp_ssthresh,
 	.undo_cwnd = (void *)stp_undo_cwnd,
 	.flags = TCP_CONG_NON_RESTRICTED,
