@@ -12,9 +12,7 @@
 //! Custody-pending bundles stay "in flight" for the agent (and in the forwarding window,
 //! `[ltp] window_bytes`) until their custody signal, refusal or expiry.
 
-use bibe::{EngineConfig, TunnelConfig};
 use bp::AdminNotice;
-use bpv7::CrcType;
 use cla::{BibeCla, BibeSend};
 use client::status::BibeStatus;
 
@@ -30,25 +28,9 @@ pub(crate) fn build<S: bp::Store>(
     now: u64,
 ) -> Option<BibeCla> {
     let s = cfg.bibe.as_ref()?;
-    let mut ecfg = EngineConfig::new(bpv7::Eid::ipn(cfg.raw.node, 0));
-    ecfg.signal_delay_ms = s.signal_delay_ms;
-    ecfg.max_signal_ids = s.max_signal_ids;
-    ecfg.max_custody_bundles = s.max_custody_bundles;
-    ecfg.max_custody_bytes = s.max_custody_bytes;
-    let mut cla = BibeCla::new(ecfg, now);
+    let mut cla = BibeCla::new(s.engine_config(bpv7::Eid::ipn(cfg.raw.node, 0)), now);
     for p in &cfg.bibe_peers {
-        cla.add_tunnel(
-            now,
-            agent,
-            p.peer,
-            TunnelConfig {
-                endpoint: p.endpoint.clone(),
-                custody: p.custody,
-                custody_timer_ms: p.custody_timer_ms,
-                lifetime_ms: p.lifetime_ms,
-                crc: CrcType::Crc32c,
-            },
-        );
+        cla.add_tunnel(now, agent, p.peer, p.tunnel.clone());
     }
     // Custody pending when the node stopped: the same bundles leave under the same
     // transmission IDs (cla::BibeCla's module docs).

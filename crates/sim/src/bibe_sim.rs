@@ -14,91 +14,50 @@
 
 use std::collections::BTreeMap;
 
-use bibe::{EngineConfig, TunnelConfig};
+use bibe::settings::{EngineSection, TunnelSection};
 use bp::{Agent, ClaOutcome, Forward, MemoryStore};
-use bpv7::{Bundle, CrcType, Eid};
+use bpv7::{Bundle, Eid};
 use cla::{BibeCla, BibeSend};
 use serde::Deserialize;
 
 use crate::scenario::{invalid, Colour, NodeSection, ScenarioError};
 
 /// `[node.bibe]`: the node decapsulates BPDUs addressed to it (and, with `[[node.bibe_peer]]`,
-/// encapsulates). Names follow a real node's `[bibe]` section.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
+/// encapsulates). The keys are a real node's `[bibe]` ([`bibe::settings::EngineSection`], read by the
+/// same code) plus `bpdu_colour`.
+#[derive(Debug, Clone, Default)]
 pub struct BibeSection {
-    /// Aggregation delay of custody signals (ms).
-    #[serde(default = "default_signal_delay")]
-    pub signal_delay_ms: u64,
-    /// A signal leaves at once with this many transmission IDs (1..=16384).
-    #[serde(default = "default_max_signal_ids")]
-    pub max_signal_ids: usize,
-    /// Bundles waiting for a custody signal at this node, at most.
-    #[serde(default = "default_max_custody_bundles")]
-    pub max_custody_bundles: usize,
-    /// Bytes waiting for a custody signal at this node, at most.
-    #[serde(default = "default_max_custody_bytes")]
-    pub max_custody_bytes: u64,
+    /// The engine's settings, as a real node reads them.
+    pub engine: EngineSection,
     /// LTP colour of encapsulating bundles and custody signals this node sends (default red).
-    #[serde(default = "default_colour")]
     pub bpdu_colour: Colour,
 }
 
-impl Default for BibeSection {
-    fn default() -> Self {
-        BibeSection {
-            signal_delay_ms: default_signal_delay(),
-            max_signal_ids: default_max_signal_ids(),
-            max_custody_bundles: default_max_custody_bundles(),
-            max_custody_bytes: default_max_custody_bytes(),
-            bpdu_colour: default_colour(),
-        }
+impl<'de> Deserialize<'de> for BibeSection {
+    /// `bpdu_colour` is taken out, and the other keys go to the node's section type, which refuses
+    /// unknown ones.
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        use serde::de::Error;
+        let mut t = toml::Table::deserialize(d)?;
+        let bpdu_colour = match t.remove("bpdu_colour") {
+            Some(v) => v
+                .try_into::<Colour>()
+                .map_err(|e| D::Error::custom(format!("bpdu_colour: {}", e.message())))?,
+            None => Colour::Red,
+        };
+        let engine = toml::Value::Table(t)
+            .try_into::<EngineSection>()
+            .map_err(|e| D::Error::custom(e.message()))?;
+        Ok(BibeSection {
+            engine,
+            bpdu_colour,
+        })
     }
 }
 
-fn default_signal_delay() -> u64 {
-    100
-}
-fn default_max_signal_ids() -> usize {
-    1024
-}
-fn default_max_custody_bundles() -> usize {
-    4096
-}
-fn default_max_custody_bytes() -> u64 {
-    256 << 20
-}
-fn default_colour() -> Colour {
-    Colour::Red
-}
-fn default_custody() -> bool {
-    true
-}
-fn default_custody_timer() -> u64 {
-    30_000
-}
-fn default_lifetime() -> u64 {
-    86_400_000
-}
-
-/// `[[node.bibe_peer]]`: a tunnel, named by routes as neighbour `peer`.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct BibePeerSection {
-    /// The tunnel's virtual neighbour number (no node of the scenario has it).
-    pub peer: u64,
-    /// The decapsulating node's administrative endpoint, `"ipn:N.0"`.
-    pub endpoint: String,
-    /// Ask the far end to take custody (default true).
-    #[serde(default = "default_custody")]
-    pub custody: bool,
-    /// Retransmit a BPDU no custody signal named after this long (ms, default 30 s).
-    #[serde(default = "default_custody_timer")]
-    pub custody_timer_ms: u64,
-    /// Cap on an encapsulating bundle's lifetime (ms, default 1 day).
-    #[serde(default = "default_lifetime")]
-    pub lifetime_ms: u64,
-}
+/// `[[node.bibe_peer]]`: a tunnel, named by routes as neighbour `peer`; the keys of a real node's
+/// `[[bibe_peer]]`.
+pub type BibePeerSection = TunnelSection;
 
 /// Checks node `i`'s BIBE sections (`all`: every node number of the scenario; `linked`: the
 /// node's neighbours over `[[link]]`s).
@@ -117,13 +76,9 @@ pub(crate) fn validate(
         ));
     }
     if let Some(b) = &n.bibe {
-        bibe::settings::check_engine(
-            b.signal_delay_ms,
-            b.max_signal_ids,
-            b.max_custody_bundles,
-            b.max_custody_bytes,
-        )
-        .map_err(|e| invalid(format!("node[{i}].bibe.{}", e.field), e.value, &e.expected))?;
+        b.engine
+            .check()
+            .map_err(|e| invalid(format!("node[{i}].bibe.{}", e.field), e.value, &e.expected))?;
     }
     for (k, p) in n.bibe_peers.iter().enumerate() {
         let f = |name: &str| format!("node[{i}].bibe_peer[{k}].{name}");
@@ -156,7 +111,7 @@ pub(crate) fn validate(
                 "a far end whose own node is not routed through the tunnel (its BPDUs would loop)",
             ));
         }
-        bibe::settings::check_tunnel(p.custody, p.custody_timer_ms, p.lifetime_ms)
+        p.check_timers()
             .map_err(|e| invalid(f(e.field), e.value, &e.expected))?;
     }
     Ok(())
@@ -191,28 +146,12 @@ impl SimBibe {
         }
         let s = n.bibe.clone().unwrap_or_default();
         let local = Eid::ipn(n.number, 0);
-        let mut ecfg = EngineConfig::new(local.clone());
-        ecfg.signal_delay_ms = s.signal_delay_ms;
-        ecfg.max_signal_ids = s.max_signal_ids;
-        ecfg.max_custody_bundles = s.max_custody_bundles;
-        ecfg.max_custody_bytes = s.max_custody_bytes;
-        let mut cla = BibeCla::new(ecfg, now);
+        let mut cla = BibeCla::new(s.engine.engine_config(local.clone()), now);
         for p in &n.bibe_peers {
             let Ok(endpoint) = p.endpoint.parse::<Eid>() else {
                 continue; // refused by `validate`
             };
-            cla.add_tunnel(
-                now,
-                agent,
-                p.peer,
-                TunnelConfig {
-                    endpoint,
-                    custody: p.custody,
-                    custody_timer_ms: p.custody_timer_ms,
-                    lifetime_ms: p.lifetime_ms,
-                    crc: CrcType::Crc32c,
-                },
-            );
+            cla.add_tunnel(now, agent, p.peer, p.tunnel_config(endpoint));
         }
         cla.restore(agent);
         Some(SimBibe {

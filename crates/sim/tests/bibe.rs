@@ -15,8 +15,12 @@ const LIFETIME_S: f64 = 60.0;
 const OUTAGE: (f64, f64) = (10.0, 45.0);
 
 fn scenario(custody: bool) -> Scenario {
+    Scenario::from_toml_str(&scenario_text(custody), "bibe-chain", Path::new(".")).unwrap()
+}
+
+fn scenario_text(custody: bool) -> String {
     let (down, up) = OUTAGE;
-    let text = format!(
+    format!(
         r#"
 [sim]
 duration_s = 600.0
@@ -77,8 +81,7 @@ lifetime_s = {LIFETIME_S}
 data_colour = "red"
 ack_colour = "red"
 "#
-    );
-    Scenario::from_toml_str(&text, "bibe-chain", Path::new(".")).unwrap()
+    )
 }
 
 fn node(s: &Simulation, n: u64) -> &sim::Node {
@@ -187,8 +190,27 @@ fn bibe_sections_are_validated() {
     bad.nodes[0].bibe_peers[0].custody_timer_ms = 1;
     let e = bad.validate().unwrap_err().to_string();
     assert!(e.contains("custody_timer_ms"), "{e}");
-    let mut bad = base;
+    let mut bad = base.clone();
     bad.nodes[0].routes[0].dest = 2;
     let e = bad.validate().unwrap_err().to_string();
     assert!(e.contains("loop"), "{e}");
+    // The sections are a real node's (the same type reads both), plus the simulator's colour.
+    assert!(base.nodes[0].bibe.as_ref().unwrap().bpdu_colour == sim::scenario::Colour::Green);
+    assert_eq!(
+        base.nodes[1].bibe.as_ref().unwrap().engine.signal_delay_ms,
+        200
+    );
+    let parse = |from: &str, to: &str| {
+        let text = scenario_text(true).replacen(from, to, 1);
+        Scenario::from_toml_str(&text, "bibe-chain", Path::new("."))
+            .map(|_| ())
+            .unwrap_err()
+            .to_string()
+    };
+    let e = parse("signal_delay_ms = 200", "signal_delay = 200");
+    assert!(e.contains("signal_delay"), "{e}");
+    let e = parse("bpdu_colour = \"green\"", "bpdu_colour = \"blue\"");
+    assert!(e.contains("bpdu_colour") && e.contains("blue"), "{e}");
+    let e = parse("custody_timer_ms = 4000", "custody_timer = 4000");
+    assert!(e.contains("custody_timer"), "{e}");
 }

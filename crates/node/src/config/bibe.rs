@@ -10,98 +10,25 @@
 //! A node decapsulates BIBE records addressed to it when it has a `[bibe]` section or at least
 //! one `[[bibe_peer]]`.
 
+use ::bibe::settings::{EngineSection, TunnelSection};
+use ::bibe::TunnelConfig;
 use bpv7::Eid;
-use serde::Deserialize;
 
 use super::error::{err, ConfigError};
 
-/// `[bibe]`: settings of both ends of every tunnel.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct BibeSection {
-    /// Delay between the first custody decision for a custodian and the signal that carries
-    /// it and the decisions that follow (ms). Default 100.
-    #[serde(default = "default_signal_delay")]
-    pub signal_delay_ms: u64,
-    /// A signal leaves at once when it names this many transmission IDs. Default 1024.
-    #[serde(default = "default_signal_ids")]
-    pub max_signal_ids: usize,
-    /// Most bundles waiting for a custody signal (held in memory for retransmission);
-    /// bundles beyond wait in the store. Default 4096.
-    #[serde(default = "default_custody_bundles")]
-    pub max_custody_bundles: usize,
-    /// Most bytes of bundles waiting for a custody signal. Default 256 MiB.
-    #[serde(default = "default_custody_bytes")]
-    pub max_custody_bytes: u64,
-}
+/// `[bibe]`: settings of both ends of every tunnel (the simulator's `[node.bibe]` reads the same).
+pub type BibeSection = EngineSection;
 
-impl Default for BibeSection {
-    fn default() -> Self {
-        BibeSection {
-            signal_delay_ms: default_signal_delay(),
-            max_signal_ids: default_signal_ids(),
-            max_custody_bundles: default_custody_bundles(),
-            max_custody_bytes: default_custody_bytes(),
-        }
-    }
-}
-
-fn default_signal_delay() -> u64 {
-    100
-}
-fn default_signal_ids() -> usize {
-    1024
-}
-fn default_custody_bundles() -> usize {
-    4096
-}
-fn default_custody_bytes() -> u64 {
-    256 << 20
-}
-fn yes() -> bool {
-    true
-}
-fn default_timer() -> u64 {
-    30_000
-}
-fn default_tunnel_lifetime() -> u64 {
-    86_400_000
-}
-
-/// `[[bibe_peer]]`: one tunnel.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct BibePeerSection {
-    /// The tunnel's virtual neighbour number (what `[[route]] via` names).
-    pub peer: u64,
-    /// The decapsulating node's BIBE endpoint, e.g. `"ipn:2.0"`.
-    pub endpoint: String,
-    /// Ask the decapsulating node to take custody, and retransmit until it does. Default true.
-    #[serde(default = "yes")]
-    pub custody: bool,
-    /// Custody timer (ms): a BPDU no custody signal named is retransmitted after this long.
-    /// Default 30000.
-    #[serde(default = "default_timer")]
-    pub custody_timer_ms: u64,
-    /// Longest lifetime of an encapsulating bundle (ms); shorter when the encapsulated bundle
-    /// expires sooner. Default 86400000.
-    #[serde(default = "default_tunnel_lifetime")]
-    pub lifetime_ms: u64,
-}
+/// `[[bibe_peer]]`: one tunnel (the simulator's `[[node.bibe_peer]]` reads the same).
+pub type BibePeerSection = TunnelSection;
 
 /// A validated tunnel.
 #[derive(Debug, Clone)]
 pub struct BibePeer {
     /// Virtual neighbour number.
     pub peer: u64,
-    /// The decapsulating endpoint.
-    pub endpoint: Eid,
-    /// Custody requested.
-    pub custody: bool,
-    /// Custody timer (ms).
-    pub custody_timer_ms: u64,
-    /// Lifetime cap of encapsulating bundles (ms).
-    pub lifetime_ms: u64,
+    /// The engine's settings for it.
+    pub tunnel: TunnelConfig,
 }
 
 /// Validates `[bibe]` and the `[[bibe_peer]]` entries: `Some(settings)` when the node runs
@@ -116,13 +43,8 @@ pub(crate) fn validate_bibe(
         return Ok((None, Vec::new()));
     }
     let s = section.cloned().unwrap_or_default();
-    ::bibe::settings::check_engine(
-        s.signal_delay_ms,
-        s.max_signal_ids,
-        s.max_custody_bundles,
-        s.max_custody_bytes,
-    )
-    .map_err(|e| err(file, &format!("bibe.{}", e.field), e.value, &e.expected))?;
+    s.check()
+        .map_err(|e| err(file, &format!("bibe.{}", e.field), e.value, &e.expected))?;
     let mut out = Vec::new();
     for (i, p) in peers.iter().enumerate() {
         let f = |k: &str| format!("bibe_peer[{i}].{k}");
@@ -170,14 +92,11 @@ pub(crate) fn validate_bibe(
             }
             _ => {}
         }
-        ::bibe::settings::check_tunnel(p.custody, p.custody_timer_ms, p.lifetime_ms)
+        p.check_timers()
             .map_err(|e| err(file, &f(e.field), e.value, &e.expected))?;
         out.push(BibePeer {
             peer: p.peer,
-            endpoint,
-            custody: p.custody,
-            custody_timer_ms: p.custody_timer_ms,
-            lifetime_ms: p.lifetime_ms,
+            tunnel: p.tunnel_config(endpoint),
         });
     }
     Ok((Some(s), out))
@@ -218,6 +137,6 @@ mod tests {
         let (s, _) = validate_bibe("n.toml", 2, None, &[]).unwrap();
         assert!(s.is_none());
         let (_, p) = validate_bibe("n.toml", 1, None, &[peer(102, "ipn:2.0")]).unwrap();
-        assert_eq!(p[0].endpoint, Eid::ipn(2, 0));
+        assert_eq!(p[0].tunnel.endpoint, Eid::ipn(2, 0));
     }
 }
