@@ -61,6 +61,17 @@ SUITE = [
      [("HDTN 1.3.1", "LTP", "peer → dtnkit", "plain")]),
     ("dtnkit", "node_hdtn_replay", "hdtn_profile_loses_nothing_where_aggregation_loses_silently",
      [("HDTN 1.3.1", "LTP", "dtnkit → peer", "plain")]),
+    ("interop-hardy", "hardy_bpsec", "our_bib_verifies_in_hardy_for_every_hmac_and_key_mode",
+     [("Hardy (crates)", "BPv7 codec", "dtnkit → peer", "BPSec")]),
+    ("interop-hardy", "hardy_bpsec", "our_bcb_decrypts_in_hardy",
+     [("Hardy (crates)", "BPv7 codec", "dtnkit → peer", "BPSec")]),
+    ("interop-hardy", "hardy_bpsec", "hardy_bib_verifies_in_ours",
+     [("Hardy (crates)", "BPv7 codec", "peer → dtnkit", "BPSec")]),
+    ("interop-hardy", "hardy_bpsec", "hardy_bcb_decrypts_in_ours",
+     [("Hardy (crates)", "BPv7 codec", "peer → dtnkit", "BPSec")]),
+    ("bibe", "pyd3tn_bpdu", "bpdus_agree_with_pyd3tn",
+     [("µD3TN (pyd3tn 0.15)", "BIBE record", "dtnkit → peer", "BIBE"),
+      ("µD3TN (pyd3tn 0.15)", "BIBE record", "peer → dtnkit", "BIBE")]),
 ]
 REPLAYS = {"node_tcpcl3_ion", "node_hdtn_replay"}
 
@@ -87,8 +98,7 @@ NOT_TRIED_HAND = "not tried"
 ROWS = [
     ("dtn7 dtnd", "TCPCLv4", {}),
     ("cfdp-py 0.7", "CFDP over UDP", {"BPSec": "not applicable (CFDP without BP)", "BIBE": "not applicable (CFDP without BP)"}),
-    ("Hardy (crates)", "BPv7 codec", {"loss": "not applicable", "BPSec": "not tried (hardy-bpv7 has RFC 9173)",
-                                      "BIBE": "not in the published crates"}),
+    ("Hardy (crates)", "BPv7 codec", {"loss": "not applicable", "BIBE": "not in the published crates"}),
     ("Hardy (crates)", "TCPCLv4", {"loss": "not tried", "BPSec": "not tried", "BIBE": "not in the published crates"}),
     ("ION 4.1.3", "LTP", {"default": NOT_TRIED_HAND}),
     ("ION 4.1.3", "TCPCLv3", {"default": NOT_TRIED_HAND}),
@@ -96,6 +106,7 @@ ROWS = [
     ("HDTN 1.3.1", "TCPCLv4", {"default": NOT_TRIED_HAND}),
     ("HDTN 1.3.1", "LTP", {"default": NOT_TRIED_HAND}),
     ("HDTN 1.3.1", "STCP", {"default": NOT_TRIED_HAND}),
+    ("µD3TN (pyd3tn 0.15)", "BIBE record", {"default": "not applicable (a record codec, no transfer)"}),
     ("µD3TN", "any", {"default": "not tried: no registry has it"}),
 ]
 DIRECTIONS = ["dtnkit → peer", "peer → dtnkit"]

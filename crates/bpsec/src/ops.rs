@@ -537,14 +537,35 @@ pub fn decrypt_bcb(bundle: &mut Bundle, number: u64, key: &Key) -> Result<Vec<u6
                 target: t,
             },
         )?;
-        let tag = result_bytes(
-            &asb,
-            number,
-            t,
-            aes_gcm::RESULT_AUTH_TAG,
-            "authentication tag",
-            aes_gcm::TAG_LEN,
-        )?;
+        let carried = asb
+            .results_for(t)
+            .is_some_and(|r| crate::asb::find(r, aes_gcm::RESULT_AUTH_TAG).is_some());
+        let tag = if carried {
+            result_bytes(
+                &asb,
+                number,
+                t,
+                aes_gcm::RESULT_AUTH_TAG,
+                "authentication tag",
+                aes_gcm::TAG_LEN,
+            )?
+        } else {
+            // RFC 9173 lets the tag end the ciphertext instead of travelling as a result (Hardy writes it so).
+            if data.len() < aes_gcm::TAG_LEN {
+                return Err(SecurityError::BadResult {
+                    block: number,
+                    target: t,
+                    name: "authentication tag",
+                    reason: format!(
+                        "no result id {} and a ciphertext of {} bytes, too short to end with the {}-byte tag",
+                        aes_gcm::RESULT_AUTH_TAG,
+                        data.len(),
+                        aes_gcm::TAG_LEN
+                    ),
+                });
+            }
+            Bytes::from(data.split_off(data.len() - aes_gcm::TAG_LEN))
+        };
         let aad = canonical::aad(bundle, t, params.scope, &header)?;
         if !aes_gcm::open(params.aes, &work_key, &params.iv, &aad, &mut data, &tag)? {
             return Err(SecurityError::DecryptionFailed {

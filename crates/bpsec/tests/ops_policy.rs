@@ -459,3 +459,54 @@ fn policy_checks_key_lengths_and_matches_in_order() {
     assert!(r1.confidentiality.is_some());
     assert!(p.rule_for(&Eid::ipn(3, 1), &Eid::ipn(2, 1)).is_none());
 }
+
+/// RFC 9173 lets a BCB-AES-GCM authentication tag end the ciphertext instead of travelling as result 1 (Hardy
+/// writes it so): such a BCB decrypts; a changed byte, a wrong key or a ciphertext shorter than the tag is refused.
+#[test]
+fn a_tag_ending_the_ciphertext_decrypts_like_a_tag_carried_as_a_result() {
+    let plain = b"tag at the end of the ciphertext";
+    let k = key(32, 9);
+    let mut b = bundle(plain);
+    let spec = BcbSpec::new(vec![1], AesVariant::A256Gcm, [3u8; 12], Eid::ipn(1, 0));
+    let n = ops::add_bcb(&mut b, &spec, KeyMode::Direct(&k)).unwrap();
+    // Move the tag from the result into the ciphertext.
+    let mut asb = bpsec::Asb::decode(b.block_by_number(n).unwrap().data()).unwrap();
+    let tag = asb.results[0][0].value.as_bytes().unwrap();
+    assert_eq!(tag.len(), 16);
+    asb.results[0].clear();
+    let mut ct = b.payload().to_vec();
+    ct.extend_from_slice(&tag);
+    for blk in b.blocks_mut().iter_mut() {
+        if blk.number() == n {
+            blk.set_data(asb.encode().into());
+        } else if blk.number() == 1 {
+            blk.set_data(ct.clone().into());
+        }
+    }
+    let b = rewire(&b);
+    let mut wrong = b.clone();
+    assert!(matches!(
+        ops::decrypt_bcb(&mut wrong, n, &key(32, 10)),
+        Err(SecurityError::DecryptionFailed { .. })
+    ));
+    let mut bad = b.clone();
+    let mut changed = ct.clone();
+    changed[3] ^= 1;
+    for blk in bad.blocks_mut().iter_mut() {
+        if blk.number() == 1 {
+            blk.set_data(changed.clone().into());
+        }
+    }
+    assert!(ops::decrypt_bcb(&mut bad, n, &k).is_err());
+    let mut short = b.clone();
+    for blk in short.blocks_mut().iter_mut() {
+        if blk.number() == 1 {
+            blk.set_data(Bytes::from_static(b"short"));
+        }
+    }
+    let e = ops::decrypt_bcb(&mut short, n, &k).unwrap_err();
+    assert!(matches!(e, SecurityError::BadResult { .. }), "{e}");
+    let mut ok = b;
+    assert_eq!(ops::decrypt_bcb(&mut ok, n, &k).unwrap(), vec![1]);
+    assert_eq!(&ok.payload()[..], plain);
+}
