@@ -77,7 +77,8 @@ REPLAYS = {"node_tcpcl3_ion", "node_hdtn_replay"}
 
 # Checked by hand against the real peer, built outside the repository: cell -> text.
 ION_RUN = "by hand 2026-11-27"
-HDTN_RUN = "by hand 2026-11-25"
+HDTN_RUN = "by hand 2026-11-25 and 2026-11-28"
+HDTN_RUN2 = "by hand 2026-11-28"
 BY_HAND = {
     ("ION 4.1.3", "LTP", "dtnkit → peer", "plain"): ION_RUN,
     ("ION 4.1.3", "LTP", "peer → dtnkit", "plain"): ION_RUN,
@@ -91,6 +92,8 @@ BY_HAND = {
     ("HDTN 1.3.1", "TCPCLv4", "peer → dtnkit", "plain"): HDTN_RUN,
     ("HDTN 1.3.1", "LTP", "dtnkit → peer", "plain"): HDTN_RUN + ", one bundle per block",
     ("HDTN 1.3.1", "LTP", "peer → dtnkit", "plain"): HDTN_RUN,
+    ("HDTN 1.3.1", "STCP", "dtnkit → peer", "plain"): HDTN_RUN2 + ", SHA-256",
+    ("HDTN 1.3.1", "STCP", "peer → dtnkit", "plain"): HDTN_RUN2 + ", SHA-256",
 }
 
 # Rows: (peer, layer) and the reason of every cell neither the suite nor a hand run covers; "default" covers the rest.
