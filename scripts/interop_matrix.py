@@ -94,6 +94,8 @@ BY_HAND = {
     ("HDTN 1.3.1", "LTP", "peer → dtnkit", "plain"): HDTN_RUN,
     ("HDTN 1.3.1", "STCP", "dtnkit → peer", "plain"): HDTN_RUN2 + ", SHA-256",
     ("HDTN 1.3.1", "STCP", "peer → dtnkit", "plain"): HDTN_RUN2 + ", SHA-256",
+    ("HDTN 1.3.1", "STCP", "dtnkit → peer", "BPSec"): HDTN_RUN2 + ", BIB and BCB each, wrong-key control",
+    ("HDTN 1.3.1", "STCP", "peer → dtnkit", "BPSec"): HDTN_RUN2 + ", BIB and BCB each, wrong-key control",
 }
 
 # Rows: (peer, layer) and the reason of every cell neither the suite nor a hand run covers; "default" covers the rest.
