@@ -94,6 +94,8 @@ BY_HAND = {
     ("HDTN 1.3.1", "LTP", "peer → dtnkit", "plain"): HDTN_RUN,
     ("HDTN 1.3.1", "STCP", "dtnkit → peer", "plain"): HDTN_RUN2 + ", SHA-256",
     ("HDTN 1.3.1", "STCP", "peer → dtnkit", "plain"): HDTN_RUN2 + ", SHA-256",
+    ("ION 4.1.3", "STCP", "dtnkit → peer", "BIBE"): "by hand 2026-11-28, with custody",
+    ("ION 4.1.3", "STCP", "peer → dtnkit", "BIBE"): "by hand 2026-11-28, with custody",
     ("HDTN 1.3.1", "STCP", "dtnkit → peer", "BPSec"): HDTN_RUN2 + ", BIB and BCB each, wrong-key control",
     ("HDTN 1.3.1", "STCP", "peer → dtnkit", "BPSec"): HDTN_RUN2 + ", BIB and BCB each, wrong-key control",
 }
@@ -112,7 +114,7 @@ ROWS = [
     ("ION 4.1.3", "STCP", {"default": NOT_TRIED_HAND}),
     ("HDTN 1.3.1", "TCPCLv4", {"default": NOT_TRIED_HAND}),
     ("HDTN 1.3.1", "LTP", {"default": NOT_TRIED_HAND}),
-    ("HDTN 1.3.1", "STCP", {"default": NOT_TRIED_HAND}),
+    ("HDTN 1.3.1", "STCP", {"default": NOT_TRIED_HAND, "BIBE": "not applicable: HDTN 1.3.1 has no BIBE"}),
     ("µD3TN (pyd3tn 0.15)", "BIBE record", {"default": "not applicable (a record codec, no transfer)"}),
     ("µD3TN", "any", {"default": "not tried: no registry has it"}),
 ]

@@ -19,7 +19,9 @@ use bpv7::{AdminRecord, Bundle, BundleBuilder, CrcType, CreationTimestamp, Decod
 use bytes::Bytes;
 
 use crate::error::{PduError, SendError};
-use crate::pdu::{BibeRecord, Bpdu, CustodySignal, Disposition, RefusalReason};
+use crate::pdu::{
+    BibeRecord, Bpdu, CustodySignal, Disposition, IdRange, RecordCodes, RefusalReason,
+};
 
 /// DTN time in milliseconds (RFC 9171 4.2.6), as everywhere in dtnkit.
 pub type DtnTime = u64;
@@ -39,10 +41,12 @@ pub struct TunnelConfig {
     pub lifetime_ms: u64,
     /// CRC type of the encapsulating bundle's blocks.
     pub crc: CrcType,
+    /// The record type codes of the BPDUs sent into the tunnel (the far end's dialect).
+    pub codes: RecordCodes,
 }
 
 impl TunnelConfig {
-    /// A tunnel to `endpoint` with custody, a 30 s custody timer and a 1 h lifetime cap.
+    /// A tunnel to `endpoint` with custody, a 30 s custody timer, a 1 h lifetime cap and the draft's record codes.
     pub fn new(endpoint: Eid) -> Self {
         TunnelConfig {
             endpoint,
@@ -50,6 +54,7 @@ impl TunnelConfig {
             custody_timer_ms: 30_000,
             lifetime_ms: 3_600_000,
             crc: CrcType::Crc32c,
+            codes: RecordCodes::Draft,
         }
     }
 }
@@ -102,6 +107,8 @@ pub struct CustodyRequest {
     pub transmission_id: u64,
     /// When the custodian retransmits without a signal (DTN ms).
     pub retransmission_time: DtnTime,
+    /// The record codes of the BPDU, which its custody signal answers in.
+    pub codes: RecordCodes,
 }
 
 /// What the engine tells its driver.
@@ -233,6 +240,9 @@ pub struct BibeCounters {
     pub signal_ids_unknown: u64,
     /// Received BIBE records that did not decode (dropped).
     pub malformed: u64,
+    /// Received BIBE records in ION's record type codes (7 and 8) instead of the draft's: accepted, and custody
+    /// signals for such BPDUs answer in ION's codes.
+    pub ion_record_codes: u64,
 }
 
 #[derive(Debug, Clone)]
@@ -249,6 +259,8 @@ struct Pending {
 struct SignalGroup {
     ids: Vec<u64>,
     due: DtnTime,
+    /// The codes of the BPDUs the signal names (of the latest decision).
+    codes: RecordCodes,
 }
 
 /// Both ends of every BIBE tunnel of one node. See the module docs.
@@ -400,7 +412,10 @@ impl Engine {
                 bytes: self.pending_bytes,
             });
         }
-        let id = resumed.unwrap_or(self.next_xmit);
+        let mut id = resumed.unwrap_or(self.next_xmit);
+        if resumed.is_none() && t.codes.wire_id(id) == 0 {
+            id += 1; // 0 on the wire would mean "no custody"
+        }
         let deadline = now.saturating_add(t.custody_timer_ms);
         let bundle = self.build_bpdu(now, &t, id, deadline, &inner, expires_at)?;
         // A resumed ID at or above the next one (a clock that went back) moves the next one
@@ -468,8 +483,8 @@ impl Engine {
         let remaining = expires_at.map_or(t.lifetime_ms, |e| e.saturating_sub(now));
         let lifetime = t.lifetime_ms.min(remaining).max(1);
         let record = BibeRecord::Bpdu(Bpdu {
-            transmission_id,
-            retransmission_time,
+            transmission_id: t.codes.wire_id(transmission_id),
+            retransmission_time: t.codes.wire_time(retransmission_time),
             bundle: inner.clone(),
         });
         let ts = self.next_creation(now);
@@ -477,7 +492,7 @@ impl Engine {
             .creation(ts)
             .lifetime_ms(lifetime)
             .crc_type(t.crc)
-            .admin_record(&record.to_admin())
+            .admin_record(&record.to_admin_in(t.codes))
             .build()
             .map_err(SendError::Build)?;
         Ok(Bytes::from(b.encode()))
@@ -499,13 +514,22 @@ impl Engine {
                 return Err(e);
             }
         };
+        let codes = match record {
+            AdminRecord::Other { record_type, .. } => RecordCodes::of(*record_type),
+            _ => None,
+        }
+        .unwrap_or_default();
+        if codes == RecordCodes::Ion {
+            self.counters.ion_record_codes += 1;
+        }
         match rec {
             BibeRecord::Bpdu(b) => {
                 self.counters.decapsulated += 1;
                 let custody = (b.transmission_id != 0).then(|| CustodyRequest {
                     custodian: from.clone(),
                     transmission_id: b.transmission_id,
-                    retransmission_time: b.retransmission_time,
+                    retransmission_time: codes.dtn_time(b.retransmission_time),
+                    codes,
                 });
                 self.events.push_back(Event::Decapsulated {
                     from: from.clone(),
@@ -516,27 +540,61 @@ impl Engine {
             }
             BibeRecord::Signal(s) => {
                 self.counters.signals_received += 1;
-                self.apply_signal(now, from, &s);
+                self.apply_signal(now, from, &s, codes);
                 Ok(Handled::Signal)
             }
         }
     }
 
-    fn apply_signal(&mut self, _now: DtnTime, from: &Eid, s: &CustodySignal) {
+    /// The inclusive ranges of pending IDs a signal's range `r` names. In the draft's dialect that is `r` itself;
+    /// ION writes the low 32 bits of an ID, so there `r` names every pending ID whose low 32 bits fall in it (`his`:
+    /// the high halves of the pending IDs).
+    fn id_ranges(r: &IdRange, codes: RecordCodes, his: &[u64]) -> Vec<(u64, u64)> {
+        const LOW: u64 = 0xFFFF_FFFF;
+        match codes {
+            RecordCodes::Draft => vec![(r.first, r.last())],
+            RecordCodes::Ion => {
+                let (lo, count) = (r.first & LOW, r.count.min(1 << 32));
+                let mut out = Vec::new();
+                for &hi in his {
+                    let start = (hi << 32) | lo;
+                    let end = start.saturating_add(count - 1);
+                    let top = (hi << 32) | LOW;
+                    out.push((start, end.min(top)));
+                    if end > top && hi < LOW {
+                        out.push(((hi + 1) << 32, ((hi + 1) << 32) | (end - top - 1)));
+                    }
+                }
+                out
+            }
+        }
+    }
+
+    fn apply_signal(&mut self, _now: DtnTime, from: &Eid, s: &CustodySignal, codes: RecordCodes) {
         let from_node = from.node_id();
+        let mut his: Vec<u64> = Vec::new();
+        if codes == RecordCodes::Ion {
+            for id in self.pending.keys() {
+                if his.last() != Some(&(id >> 32)) {
+                    his.push(id >> 32);
+                }
+            }
+        }
         // Walk the pending IDs inside each range (not every ID of a range: a hostile range can
         // name 2^64 IDs).
-        let mut hits = Vec::new();
+        let mut hits = std::collections::BTreeSet::new();
         let mut named = 0u64;
         for r in &s.ranges {
             named = named.saturating_add(r.count);
-            for (&id, p) in self.pending.range(r.first..=r.last()) {
-                let ok = self
-                    .tunnels
-                    .get(&p.tunnel)
-                    .is_some_and(|t| t.endpoint.node_id() == from_node);
-                if ok {
-                    hits.push(id);
+            for (first, last) in Self::id_ranges(r, codes, &his) {
+                for (&id, p) in self.pending.range(first..=last) {
+                    let ok = self
+                        .tunnels
+                        .get(&p.tunnel)
+                        .is_some_and(|t| t.endpoint.node_id() == from_node && t.codes == codes);
+                    if ok {
+                        hits.insert(id);
+                    }
                 }
             }
         }
@@ -602,7 +660,9 @@ impl Engine {
             .or_insert_with(|| SignalGroup {
                 ids: Vec::new(),
                 due: now.saturating_add(delay),
+                codes: req.codes,
             });
+        g.codes = req.codes;
         g.ids.push(req.transmission_id);
         if g.ids.len() >= self.cfg.max_signal_ids.max(1) {
             self.flush_group(&key);
@@ -622,7 +682,7 @@ impl Engine {
         let Ok(b) = BundleBuilder::new(self.cfg.local.clone(), key.0.clone())
             .creation(ts)
             .lifetime_ms(self.cfg.signal_lifetime_ms)
-            .admin_record(&rec.to_admin())
+            .admin_record(&rec.to_admin_in(g.codes))
             .build()
         else {
             // Only an unencodable custodian EID fails; the custodian retransmits on its timer.

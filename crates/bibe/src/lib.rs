@@ -94,4 +94,4 @@ pub use engine::{
     Outbound, OutboundKind, TunnelConfig,
 };
 pub use error::{PduError, SendError};
-pub use pdu::{BibeRecord, Bpdu, CustodySignal, Disposition, IdRange, RefusalReason};
+pub use pdu::{BibeRecord, Bpdu, CustodySignal, Disposition, IdRange, RecordCodes, RefusalReason};

@@ -216,6 +216,82 @@ impl CustodySignal {
     }
 }
 
+/// The dialect a BIBE peer speaks: the draft's (record types 3 and 4, a BPDU's retransmission time in DTN
+/// milliseconds) or ION's (ION 4.1's own record types 7 and 8, the only ones it accepts, and the retransmission
+/// time in seconds since 1970, the "deadline" by which ION sends its custody signal). Anything received is accepted
+/// in either; what is sent follows the peer: a tunnel says which dialect its BPDUs use, and a custody signal
+/// answers in the dialect of the BPDUs it names.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RecordCodes {
+    /// BPDU 3, custody signal 4 (draft-ietf-dtn-bibect).
+    #[default]
+    Draft,
+    /// BPDU 7, custody signal 8 (ION 4.1).
+    Ion,
+}
+
+impl RecordCodes {
+    /// The codes a received record type belongs to (`None`: not a BIBE record). µD3TN's BPDU code is answered in
+    /// the draft's codes (µD3TN has no custody signal).
+    pub fn of(record_type: u64) -> Option<RecordCodes> {
+        match record_type {
+            RECORD_TYPE_BPDU | RECORD_TYPE_CUSTODY_SIGNAL | RECORD_TYPE_BPDU_UD3TN => {
+                Some(RecordCodes::Draft)
+            }
+            RECORD_TYPE_BPDU_ION | RECORD_TYPE_CUSTODY_SIGNAL_ION => Some(RecordCodes::Ion),
+            _ => None,
+        }
+    }
+
+    /// The BPDU's record type.
+    pub fn bpdu(self) -> u64 {
+        match self {
+            RecordCodes::Draft => RECORD_TYPE_BPDU,
+            RecordCodes::Ion => RECORD_TYPE_BPDU_ION,
+        }
+    }
+
+    /// The custody signal's record type.
+    pub fn signal(self) -> u64 {
+        match self {
+            RecordCodes::Draft => RECORD_TYPE_CUSTODY_SIGNAL,
+            RecordCodes::Ion => RECORD_TYPE_CUSTODY_SIGNAL_ION,
+        }
+    }
+
+    /// A transmission ID as written on the wire: ION keeps them in 32 bits, so its dialect carries the low 32 bits
+    /// (the engine never gives an ION tunnel an ID whose low 32 bits are 0, which would mean "no custody").
+    pub fn wire_id(self, id: u64) -> u64 {
+        match self {
+            RecordCodes::Draft => id,
+            RecordCodes::Ion => id & 0xFFFF_FFFF,
+        }
+    }
+
+    /// A BPDU's retransmission time as written on the wire, from DTN milliseconds (0, no custody, stays 0).
+    pub fn wire_time(self, dtn_ms: u64) -> u64 {
+        match self {
+            RecordCodes::Draft => dtn_ms,
+            RecordCodes::Ion if dtn_ms == 0 => 0,
+            // Rounded up: ION sends its signal when this time is near, so never earlier than asked.
+            RecordCodes::Ion => dtn_ms.div_ceil(1000).saturating_add(UNIX_TO_DTN_S),
+        }
+    }
+
+    /// A received retransmission time in DTN milliseconds.
+    pub fn dtn_time(self, wire: u64) -> u64 {
+        match self {
+            RecordCodes::Draft => wire,
+            RecordCodes::Ion if wire == 0 => 0,
+            RecordCodes::Ion => wire.saturating_sub(UNIX_TO_DTN_S).saturating_mul(1000),
+        }
+    }
+}
+
+/// Seconds from the Unix epoch (1970) to the DTN epoch (2000-01-01 00:00:00 UTC).
+const UNIX_TO_DTN_S: u64 = 946_684_800;
+
 /// A decoded BIBE record.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum BibeRecord {
@@ -249,15 +325,20 @@ impl BibeRecord {
 
     /// The administrative record carrying it (record type 3 or 4).
     pub fn to_admin(&self) -> AdminRecord {
+        self.to_admin_in(RecordCodes::Draft)
+    }
+
+    /// The administrative record carrying it, with the record type `codes` give.
+    pub fn to_admin_in(&self, codes: RecordCodes) -> AdminRecord {
         let mut content = Vec::new();
         let record_type = match self {
             BibeRecord::Bpdu(b) => {
                 b.encode_content(&mut content);
-                RECORD_TYPE_BPDU
+                codes.bpdu()
             }
             BibeRecord::Signal(s) => {
                 s.encode_content(&mut content);
-                RECORD_TYPE_CUSTODY_SIGNAL
+                codes.signal()
             }
         };
         AdminRecord::Other {

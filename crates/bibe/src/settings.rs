@@ -8,6 +8,7 @@ use bpv7::{CrcType, Eid};
 use serde::Deserialize;
 
 use crate::engine::{EngineConfig, TunnelConfig};
+use crate::pdu::RecordCodes;
 
 /// `[bibe]` / `[node.bibe]`: the settings of a node's BIBE engine, for both ends of every tunnel.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
@@ -83,6 +84,10 @@ pub struct TunnelSection {
     /// Default 86400000 (a day).
     #[serde(default = "default_tunnel_lifetime")]
     pub lifetime_ms: u64,
+    /// Record type codes of the BPDUs sent into the tunnel: `"draft"` (3 and 4, the default) or `"ion"` (7 and 8,
+    /// the only ones ION 4.1 accepts). Custody signals always answer in the codes of the BPDUs they name.
+    #[serde(default)]
+    pub record_codes: RecordCodes,
 }
 
 impl TunnelSection {
@@ -100,6 +105,7 @@ impl TunnelSection {
             custody_timer_ms: self.custody_timer_ms,
             lifetime_ms: self.lifetime_ms,
             crc: CrcType::Crc32c,
+            codes: self.record_codes,
         }
     }
 }

@@ -467,3 +467,66 @@ fn malformed_records_are_counted_and_other_records_passed_back() {
         bibe::Handled::NotBibe
     );
 }
+
+/// The record type of an encoded administrative-record bundle.
+fn record_type_of(bundle: &Bytes) -> u64 {
+    let b = Bundle::decode(bundle.clone()).unwrap();
+    match AdminRecord::decode(&b.payload()).unwrap() {
+        AdminRecord::Other { record_type, .. } => record_type,
+        other => panic!("not a BIBE record: {other:?}"),
+    }
+}
+
+/// ION 4.1 numbers the BPDU 7 and the custody signal 8 and accepts nothing else: a tunnel to ION sends 7, the
+/// far end answers a BPDU in whichever codes it came in, and releases work in both dialects.
+#[test]
+fn record_codes_follow_the_peer_ion_or_draft() {
+    for codes in [bibe::RecordCodes::Draft, bibe::RecordCodes::Ion] {
+        let mut a = Engine::new(EngineConfig::new(Eid::ipn(1, 0)), T0);
+        let mut b = Engine::new(EngineConfig::new(Eid::ipn(2, 0)), T0);
+        let mut t = TunnelConfig::new(Eid::ipn(2, 0));
+        t.custody_timer_ms = TIMER;
+        t.codes = codes;
+        a.add_tunnel(TUNNEL, t);
+        let e = a.send(T0, TUNNEL, 1, inner(1, 60_000)).unwrap();
+        let (bpdu_type, signal_type, counted) = match codes {
+            bibe::RecordCodes::Draft => (3, 4, 0),
+            bibe::RecordCodes::Ion => (7, 8, 1),
+        };
+        assert_eq!(record_type_of(&e.bundle), bpdu_type);
+        carry(T0 + 1, &mut b, &e.bundle);
+        assert_eq!(b.counters().ion_record_codes, counted);
+        // The retransmission time: DTN ms in the draft, seconds since 1970 (rounded up) for ION; the far end
+        // reads it back in DTN ms either way.
+        // IDs: ION keeps 32 bits, so its dialect carries the low half (never 0), and its signals name that.
+        let wire_id = bpdu_of(&e.bundle).transmission_id;
+        match codes {
+            bibe::RecordCodes::Draft => assert_eq!(wire_id, e.transmission_id),
+            bibe::RecordCodes::Ion => {
+                assert!(
+                    e.transmission_id > u32::MAX as u64,
+                    "the test must cross 32 bits"
+                );
+                assert_eq!(wire_id, e.transmission_id & 0xFFFF_FFFF);
+            }
+        }
+        let wire = bpdu_of(&e.bundle).retransmission_time;
+        match codes {
+            bibe::RecordCodes::Draft => assert_eq!(wire, T0 + TIMER),
+            bibe::RecordCodes::Ion => assert_eq!(wire, (T0 + TIMER).div_ceil(1000) + 946_684_800),
+        }
+        let req = decapsulated(&mut b).1.unwrap();
+        assert_eq!(req.codes, codes);
+        assert_eq!(req.retransmission_time, (T0 + TIMER).div_ceil(1000) * 1000);
+        b.custody_decision(T0 + 2, &req, Disposition::Accepted);
+        b.handle_timeout(T0 + 102);
+        let signal = b.poll_transmit().unwrap();
+        assert_eq!(record_type_of(&signal.bundle), signal_type, "{codes:?}");
+        carry(T0 + 200, &mut a, &signal.bundle);
+        assert_eq!(a.counters().ion_record_codes, counted);
+        assert!(matches!(
+            a.poll_event(),
+            Some(Event::Released { token: 1, .. })
+        ));
+    }
+}

@@ -617,6 +617,8 @@ pub struct BibeStatus {
     pub signal_ids_unknown: u64,
     /// BIBE records received that did not decode (dropped).
     pub malformed: u64,
+    /// BIBE records received in ION's record type codes (7 and 8): accepted, and answered in them.
+    pub ion_record_codes: u64,
     /// BPDUs and signals this node's store refused (recovered by the custody timers).
     pub outbound_not_stored: u64,
     /// Bundles waiting for a custody signal now.

@@ -111,6 +111,7 @@ impl AgentThread {
             signals_received: c.signals_received,
             signal_ids_unknown: c.signal_ids_unknown,
             malformed: c.malformed,
+            ion_record_codes: c.ion_record_codes,
             outbound_not_stored: b.stats().outbound_not_stored,
             custody_pending: pending as u64,
             custody_pending_bytes: pending_bytes,

@@ -514,6 +514,7 @@ fn bibe_section() {
         signals_received: 11,
         signal_ids_unknown: 12,
         malformed: 13,
+        ion_record_codes: 17,
         outbound_not_stored: 14,
         custody_pending: 15,
         custody_pending_bytes: 16,
@@ -527,7 +528,7 @@ fn bibe_section() {
             "custody_refused_by_peer": {"depleted_storage": 6}, "timer_expirations": 7,
             "retransmissions": 8, "expired_in_custody": 9, "signals_sent": 10,
             "signals_received": 11, "signal_ids_unknown": 12, "malformed": 13,
-            "outbound_not_stored": 14, "custody_pending": 15, "custody_pending_bytes": 16,
+            "ion_record_codes": 17, "outbound_not_stored": 14, "custody_pending": 15, "custody_pending_bytes": 16,
             "pending_per_tunnel": {"102": 15}
         }),
     );

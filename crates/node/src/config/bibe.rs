@@ -113,6 +113,7 @@ mod tests {
             custody: true,
             custody_timer_ms: 1000,
             lifetime_ms: 1000,
+            record_codes: Default::default(),
         }
     }
 

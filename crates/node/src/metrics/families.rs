@@ -232,6 +232,7 @@ const BIBE_RULES: &[Rule<BibeStatus>] = &[
     r!(custody_pending_bytes, G, "dtnkit_bibe_custody_pending_bytes", &[], "Bytes of bundles waiting for a custody signal."),
     r!(signal_ids_unknown, C, "dtnkit_bibe_signal_ids_unknown", &[], "Transmission IDs in received custody signals that named nothing pending."),
     r!(malformed, C, "dtnkit_bibe_records_malformed", &[], "Received BIBE records that did not decode (dropped)."),
+    r!(ion_record_codes, C, "dtnkit_bibe_records_ion_codes", &[], "Received BIBE records in ION's record type codes (7 and 8)."),
     r!(outbound_not_stored, C, "dtnkit_bibe_outbound_not_stored", &[], "BPDUs and custody signals this node's store refused."),
 ];
 
