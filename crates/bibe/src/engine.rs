@@ -775,3 +775,48 @@ impl Engine {
         self.events.pop_front()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// In ION's dialect a range of 32-bit IDs names exactly the pending IDs whose low 32 bits fall in it, also
+        /// where the pending IDs or the range cross a multiple of 2^32.
+        #[test]
+        fn ion_ranges_name_the_pending_ids_by_their_low_half(
+            base in prop_oneof![Just((1u64 << 32) - 20), Just(5u64 << 32), 1u64..(1 << 50)],
+            offsets in proptest::collection::btree_set(0u64..60, 1..30),
+            first in 0u64..(1 << 32),
+            count in 1u64..50,
+            near_wrap in any::<bool>(),
+        ) {
+            let pending: BTreeSet<u64> = offsets.iter().map(|o| base + o).collect();
+            let first = if near_wrap { (1u64 << 32) - 1 - (first % 30) } else { first };
+            let r = IdRange { first, count };
+            let mut his: Vec<u64> = Vec::new();
+            for id in &pending {
+                if his.last() != Some(&(id >> 32)) {
+                    his.push(id >> 32);
+                }
+            }
+            let mut got = BTreeSet::new();
+            for (a, b) in Engine::id_ranges(&r, RecordCodes::Ion, &his) {
+                got.extend(pending.range(a..=b).copied());
+            }
+            let low = |x: u64| x & 0xFFFF_FFFF;
+            let want: BTreeSet<u64> = pending
+                .iter()
+                .copied()
+                .filter(|&id| low(id).wrapping_sub(first) & 0xFFFF_FFFF < count)
+                .collect();
+            // A range that runs past 2^32 - 1 continues at 0 of the next high half only.
+            let want: BTreeSet<u64> = want
+                .into_iter()
+                .filter(|&id| low(id) >= first || his.contains(&((id >> 32).wrapping_sub(1))))
+                .collect();
+            prop_assert_eq!(got, want);
+        }
+    }
+}
