@@ -74,6 +74,7 @@ pub fn run(a: RouteArgs) -> anyhow::Result<()> {
 }
 
 /// One routing question.
+#[derive(Debug)]
 struct Query {
     from: u64,
     to: u64,
@@ -107,7 +108,7 @@ fn parse_query(line: &str) -> Result<Query, String> {
 
 fn seconds_to_ms(flag: &str, s: &str) -> Result<u64, UsageError> {
     match s.trim().parse::<f64>() {
-        Ok(v) if v.is_finite() && v >= 0.0 && v < 1e15 => Ok((v * 1000.0).round() as u64),
+        Ok(v) if (0.0..1e15).contains(&v) => Ok((v * 1000.0).round() as u64),
         _ => Err(UsageError(format!(
             "{flag} {s:?}: expected seconds from the plan epoch, >= 0"
         ))),
