@@ -13,6 +13,7 @@ pub mod node;
 pub mod perf;
 pub mod ping;
 pub mod plan;
+pub mod plan_route;
 pub mod recv;
 pub mod recv_adu;
 pub mod send;

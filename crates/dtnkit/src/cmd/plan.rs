@@ -20,6 +20,9 @@ pub enum PlanCommand {
     FromTle(FromTleArgs),
     /// The same for a generated Walker-delta shell `i:t/p/f` at one altitude (circular orbits, epoch = --start).
     Walker(WalkerArgs),
+    /// The route contact graph routing chooses for a hypothetical bundle on a plan (JSON): next hop, delivery
+    /// times and hops.
+    Route(super::plan_route::RouteArgs),
 }
 
 /// Arguments of `dtnkit plan from-tle`.
@@ -108,6 +111,7 @@ pub fn run(cmd: PlanCommand) -> anyhow::Result<()> {
                 &format!("elements from {}", a.tle.display()),
             )
         }
+        PlanCommand::Route(a) => super::plan_route::run(a),
         PlanCommand::Walker(a) => {
             let w: Walker = a
                 .spec
