@@ -689,6 +689,16 @@ impl Cgr {
     /// ([`crate::ContactIndex::is_fifo`]): then any route at the later time would be a route at
     /// the earlier one. On a plan that is not, nothing is remembered. One memo per destination,
     /// at most [`CgrLimits::max_cached_destinations`] (the lowest-numbered is evicted).
+    ///
+    /// **Arrival floor and kept list** (same conditions, forgotten with the memo). When the pure
+    /// contact-graph list (size 0, no deadline) has routes but none carries this bundle, its
+    /// first route — found with nothing suppressed, the earliest arrival there is — is kept per
+    /// destination as a floor: a later call whose deadline is before it fails at once (on a FIFO
+    /// plan a larger bundle or a later start never arrives earlier). The list itself is kept
+    /// too, and the next call for the same destination at the same time reuses it instead of
+    /// searching again (the same search would return the same list). Bundles whose only route
+    /// arrives after their deadline otherwise cost up to `max_routes` + 1 searches each, at
+    /// every routing pass.
     pub fn route(
         &mut self,
         plan: &ContactPlan,
