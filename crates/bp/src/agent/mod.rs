@@ -385,6 +385,12 @@ impl<S: Store> Agent<S> {
             .saturating_sub(self.used.saturating_add(self.reserved))
     }
 
+    /// What contact graph routing did so far (route lists computed, cached answers, no-route
+    /// memo hits): for profiling a large plan.
+    pub fn cgr_stats(&self) -> crate::CgrStats {
+        self.routing.cgr.stats()
+    }
+
     /// Bundles in the store. Constant time, unlike [`Agent::status`].
     pub fn stored_bundles(&self) -> usize {
         self.entries.len()

@@ -481,6 +481,11 @@ pub struct Cgr {
     booking_version: u64,
     /// Per destination, the last route search that found no route (see [`Cgr::route`]).
     no_route: BTreeMap<NodeNum, NoRouteMemo>,
+    /// Per destination, the earliest arrival of any bundle from the last pure contact-graph
+    /// search (see [`Cgr::route`]).
+    arrival_floor: BTreeMap<NodeNum, ArrivalFloor>,
+    /// The last pure contact-graph route list computed and not cached (see [`Cgr::route`]).
+    last_probe: Option<ProbeList>,
     no_route_memo: bool,
     stats: CgrStats,
 }
@@ -492,8 +497,10 @@ pub struct CgrStats {
     pub cached_routes: u64,
     /// Route lists computed ([`Cgr::routes`] calls, each up to [`CgrLimits::max_routes`] searches).
     pub lists_computed: u64,
-    /// Calls answered "no route" by the no-route memo, without a search.
+    /// Calls answered "no route" by the no-route memo or an arrival floor, without a search.
     pub no_route_memo_hits: u64,
+    /// Pure contact-graph route lists reused from the previous call instead of searched again.
+    pub probe_lists_reused: u64,
 }
 
 /// A search of [`Cgr::route`] that found no route: for this plan generation and these
@@ -506,6 +513,39 @@ struct NoRouteMemo {
     now_ms: u64,
     size_bytes: u64,
     deadline_ms: Option<u64>,
+}
+
+/// The earliest arrival at a destination found by a pure contact-graph search (size 0, no
+/// deadline) for a bundle ready at `now_ms`, with this plan generation and these bookings: on a
+/// FIFO plan no bundle ready at or after `now_ms` arrives before `arrival_ms` (a larger bundle
+/// or a later start never arrives earlier), so one whose deadline is earlier has no route.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct ArrivalFloor {
+    generation: u64,
+    booking_version: u64,
+    now_ms: u64,
+    arrival_ms: u64,
+}
+
+impl ArrivalFloor {
+    fn covers(&self, generation: u64, booking_version: u64, b: &BundleSpec) -> bool {
+        self.generation == generation
+            && self.booking_version == booking_version
+            && b.now_ms >= self.now_ms
+            && b.deadline_ms.is_some_and(|d| d < self.arrival_ms)
+    }
+}
+
+/// A pure contact-graph route list that was computed but not cached (it gave the bundle that
+/// asked no route): the same search for the same destination, plan generation, bookings and
+/// time gives the same list, so the next bundle asking reuses it instead of searching again.
+#[derive(Debug, Clone)]
+struct ProbeList {
+    dest: NodeNum,
+    generation: u64,
+    booking_version: u64,
+    now_ms: u64,
+    list: Vec<Route>,
 }
 
 impl NoRouteMemo {
@@ -533,6 +573,8 @@ impl Cgr {
             cache_generation: None,
             booking_version: 0,
             no_route: BTreeMap::new(),
+            arrival_floor: BTreeMap::new(),
+            last_probe: None,
             no_route_memo: true,
             stats: CgrStats::default(),
         }
@@ -547,7 +589,7 @@ impl Cgr {
     /// searches; the decisions are the same either way (a property test compares them).
     pub fn set_no_route_memo(&mut self, on: bool) {
         self.no_route_memo = on;
-        self.no_route.clear();
+        self.forget_memos();
     }
 
     /// The local node.
@@ -647,6 +689,16 @@ impl Cgr {
     /// ([`crate::ContactIndex::is_fifo`]): then any route at the later time would be a route at
     /// the earlier one. On a plan that is not, nothing is remembered. One memo per destination,
     /// at most [`CgrLimits::max_cached_destinations`] (the lowest-numbered is evicted).
+    ///
+    /// **Arrival floor and kept list** (same conditions, forgotten with the memo). When the pure
+    /// contact-graph list (size 0, no deadline) has routes but none carries this bundle, its
+    /// first route — found with nothing suppressed, the earliest arrival there is — is kept per
+    /// destination as a floor: a later call whose deadline is before it fails at once (on a FIFO
+    /// plan a larger bundle or a later start never arrives earlier). The list itself is kept
+    /// too, and the next call for the same destination at the same time reuses it instead of
+    /// searching again (the same search would return the same list). Bundles whose only route
+    /// arrives after their deadline otherwise cost up to `max_routes` + 1 searches each, at
+    /// every routing pass.
     pub fn route(
         &mut self,
         plan: &ContactPlan,
@@ -663,7 +715,7 @@ impl Cgr {
         let generation = plan.generation();
         if self.cache_generation != Some(generation) {
             self.cache.clear();
-            self.no_route.clear();
+            self.forget_memos();
             self.cache_generation = Some(generation);
         }
         if let Some(r) = self.best_cached(plan, dest, bundle) {
@@ -678,6 +730,14 @@ impl Cgr {
             self.stats.no_route_memo_hits += 1;
             return Err(NoRoute::Unreachable);
         }
+        if self
+            .arrival_floor
+            .get(&dest)
+            .is_some_and(|f| f.covers(generation, self.booking_version, &bundle))
+        {
+            self.stats.no_route_memo_hits += 1;
+            return Err(NoRoute::Unreachable);
+        }
         // No usable cached route: rebuild the list, first as a pure contact-graph list (size 0,
         // reusable by bundles of any size), then for this bundle's size if that fails it.
         let k = self.limits.max_routes.max(1);
@@ -686,15 +746,33 @@ impl Cgr {
             deadline_ms: None,
             ..bundle
         };
-        self.stats.lists_computed += 1;
-        let list = match self.routes(plan, dest, probe, excl, k) {
-            Ok(l) => l,
-            Err(e) => return Err(self.remember_no_route(plan, dest, probe, e)),
+        let reused = match self.last_probe.take() {
+            Some(p)
+                if p.dest == dest
+                    && p.generation == generation
+                    && p.booking_version == self.booking_version
+                    && p.now_ms == probe.now_ms =>
+            {
+                self.stats.probe_lists_reused += 1;
+                Some(p.list)
+            }
+            _ => None,
+        };
+        let list = match reused {
+            Some(l) => l,
+            None => {
+                self.stats.lists_computed += 1;
+                match self.routes(plan, dest, probe, excl, k) {
+                    Ok(l) => l,
+                    Err(e) => return Err(self.remember_no_route(plan, dest, probe, e)),
+                }
+            }
         };
         if let Some(r) = self.best_of(plan, &list, bundle) {
             self.store(dest, list);
             return Ok(r);
         }
+        self.remember_probe(plan, dest, probe, list);
         self.stats.lists_computed += 1;
         let list = match self.routes(plan, dest, bundle, excl, k) {
             Ok(l) => l,
@@ -733,6 +811,52 @@ impl Cgr {
             );
         }
         e
+    }
+
+    /// Keeps a pure contact-graph list that gave the bundle no route: its first route's arrival
+    /// as the destination's arrival floor, and the list for the next bundle asking at the same
+    /// time (FIFO plans only, like the no-route memo).
+    fn remember_probe(
+        &mut self,
+        plan: &ContactPlan,
+        dest: NodeNum,
+        probe: BundleSpec,
+        list: Vec<Route>,
+    ) {
+        if !self.no_route_memo || !plan.contact_index().is_fifo(plan) {
+            return;
+        }
+        // The first search suppresses nothing: its route is the earliest arrival there is.
+        if let Some(first) = list.first() {
+            if !self.arrival_floor.contains_key(&dest)
+                && self.arrival_floor.len() >= self.limits.max_cached_destinations.max(1)
+            {
+                self.arrival_floor.pop_first();
+            }
+            self.arrival_floor.insert(
+                dest,
+                ArrivalFloor {
+                    generation: plan.generation(),
+                    booking_version: self.booking_version,
+                    now_ms: probe.now_ms,
+                    arrival_ms: first.arrival_ms,
+                },
+            );
+        }
+        self.last_probe = Some(ProbeList {
+            dest,
+            generation: plan.generation(),
+            booking_version: self.booking_version,
+            now_ms: probe.now_ms,
+            list,
+        });
+    }
+
+    /// Forgets the no-route memos, arrival floors and the kept route list.
+    fn forget_memos(&mut self) {
+        self.no_route.clear();
+        self.arrival_floor.clear();
+        self.last_probe = None;
     }
 
     fn store(&mut self, dest: NodeNum, list: Vec<Route>) {
@@ -844,13 +968,13 @@ impl Cgr {
     /// A booking changed: every no-route memo is stale.
     fn bookings_changed(&mut self) {
         self.booking_version = self.booking_version.wrapping_add(1);
-        self.no_route.clear();
+        self.forget_memos();
     }
 
     /// Drops every cached route list (the cache also notices plan changes by itself).
     pub fn invalidate(&mut self) {
         self.cache.clear();
-        self.no_route.clear();
+        self.forget_memos();
         self.cache_generation = None;
     }
 }
@@ -1156,6 +1280,72 @@ mod tests {
                 prop_assert_eq!(memo.stats().no_route_memo_hits, 0);
             }
         }
+    }
+
+    /// Bundles whose deadline falls before the only route's arrival: the first call searches
+    /// (the pure contact-graph list, then with the deadline), the next ones at the same time reuse
+    /// the list, and those whose deadline is before its earliest arrival are answered by the
+    /// arrival floor; a later deadline still gets its route, and a booking forgets the floor.
+    #[test]
+    fn arrival_floor_and_kept_list_save_searches() -> Result<(), crate::PlanError> {
+        let mut p = ContactPlan::new(0);
+        p.insert_contact(Contact::new(60_000, 70_000, 1, 2, 1_000))?;
+        p.insert_contact(Contact::new(0, 100_000, 1, 3, 1_000))?;
+        for (f, t) in [(1, 2), (1, 3)] {
+            p.insert_range(Range {
+                start_ms: 0,
+                end_ms: 100_000,
+                from: f,
+                to: t,
+                owlt_ms: 10,
+            })?;
+        }
+        assert!(p.contact_index().is_fifo(&p));
+        let b = |now_ms, deadline_ms| BundleSpec {
+            size_bytes: 100,
+            now_ms,
+            deadline_ms: Some(deadline_ms),
+        };
+        let mut cgr = Cgr::new(1, CgrLimits::default());
+        let mut plain = Cgr::new(1, CgrLimits::default());
+        plain.set_no_route_memo(false);
+        let calls = [
+            b(0, 10_000),
+            b(0, 20_000),
+            b(1_000, 30_000),
+            b(1_000, 60_099),
+            b(1_000, 60_110),
+        ];
+        for (i, x) in calls.into_iter().enumerate() {
+            let a = cgr.route(&p, 2, x, &Exclusions::default());
+            let e = plain.route(&p, 2, x, &Exclusions::default());
+            assert_eq!(a.is_ok(), e.is_ok(), "call {i}: {a:?} vs {e:?}");
+            assert_eq!(a.ok(), e.ok(), "call {i}");
+        }
+        let s = cgr.stats();
+        // The route arrives at 60,110 ms: the first call searches, the next two are below that
+        // floor; the fourth (deadline 60,099 ms, not below it, a new time) searches again, and
+        // the fifth gets its route.
+        assert_eq!(s.no_route_memo_hits, 2, "{s:?}");
+        assert!(s.lists_computed < plain.stats().lists_computed, "{s:?}");
+        // Same time, later deadline still without a route: the kept list is reused.
+        let mut cgr = Cgr::new(1, CgrLimits::default());
+        assert!(cgr
+            .route(&p, 2, b(0, 60_105), &Exclusions::default())
+            .is_err());
+        assert!(cgr
+            .route(&p, 2, b(0, 60_106), &Exclusions::default())
+            .is_err());
+        assert_eq!(cgr.stats().probe_lists_reused, 1);
+        // A booking forgets the floor and the list.
+        let r = cgr.route(&p, 3, b(0, 90_000), &Exclusions::default());
+        cgr.book(&r.expect("1 -> 3 is open"), 100);
+        let before = cgr.stats();
+        assert!(cgr
+            .route(&p, 2, b(0, 1_000), &Exclusions::default())
+            .is_err());
+        assert_eq!(cgr.stats().no_route_memo_hits, before.no_route_memo_hits);
+        Ok(())
     }
 
     /// On a FIFO plan, a destination with no route is searched once, not once per call, until
