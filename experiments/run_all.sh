@@ -48,7 +48,8 @@ list_jobs() {
     case "$mode" in
       sim) kind=sim ;;
       emu|ip|loopback) kind=rt ;;
-      *) echo "run_all.sh: $f: no mode line (expected mode = \"sim\" | \"emu\" | \"ip\" | \"loopback\")" >&2; exit 2 ;;
+      constellation) echo "$name|sim|experiments/constellation/run.sh $f"; continue ;;
+      *) echo "run_all.sh: $f: no mode line (expected mode = \"sim\" | \"emu\" | \"ip\" | \"loopback\" | \"constellation\")" >&2; exit 2 ;;
     esac
     echo "$name|$kind|bench $f"
   done
