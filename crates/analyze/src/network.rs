@@ -768,3 +768,99 @@ impl NetworkReport {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const BH: &str =
+        "time_ms,event,source,creation_ms,sequence,frag_offset,frag_length,length,destination,neighbour,key,reason\n";
+    const RH: &str = "time_ms,event,source,creation_ms,sequence,frag_offset,frag_length,length,destination,next_hop,method,alternatives,route_lists,arrival_ms,contacts\n";
+
+    fn plan() -> Vec<PlanContact> {
+        vec![
+            // 1 -> 2: 100 B/s for 10 s = 1000 bytes; 2 -> 3: 100 B/s for 20 s = 2000 bytes.
+            PlanContact { from: 1, to: 2, start_ms: 1000, end_ms: 11_000, rate_bytes_per_s: 100 },
+            PlanContact { from: 2, to: 3, start_ms: 5000, end_ms: 25_000, rate_bytes_per_s: 100 },
+        ]
+    }
+
+    fn routed(t: u64, seq: u64, len: u64, arrival: u64) -> String {
+        format!(
+            "{t},routed,ipn:1.1,0,{seq},,,{len},ipn:3.1,2,cgr_searched,2,1,{arrival},1:2:1000:11000:100:1000:6000;2:3:5000:25000:100:6000:{arrival}\n"
+        )
+    }
+
+    #[test]
+    fn delays_hops_storage_contacts_and_bookings() {
+        let mut a = NetworkAnalyzer::new(plan(), 1000);
+        let r1 = format!("{RH}{}{}", routed(0, 0, 400, 12_000), routed(0, 1, 400, 13_000));
+        a.add_route_log("r1", 1, r1.as_bytes()).unwrap();
+        let b1 = format!(
+            "{BH}0,created,ipn:1.1,0,0,,,400,ipn:3.1,,1,\n0,created,ipn:1.1,0,1,,,400,ipn:3.1,,2,\n\
+             6000,forwarded,ipn:1.1,0,0,,,400,ipn:3.1,2,1,\n7000,forwarded,ipn:1.1,0,1,,,400,ipn:3.1,2,2,\n"
+        );
+        a.add_bundle_log("b1", 1, b1.as_bytes()).unwrap();
+        let b2 = format!(
+            "{BH}6000,received,ipn:1.1,0,0,,,400,ipn:3.1,1,1,\n7000,received,ipn:1.1,0,1,,,400,ipn:3.1,1,2,\n\
+             11000,forwarded,ipn:1.1,0,0,,,400,ipn:3.1,3,1,\n"
+        );
+        a.add_bundle_log("b2", 2, b2.as_bytes()).unwrap();
+        let b3 = format!("{BH}12000,received,ipn:1.1,0,0,,,400,ipn:3.1,2,1,\n12500,delivered,ipn:1.1,0,0,,,400,ipn:3.1,,1,\n");
+        a.add_bundle_log("b3", 3, b3.as_bytes()).unwrap();
+        let r = a.finish();
+        assert_eq!(r.summary.created, 2);
+        assert_eq!(r.summary.delivered, 1);
+        assert_eq!(r.summary.delivery_ratio, Some(0.5));
+        assert_eq!(r.bundles[0].delay_ms, Some(12_500));
+        assert_eq!(r.bundles[0].hops, 2);
+        assert_eq!(r.bundles[0].predicted_arrival_ms, Some(12_000));
+        assert_eq!(r.summary.cgr_prediction_error_mean_ms, Some(500.0));
+        assert_eq!(r.bundles[1].delay_ms, None);
+        assert!(r.overbooked.is_empty());
+        let c12 = &r.contacts[0];
+        assert_eq!((c12.volume_bytes, c12.booked_peak_bytes, c12.sent_bytes, c12.sent_bundles), (1000, 800, 800, 2));
+        assert!((c12.utilisation - 0.8).abs() < 1e-12);
+        let c23 = &r.contacts[1];
+        assert_eq!((c23.booked_peak_bytes, c23.booked_peak_any_node, c23.sent_bytes), (0, 800, 400));
+        // A bin ending at t counts the events before t: node 1 holds both bundles until 6 s, the second until 7 s;
+        // node 2 keeps the second one to the end.
+        let at = |node: u64, t: f64| r.storage.iter().find(|s| s.node == node && s.time_s == t).unwrap().bytes;
+        assert_eq!(at(1, 1.0), 800);
+        assert_eq!(at(1, 8.0), 0);
+        assert_eq!(at(2, 12.0), 400);
+        assert_eq!(r.summary.peak_storage_bytes, 800);
+        assert_eq!(r.summary.decisions.routed.get("cgr_searched"), Some(&2));
+        assert_eq!(r.summary.decisions.mean_alternatives, Some(2.0));
+    }
+
+    #[test]
+    fn bookings_beyond_the_volume_are_reported_and_releases_count() {
+        // 3 × 400 bytes on a 1000-byte contact: overbooked at the third, unless one was released first.
+        let mut a = NetworkAnalyzer::new(plan(), 1000);
+        let log = format!("{RH}{}{}{}", routed(0, 0, 400, 1), routed(1, 1, 400, 1), routed(2, 2, 400, 1));
+        a.add_route_log("r1", 1, log.as_bytes()).unwrap();
+        let r = a.finish();
+        assert_eq!(r.overbooked.len(), 1, "{:?}", r.overbooked);
+        assert_eq!((r.overbooked[0].booked_bytes, r.overbooked[0].volume_bytes), (1200, 1000));
+        assert_eq!(r.overbooked[0].contact.to, 2);
+
+        let mut a = NetworkAnalyzer::new(plan(), 1000);
+        let released = routed(1, 0, 400, 1).replacen("routed", "released", 1);
+        let log = format!("{RH}{}{}{released}{}", routed(0, 0, 400, 1), routed(1, 1, 400, 1), routed(2, 2, 400, 1));
+        a.add_route_log("r1", 1, log.as_bytes()).unwrap();
+        let r = a.finish();
+        assert!(r.overbooked.is_empty(), "{:?}", r.overbooked);
+        assert_eq!(r.contacts[0].booked_peak_bytes, 800);
+        assert_eq!(r.summary.decisions.released, 1);
+    }
+
+    #[test]
+    fn a_log_without_the_columns_names_them() {
+        let mut a = NetworkAnalyzer::new(Vec::new(), 1000);
+        let e = a.add_route_log("r.csv", 1, "time_ms,event\n".as_bytes()).unwrap_err();
+        assert!(e.to_string().contains("r.csv line 1: no `source` column"), "{e}");
+        let e = a.add_bundle_log("b.csv", 1, "".as_bytes()).unwrap_err();
+        assert!(e.to_string().contains("b.csv: empty file"), "{e}");
+    }
+}
