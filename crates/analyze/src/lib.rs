@@ -37,8 +37,8 @@ use std::io::{BufRead, BufReader};
 use std::path::Path;
 
 pub use bundle::BundleTotals;
-pub use network::{NetworkAnalyzer, NetworkReport, PlanContact};
 pub use csv_out::{SessionCsvWriter, SESSION_CSV_HEADER};
+pub use network::{NetworkAnalyzer, NetworkReport, PlanContact};
 pub use row::{RowReader, SegmentRow};
 pub use session::{Coverage, SessionRecord};
 pub use stats::{mean_ci95, MeanCi};

@@ -34,7 +34,8 @@ pub struct PlanContact {
 impl PlanContact {
     /// Volume: rate × duration, bytes (rounded down).
     pub fn volume_bytes(&self) -> u64 {
-        let v = u128::from(self.rate_bytes_per_s) * u128::from(self.end_ms.saturating_sub(self.start_ms))
+        let v = u128::from(self.rate_bytes_per_s)
+            * u128::from(self.end_ms.saturating_sub(self.start_ms))
             / 1000;
         u64::try_from(v).unwrap_or(u64::MAX)
     }
@@ -241,7 +242,10 @@ fn columns(name: &str, header: &str, want: &[&str]) -> Result<Vec<usize>, Error>
     want.iter()
         .map(|w| {
             cols.iter().position(|c| c == w).ok_or_else(|| {
-                Error::Format(format!("{name} line 1: no `{w}` column (header: {})", header.trim_end()))
+                Error::Format(format!(
+                    "{name} line 1: no `{w}` column (header: {})",
+                    header.trim_end()
+                ))
             })
         })
         .collect()
@@ -253,7 +257,9 @@ fn read_header(name: &str, input: &mut impl BufRead) -> Result<String, Error> {
         .read_line(&mut line)
         .map_err(|e| Error::Io(format!("{name}: {e}")))?;
     if n == 0 {
-        return Err(Error::Format(format!("{name}: empty file (no header line)")));
+        return Err(Error::Format(format!(
+            "{name}: empty file (no header line)"
+        )));
     }
     Ok(line)
 }
@@ -274,7 +280,10 @@ fn parse_contacts(cell: &str) -> Option<Vec<PlanContact>> {
     }
     cell.split(';')
         .map(|h| {
-            let v: Vec<u64> = h.split(':').map(|x| x.parse().ok()).collect::<Option<_>>()?;
+            let v: Vec<u64> = h
+                .split(':')
+                .map(|x| x.parse().ok())
+                .collect::<Option<_>>()?;
             (v.len() == 7).then(|| PlanContact {
                 from: v[0],
                 to: v[1],
@@ -316,7 +325,12 @@ impl NetworkAnalyzer {
 
     /// Reads node `node`'s route decision log. Read a node's route log before its bundle log (forwarded bundles
     /// are attributed to the contact their route booked).
-    pub fn add_route_log(&mut self, name: &str, node: u64, mut input: impl BufRead) -> Result<(), Error> {
+    pub fn add_route_log(
+        &mut self,
+        name: &str,
+        node: u64,
+        mut input: impl BufRead,
+    ) -> Result<(), Error> {
         let header = read_header(name, &mut input)?;
         let c = columns(
             name,
@@ -366,7 +380,11 @@ impl NetworkAnalyzer {
             let id = bundle_id(&f, &c);
             match f[c[6]] {
                 "routed" => {
-                    *self.decisions.routed.entry(f[c[8]].to_string()).or_insert(0) += 1;
+                    *self
+                        .decisions
+                        .routed
+                        .entry(f[c[8]].to_string())
+                        .or_insert(0) += 1;
                     if let Ok(a) = f[c[9]].parse::<u64>() {
                         self.alt_sum.0 += a;
                         self.alt_sum.1 += 1;
@@ -397,10 +415,10 @@ impl NetworkAnalyzer {
                             *s = (*s).max(now);
                         }
                         if now > volume
-                            && !self
-                                .overbooked
-                                .iter()
-                                .any(|o| o.node == node && (o.contact.from, o.contact.to, o.contact.start_ms) == key)
+                            && !self.overbooked.iter().any(|o| {
+                                o.node == node
+                                    && (o.contact.from, o.contact.to, o.contact.start_ms) == key
+                            })
                         {
                             self.overbooked.push(Overbooking {
                                 node,
@@ -428,7 +446,12 @@ impl NetworkAnalyzer {
     }
 
     /// Reads node `node`'s bundle event log.
-    pub fn add_bundle_log(&mut self, name: &str, node: u64, mut input: impl BufRead) -> Result<(), Error> {
+    pub fn add_bundle_log(
+        &mut self,
+        name: &str,
+        node: u64,
+        mut input: impl BufRead,
+    ) -> Result<(), Error> {
         let header = read_header(name, &mut input)?;
         let c = columns(
             name,
@@ -634,7 +657,10 @@ impl NetworkAnalyzer {
         let mut delays: Vec<u64> = bundles.iter().filter_map(|b| b.delay_ms).collect();
         delays.sort_unstable();
         s.delivered = delays.len() as u64;
-        s.expired = bundles.iter().filter(|b| b.expired && b.delay_ms.is_none()).count() as u64;
+        s.expired = bundles
+            .iter()
+            .filter(|b| b.expired && b.delay_ms.is_none())
+            .count() as u64;
         if s.created > 0 {
             s.delivery_ratio = Some(s.delivered as f64 / s.created as f64);
         }
@@ -726,7 +752,12 @@ impl NetworkReport {
         let mut w = create("storage.csv")?;
         writeln!(w, "time_s,node,bundles,bytes,peak_bytes").map_err(io)?;
         for r in &self.storage {
-            writeln!(w, "{},{},{},{},{}", r.time_s, r.node, r.bundles, r.bytes, r.peak_bytes).map_err(io)?;
+            writeln!(
+                w,
+                "{},{},{},{},{}",
+                r.time_s, r.node, r.bundles, r.bytes, r.peak_bytes
+            )
+            .map_err(io)?;
         }
         w.flush().map_err(io)?;
         let mut w = create("contacts.csv")?;
@@ -751,18 +782,29 @@ impl NetworkReport {
         }
         w.flush().map_err(io)?;
         let mut w = create("overbooked.csv")?;
-        writeln!(w, "node,from,to,start_ms,end_ms,booked_bytes,volume_bytes,at_ms").map_err(io)?;
+        writeln!(
+            w,
+            "node,from,to,start_ms,end_ms,booked_bytes,volume_bytes,at_ms"
+        )
+        .map_err(io)?;
         for o in &self.overbooked {
             writeln!(
                 w,
                 "{},{},{},{},{},{},{},{}",
-                o.node, o.contact.from, o.contact.to, o.contact.start_ms, o.contact.end_ms, o.booked_bytes,
-                o.volume_bytes, o.at_ms
+                o.node,
+                o.contact.from,
+                o.contact.to,
+                o.contact.start_ms,
+                o.contact.end_ms,
+                o.booked_bytes,
+                o.volume_bytes,
+                o.at_ms
             )
             .map_err(io)?;
         }
         w.flush().map_err(io)?;
-        let json = serde_json::to_string_pretty(&self.summary).map_err(|e| Error::Io(e.to_string()))?;
+        let json =
+            serde_json::to_string_pretty(&self.summary).map_err(|e| Error::Io(e.to_string()))?;
         std::fs::write(dir.join("summary.json"), json + "\n")
             .map_err(|e| Error::Io(format!("{}: {e}", dir.join("summary.json").display())))?;
         Ok(())
@@ -780,8 +822,20 @@ mod tests {
     fn plan() -> Vec<PlanContact> {
         vec![
             // 1 -> 2: 100 B/s for 10 s = 1000 bytes; 2 -> 3: 100 B/s for 20 s = 2000 bytes.
-            PlanContact { from: 1, to: 2, start_ms: 1000, end_ms: 11_000, rate_bytes_per_s: 100 },
-            PlanContact { from: 2, to: 3, start_ms: 5000, end_ms: 25_000, rate_bytes_per_s: 100 },
+            PlanContact {
+                from: 1,
+                to: 2,
+                start_ms: 1000,
+                end_ms: 11_000,
+                rate_bytes_per_s: 100,
+            },
+            PlanContact {
+                from: 2,
+                to: 3,
+                start_ms: 5000,
+                end_ms: 25_000,
+                rate_bytes_per_s: 100,
+            },
         ]
     }
 
@@ -794,7 +848,11 @@ mod tests {
     #[test]
     fn delays_hops_storage_contacts_and_bookings() {
         let mut a = NetworkAnalyzer::new(plan(), 1000);
-        let r1 = format!("{RH}{}{}", routed(0, 0, 400, 12_000), routed(0, 1, 400, 13_000));
+        let r1 = format!(
+            "{RH}{}{}",
+            routed(0, 0, 400, 12_000),
+            routed(0, 1, 400, 13_000)
+        );
         a.add_route_log("r1", 1, r1.as_bytes()).unwrap();
         let b1 = format!(
             "{BH}0,created,ipn:1.1,0,0,,,400,ipn:3.1,,1,\n0,created,ipn:1.1,0,1,,,400,ipn:3.1,,2,\n\
@@ -819,13 +877,34 @@ mod tests {
         assert_eq!(r.bundles[1].delay_ms, None);
         assert!(r.overbooked.is_empty());
         let c12 = &r.contacts[0];
-        assert_eq!((c12.volume_bytes, c12.booked_peak_bytes, c12.sent_bytes, c12.sent_bundles), (1000, 800, 800, 2));
+        assert_eq!(
+            (
+                c12.volume_bytes,
+                c12.booked_peak_bytes,
+                c12.sent_bytes,
+                c12.sent_bundles
+            ),
+            (1000, 800, 800, 2)
+        );
         assert!((c12.utilisation - 0.8).abs() < 1e-12);
         let c23 = &r.contacts[1];
-        assert_eq!((c23.booked_peak_bytes, c23.booked_peak_any_node, c23.sent_bytes), (0, 800, 400));
+        assert_eq!(
+            (
+                c23.booked_peak_bytes,
+                c23.booked_peak_any_node,
+                c23.sent_bytes
+            ),
+            (0, 800, 400)
+        );
         // A bin ending at t counts the events before t: node 1 holds both bundles until 6 s, the second until 7 s;
         // node 2 keeps the second one to the end.
-        let at = |node: u64, t: f64| r.storage.iter().find(|s| s.node == node && s.time_s == t).unwrap().bytes;
+        let at = |node: u64, t: f64| {
+            r.storage
+                .iter()
+                .find(|s| s.node == node && s.time_s == t)
+                .unwrap()
+                .bytes
+        };
         assert_eq!(at(1, 1.0), 800);
         assert_eq!(at(1, 8.0), 0);
         assert_eq!(at(2, 12.0), 400);
@@ -838,16 +917,29 @@ mod tests {
     fn bookings_beyond_the_volume_are_reported_and_releases_count() {
         // 3 × 400 bytes on a 1000-byte contact: overbooked at the third, unless one was released first.
         let mut a = NetworkAnalyzer::new(plan(), 1000);
-        let log = format!("{RH}{}{}{}", routed(0, 0, 400, 1), routed(1, 1, 400, 1), routed(2, 2, 400, 1));
+        let log = format!(
+            "{RH}{}{}{}",
+            routed(0, 0, 400, 1),
+            routed(1, 1, 400, 1),
+            routed(2, 2, 400, 1)
+        );
         a.add_route_log("r1", 1, log.as_bytes()).unwrap();
         let r = a.finish();
         assert_eq!(r.overbooked.len(), 1, "{:?}", r.overbooked);
-        assert_eq!((r.overbooked[0].booked_bytes, r.overbooked[0].volume_bytes), (1200, 1000));
+        assert_eq!(
+            (r.overbooked[0].booked_bytes, r.overbooked[0].volume_bytes),
+            (1200, 1000)
+        );
         assert_eq!(r.overbooked[0].contact.to, 2);
 
         let mut a = NetworkAnalyzer::new(plan(), 1000);
         let released = routed(1, 0, 400, 1).replacen("routed", "released", 1);
-        let log = format!("{RH}{}{}{released}{}", routed(0, 0, 400, 1), routed(1, 1, 400, 1), routed(2, 2, 400, 1));
+        let log = format!(
+            "{RH}{}{}{released}{}",
+            routed(0, 0, 400, 1),
+            routed(1, 1, 400, 1),
+            routed(2, 2, 400, 1)
+        );
         a.add_route_log("r1", 1, log.as_bytes()).unwrap();
         let r = a.finish();
         assert!(r.overbooked.is_empty(), "{:?}", r.overbooked);
@@ -858,8 +950,13 @@ mod tests {
     #[test]
     fn a_log_without_the_columns_names_them() {
         let mut a = NetworkAnalyzer::new(Vec::new(), 1000);
-        let e = a.add_route_log("r.csv", 1, "time_ms,event\n".as_bytes()).unwrap_err();
-        assert!(e.to_string().contains("r.csv line 1: no `source` column"), "{e}");
+        let e = a
+            .add_route_log("r.csv", 1, "time_ms,event\n".as_bytes())
+            .unwrap_err();
+        assert!(
+            e.to_string().contains("r.csv line 1: no `source` column"),
+            "{e}"
+        );
         let e = a.add_bundle_log("b.csv", 1, "".as_bytes()).unwrap_err();
         assert!(e.to_string().contains("b.csv: empty file"), "{e}");
     }

@@ -205,7 +205,12 @@ where
 }
 
 /// Draws a timeline (one row of bars per label) into `path` (`.png` 1200 × (120 + 22 per row) or `.svg`).
-pub fn timeline(path: &Path, title: &str, x_label: &str, rows: &[TimelineRow]) -> anyhow::Result<()> {
+pub fn timeline(
+    path: &Path,
+    title: &str,
+    x_label: &str,
+    rows: &[TimelineRow],
+) -> anyhow::Result<()> {
     ensure_font();
     let size = (1200, 140 + 22 * rows.len() as u32);
     let ext = path
@@ -213,8 +218,18 @@ pub fn timeline(path: &Path, title: &str, x_label: &str, rows: &[TimelineRow]) -
         .and_then(|e| e.to_str())
         .map(str::to_ascii_lowercase);
     match ext.as_deref() {
-        Some("svg") => draw_timeline(SVGBackend::new(path, size).into_drawing_area(), title, x_label, rows),
-        Some("png") => draw_timeline(BitMapBackend::new(path, size).into_drawing_area(), title, x_label, rows),
+        Some("svg") => draw_timeline(
+            SVGBackend::new(path, size).into_drawing_area(),
+            title,
+            x_label,
+            rows,
+        ),
+        Some("png") => draw_timeline(
+            BitMapBackend::new(path, size).into_drawing_area(),
+            title,
+            x_label,
+            rows,
+        ),
         _ => Err(crate::cmd::UsageError(format!(
             "{}: expected a file name ending in .png or .svg",
             path.display()

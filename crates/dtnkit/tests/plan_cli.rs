@@ -356,9 +356,15 @@ fn plan_volumes(plan: &str, epoch_dtn_ms: u64) -> std::collections::HashMap<(u64
         .map(|l| {
             let f: Vec<&str> = l.split_whitespace().collect();
             let (start, end) = (ms(f[2]), ms(f[3]));
-            let (from, to, rate): (u64, u64, u128) =
-                (f[4].parse().unwrap(), f[5].parse().unwrap(), f[6].parse().unwrap());
-            ((from, to, epoch_dtn_ms + start), rate * u128::from(end - start) / 1000)
+            let (from, to, rate): (u64, u64, u128) = (
+                f[4].parse().unwrap(),
+                f[5].parse().unwrap(),
+                f[6].parse().unwrap(),
+            );
+            (
+                (from, to, epoch_dtn_ms + start),
+                rate * u128::from(end - start) / 1000,
+            )
         })
         .collect()
 }
@@ -391,24 +397,26 @@ fn replay_bookings(
             for h in f[contacts].split(';').filter(|h| !h.is_empty()) {
                 let v: Vec<u64> = h.split(':').map(|x| x.parse().unwrap()).collect();
                 let key = (v[0], v[1], v[2]);
-                let volume = *volumes
-                    .get(&key)
-                    .unwrap_or_else(|| panic!("{name}: route over {h}: no such contact in the plan"));
+                let volume = *volumes.get(&key).unwrap_or_else(|| {
+                    panic!("{name}: route over {h}: no such contact in the plan")
+                });
                 let b = booked.entry(key).or_insert(0);
                 if sign > 0 {
                     *b += bytes;
                     rows += 1;
                 } else {
-                    *b = b.checked_sub(bytes).unwrap_or_else(|| {
-                        panic!("{name}: released more than was booked on {h}")
-                    });
+                    *b = b
+                        .checked_sub(bytes)
+                        .unwrap_or_else(|| panic!("{name}: released more than was booked on {h}"));
                 }
                 let ratio = *b as f64 / volume.max(1) as f64;
                 if ratio > worst.0 {
                     worst = (ratio, format!("{name}: {b} of {volume} bytes on {h}"));
                 }
                 if *b > volume {
-                    over.push(format!("{name}: {b} bytes booked on {h} of volume {volume}"));
+                    over.push(format!(
+                        "{name}: {b} bytes booked on {h} of volume {volume}"
+                    ));
                 }
             }
         }
@@ -482,21 +490,55 @@ fn small_constellation_books_no_contact_beyond_its_volume() {
     let mut route_logs: Vec<(String, Vec<u8>)> = std::fs::read_dir(&logs)
         .unwrap()
         .map(|e| e.unwrap().path())
-        .filter(|p| p.file_name().unwrap().to_string_lossy().starts_with("routes-"))
-        .map(|p| (p.file_name().unwrap().to_string_lossy().into_owned(), std::fs::read(&p).unwrap()))
+        .filter(|p| {
+            p.file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with("routes-")
+        })
+        .map(|p| {
+            (
+                p.file_name().unwrap().to_string_lossy().into_owned(),
+                std::fs::read(&p).unwrap(),
+            )
+        })
         .collect();
     route_logs.sort();
     assert_eq!(route_logs.len(), 19, "one route log per node");
     let (worst, at, over) = replay_bookings(&route_logs, &volumes);
-    assert!(over.is_empty(), "contacts booked beyond their volume:\n{}", over.join("\n"));
-    assert!(worst >= 0.9, "no contact was nearly full (worst {worst:.3}: {at}): the load does not test booking");
+    assert!(
+        over.is_empty(),
+        "contacts booked beyond their volume:\n{}",
+        over.join("\n")
+    );
+    assert!(
+        worst >= 0.9,
+        "no contact was nearly full (worst {worst:.3}: {at}): the load does not test booking"
+    );
 
     let report = dir.path().join("report");
-    let o = dtnkit(&["sim-report", &s(&path), "--out", &s(&report), "--check-bookings"]);
+    let o = dtnkit(&[
+        "sim-report",
+        &s(&path),
+        "--out",
+        &s(&report),
+        "--check-bookings",
+    ]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let summary = std::fs::read_to_string(report.join("summary.json")).unwrap();
-    assert_eq!(json_number(&summary.replace(' ', ""), "overbooked"), 0.0, "{summary}");
-    for f in ["bundles.csv", "storage.csv", "contacts.csv", "delay_cdf.png", "storage.png", "contacts.png"] {
+    assert_eq!(
+        json_number(&summary.replace(' ', ""), "overbooked"),
+        0.0,
+        "{summary}"
+    );
+    for f in [
+        "bundles.csv",
+        "storage.csv",
+        "contacts.csv",
+        "delay_cdf.png",
+        "storage.png",
+        "contacts.png",
+    ] {
         assert!(report.join(f).exists(), "{f} not written");
     }
 }

@@ -224,10 +224,7 @@ fn record_release(
 
 impl<S: Store> Agent<S> {
     fn plan_epoch(&self) -> u64 {
-        self.routing
-            .plan
-            .as_ref()
-            .map_or(0, |p| p.epoch_dtn_ms())
+        self.routing.plan.as_ref().map_or(0, |p| p.epoch_dtn_ms())
     }
 
     /// Logs the release of the booking of a bundle taken out of the entries (`meta`).

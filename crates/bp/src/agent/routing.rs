@@ -55,10 +55,10 @@ impl<S: Store> Agent<S> {
                             deadline_ms: plan.from_dtn_ms(expires),
                         };
                         let before = self.routing.cgr.stats();
-                        let res =
-                            self.routing
-                                .cgr
-                                .route(plan, node, spec, &Exclusions::default());
+                        let res = self
+                            .routing
+                            .cgr
+                            .route(plan, node, spec, &Exclusions::default());
                         if let Ok(r) = &res {
                             self.routing.cgr.book(r, len);
                         }

@@ -34,14 +34,21 @@ pub struct SimReportArgs {
 
 fn open(path: &Path) -> anyhow::Result<BufReader<File>> {
     Ok(BufReader::new(File::open(path).with_context(|| {
-        format!("{}: cannot open (was the scenario run with this [log] section?)", path.display())
+        format!(
+            "{}: cannot open (was the scenario run with this [log] section?)",
+            path.display()
+        )
     })?))
 }
 
 /// Runs `dtnkit sim-report`.
 pub fn run(a: SimReportArgs) -> anyhow::Result<()> {
     if !(a.bin_s.is_finite() && a.bin_s >= 0.001) {
-        return Err(UsageError(format!("--bin-s {}: expected a number of seconds >= 0.001", a.bin_s)).into());
+        return Err(UsageError(format!(
+            "--bin-s {}: expected a number of seconds >= 0.001",
+            a.bin_s
+        ))
+        .into());
     }
     let scn = sim::Scenario::load(&a.scenario).map_err(|e| UsageError(e.to_string()))?;
     let Some(bundle_pattern) = scn.log.bundle_csv.clone() else {
@@ -126,12 +133,20 @@ fn plots(a: &SimReportArgs, r: &analyze::NetworkReport, epoch_dtn_ms: u64) -> an
     // Storage: total over nodes and the largest node, per bin, kB.
     let mut total: std::collections::BTreeMap<u64, (f64, f64)> = Default::default();
     for s in &r.storage {
-        let e = total.entry((s.time_s * 1000.0) as u64).or_insert((0.0, 0.0));
+        let e = total
+            .entry((s.time_s * 1000.0) as u64)
+            .or_insert((0.0, 0.0));
         e.0 += s.bytes as f64 / 1e3;
         e.1 = e.1.max(s.peak_bytes as f64 / 1e3);
     }
-    let tot: Vec<(f64, f64)> = total.iter().map(|(t, v)| (*t as f64 / 3.6e6, v.0)).collect();
-    let mx: Vec<(f64, f64)> = total.iter().map(|(t, v)| (*t as f64 / 3.6e6, v.1)).collect();
+    let tot: Vec<(f64, f64)> = total
+        .iter()
+        .map(|(t, v)| (*t as f64 / 3.6e6, v.0))
+        .collect();
+    let mx: Vec<(f64, f64)> = total
+        .iter()
+        .map(|(t, v)| (*t as f64 / 3.6e6, v.1))
+        .collect();
     let ymax = tot.iter().chain(mx.iter()).map(|p| p.1).fold(1.0, f64::max) * 1.05;
     let tmax = tot.last().map_or(1.0, |p| p.0).max(1e-3);
     for ext in ["png", "svg"] {
@@ -158,7 +173,8 @@ fn plots(a: &SimReportArgs, r: &analyze::NetworkReport, epoch_dtn_ms: u64) -> an
         )?;
     }
     // Contact timeline: the pairs that sent most, every contact of theirs as a bar coloured by utilisation.
-    let mut per_pair: std::collections::BTreeMap<(u64, u64), (u64, Vec<(f64, f64, f64)>)> = Default::default();
+    let mut per_pair: std::collections::BTreeMap<(u64, u64), (u64, Vec<(f64, f64, f64)>)> =
+        Default::default();
     for c in &r.contacts {
         let e = per_pair.entry((c.contact.from, c.contact.to)).or_default();
         e.0 += c.sent_bytes;
