@@ -97,6 +97,9 @@ pub fn run(a: SimReportArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Bytes sent by one (from, to) pair and its contacts as timeline bars.
+type PairBars = (u64, Vec<(f64, f64, f64)>);
+
 fn plots(a: &SimReportArgs, r: &analyze::NetworkReport, epoch_dtn_ms: u64) -> anyhow::Result<()> {
     // Delay CDF, minutes.
     let mut d: Vec<f64> = r
@@ -173,8 +176,7 @@ fn plots(a: &SimReportArgs, r: &analyze::NetworkReport, epoch_dtn_ms: u64) -> an
         )?;
     }
     // Contact timeline: the pairs that sent most, every contact of theirs as a bar coloured by utilisation.
-    let mut per_pair: std::collections::BTreeMap<(u64, u64), (u64, Vec<(f64, f64, f64)>)> =
-        Default::default();
+    let mut per_pair: std::collections::BTreeMap<(u64, u64), PairBars> = Default::default();
     for c in &r.contacts {
         let e = per_pair.entry((c.contact.from, c.contact.to)).or_default();
         e.0 += c.sent_bytes;
