@@ -173,18 +173,14 @@ where
         .margin(16)
         .x_label_area_size(50)
         .y_label_area_size(90)
-        .build_cartesian_2d(0.0..xmax, 0.0..n as f64)
+        .build_cartesian_2d(0.0..xmax, (0..n).into_segmented())
         .map_err(e)?;
     c.configure_mesh()
         .x_desc(x_label)
-        .y_labels(n.min(60))
-        .y_label_formatter(&|y| {
-            let i = (*y - 0.5).round();
-            if i >= 0.0 && (i as usize) < labels.len() && (*y - 0.5 - i).abs() < 1e-6 {
-                labels[i as usize].clone()
-            } else {
-                String::new()
-            }
+        .y_labels(n)
+        .y_label_formatter(&|y| match y {
+            SegmentValue::CenterOf(i) => labels.get(*i).cloned().unwrap_or_default(),
+            _ => String::new(),
         })
         .label_style(("sans-serif", 13))
         .axis_desc_style(("sans-serif", 16))
@@ -193,10 +189,25 @@ where
         .draw()
         .map_err(e)?;
     for (i, r) in rows.iter().enumerate() {
-        let y0 = i as f64 + 0.15;
-        let y1 = i as f64 + 0.85;
         c.draw_series(r.bars.iter().map(|&(s, t, v)| {
-            Rectangle::new([(s, y0), (t.max(s + xmax * 1e-3), y1)], heat(v).filled())
+            Rectangle::new(
+                [
+                    (s, SegmentValue::Exact(i)),
+                    (t.max(s + xmax * 1e-3), SegmentValue::Exact(i + 1)),
+                ],
+                heat(v).filled(),
+            )
+        }))
+        .map_err(e)?;
+        // A white outline keeps neighbouring rows and back-to-back contacts apart.
+        c.draw_series(r.bars.iter().map(|&(s, t, _)| {
+            Rectangle::new(
+                [
+                    (s, SegmentValue::Exact(i)),
+                    (t.max(s + xmax * 1e-3), SegmentValue::Exact(i + 1)),
+                ],
+                WHITE.stroke_width(3),
+            )
         }))
         .map_err(e)?;
     }

@@ -198,7 +198,7 @@ fn plots(a: &SimReportArgs, r: &analyze::NetworkReport, epoch_dtn_ms: u64) -> an
         for ext in ["png", "svg"] {
             timeline(
                 &a.out.join(format!("contacts.{ext}")),
-                "Contacts of the busiest pairs (colour: bytes sent / volume)",
+                "Contacts of the busiest pairs (bytes sent / volume: grey 0, yellow → red 1)",
                 "time (h)",
                 &rows,
             )?;
