@@ -17,7 +17,8 @@
 # Kinds of job: `sim` (simulator grids: deterministic, the runs of a grid in parallel with --jobs), `rt` (real time:
 # emulator, IP mode (root), loopback nodes; never in parallel with each other on one machine), `calc` (computed
 # tables, no runs). Files with mode = "constellation" (experiments/constellation_*.toml) run through
-# experiments/constellation/run.sh as `sim` jobs (plan from the orbits, simulation, `dtnkit sim-report`). The simulator grids of seeds 000 and 003 take ~5 min each, seed 004's ~3-12 min each; the
+# experiments/constellation/run.sh as `sim` jobs (plan from the orbits, simulation, `dtnkit sim-report`). The
+# simulator grids of seeds 000 and 003 take ~5 min each, seed 004's ~3-12 min each; the
 # real-time grids take 20-40 min each (seed 002's eight ~40 min together, IP-mode ones 10-30 min).
 set -euo pipefail
 cd "$(dirname "$0")/.."
