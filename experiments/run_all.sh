@@ -16,7 +16,9 @@
 #
 # Kinds of job: `sim` (simulator grids: deterministic, the runs of a grid in parallel with --jobs), `rt` (real time:
 # emulator, IP mode (root), loopback nodes; never in parallel with each other on one machine), `calc` (computed
-# tables, no runs). The simulator grids of seeds 000 and 003 take ~5 min each, seed 004's ~3-12 min each; the
+# tables, no runs). Files with mode = "constellation" (experiments/constellation_*.toml) run through
+# experiments/constellation/run.sh as `sim` jobs (plan from the orbits, simulation, `dtnkit sim-report`). The
+# simulator grids of seeds 000 and 003 take ~5 min each, seed 004's ~3-12 min each; the
 # real-time grids take 20-40 min each (seed 002's eight ~40 min together, IP-mode ones 10-30 min).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -48,7 +50,8 @@ list_jobs() {
     case "$mode" in
       sim) kind=sim ;;
       emu|ip|loopback) kind=rt ;;
-      *) echo "run_all.sh: $f: no mode line (expected mode = \"sim\" | \"emu\" | \"ip\" | \"loopback\")" >&2; exit 2 ;;
+      constellation) echo "$name|sim|experiments/constellation/run.sh $f"; continue ;;
+      *) echo "run_all.sh: $f: no mode line (expected mode = \"sim\" | \"emu\" | \"ip\" | \"loopback\" | \"constellation\")" >&2; exit 2 ;;
     esac
     echo "$name|$kind|bench $f"
   done

@@ -25,6 +25,7 @@
 pub mod bundle;
 pub mod csv_out;
 pub mod experiment;
+pub mod network;
 pub mod row;
 pub mod session;
 pub mod stats;
@@ -37,6 +38,7 @@ use std::path::Path;
 
 pub use bundle::BundleTotals;
 pub use csv_out::{SessionCsvWriter, SESSION_CSV_HEADER};
+pub use network::{NetworkAnalyzer, NetworkReport, PlanContact};
 pub use row::{RowReader, SegmentRow};
 pub use session::{Coverage, SessionRecord};
 pub use stats::{mean_ci95, MeanCi};

@@ -53,9 +53,10 @@ pub mod store;
 pub use agent::{
     split_failure_reason, Accepted, AdminNotice, Agent, AgentConfig, AgentError, AgentStatus,
     BlockDiscard, BlockVerdict, BundleEvent, BundleEventKind, BundleEventSink, ClaBlock,
-    ClaOutcome, CsvBundleLog, Degraded, Delivery, DtnTime, Forward, ForwardRef, HopBundle,
-    NeighbourBackoff, ReportFlags, RxError, SendError, SendRequest, StoreHealth, StreamPlan,
-    StreamRequest,
+    ClaOutcome, CsvBundleLog, CsvRouteLog, Degraded, Delivery, DtnTime, Forward, ForwardRef,
+    HopBundle, NeighbourBackoff, ReportFlags, RouteEvent, RouteEventKind, RouteEventSink,
+    RouteMethod, RxError, SendError, SendRequest, StoreHealth, StreamPlan, StreamRequest,
+    ROUTE_CSV_HEADER,
 };
 pub use contact_plan::{
     Contact, ContactId, ContactIndex, ContactPlan, IndexedContact, LinkEvent, LinkEventKind,

@@ -34,6 +34,8 @@ enum Command {
     Tcp(cmd::tcp::TcpCommand),
     /// Deterministic simulation of a scenario in virtual time.
     Sim(cmd::sim::SimArgs),
+    /// Network results of a `dtnkit sim` run from its per-node logs: delays, hops, storage, contact use, routing.
+    SimReport(cmd::sim_report::SimReportArgs),
     /// Run a DTN node (BP agent, store, LTP over UDP, application socket).
     Node(cmd::node::NodeArgs),
     /// Send bundles through a node's application socket.
@@ -69,6 +71,7 @@ fn main() -> ExitCode {
         Command::Emu(a) => cmd::emu::run(a),
         Command::Tcp(c) => cmd::tcp::run(c),
         Command::Sim(a) => cmd::sim::run(a),
+        Command::SimReport(a) => cmd::sim_report::run(a),
         Command::Node(a) => cmd::node::run(a),
         Command::Send(a) => cmd::send::run(a),
         Command::Recv(a) => cmd::recv::run(a),

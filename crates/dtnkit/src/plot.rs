@@ -129,3 +129,123 @@ pub fn line_chart(path: &Path, chart: &LineChart, series: &[Series]) -> anyhow::
     }
     .with_context(|| format!("drawing {}", path.display()))
 }
+
+/// One row of a timeline chart: a label and bars `(start, end, value in [0, 1])`.
+pub struct TimelineRow {
+    /// Text on the left of the row.
+    pub label: String,
+    /// Bars in x units; the value picks the fill colour (white 0 → dark red 1, above 1 black).
+    pub bars: Vec<(f64, f64, f64)>,
+}
+
+fn heat(v: f64) -> RGBColor {
+    if v > 1.0 {
+        return BLACK;
+    }
+    let v = v.clamp(0.0, 1.0);
+    // light grey for an unused bar, then yellow → red.
+    if v == 0.0 {
+        return RGBColor(225, 225, 225);
+    }
+    let g = (220.0 * (1.0 - v)) as u8;
+    RGBColor(230, g, (40.0 * (1.0 - v)) as u8)
+}
+
+fn draw_timeline<DB: DrawingBackend>(
+    root: DrawingArea<DB, plotters::coord::Shift>,
+    title: &str,
+    x_label: &str,
+    rows: &[TimelineRow],
+) -> anyhow::Result<()>
+where
+    DB::ErrorType: 'static,
+{
+    let e = |e: DrawingAreaErrorKind<DB::ErrorType>| anyhow::anyhow!("{e:?}");
+    root.fill(&WHITE).map_err(e)?;
+    let xmax = rows
+        .iter()
+        .flat_map(|r| r.bars.iter().map(|b| b.1))
+        .fold(1e-3, f64::max);
+    let n = rows.len();
+    let labels: Vec<String> = rows.iter().map(|r| r.label.clone()).collect();
+    let mut c = ChartBuilder::on(&root)
+        .caption(title, ("sans-serif", 24))
+        .margin(16)
+        .x_label_area_size(50)
+        .y_label_area_size(90)
+        .build_cartesian_2d(0.0..xmax, (0..n).into_segmented())
+        .map_err(e)?;
+    c.configure_mesh()
+        .x_desc(x_label)
+        .y_labels(n)
+        .y_label_formatter(&|y| match y {
+            SegmentValue::CenterOf(i) => labels.get(*i).cloned().unwrap_or_default(),
+            _ => String::new(),
+        })
+        .label_style(("sans-serif", 13))
+        .axis_desc_style(("sans-serif", 16))
+        .disable_y_mesh()
+        .light_line_style(RGBColor(240, 240, 240))
+        .draw()
+        .map_err(e)?;
+    for (i, r) in rows.iter().enumerate() {
+        c.draw_series(r.bars.iter().map(|&(s, t, v)| {
+            Rectangle::new(
+                [
+                    (s, SegmentValue::Exact(i)),
+                    (t.max(s + xmax * 1e-3), SegmentValue::Exact(i + 1)),
+                ],
+                heat(v).filled(),
+            )
+        }))
+        .map_err(e)?;
+        // A white outline keeps neighbouring rows and back-to-back contacts apart.
+        c.draw_series(r.bars.iter().map(|&(s, t, _)| {
+            Rectangle::new(
+                [
+                    (s, SegmentValue::Exact(i)),
+                    (t.max(s + xmax * 1e-3), SegmentValue::Exact(i + 1)),
+                ],
+                WHITE.stroke_width(3),
+            )
+        }))
+        .map_err(e)?;
+    }
+    root.present().map_err(e)?;
+    Ok(())
+}
+
+/// Draws a timeline (one row of bars per label) into `path` (`.png` 1200 × (120 + 22 per row) or `.svg`).
+pub fn timeline(
+    path: &Path,
+    title: &str,
+    x_label: &str,
+    rows: &[TimelineRow],
+) -> anyhow::Result<()> {
+    ensure_font();
+    let size = (1200, 140 + 22 * rows.len() as u32);
+    let ext = path
+        .extension()
+        .and_then(|e| e.to_str())
+        .map(str::to_ascii_lowercase);
+    match ext.as_deref() {
+        Some("svg") => draw_timeline(
+            SVGBackend::new(path, size).into_drawing_area(),
+            title,
+            x_label,
+            rows,
+        ),
+        Some("png") => draw_timeline(
+            BitMapBackend::new(path, size).into_drawing_area(),
+            title,
+            x_label,
+            rows,
+        ),
+        _ => Err(crate::cmd::UsageError(format!(
+            "{}: expected a file name ending in .png or .svg",
+            path.display()
+        ))
+        .into()),
+    }
+    .with_context(|| format!("drawing {}", path.display()))
+}

@@ -94,3 +94,19 @@ fn per_node_logs_from_the_cli() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `dtnkit sim-report` needs the logs of a run: a scenario without `[log] bundle_csv` is a usage error that says so,
+/// and a bad `--bin-s` names the flag.
+#[test]
+fn sim_report_usage_errors_name_what_is_missing() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("report").display().to_string();
+    let scn = testdata("three_node_contacts.toml");
+    let o = dtnkit(&["sim-report", &scn, "--out", &out]);
+    assert_eq!(o.status.code(), Some(2), "{o:?}");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("no [log] bundle_csv"), "{err}");
+    let o = dtnkit(&["sim-report", &scn, "--out", &out, "--bin-s", "0"]);
+    assert_eq!(o.status.code(), Some(2), "{o:?}");
+    assert!(String::from_utf8_lossy(&o.stderr).contains("--bin-s 0"));
+}

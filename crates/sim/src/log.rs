@@ -17,7 +17,7 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use bp::{BundleEvent, BundleEventSink, CsvBundleLog};
+use bp::{BundleEvent, BundleEventSink, CsvBundleLog, CsvRouteLog, RouteEvent, RouteEventSink};
 use ltp::{CsvSegmentLog, Direction, RecordKind, SegmentRecord, SegmentSink};
 
 /// Buffer size of every log writer.
@@ -117,6 +117,34 @@ impl SharedBundleLog {
 
 impl BundleEventSink for SharedBundleLog {
     fn record(&mut self, event: &BundleEvent<'_>) {
+        if let Ok(mut l) = self.0.lock() {
+            l.record(event);
+        }
+    }
+}
+
+/// A node's route decision log (`docs/route-log.md`): the agent's own CSV writer, shared with the simulation,
+/// which flushes it at the end.
+#[derive(Clone)]
+pub struct SharedRouteLog(pub Arc<Mutex<CsvRouteLog<LogWriter>>>);
+
+impl SharedRouteLog {
+    /// A log writing to `out` (the header is written immediately).
+    pub fn new(out: LogWriter) -> Self {
+        SharedRouteLog(Arc::new(Mutex::new(CsvRouteLog::new(out))))
+    }
+
+    /// Flushes the file; returns the rows lost to write errors so far.
+    pub fn flush(&self) -> u64 {
+        match self.0.lock() {
+            Ok(mut l) => l.errors() + u64::from(l.flush().is_err()),
+            Err(_) => 1,
+        }
+    }
+}
+
+impl RouteEventSink for SharedRouteLog {
+    fn record(&mut self, event: &RouteEvent<'_>) {
         if let Ok(mut l) = self.0.lock() {
             l.record(event);
         }

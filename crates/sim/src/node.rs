@@ -20,7 +20,7 @@ use cla::{Cause, LtpCla, LtpEvent, Outcome, ReceivedBlock};
 use ltp::SessionId;
 
 use crate::cfdp_app::{CfdpApp, TransferBook};
-use crate::log::{SharedBundleLog, SharedSegmentState};
+use crate::log::{SharedBundleLog, SharedRouteLog, SharedSegmentState};
 use crate::scenario::Colour;
 
 /// Which protocol a datagram on a link carries (a real node would use two UDP ports).
@@ -293,6 +293,8 @@ pub struct Node {
     pub(crate) segments: SharedSegmentState,
     /// This node's bundle event log (installed in the agent, or written by the static layer).
     pub(crate) bundle_log: Option<SharedBundleLog>,
+    /// This node's route decision log (agent layer only).
+    pub(crate) route_log: Option<SharedRouteLog>,
     pub(crate) counters: BundleCounters,
     /// The real BP agent (in-memory store) when the scenario selects `bundle_layer = "agent"`.
     pub(crate) agent: Option<TrackedAgent>,

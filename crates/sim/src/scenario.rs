@@ -713,6 +713,10 @@ pub struct LogSection {
     /// Bundle event log of each node (`docs/bundle-event-log.md`), e.g. `"logs/bundles-{node}.csv"`.
     #[serde(default)]
     pub bundle_csv: Option<String>,
+    /// Route decision log of each node's agent (`docs/route-log.md`: next hop, CGR route and its contacts,
+    /// no-route searches, released bookings), e.g. `"logs/routes-{node}.csv"`. Agent layer only.
+    #[serde(default)]
+    pub route_csv: Option<String>,
 }
 
 /// The placeholder a log path pattern must contain.
@@ -728,6 +732,7 @@ impl LogSection {
         for (field, p) in [
             ("log.segment_csv", &self.segment_csv),
             ("log.bundle_csv", &self.bundle_csv),
+            ("log.route_csv", &self.route_csv),
         ] {
             let Some(p) = p else { continue };
             let rest = p.replace(NODE_PLACEHOLDER, "");
@@ -737,6 +742,15 @@ impl LogSection {
                     format!("{p:?}"),
                     "a path pattern containing {node} (replaced by the node number; one file per node, as \
                      real nodes write), e.g. \"logs/segments-{node}.csv\", and no other braces",
+                ));
+            }
+        }
+        if let Some(r) = &self.route_csv {
+            if Some(r) == self.segment_csv.as_ref() || Some(r) == self.bundle_csv.as_ref() {
+                return Err(invalid(
+                    "log.route_csv",
+                    format!("{r:?}"),
+                    "a pattern other than log.segment_csv and log.bundle_csv",
                 ));
             }
         }

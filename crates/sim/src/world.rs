@@ -11,7 +11,7 @@ use ltp::{CsvSegmentLog, EngineConfig, SpanConfig};
 use serde::Serialize;
 
 use crate::cfdp_app::{put_request, CfdpSetup, CfdpTransferResult, Route, TransferBook};
-use crate::log::{NodeSink, SegmentState, SharedBundleLog};
+use crate::log::{NodeSink, SegmentState, SharedBundleLog, SharedRouteLog};
 use crate::node::{
     ClientApp, Ctx, Datagram, Deferred, Node, Processing, Proto, ServerApp, SessionRecord,
 };
@@ -360,6 +360,15 @@ impl Simulation {
                 )?)),
                 None => None,
             };
+            let route_log = match &scn.log.route_csv {
+                Some(p) => Some(SharedRouteLog::new(open(
+                    scn,
+                    p,
+                    "log.route_csv",
+                    ns.number,
+                )?)),
+                None => None,
+            };
             let p = &ns.processing;
             let mut bibe = None;
             let agent = match scn.sim.bundle_layer {
@@ -383,6 +392,9 @@ impl Simulation {
                     }
                     if let Some(l) = &bundle_log {
                         a.set_event_sink(Some(Box::new(l.clone())));
+                    }
+                    if let Some(l) = &route_log {
+                        a.set_route_sink(Some(Box::new(l.clone())));
                     }
                     for r in &ns.routes {
                         if let Ok(range) = bp::NodeRange::single(r.dest) {
@@ -442,6 +454,7 @@ impl Simulation {
                 creation_seq: 0,
                 segments,
                 bundle_log,
+                route_log,
                 counters: Default::default(),
                 cfdp,
                 bibe,
@@ -677,6 +690,9 @@ impl Simulation {
         self.finished = true;
         for n in &self.nodes {
             if let Some(l) = &n.bundle_log {
+                self.log_write_errors += l.flush();
+            }
+            if let Some(l) = &n.route_log {
                 self.log_write_errors += l.flush();
             }
             self.log_write_errors += n.segments.lock().map_or(1, |mut s| s.flush());

@@ -50,6 +50,7 @@ mod events;
 mod health;
 mod local;
 mod notes;
+mod route_log;
 mod routing;
 mod rx;
 mod security;
@@ -62,6 +63,9 @@ pub use blocks::{BlockDiscard, BlockVerdict, ClaBlock};
 pub use discards::split_failure_reason;
 pub use events::{BundleEvent, BundleEventKind, BundleEventSink, CsvBundleLog, CSV_HEADER};
 pub use health::{Degraded, StoreHealth};
+pub use route_log::{
+    CsvRouteLog, RouteEvent, RouteEventKind, RouteEventSink, RouteMethod, ROUTE_CSV_HEADER,
+};
 pub use stream::{StreamPlan, StreamRequest};
 pub use types::{
     Accepted, AdminNotice, AgentConfig, AgentError, AgentStatus, ClaOutcome, Delivery, DtnTime,
@@ -180,6 +184,8 @@ pub struct Agent<S: Store> {
     owed: (u64, u64),
     counters: AgentStatus,
     sink: Option<Box<dyn BundleEventSink + Send>>,
+    /// The route decision log (`docs/route-log.md`), if the driver installed one.
+    route_sink: Option<Box<dyn RouteEventSink + Send>>,
     security: Option<bpsec::Policy>,
     /// Healthy, or degraded after a store failure (see [`StoreHealth`]).
     health: StoreHealth,
@@ -257,6 +263,7 @@ impl<S: Store> Agent<S> {
             owed: (0, 0),
             counters: AgentStatus::default(),
             sink: None,
+            route_sink: None,
             security: None,
             health: StoreHealth::default(),
             backoffs: backoff::Backoffs::default(),
@@ -323,6 +330,11 @@ impl<S: Store> Agent<S> {
     /// Installs (or removes) the bundle event log sink.
     pub fn set_event_sink(&mut self, sink: Option<Box<dyn BundleEventSink + Send>>) {
         self.sink = sink;
+    }
+
+    /// Installs (or removes) the route decision log sink (`docs/route-log.md`).
+    pub fn set_route_sink(&mut self, sink: Option<Box<dyn RouteEventSink + Send>>) {
+        self.route_sink = sink;
     }
 
     /// Sets the contact plan used by CGR. With `drive_links`, the agent also brings its links up
@@ -854,6 +866,7 @@ impl<S: Store> Agent<S> {
                 }
                 if let Some(r) = &e.route {
                     self.routing.cgr.unbook(r, e.meta.len);
+                    self.log_release(self.clock, &e.meta, r);
                 }
             }
             State::Fragment => {

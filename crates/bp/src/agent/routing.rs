@@ -5,9 +5,9 @@
 
 use bpv7::Eid;
 
-use super::{Agent, DtnTime, State};
+use super::{Agent, DtnTime, RouteEventKind, RouteMethod, State};
 use crate::store::{BundleKey, Store};
-use crate::{BundleSpec, Exclusions, LinkEventKind, NodeNum, Route};
+use crate::{BundleSpec, CgrStats, Exclusions, LinkEventKind, NodeNum, Route};
 
 impl<S: Store> Agent<S> {
     /// Routes every bundle waiting for a route that can be routed now.
@@ -33,7 +33,8 @@ impl<S: Store> Agent<S> {
         }
     }
 
-    /// The next hop for one bundle, with the CGR route it was booked on (if CGR chose it).
+    /// The next hop for one bundle, with the CGR route it was booked on (if CGR chose it). With a
+    /// route log installed, the decision is logged (`route_log`).
     fn route_one(&mut self, now: DtnTime, key: BundleKey) -> Option<(NodeNum, Option<Route>)> {
         let e = self.entries.get(&key)?;
         let (dest, len, expires) = (e.meta.destination.clone(), e.meta.len, e.meta.expires_at_ms);
@@ -43,6 +44,7 @@ impl<S: Store> Agent<S> {
                     return None;
                 }
                 if let Some(hop) = self.routing.statics.lookup(node) {
+                    self.log_choice(now, key, hop, RouteMethod::Static);
                     return Some((hop, None));
                 }
                 if let Some(plan) = &self.routing.plan {
@@ -52,20 +54,89 @@ impl<S: Store> Agent<S> {
                             now_ms,
                             deadline_ms: plan.from_dtn_ms(expires),
                         };
-                        if let Ok(r) =
-                            self.routing
-                                .cgr
-                                .route(plan, node, spec, &Exclusions::default())
-                        {
-                            self.routing.cgr.book(&r, len);
+                        let before = self.routing.cgr.stats();
+                        let res = self
+                            .routing
+                            .cgr
+                            .route(plan, node, spec, &Exclusions::default());
+                        if let Ok(r) = &res {
+                            self.routing.cgr.book(r, len);
+                        }
+                        if self.route_logging() {
+                            self.log_cgr(now, key, node, before, res.as_ref().ok());
+                        }
+                        if let Ok(r) = res {
                             return Some((r.next_hop, Some(r)));
                         }
                     }
                 }
-                self.links.contains_key(&node).then_some((node, None))
+                let hop = self.links.contains_key(&node).then_some(node)?;
+                self.log_choice(now, key, hop, RouteMethod::Neighbour);
+                Some((hop, None))
             }
-            Eid::Dtn { node, .. } => self.routing.dtn_routes.get(&node).map(|h| (*h, None)),
+            Eid::Dtn { node, .. } => {
+                let hop = *self.routing.dtn_routes.get(&node)?;
+                self.log_choice(now, key, hop, RouteMethod::DtnRoute);
+                Some((hop, None))
+            }
             Eid::DtnNone => None,
+        }
+    }
+
+    /// Logs a next hop chosen without CGR.
+    fn log_choice(&mut self, now: DtnTime, key: BundleKey, hop: NodeNum, method: RouteMethod) {
+        self.log_route(
+            now,
+            key,
+            RouteEventKind::Routed,
+            Some(hop),
+            Some(method),
+            None,
+            None,
+        );
+    }
+
+    /// Logs the outcome of one CGR call (`before`: its statistics before the call): the route
+    /// booked, or no route when a search ran (answers of the no-route memo repeat an earlier
+    /// logged search and are not logged again).
+    fn log_cgr(
+        &mut self,
+        now: DtnTime,
+        key: BundleKey,
+        dest: NodeNum,
+        before: CgrStats,
+        route: Option<&Route>,
+    ) {
+        let after = self.routing.cgr.stats();
+        let lists = after.lists_computed - before.lists_computed;
+        let method = if lists > 0 {
+            RouteMethod::CgrSearched
+        } else {
+            RouteMethod::CgrCached
+        };
+        match route {
+            Some(r) => {
+                let alternatives = self.routing.cgr.cached_route_count(dest);
+                self.log_route(
+                    now,
+                    key,
+                    RouteEventKind::Routed,
+                    Some(r.next_hop),
+                    Some(method),
+                    Some((alternatives, lists)),
+                    Some(r),
+                );
+            }
+            None if lists > 0 => self.log_route(
+                now,
+                key,
+                RouteEventKind::NoRoute,
+                None,
+                Some(method),
+                Some((0, lists)),
+                None,
+            ),
+            None => {}
         }
     }
 

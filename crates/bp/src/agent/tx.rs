@@ -28,7 +28,7 @@ impl<S: Store> Agent<S> {
 
     /// Tells the agent the link to `neighbour` is down. Bundles queued for it (not in flight) are
     /// routed again; in-flight ones stay in flight until the convergence layer reports.
-    pub fn link_down(&mut self, _now: DtnTime, neighbour: NodeNum) {
+    pub fn link_down(&mut self, now: DtnTime, neighbour: NodeNum) {
         self.links.remove(&neighbour);
         let Some(q) = self.queues.remove(&neighbour) else {
             return;
@@ -38,6 +38,7 @@ impl<S: Store> Agent<S> {
             if let (Some(r), Some(e)) = (route, self.entries.get(&key)) {
                 let len = e.meta.len;
                 self.routing.cgr.unbook(&r, len);
+                self.log_release_key(now, key, &r);
             }
             self.enqueue_unrouted(key);
         }
@@ -204,6 +205,7 @@ impl<S: Store> Agent<S> {
             let meta = e.meta.clone();
             if let Some(r) = route {
                 self.routing.cgr.unbook(&r, meta.len);
+                self.log_release(now, &meta, &r);
             }
             self.event(
                 now,

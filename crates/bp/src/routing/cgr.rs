@@ -977,6 +977,12 @@ impl Cgr {
         self.forget_memos();
         self.cache_generation = None;
     }
+
+    /// Routes in the cached route list for `dest` (0 if none): after a successful
+    /// [`Cgr::route`], the alternatives its choice was made from (for the route decision log).
+    pub fn cached_route_count(&self, dest: NodeNum) -> usize {
+        self.cache.get(&dest).map_or(0, Vec::len)
+    }
 }
 
 #[cfg(test)]

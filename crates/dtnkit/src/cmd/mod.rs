@@ -18,6 +18,7 @@ pub mod recv;
 pub mod recv_adu;
 pub mod send;
 pub mod sim;
+pub mod sim_report;
 pub mod status;
 mod status_watch;
 pub mod tcp;
