@@ -234,6 +234,25 @@ impl AnySession {
         either!(self, s => s.payload_buf(max), _ => None)
     }
 
+    /// See [`Session::payload_buf_uninit`] (none while undecided).
+    pub fn payload_buf_uninit(&mut self, max: usize) -> Option<&mut [std::mem::MaybeUninit<u8>]> {
+        either!(self, s => s.payload_buf_uninit(max), _ => None)
+    }
+
+    /// See [`Session::payload_filled_uninit`].
+    ///
+    /// # Safety
+    ///
+    /// As [`Session::payload_filled_uninit`].
+    pub unsafe fn payload_filled_uninit(
+        &mut self,
+        now: Duration,
+        n: usize,
+    ) -> Result<(), SessionError> {
+        // SAFETY: forwarded from the caller.
+        either!(self, s => unsafe { s.payload_filled_uninit(now, n) }, _ => Err(SessionError::PayloadOverrun { filled: n, offered: 0 }))
+    }
+
     /// See [`Session::payload_filled`].
     pub fn payload_filled(&mut self, now: Duration, n: usize) -> Result<(), SessionError> {
         either!(self, s => s.payload_filled(now, n), _ => Err(SessionError::PayloadOverrun { filled: n, offered: 0 }))
