@@ -290,6 +290,29 @@ impl AnySession {
         either!(self, s => s.send_bundle(bundle, token), _ => Err(SendError::NotEstablished))
     }
 
+    /// See [`Session::send_bundle_parts`]. TCPCLv3 joins the parts into one buffer first (its
+    /// sessions send a bundle from one `Bytes`).
+    pub fn send_bundle_parts(
+        &mut self,
+        head: Bytes,
+        tail: Bytes,
+        token: u64,
+    ) -> Result<u64, SendError> {
+        match self {
+            AnySession::V4(s) => s.send_bundle_parts(head, tail, token),
+            AnySession::V3(s) => {
+                if head.is_empty() {
+                    return s.send_bundle(tail, token);
+                }
+                let mut joined = bytes::BytesMut::with_capacity(head.len() + tail.len());
+                joined.extend_from_slice(&head);
+                joined.extend_from_slice(&tail);
+                s.send_bundle(joined.freeze(), token)
+            }
+            AnySession::Undecided(_) => Err(SendError::NotEstablished),
+        }
+    }
+
     /// Outgoing transfers queued or awaiting acknowledgment.
     pub fn pending_transfers(&self) -> usize {
         either!(self, s => s.pending_transfers(), _ => 0)

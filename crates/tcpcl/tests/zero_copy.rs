@@ -37,12 +37,15 @@ fn points_into(part: &Bytes, bundles: &[Bytes]) -> bool {
 }
 
 /// Two identical senders, one polled flat and one vectored, against one receiver whose
-/// answers both get. Every poll must yield the same octets.
+/// answers both get. Every poll must yield the same octets. With `split`, the vectored sender
+/// is given each bundle as two parts cut there (`send_bundle_parts`, each part its own
+/// allocation) and must still produce the flat sender's octets, without copying either part.
 fn check_vectored_equals_flat(
     sizes: &[usize],
     peer_segment_mru: u64,
     max_segment_size: u64,
     chunk: usize,
+    split: Option<usize>,
 ) {
     let mut cfg = SessionConfig::new("ipn:1.0");
     cfg.max_segment_size = max_segment_size;
@@ -59,15 +62,34 @@ fn check_vectored_equals_flat(
         .enumerate()
         .map(|(i, &n)| bundle(n, i as u64))
         .collect();
+    let split_parts: Vec<(Bytes, Bytes)> = bundles
+        .iter()
+        .map(|b| {
+            let k = split.unwrap_or(0).min(b.len());
+            (
+                Bytes::copy_from_slice(&b[..k]),
+                Bytes::copy_from_slice(&b[k..]),
+            )
+        })
+        .collect();
+    let mut sources = bundles.clone();
+    for (h, t) in &split_parts {
+        sources.push(h.clone());
+        sources.push(t.clone());
+    }
     let mut sent = false;
     let mut received = Vec::new();
     for _ in 0..100_000 {
         if !sent && flat.is_established() && vect.is_established() {
             for (i, b) in bundles.iter().enumerate() {
-                assert_eq!(
-                    flat.send_bundle(b.clone(), i as u64),
-                    vect.send_bundle(b.clone(), i as u64)
-                );
+                let v = match split {
+                    Some(_) => {
+                        let (h, t) = &split_parts[i];
+                        vect.send_bundle_parts(h.clone(), t.clone(), i as u64)
+                    }
+                    None => vect.send_bundle(b.clone(), i as u64),
+                };
+                assert_eq!(flat.send_bundle(b.clone(), i as u64), v);
             }
             sent = true;
         }
@@ -83,7 +105,7 @@ fn check_vectored_equals_flat(
         // Payload is handed out in place: every large part is a slice of a bundle.
         for p in parts.iter().filter(|p| p.len() > 64) {
             assert!(
-                points_into(p, &bundles),
+                points_into(p, &sources),
                 "a {}-octet part was copied",
                 p.len()
             );
@@ -258,9 +280,15 @@ fn receiver_config(segment_mru: u64, transfer_mru: u64, hard_transfer: u64) -> S
 
 #[test]
 fn vectored_equals_flat_for_typical_sizes() {
-    check_vectored_equals_flat(&[1_000_000, 1, 70_000], 1 << 20, 1 << 20, 4 << 20);
-    check_vectored_equals_flat(&[300_000, 5], 65_536, 1 << 20, 100_000);
-    check_vectored_equals_flat(&[10_000], 1, 1 << 20, 1);
+    check_vectored_equals_flat(&[1_000_000, 1, 70_000], 1 << 20, 1 << 20, 4 << 20, None);
+    check_vectored_equals_flat(&[300_000, 5], 65_536, 1 << 20, 100_000, None);
+    check_vectored_equals_flat(&[10_000], 1, 1 << 20, 1, None);
+    // A relay's new head in front of stored bytes: the cut inside the first segment, at a
+    // segment boundary, at 0 (no head) and past the end (no tail).
+    check_vectored_equals_flat(&[1_000_000, 1, 70_000], 1 << 20, 1 << 20, 4 << 20, Some(60));
+    check_vectored_equals_flat(&[300_000, 5], 65_536, 1 << 20, 100_000, Some(65_536));
+    check_vectored_equals_flat(&[300_000], 65_536, 1 << 20, 100_000, Some(0));
+    check_vectored_equals_flat(&[3_000], 1000, 1 << 20, 1, Some(5_000));
 }
 
 #[test]
@@ -441,11 +469,12 @@ proptest! {
         peer_segment_mru in 1u64..100_000,
         max_segment_size in 1u64..100_000,
         chunk in 1usize..300_000,
+        split in prop::option::of(0usize..200_000),
     ) {
         // Tiny segments over big bundles make enormous part lists: keep the case small.
         let max_seg = peer_segment_mru.min(max_segment_size);
         prop_assume!(sizes.iter().map(|&s| s as u64 / max_seg).sum::<u64>() < 20_000);
-        check_vectored_equals_flat(&sizes, peer_segment_mru, max_segment_size, chunk);
+        check_vectored_equals_flat(&sizes, peer_segment_mru, max_segment_size, chunk, split);
     }
 
     #[test]
