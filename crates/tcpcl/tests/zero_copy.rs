@@ -217,7 +217,7 @@ fn receive_direct(rcfg: &SessionConfig, wire: &[u8], rng: &mut ChaCha8Rng) -> (O
         let max = rng.random_range(1..=70_000usize);
         let short = rng.random_bool(0.3);
         let uninit = rng.random_bool(0.5);
-        let mut k_for = |len: usize, rest: &[u8], rng: &mut ChaCha8Rng| {
+        let k_for = |len: usize, rest: &[u8], rng: &mut ChaCha8Rng| {
             let mut k = len.min(rest.len());
             if short {
                 k = rng.random_range(0..=k);
