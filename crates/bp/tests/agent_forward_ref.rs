@@ -88,8 +88,16 @@ fn a_relayed_bundle_leaves_as_the_full_re_encode_gave_it_from_memory_and_from_di
                     "{len}-byte bundle read by the agent"
                 );
             }
+            // The same bundle as two parts (new head, stored bytes from the payload on), as
+            // TCPCL sends it, and those parts put back: the same octets.
+            let key = f.key;
+            let (head, tail) = f.bundle.clone().into_parts().expect("readable");
             let bytes = f.bundle.into_bytes().expect("readable");
             assert_eq!(bytes.len() as u64, len);
+            assert_eq!([&head[..], &tail[..]].concat(), &bytes[..]);
+            let back = bp::HopBundle::from_parts(key, head, tail);
+            assert_eq!(back.len(), len);
+            assert_eq!(back.into_bytes().expect("in memory"), bytes);
             out.push(bytes);
         }
         assert_eq!(out.len(), wires.len(), "hot cache {hot}");

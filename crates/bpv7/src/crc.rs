@@ -159,42 +159,111 @@ pub fn bundle_bytes_crc32c(buf: &bytes::Bytes) -> u32 {
     derived_bundle_crc32c(buf).unwrap_or_else(|| crc32c::crc32c(buf))
 }
 
-fn derived_bundle_crc32c(buf: &bytes::Bytes) -> Option<u32> {
+/// One block of an encoded bundle: its byte range and CRC type code.
+struct BlockSpan {
+    start: usize,
+    end: usize,
+    crc_type: u64,
+}
+
+/// The blocks of an encoded bundle (an indefinite array of blocks closed by its break, the
+/// last byte of `buf`) and the length of the array's head; `None` for anything else.
+fn walk_blocks(buf: &bytes::Bytes) -> Option<(usize, Vec<BlockSpan>)> {
     use crate::cbor::{ArrayLen, Reader, BREAK};
-    let zero_tail = crc32c::crc32c(&[0u8; 4]);
     let mut r = Reader::new(buf, 0);
     if !matches!(r.array("bundle").ok()?, (ArrayLen::Indefinite, _)) {
         return None;
     }
-    let mut acc = crc32c::crc32c(buf.get(..r.pos())?);
-    let mut primary = true;
+    let head = r.pos();
+    let mut blocks = Vec::new();
     loop {
         let start = r.pos();
         if r.peek("bundle").ok()? == BREAK {
-            let rest = buf.get(start..)?;
-            return (rest.len() == 1).then(|| crc32c::crc32c_append(acc, rest));
+            return (buf.len().checked_sub(start)? == 1).then_some((head, blocks));
         }
         r.skip_item("block").ok()?;
-        let block = buf.get(start..r.pos())?;
         // The CRC type is the third field of the primary block, the fourth of a canonical one.
         let mut h = Reader::new(buf, start);
         h.definite_array("block").ok()?;
-        for _ in 0..if primary { 2 } else { 3 } {
+        for _ in 0..if blocks.is_empty() { 2 } else { 3 } {
             h.uint("block").ok()?;
         }
         let crc_type = h.uint("block").ok()?;
-        primary = false;
-        let n = block.len();
-        let block_crc = match block.get(n.checked_sub(5)?..) {
+        blocks.push(BlockSpan {
+            start,
+            end: r.pos(),
+            crc_type,
+        });
+    }
+}
+
+/// The value in the CRC field closing `block` (a byte string of the type's size, shortest
+/// form), if it is there.
+fn crc_field(block: &[u8], t: CrcType) -> Option<u32> {
+    let n = t.size();
+    let tail = block.get(block.len().checked_sub(n + 1)?..)?;
+    let (&head, value) = tail.split_first()?;
+    (head == 0x40 + n as u8).then(|| value.iter().fold(0u32, |v, &b| v << 8 | u32::from(b)))
+}
+
+fn derived_bundle_crc32c(buf: &bytes::Bytes) -> Option<u32> {
+    let zero_tail = crc32c::crc32c(&[0u8; 4]);
+    let (head, blocks) = walk_blocks(buf)?;
+    let mut acc = crc32c::crc32c(buf.get(..head)?);
+    for b in &blocks {
+        let block = buf.get(b.start..b.end)?;
+        let block_crc = match crc_field(block, CrcType::Crc32c) {
             // A 4-byte byte string (0x44) closes a CRC-32C block: its CRC field.
-            Some([0x44, t @ ..]) if crc_type == CrcType::Crc32c.code() => {
-                let tail: [u8; 4] = t.try_into().ok()?;
-                u32::from_be_bytes(tail) ^ crc32c::crc32c(&tail) ^ zero_tail
+            Some(v) if b.crc_type == CrcType::Crc32c.code() => {
+                let tail = v.to_be_bytes();
+                v ^ crc32c::crc32c(&tail) ^ zero_tail
             }
             _ => crc32c::crc32c(block),
         };
-        acc = crc32c_combine(acc, block_crc, n);
+        acc = crc32c_combine(acc, block_crc, block.len());
     }
+    Some(crc32c::crc32c_append(acc, buf.get(buf.len() - 1..)?))
+}
+
+/// Whether every block CRC of the encoded bundle `buf` holds, given `whole = crc32c(buf)`
+/// computed by whoever received the bytes (a convergence layer, as they arrived and while
+/// they were in the CPU's cache): the largest CRC-32C block — the payload of any bundle worth
+/// the trouble — is then checked without a pass over it, the others directly.
+///
+/// Exact, not probabilistic: with every other block's CRC verified, `whole` equals the
+/// derivation of [`bundle_bytes_crc32c`] if and only if the large block's CRC field holds its
+/// block's CRC (the field enters the derivation multiplied by a power of x modulo the
+/// polynomial, which is invertible). `false` when a CRC does not hold, and also when `buf`
+/// does not walk as a bundle or a CRC field is not in its shortest form: the caller then
+/// decodes it with the usual verification, which names the error.
+pub fn bundle_crcs_hold(buf: &bytes::Bytes, whole: u32) -> bool {
+    let Some((_, blocks)) = walk_blocks(buf) else {
+        return false;
+    };
+    let big = blocks
+        .iter()
+        .enumerate()
+        .filter(|(_, b)| b.crc_type == CrcType::Crc32c.code())
+        .max_by_key(|(_, b)| b.end - b.start)
+        .map(|(i, _)| i);
+    for (i, b) in blocks.iter().enumerate() {
+        let Some(block) = buf.get(b.start..b.end) else {
+            return false;
+        };
+        let Some(t) = CrcType::from_code(b.crc_type) else {
+            return false;
+        };
+        if t.is_none() {
+            continue;
+        }
+        let Some(claimed) = crc_field(block, t) else {
+            return false;
+        };
+        if Some(i) != big && t.compute_with_zeroed_tail(block) != claimed {
+            return false;
+        }
+    }
+    big.is_none() || derived_bundle_crc32c(buf) == Some(whole)
 }
 
 /// CRC-32C (reflected) polynomial.

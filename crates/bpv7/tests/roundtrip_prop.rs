@@ -36,6 +36,36 @@ fn item_strategy() -> impl Strategy<Value = StatusItem> {
 proptest! {
     #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
 
+    /// `bundle_crcs_hold` with the CRC-32C of the bytes as received agrees with the full
+    /// decode's CRC verification: it holds for every valid bundle (random CRC types per block),
+    /// and after any single changed byte it never holds where the decode finds a CRC wrong;
+    /// where the decode accepts the changed bundle (a byte no CRC covers) it holds too.
+    #[test]
+    fn crcs_checked_from_the_received_crc_agree_with_the_full_verification(
+        spec in spec_strategy(),
+        at in any::<proptest::sample::Index>(),
+        flip in 1u8..=255,
+    ) {
+        let wire = Bytes::from(common::ours_from_spec(&spec).encode());
+        prop_assert!(bpv7::crc::bundle_crcs_hold(&wire, crc32c::crc32c(&wire)));
+        let mut bad = wire.to_vec();
+        let i = at.index(bad.len());
+        bad[i] ^= flip;
+        let bad = Bytes::from(bad);
+        let holds = bpv7::crc::bundle_crcs_hold(&bad, crc32c::crc32c(&bad));
+        match Bundle::decode(bad.clone()) {
+            Err(e) if e.kind() == "crc" => prop_assert!(!holds, "holds despite {e}"),
+            Ok(_) => prop_assert!(holds, "byte {i} changed, decode accepts, check refuses"),
+            Err(_) => {}
+        }
+        // A whole-bundle CRC that is not the bytes' never makes a bundle with a CRC-32C hold.
+        let any_crc32c = spec.crc == bpv7::CrcType::Crc32c
+            || spec.blocks.iter().any(|b| b.crc == bpv7::CrcType::Crc32c);
+        if any_crc32c {
+            prop_assert!(!bpv7::crc::bundle_crcs_hold(&wire, crc32c::crc32c(&wire) ^ 1));
+        }
+    }
+
     /// A relay's head-only path: the head decoded from the first bytes of a stored bundle,
     /// changed for the next hop (previous node, bundle age, hop count) and encoded again, in
     /// front of the stored bytes from the payload block on, is byte for byte what decoding the

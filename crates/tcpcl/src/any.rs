@@ -234,6 +234,25 @@ impl AnySession {
         either!(self, s => s.payload_buf(max), _ => None)
     }
 
+    /// See [`Session::payload_buf_uninit`] (none while undecided).
+    pub fn payload_buf_uninit(&mut self, max: usize) -> Option<&mut [std::mem::MaybeUninit<u8>]> {
+        either!(self, s => s.payload_buf_uninit(max), _ => None)
+    }
+
+    /// See [`Session::payload_filled_uninit`].
+    ///
+    /// # Safety
+    ///
+    /// As [`Session::payload_filled_uninit`].
+    pub unsafe fn payload_filled_uninit(
+        &mut self,
+        now: Duration,
+        n: usize,
+    ) -> Result<(), SessionError> {
+        // SAFETY: forwarded from the caller.
+        either!(self, s => unsafe { s.payload_filled_uninit(now, n) }, _ => Err(SessionError::PayloadOverrun { filled: n, offered: 0 }))
+    }
+
     /// See [`Session::payload_filled`].
     pub fn payload_filled(&mut self, now: Duration, n: usize) -> Result<(), SessionError> {
         either!(self, s => s.payload_filled(now, n), _ => Err(SessionError::PayloadOverrun { filled: n, offered: 0 }))
@@ -269,6 +288,29 @@ impl AnySession {
     /// See [`Session::send_bundle`].
     pub fn send_bundle(&mut self, bundle: Bytes, token: u64) -> Result<u64, SendError> {
         either!(self, s => s.send_bundle(bundle, token), _ => Err(SendError::NotEstablished))
+    }
+
+    /// See [`Session::send_bundle_parts`]. TCPCLv3 joins the parts into one buffer first (its
+    /// sessions send a bundle from one `Bytes`).
+    pub fn send_bundle_parts(
+        &mut self,
+        head: Bytes,
+        tail: Bytes,
+        token: u64,
+    ) -> Result<u64, SendError> {
+        match self {
+            AnySession::V4(s) => s.send_bundle_parts(head, tail, token),
+            AnySession::V3(s) => {
+                if head.is_empty() {
+                    return s.send_bundle(tail, token);
+                }
+                let mut joined = bytes::BytesMut::with_capacity(head.len() + tail.len());
+                joined.extend_from_slice(&head);
+                joined.extend_from_slice(&tail);
+                s.send_bundle(joined.freeze(), token)
+            }
+            AnySession::Undecided(_) => Err(SendError::NotEstablished),
+        }
     }
 
     /// Outgoing transfers queued or awaiting acknowledgment.

@@ -85,6 +85,13 @@ pub struct SessionConfig {
     /// (XFER_REFUSE "No Resources"), which keeps the session's memory bounded when the
     /// driver is slow to confirm. Default 4096.
     pub max_held_acks: usize,
+    /// Compute the CRC-32C of a received bundle's octets as they arrive (each piece right
+    /// after it was read, while it is still in the CPU's cache) and report it in
+    /// `Event::BundleReceived`, for transfers whose announced length (TCPCLv4 Transfer Length
+    /// extension, v3 LENGTH) is at least this many octets, or is not announced: a driver that
+    /// checks the bundle's CRC-32C fields or checksums what it stores needs no separate pass
+    /// over the whole bundle. Default `None`: never.
+    pub checksum_received_from: Option<u64>,
     /// TCPCLv3 options (RFC 7242): what our contact header requests, and the segment size.
     pub v3: V3Options,
 }
@@ -122,6 +129,13 @@ impl Default for V3Options {
 }
 
 impl SessionConfig {
+    /// Whether a transfer announcing `declared` octets is checksummed as it arrives
+    /// ([`SessionConfig::checksum_received_from`]).
+    pub(crate) fn checksum_received(&self, declared: Option<u64>) -> bool {
+        self.checksum_received_from
+            .is_some_and(|from| declared.is_none_or(|l| l >= from))
+    }
+
     /// Defaults for a node with this node ID.
     pub fn new(node_id: impl Into<String>) -> Self {
         SessionConfig {
@@ -144,6 +158,7 @@ impl SessionConfig {
             limits: DecodeLimits::default(),
             defer_final_ack: false,
             max_held_acks: 4096,
+            checksum_received_from: None,
             v3: V3Options::default(),
         }
     }

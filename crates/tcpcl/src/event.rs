@@ -100,6 +100,9 @@ pub enum Event {
         transfer_id: u64,
         /// The reassembled bundle.
         bundle: Bytes,
+        /// The CRC-32C of `bundle`'s octets, computed as they arrived, with
+        /// `SessionConfig::checksum_received_from`; `None` without.
+        crc32c: Option<u32>,
     },
     /// An outgoing transfer was fully acknowledged (v3 without negotiated ACK_SEGMENTs: its
     /// last octet was handed to the driver, counted in `SessionStats::transfers_unconfirmed`).

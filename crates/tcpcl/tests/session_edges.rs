@@ -86,7 +86,8 @@ fn transfer_extension_items() {
         .unwrap();
     assert!(events(&mut s).contains(&Event::BundleReceived {
         transfer_id: 0,
-        bundle: Bytes::from_static(b"abc")
+        bundle: Bytes::from_static(b"abc"),
+        crc32c: None,
     }));
     let _ = output(&mut s);
     // Unknown critical item: XFER_REFUSE "Extension Failure", data skipped.

@@ -52,7 +52,7 @@ proptest! {
         }
         p.pump();
         let got: Vec<(u64, Bytes)> = p.b_events.iter().filter_map(|e| match e {
-            Event::BundleReceived { transfer_id, bundle } => Some((*transfer_id, bundle.clone())),
+            Event::BundleReceived { transfer_id, bundle, .. } => Some((*transfer_id, bundle.clone())),
             _ => None,
         }).collect();
         let want: Vec<(u64, Bytes)> =
@@ -99,16 +99,32 @@ proptest! {
         let mut wire = Vec::new();
         while p.a.poll_transmit(p.now, &mut wire) > 0 {}
         let hello = p.wire.iter().find(|w| w.0 == harness::Dir::AtoB).unwrap().1.clone();
-        let run = |direct: bool| {
+        // Mode 0: handle_input only; 1: zeroed direct reads; 2: uninitialised direct reads.
+        // The CRC-32C kept as the octets arrive is checked against the bundle below.
+        let run = |mode: u8| {
             let now = Duration::ZERO;
-            let mut s = v3::Session::new(Role::Passive, cfg("ipn:2.0"), now);
+            let mut rcfg = cfg("ipn:2.0");
+            rcfg.checksum_received_from = Some(0);
+            let mut s = v3::Session::new(Role::Passive, rcfg, now);
             s.handle_input(now, &hello).unwrap();
             let mut rest = &wire[..];
             let mut k = 0;
             while !rest.is_empty() {
                 let want = reads[k % reads.len()].min(rest.len());
                 k += 1;
-                let room = if direct { s.payload_buf(want) } else { None };
+                if mode == 2 {
+                    if let Some(room) = s.payload_buf_uninit(want) {
+                        let n = room.len();
+                        for (d, &b) in room.iter_mut().zip(&rest[..n]) {
+                            d.write(b);
+                        }
+                        // SAFETY: all n octets of the room were written just above.
+                        unsafe { s.payload_filled_uninit(now, n) }.unwrap();
+                        rest = &rest[n..];
+                        continue;
+                    }
+                }
+                let room = if mode == 1 { s.payload_buf(want) } else { None };
                 match room {
                     Some(room) => {
                         let n = room.len();
@@ -127,11 +143,22 @@ proptest! {
             let events: Vec<Event> = std::iter::from_fn(|| s.poll_event()).collect();
             (events, out, s.stats().clone())
         };
-        let (e1, o1, s1) = run(false);
-        let (e2, o2, s2) = run(true);
-        prop_assert_eq!(e1, e2);
-        prop_assert_eq!(o1, o2);
-        prop_assert_eq!(s1, s2);
+        let (e1, o1, s1) = run(0);
+        let (e2, o2, s2) = run(1);
+        let (e3, o3, s3) = run(2);
+        for e in &e1 {
+            if let Event::BundleReceived { bundle, crc32c, .. } = e {
+                prop_assert_eq!(*crc32c, Some(crc32c::crc32c(bundle)));
+            }
+        }
+        let got_one = e1.iter().any(|e| matches!(e, Event::BundleReceived { .. }));
+        prop_assert!(got_one, "no bundle received");
+        prop_assert_eq!(&e1, &e2);
+        prop_assert_eq!(o1.clone(), o2);
+        prop_assert_eq!(s1.clone(), s2);
+        prop_assert_eq!(e1, e3);
+        prop_assert_eq!(o1, o3);
+        prop_assert_eq!(s1, s3);
     }
 }
 

@@ -63,6 +63,7 @@ fn received(events: &[Event]) -> Vec<(u64, Bytes)> {
             Event::BundleReceived {
                 transfer_id,
                 bundle,
+                ..
             } => Some((*transfer_id, bundle.clone())),
             _ => None,
         })

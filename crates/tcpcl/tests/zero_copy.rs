@@ -4,7 +4,10 @@
 //! - reading segment data straight into the reassembly buffer (`payload_buf` /
 //!   `payload_filled`) leaves the session exactly where `handle_input` of the same octets
 //!   would: same events, received bundles, statistics, output and errors, on valid and on
-//!   corrupted streams.
+//!   corrupted streams — also when the reads go into uninitialised room
+//!   (`payload_buf_uninit` / `payload_filled_uninit`), mixed with zeroed offers, and with the
+//!   CRC-32C kept as the data arrives (`checksum_received_from`), which must equal the CRC-32C of
+//!   the bundle.
 
 use std::time::Duration;
 
@@ -34,12 +37,15 @@ fn points_into(part: &Bytes, bundles: &[Bytes]) -> bool {
 }
 
 /// Two identical senders, one polled flat and one vectored, against one receiver whose
-/// answers both get. Every poll must yield the same octets.
+/// answers both get. Every poll must yield the same octets. With `split`, the vectored sender
+/// is given each bundle as two parts cut there (`send_bundle_parts`, each part its own
+/// allocation) and must still produce the flat sender's octets, without copying either part.
 fn check_vectored_equals_flat(
     sizes: &[usize],
     peer_segment_mru: u64,
     max_segment_size: u64,
     chunk: usize,
+    split: Option<usize>,
 ) {
     let mut cfg = SessionConfig::new("ipn:1.0");
     cfg.max_segment_size = max_segment_size;
@@ -56,15 +62,34 @@ fn check_vectored_equals_flat(
         .enumerate()
         .map(|(i, &n)| bundle(n, i as u64))
         .collect();
+    let split_parts: Vec<(Bytes, Bytes)> = bundles
+        .iter()
+        .map(|b| {
+            let k = split.unwrap_or(0).min(b.len());
+            (
+                Bytes::copy_from_slice(&b[..k]),
+                Bytes::copy_from_slice(&b[k..]),
+            )
+        })
+        .collect();
+    let mut sources = bundles.clone();
+    for (h, t) in &split_parts {
+        sources.push(h.clone());
+        sources.push(t.clone());
+    }
     let mut sent = false;
     let mut received = Vec::new();
     for _ in 0..100_000 {
         if !sent && flat.is_established() && vect.is_established() {
             for (i, b) in bundles.iter().enumerate() {
-                assert_eq!(
-                    flat.send_bundle(b.clone(), i as u64),
-                    vect.send_bundle(b.clone(), i as u64)
-                );
+                let v = match split {
+                    Some(_) => {
+                        let (h, t) = &split_parts[i];
+                        vect.send_bundle_parts(h.clone(), t.clone(), i as u64)
+                    }
+                    None => vect.send_bundle(b.clone(), i as u64),
+                };
+                assert_eq!(flat.send_bundle(b.clone(), i as u64), v);
             }
             sent = true;
         }
@@ -80,7 +105,7 @@ fn check_vectored_equals_flat(
         // Payload is handed out in place: every large part is a slice of a bundle.
         for p in parts.iter().filter(|p| p.len() > 64) {
             assert!(
-                points_into(p, &bundles),
+                points_into(p, &sources),
                 "a {}-octet part was copied",
                 p.len()
             );
@@ -182,7 +207,8 @@ fn receive_flat(rcfg: &SessionConfig, wire: &[u8], rng: &mut ChaCha8Rng) -> Outc
 }
 
 /// Feeds `wire` like a driver using the direct path whenever offered: reads of random sizes
-/// into the offered room (sometimes short, sometimes nothing), `handle_input` otherwise.
+/// into the offered room (sometimes short, sometimes nothing), zeroed (`payload_buf`) or not
+/// (`payload_buf_uninit`) at random, `handle_input` otherwise.
 fn receive_direct(rcfg: &SessionConfig, wire: &[u8], rng: &mut ChaCha8Rng) -> (Outcome, u64) {
     let mut s = Session::new(Role::Passive, rcfg.clone(), NOW);
     let mut rest = wire;
@@ -190,28 +216,52 @@ fn receive_direct(rcfg: &SessionConfig, wire: &[u8], rng: &mut ChaCha8Rng) -> (O
     while !rest.is_empty() {
         let max = rng.random_range(1..=70_000usize);
         let short = rng.random_bool(0.3);
-        let result = match s.payload_buf(max) {
-            Some(room) => {
-                assert!(!room.is_empty() && room.len() <= max);
-                let mut k = room.len().min(rest.len());
-                if short {
-                    k = rng.random_range(0..=k);
-                }
-                let (piece, tail) = rest.split_at(k);
-                if let Some(dst) = room.get_mut(..k) {
-                    dst.copy_from_slice(piece);
-                }
-                rest = tail;
-                direct += k as u64;
-                s.payload_filled(NOW, k)
+        let uninit = rng.random_bool(0.5);
+        let k_for = |len: usize, rest: &[u8], rng: &mut ChaCha8Rng| {
+            let mut k = len.min(rest.len());
+            if short {
+                k = rng.random_range(0..=k);
             }
-            None => {
-                let k = rng.random_range(1..=rest.len().min(70_000));
-                let (piece, tail) = rest.split_at(k);
-                rest = tail;
-                s.handle_input(NOW, piece)
+            k
+        };
+        let result = if uninit {
+            match s.payload_buf_uninit(max) {
+                Some(room) => {
+                    assert!(!room.is_empty() && room.len() <= max);
+                    let k = k_for(room.len(), rest, rng);
+                    let (piece, tail) = rest.split_at(k);
+                    for (dst, &b) in room.iter_mut().zip(piece) {
+                        dst.write(b);
+                    }
+                    rest = tail;
+                    direct += k as u64;
+                    // SAFETY: the first k octets of the offered room were just written.
+                    Some(unsafe { s.payload_filled_uninit(NOW, k) })
+                }
+                None => None,
+            }
+        } else {
+            match s.payload_buf(max) {
+                Some(room) => {
+                    assert!(!room.is_empty() && room.len() <= max);
+                    let k = k_for(room.len(), rest, rng);
+                    let (piece, tail) = rest.split_at(k);
+                    if let Some(dst) = room.get_mut(..k) {
+                        dst.copy_from_slice(piece);
+                    }
+                    rest = tail;
+                    direct += k as u64;
+                    Some(s.payload_filled(NOW, k))
+                }
+                None => None,
             }
         };
+        let result = result.unwrap_or_else(|| {
+            let k = rng.random_range(1..=rest.len().min(70_000));
+            let (piece, tail) = rest.split_at(k);
+            rest = tail;
+            s.handle_input(NOW, piece)
+        });
         if let Err(e) = result {
             return (outcome(s, Some(e)), direct);
         }
@@ -230,9 +280,15 @@ fn receiver_config(segment_mru: u64, transfer_mru: u64, hard_transfer: u64) -> S
 
 #[test]
 fn vectored_equals_flat_for_typical_sizes() {
-    check_vectored_equals_flat(&[1_000_000, 1, 70_000], 1 << 20, 1 << 20, 4 << 20);
-    check_vectored_equals_flat(&[300_000, 5], 65_536, 1 << 20, 100_000);
-    check_vectored_equals_flat(&[10_000], 1, 1 << 20, 1);
+    check_vectored_equals_flat(&[1_000_000, 1, 70_000], 1 << 20, 1 << 20, 4 << 20, None);
+    check_vectored_equals_flat(&[300_000, 5], 65_536, 1 << 20, 100_000, None);
+    check_vectored_equals_flat(&[10_000], 1, 1 << 20, 1, None);
+    // A relay's new head in front of stored bytes: the cut inside the first segment, at a
+    // segment boundary, at 0 (no head) and past the end (no tail).
+    check_vectored_equals_flat(&[1_000_000, 1, 70_000], 1 << 20, 1 << 20, 4 << 20, Some(60));
+    check_vectored_equals_flat(&[300_000, 5], 65_536, 1 << 20, 100_000, Some(65_536));
+    check_vectored_equals_flat(&[300_000], 65_536, 1 << 20, 100_000, Some(0));
+    check_vectored_equals_flat(&[3_000], 1000, 1 << 20, 1, Some(5_000));
 }
 
 #[test]
@@ -337,6 +393,73 @@ fn direct_receive_contract_violations_end_the_session_without_panicking() {
     assert!(!s2.is_closed());
 }
 
+#[test]
+fn uninitialised_room_is_claimed_only_by_its_own_kind_and_the_checksum_is_the_bundles() {
+    let mut rcfg = receiver_config(1 << 20, 64 << 20, 64 << 20);
+    rcfg.checksum_received_from = Some(50_000);
+    let wire = sender_stream(&[50_000], 1 << 20, &rcfg);
+    let header_end = wire.len() - 50_000;
+
+    // An uninitialised offer claimed as a zeroed one (and the reverse) ends the session.
+    let mut s = Session::new(Role::Passive, rcfg.clone(), NOW);
+    s.handle_input(NOW, &wire[..header_end]).expect("valid");
+    assert_eq!(s.payload_buf_uninit(100).map(|r| r.len()), Some(100));
+    assert!(matches!(
+        s.payload_filled(NOW, 1),
+        Err(SessionError::PayloadOverrun { offered: 0, .. })
+    ));
+    let mut s = Session::new(Role::Passive, rcfg.clone(), NOW);
+    s.handle_input(NOW, &wire[..header_end]).expect("valid");
+    assert!(s.payload_buf(100).is_some());
+    // SAFETY: the session refuses the claim before touching the buffer (checked below).
+    let r = unsafe { s.payload_filled_uninit(NOW, 1) };
+    assert!(matches!(
+        r,
+        Err(SessionError::PayloadOverrun { offered: 0, .. })
+    ));
+    assert!(s.is_closed());
+
+    // A zeroed offer read short, then uninitialised reads, then the rest through
+    // handle_input: the bundle and its CRC-32C are the sent ones.
+    let mut s = Session::new(Role::Passive, rcfg, NOW);
+    s.handle_input(NOW, &wire[..header_end]).expect("valid");
+    let mut at = header_end;
+    let room = s.payload_buf(30_000).expect("offered");
+    room[..1000].copy_from_slice(&wire[at..at + 1000]);
+    s.payload_filled(NOW, 1000).expect("valid");
+    at += 1000;
+    for _ in 0..3 {
+        let room = s.payload_buf_uninit(10_000).expect("offered");
+        assert_eq!(room.len(), 10_000);
+        for (d, &b) in room.iter_mut().zip(&wire[at..at + 7_000]) {
+            d.write(b);
+        }
+        // SAFETY: 7 000 octets of the room were written just above.
+        unsafe { s.payload_filled_uninit(NOW, 7_000) }.expect("valid");
+        at += 7_000;
+    }
+    s.handle_input(NOW, &wire[at..]).expect("valid");
+    let got: Vec<(Bytes, Option<u32>)> = drain(&mut s)
+        .into_iter()
+        .filter_map(|e| match e {
+            Event::BundleReceived { bundle, crc32c, .. } => Some((bundle, crc32c)),
+            _ => None,
+        })
+        .collect();
+    let sent = bundle(50_000, 100);
+    let crc = crc32c::crc32c(&sent);
+    assert!(got == vec![(sent, Some(crc))], "bundle or checksum differ");
+
+    // Below `checksum_received_from` (the Transfer Length is announced): no checksum.
+    let mut rcfg = receiver_config(1 << 20, 64 << 20, 64 << 20);
+    rcfg.checksum_received_from = Some(50_001);
+    let mut s = Session::new(Role::Passive, rcfg, NOW);
+    s.handle_input(NOW, &wire).expect("valid");
+    assert!(drain(&mut s)
+        .iter()
+        .any(|e| matches!(e, Event::BundleReceived { crc32c: None, .. })));
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(256))]
 
@@ -346,11 +469,12 @@ proptest! {
         peer_segment_mru in 1u64..100_000,
         max_segment_size in 1u64..100_000,
         chunk in 1usize..300_000,
+        split in prop::option::of(0usize..200_000),
     ) {
         // Tiny segments over big bundles make enormous part lists: keep the case small.
         let max_seg = peer_segment_mru.min(max_segment_size);
         prop_assume!(sizes.iter().map(|&s| s as u64 / max_seg).sum::<u64>() < 20_000);
-        check_vectored_equals_flat(&sizes, peer_segment_mru, max_segment_size, chunk);
+        check_vectored_equals_flat(&sizes, peer_segment_mru, max_segment_size, chunk, split);
     }
 
     #[test]
@@ -363,8 +487,10 @@ proptest! {
         corrupt in prop::option::weighted(0.3, any::<prop::sample::Index>()),
         flip in 1u8..=255,
         seed in any::<u64>(),
+        checksum in any::<bool>(),
     ) {
-        let rcfg = receiver_config(segment_mru, transfer_mru, transfer_mru + hard_extra);
+        let mut rcfg = receiver_config(segment_mru, transfer_mru, transfer_mru + hard_extra);
+        rcfg.checksum_received_from = checksum.then_some(0);
         let mut wire = sender_stream(&sizes, max_segment_size, &rcfg);
         if let Some(at) = corrupt {
             let i = at.index(wire.len());
@@ -389,6 +515,12 @@ proptest! {
             // Anything big enough to span several reads went (partly) the direct way.
             let big = flat.stats.bundles_received > 0 && sizes.iter().any(|&n| n > 70_000 * 3);
             prop_assert!(direct_octets > 0 || !big);
+        }
+        // The CRC-32C kept as the octets arrived is the bundle's, whatever the reads were.
+        for e in &direct.events {
+            if let Event::BundleReceived { bundle, crc32c, .. } = e {
+                prop_assert_eq!(*crc32c, checksum.then(|| crc32c::crc32c(bundle)));
+            }
         }
     }
 }

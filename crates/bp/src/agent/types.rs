@@ -348,6 +348,38 @@ impl HopBundle {
         }
     }
 
+    /// The bundle for this hop as two parts to send one after the other, never joined: the new
+    /// head (empty when the bundle leaves as stored) and the stored bytes from the payload block
+    /// on (all of them without a new head), read and checked as by [`HopBundle::into_bytes`]
+    /// but without the copy that puts the head in front. For a convergence layer that writes
+    /// with gathered I/O (TCPCL's `send_bundle_parts`).
+    pub fn into_parts(self) -> Result<(Bytes, Bytes), StoreError> {
+        let stored = self.stored.read()?;
+        let Some((head, at)) = self.head else {
+            return Ok((Bytes::new(), stored));
+        };
+        if at > stored.len() {
+            return Err(StoreError::CorruptData {
+                key: self.key,
+                reason: format!(
+                    "stored bundle of {} bytes is shorter than its head ({at} bytes) read before",
+                    stored.len()
+                ),
+            });
+        }
+        Ok((head, stored.slice(at..)))
+    }
+
+    /// Parts from [`HopBundle::into_parts`] put back (a convergence layer that could not take
+    /// them yet): nothing to read any more, the head still in front.
+    pub fn from_parts(key: BundleKey, head: Bytes, tail: Bytes) -> Self {
+        HopBundle {
+            key,
+            stored: StoredBytes::Ready(tail),
+            head: (!head.is_empty()).then_some((head, 0)),
+        }
+    }
+
     /// The bundle for this hop: the stored bytes (read and checked against the store's CRC if
     /// the store did not hold them in memory; one positioned read, or a mapping from 16 MiB on),
     /// behind the new head if there is one (one copy into a new buffer). An error leaves the

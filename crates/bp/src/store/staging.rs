@@ -147,15 +147,37 @@ impl StageFile {
 
     /// Appends bytes of the current bundle.
     pub fn write(&mut self, data: &[u8]) -> std::io::Result<()> {
+        self.write_raw(data)?;
+        if let Some((_, crc)) = self.open_piece.as_mut() {
+            *crc = crc32c::crc32c_append(*crc, data);
+        }
+        Ok(())
+    }
+
+    /// [`StageFile::write`] of bytes whose CRC-32C the caller already has (`crc =
+    /// crc32c(data)`, e.g. computed as they arrived from the network): the piece's checksum is
+    /// extended without another pass over them. A wrong `crc` makes the store report the
+    /// bundle damaged at its next checked read, never the reverse.
+    pub fn write_with_crc32c(&mut self, data: &[u8], crc: u32) -> std::io::Result<()> {
+        let start = self.len;
+        self.write_raw(data)?;
+        if let Some((piece_start, c)) = self.open_piece.as_mut() {
+            *c = if *piece_start == start {
+                crc
+            } else {
+                crc32c::crc32c_combine(*c, crc, data.len())
+            };
+        }
+        Ok(())
+    }
+
+    fn write_raw(&mut self, data: &[u8]) -> std::io::Result<()> {
         match self.sink.as_mut() {
             Some(Sink::File { file, .. }) => file.write_all(data)?,
             Some(Sink::Memory(v)) => v.extend_from_slice(data),
             None => return Err(std::io::Error::other("staging file already finished")),
         }
         self.len += data.len() as u64;
-        if let Some((_, crc)) = self.open_piece.as_mut() {
-            *crc = crc32c::crc32c_append(*crc, data);
-        }
         Ok(())
     }
 
@@ -353,6 +375,29 @@ mod tests {
         g.write(b"x").expect("write");
         drop(g);
         assert_eq!(std::fs::read_dir(dir.path()).expect("dir").count(), 0);
+    }
+
+    #[test]
+    fn a_crc_given_with_the_bytes_is_the_pieces_checksum_as_if_computed() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let s = Stager::directory(dir.path(), false);
+        let mut f = s.create().expect("create");
+        f.begin_piece();
+        f.write_with_crc32c(b"hello ", crc32c::crc32c(b"hello "))
+            .expect("write");
+        f.write(b"wor").expect("write");
+        f.write_with_crc32c(b"ld", crc32c::crc32c(b"ld"))
+            .expect("write");
+        f.begin_piece();
+        f.write_with_crc32c(b"!", crc32c::crc32c(b"!"))
+            .expect("write");
+        let run = f.finish().expect("finish");
+        let pieces: Vec<_> = run.pieces().collect();
+        assert_eq!(pieces[0].crc(), crc32c::crc32c(b"hello world"));
+        assert_eq!((pieces[1].offset(), pieces[1].len()), (11, 1));
+        assert_eq!(pieces[1].crc(), crc32c::crc32c(b"!"));
+        let path = run.path().expect("path").to_path_buf();
+        assert_eq!(std::fs::read(&path).expect("read"), b"hello world!");
     }
 
     #[test]

@@ -241,6 +241,14 @@ pub(crate) fn run_session(
     cfg.exceed_peer_transfer_mru = peer.is_some_and(|p| p.exceed_peer_transfer_mru);
     // Nothing acknowledged is lost: each transfer's final XFER_ACK waits for the commit.
     cfg.defer_final_ack = true;
+    // Bundles the session thread stages get their CRC-32C as they arrive (`stage`).
+    cfg.checksum_received_from = shared.stager.as_ref().filter(|s| s.on_disk()).map(|s| {
+        if s.is_durable() {
+            STAGE_RECEIVED_FROM_DURABLE as u64
+        } else {
+            STAGE_RECEIVED_FROM as u64
+        }
+    });
     cfg.can_tls = c.tls.is_some();
     cfg.require_tls = c.tls.as_ref().is_some_and(|t| t.require);
     cfg.v3.max_segment_size = c.v3_max_segment_size;
@@ -343,12 +351,12 @@ impl Driver<'_> {
                     // Segment data straight into the reassembly buffer when the session offers
                     // it (plain TCP only: TLS decrypts into its own buffer anyway).
                     let room = if self.tls.is_none() && !self.tls_pending {
-                        self.session.payload_buf(DIRECT_READ)
+                        self.session.payload_buf_uninit(DIRECT_READ)
                     } else {
                         None
                     };
                     let (read, direct) = match room {
-                        Some(room) => (self.stream.read(room), true),
+                        Some(room) => (read_uninit(&self.stream, room), true),
                         None => {
                             let len = if self.after_direct {
                                 BOUNDARY_READ
@@ -374,7 +382,10 @@ impl Driver<'_> {
                             }
                             let now = self.now();
                             let result = if direct {
-                                self.session.payload_filled(now, n)
+                                // SAFETY: `read_uninit` initialised the first n octets of the
+                                // room `payload_buf_uninit` just gave, and the session was not
+                                // called in between.
+                                unsafe { self.session.payload_filled_uninit(now, n) }
                             } else {
                                 self.session.handle_input(now, buf.get(..n).unwrap_or(&[]))
                             };
@@ -574,15 +585,19 @@ impl Driver<'_> {
         }
         while let Some((token, hop)) = self.waiting.pop_front() {
             // The stored bytes are read and checked against the store's CRC here, on the
-            // session's thread, not on the agent's.
-            let bundle = match hop.into_bytes() {
-                Ok(b) => b,
+            // session's thread, not on the agent's. A relayed bundle's new head and the stored
+            // bytes behind it stay two parts, written with one `writev` (no copy to join them).
+            let (head, tail) = match hop.into_parts() {
+                Ok(parts) => parts,
                 Err(e) => {
                     self.done_unreadable.push((token, e));
                     continue;
                 }
             };
-            match self.session.send_bundle(bundle.clone(), token) {
+            match self
+                .session
+                .send_bundle_parts(head.clone(), tail.clone(), token)
+            {
                 Ok(_) => {
                     self.outgoing.entry(token).or_default().parts_left += 1;
                     self.shared.counters.transfers_sent.fetch_add(1, Relaxed);
@@ -590,10 +605,17 @@ impl Driver<'_> {
                 Err(SendError::QueueFull) => {
                     let key = bp::BundleKey::from_token(token);
                     self.waiting
-                        .push_front((token, bp::HopBundle::ready(key, bundle)));
+                        .push_front((token, bp::HopBundle::from_parts(key, head, tail)));
                     return;
                 }
-                Err(SendError::TooLarge { mru, .. }) => self.send_fragmented(token, bundle, mru),
+                Err(SendError::TooLarge { mru, .. }) => {
+                    let bundle = if head.is_empty() {
+                        tail
+                    } else {
+                        Bytes::from([&head[..], &tail[..]].concat())
+                    };
+                    self.send_fragmented(token, bundle, mru)
+                }
                 Err(SendError::NotEstablished)
                 | Err(SendError::Terminating)
                 | Err(SendError::IdsExhausted) => {
@@ -749,9 +771,10 @@ impl Driver<'_> {
                 Event::BundleReceived {
                     transfer_id,
                     bundle,
+                    crc32c,
                 } => {
                     c.bundles_received.fetch_add(1, Relaxed);
-                    let staged = self.stage(&bundle);
+                    let staged = self.stage(&bundle, crc32c);
                     if staged.is_some() {
                         c.bundles_staged.fetch_add(1, Relaxed);
                     }
@@ -821,7 +844,13 @@ impl Driver<'_> {
     /// a store without staging files, a bundle that does not decode (the agent refuses and
     /// counts it as for any other) or a failure (the agent then writes the bytes as for any
     /// bundle, and reports a store that fails).
-    fn stage(&self, bundle: &Bytes) -> Option<StagedPiece> {
+    ///
+    /// `crc32c`: the CRC-32C of the bundle's octets, computed by the session as they arrived
+    /// (`SessionConfig::checksum_received_from`). The block CRCs are then checked from it
+    /// (`bpv7::crc::bundle_crcs_hold`: the payload block's without a pass over it) and it is
+    /// the staged piece's checksum: no pass over the payload at all here, where the decode's
+    /// verification and the staging checksum made two over memory the reads left the cache.
+    fn stage(&self, bundle: &Bytes, crc32c: Option<u32>) -> Option<StagedPiece> {
         let stager = self.shared.stager.as_ref()?;
         let from = if stager.is_durable() {
             STAGE_RECEIVED_FROM_DURABLE
@@ -831,10 +860,27 @@ impl Driver<'_> {
         if bundle.len() < from {
             return None;
         }
-        bpv7::Bundle::decode(bundle.clone()).ok()?;
+        match crc32c {
+            Some(crc) => {
+                let structure_only = bpv7::DecodeLimits {
+                    verify_crc: false,
+                    ..bpv7::DecodeLimits::default()
+                };
+                bpv7::Bundle::decode_with_limits(bundle.clone(), &structure_only).ok()?;
+                if !bpv7::crc::bundle_crcs_hold(bundle, crc) {
+                    return None;
+                }
+            }
+            None => {
+                bpv7::Bundle::decode(bundle.clone()).ok()?;
+            }
+        }
         let mut f = stager.create().ok()?;
         f.begin_piece();
-        f.write(bundle).ok()?;
+        match crc32c {
+            Some(crc) => f.write_with_crc32c(bundle, crc).ok()?,
+            None => f.write(bundle).ok()?,
+        }
         f.finish().ok()?.piece(0)
     }
 
@@ -1146,4 +1192,20 @@ impl Driver<'_> {
             rest,
         }));
     }
+}
+
+/// One `read(2)` from the socket into uninitialised room (the reassembly buffer's spare
+/// capacity, `Session::payload_buf_uninit`): the kernel writes the octets it returns, so the
+/// room need not be zero-filled first. `Ok(n)`: the first `n` octets of `room` are initialised.
+fn read_uninit(
+    stream: &TcpStream,
+    room: &mut [std::mem::MaybeUninit<u8>],
+) -> std::io::Result<usize> {
+    // SAFETY: `room` is valid for writes of `room.len()` octets for the duration of the call;
+    // `read` writes at most that many and returns how many it wrote.
+    let n = unsafe { libc::read(stream.as_raw_fd(), room.as_mut_ptr().cast(), room.len()) };
+    if n < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(usize::try_from(n).unwrap_or(0).min(room.len()))
 }

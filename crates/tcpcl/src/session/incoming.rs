@@ -1,6 +1,7 @@
 //! Incoming transfers: reassembly into one buffer, acknowledgments and refusals.
 
 use std::collections::VecDeque;
+use std::mem::MaybeUninit;
 use std::time::Duration;
 
 use super::{Phase, Session};
@@ -90,6 +91,25 @@ impl Incoming {
     pub(super) fn filled(&mut self, n: usize) {
         if let Some(cur) = self.buffering() {
             cur.data.filled(n);
+        }
+    }
+
+    /// Up to `want` octets of uninitialised room in the reassembly buffer right after the
+    /// data received so far, if the current segment's data is being buffered.
+    pub(super) fn room_uninit(&mut self, want: usize) -> Option<&mut [std::mem::MaybeUninit<u8>]> {
+        self.buffering()?.data.room_uninit(want)
+    }
+
+    /// The driver stored `n` octets of segment data in the room from
+    /// [`Incoming::room_uninit`].
+    ///
+    /// # Safety
+    ///
+    /// As [`Reassembly::filled_uninit`].
+    pub(super) unsafe fn filled_uninit(&mut self, n: usize) {
+        if let Some(cur) = self.buffering() {
+            // SAFETY: forwarded from the caller.
+            unsafe { cur.data.filled_uninit(n) };
         }
     }
 
@@ -245,7 +265,7 @@ impl Session {
             return Ok(());
         }
         let decoder = &mut self.decoder;
-        if let Err(e) = self.offer.claim(n, |k| decoder.skip_data(k)) {
+        if let Err(e) = self.offer.claim(n, false, |k| decoder.skip_data(k)) {
             self.fail(now, &e);
             return Err(e);
         }
@@ -253,6 +273,60 @@ impl Session {
         self.last_received = now;
         self.inc.filled(n);
         // A completed segment ends here, as `handle_input` ends it right after its data.
+        let mut rest: &[u8] = &[];
+        let result = self.consume(now, &mut rest);
+        if let Err(e) = &result {
+            self.fail(now, e);
+        }
+        result
+    }
+
+    /// [`Session::payload_buf`] without the zero-fill: the reassembly buffer's spare capacity,
+    /// for a driver that reads with a system call that writes the slice (`read(2)` into its
+    /// pointer) and then claims the octets with [`Session::payload_filled_uninit`]. Offered
+    /// under the same conditions and bounds as `payload_buf`.
+    pub fn payload_buf_uninit(&mut self, max: usize) -> Option<&mut [MaybeUninit<u8>]> {
+        if self.phase != Phase::Established {
+            self.offer.clear();
+            return None;
+        }
+        let remaining = self.decoder.data_remaining();
+        let inc = &mut self.inc;
+        self.offer
+            .offer_uninit(remaining, max, |want| inc.room_uninit(want))
+    }
+
+    /// [`Session::payload_filled`] for the slice of [`Session::payload_buf_uninit`].
+    ///
+    /// # Safety
+    ///
+    /// The first `n` octets of the slice the last `payload_buf_uninit` returned were
+    /// initialised (written by the read), and no other method of the session was called in
+    /// between. Claiming more than was offered, or after a `payload_buf` offer, is checked
+    /// and fails with [`SessionError::PayloadOverrun`] as for `payload_filled`.
+    pub unsafe fn payload_filled_uninit(
+        &mut self,
+        now: Duration,
+        n: usize,
+    ) -> Result<(), SessionError> {
+        if self.phase == Phase::Closed {
+            return Err(SessionError::Closed(self.close_reason()));
+        }
+        self.latest = self.latest.max(now);
+        if n == 0 {
+            self.offer.clear();
+            return Ok(());
+        }
+        let decoder = &mut self.decoder;
+        if let Err(e) = self.offer.claim(n, true, |k| decoder.skip_data(k)) {
+            self.fail(now, &e);
+            return Err(e);
+        }
+        self.stats.bytes_received += n as u64;
+        self.last_received = now;
+        // SAFETY: the claim checked n against the room handed out; the caller initialised it
+        // and touched nothing else in between.
+        unsafe { self.inc.filled_uninit(n) };
         let mut rest: &[u8] = &[];
         let result = self.consume(now, &mut rest);
         if let Err(e) = &result {
@@ -337,7 +411,10 @@ impl Session {
             });
             self.inc.cur = Some(InTransfer {
                 id: h.transfer_id,
-                data: Reassembly::with_capacity(usize::try_from(cap).unwrap_or(0)),
+                data: Reassembly::with_capacity(
+                    usize::try_from(cap).unwrap_or(0),
+                    self.cfg.checksum_received(declared),
+                ),
                 received: 0,
                 declared,
                 over_mru_reported: false,
@@ -417,9 +494,11 @@ impl Session {
         if seg.flags.is_end() {
             if let Some(done) = self.inc.cur.take() {
                 self.stats.bundles_received += 1;
+                let (bundle, crc32c) = done.data.finish();
                 self.events.push_back(Event::BundleReceived {
                     transfer_id: done.id,
-                    bundle: done.data.finish(),
+                    bundle,
+                    crc32c,
                 });
             }
             self.maybe_finish(now);

@@ -15,12 +15,37 @@ use crate::msg::{
 };
 use crate::stats::SessionStats;
 
+/// A bundle's octets as two parts sent one after the other (a new head in front of stored
+/// bytes, see [`Session::send_bundle_parts`]); `head` is empty for a bundle given whole.
+#[derive(Debug)]
+struct BundleData {
+    head: Bytes,
+    tail: Bytes,
+}
+
+impl BundleData {
+    fn len(&self) -> usize {
+        self.head.len() + self.tail.len()
+    }
+
+    /// Appends octets `from..to` as slices of the parts (two where the range spans both).
+    fn gather(&self, gather: &mut Gather, out: &mut Vec<Bytes>, from: usize, to: usize) {
+        let h = self.head.len();
+        if from < h {
+            gather.payload(out, self.head.slice(from..to.min(h)));
+        }
+        if to > h {
+            gather.payload(out, self.tail.slice(from.max(h) - h..to - h));
+        }
+    }
+}
+
 /// One bundle being sent or waiting for its acknowledgment.
 #[derive(Debug)]
 struct OutTransfer {
     id: u64,
     token: u64,
-    data: Bytes,
+    data: BundleData,
     /// Octets handed to `poll_transmit` so far.
     sent: usize,
     /// Octets the peer acknowledged.
@@ -85,7 +110,7 @@ impl Outgoing {
                 if gather.header(&header).is_err() {
                     return any;
                 }
-                gather.payload(out, t.data.slice(t.sent..t.sent + n));
+                t.data.gather(gather, out, t.sent, t.sent + n);
                 t.sent += n;
                 spent += n;
                 any = true;
@@ -130,12 +155,36 @@ impl Session {
     /// are zero-copy slices of `bundle`: [`Session::poll_transmit_vectored`] hands them out
     /// as such, [`Session::poll_transmit`] copies them into its buffer.
     pub fn send_bundle(&mut self, bundle: Bytes, token: u64) -> Result<u64, SendError> {
+        self.queue_transfer(
+            BundleData {
+                head: Bytes::new(),
+                tail: bundle,
+            },
+            token,
+        )
+    }
+
+    /// [`Session::send_bundle`] of the bundle `head ‖ tail`, given in two parts that are never
+    /// joined: a relay's new head (previous node, bundle age, hop count) in front of the
+    /// stored bytes from the payload block on. Segments are slices of the parts (a segment
+    /// spanning both is two slices in [`Session::poll_transmit_vectored`]), so the payload is
+    /// not copied to put the head in front of it.
+    pub fn send_bundle_parts(
+        &mut self,
+        head: Bytes,
+        tail: Bytes,
+        token: u64,
+    ) -> Result<u64, SendError> {
+        self.queue_transfer(BundleData { head, tail }, token)
+    }
+
+    fn queue_transfer(&mut self, bundle: BundleData, token: u64) -> Result<u64, SendError> {
         match self.phase {
             Phase::Established if self.ending.is_none() => {}
             Phase::Established | Phase::Closed => return Err(SendError::Terminating),
             _ => return Err(SendError::NotEstablished),
         }
-        if bundle.is_empty() {
+        if bundle.len() == 0 {
             return Err(SendError::Empty);
         }
         let len = bundle.len() as u64;
