@@ -403,8 +403,32 @@ fn stp_keeps_a_constant_window_without_slow_start_and_restores_it_after_recovery
             off.len(),
             stp.samples.last().unwrap().info.total_retrans
         );
+        // Open-state samples below W that the next open-state sample (a millisecond or so later) no longer shows:
+        // the kernel can leave the window a segment or two under W for the moment between two ACKs (trimming an
+        // application-limited window; proportional rate reduction's last value) and the next ACK's cong_avoid
+        // puts W back. A window that stays below W over two samples (Reno's cut, a missing restore) fails.
+        let lasting: Vec<(u32, u32)> = stp
+            .samples
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| s.info.ca_state == OPEN && s.info.snd_cwnd != 86)
+            .filter_map(|(i, s)| {
+                let next = stp.samples[i + 1..]
+                    .iter()
+                    .find(|n| n.info.ca_state == OPEN)?;
+                (next.info.snd_cwnd != 86).then_some((s.info.snd_cwnd, next.info.snd_cwnd))
+            })
+            .collect();
         assert!(max <= 86, "stp window grew to {max}");
-        assert!(off.is_empty(), "open-state windows other than 86: {off:?}");
+        assert!(
+            lasting.is_empty(),
+            "open-state windows below 86 over consecutive samples: {lasting:?}"
+        );
+        assert!(
+            off.len() * 100 <= open.len(),
+            "open-state windows other than 86 in more than 1 % of {} samples: {off:?}",
+            open.len()
+        );
         // The controls: Reno grows beyond 86 without loss (slow start), and stays below it after a loss.
         assert!(reno_max > 86, "reno max {reno_max}");
         if per > 0.0 {
