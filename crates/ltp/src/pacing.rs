@@ -194,6 +194,11 @@ pub struct Burst {
     /// Whether the time from `end` to the answer measures the receiver's queue: not for a
     /// report the receiver may hold back until its client committed the block.
     pub timed: bool,
+    /// Whether the answer claimed the whole scope. Answers with gaps and complete ones are
+    /// timed against earlier answers of their own kind: a receiver may hold a report with gaps
+    /// back for a fixed time, waiting for reordered segments (HDTN: 20 ms), and answer a
+    /// complete scope at once; that fixed wait is no queue.
+    pub complete: bool,
 }
 
 /// Why an adaptive span paces at its current rate (shown by `dtnkit status` as the span's
@@ -282,7 +287,10 @@ pub const SPREAD_GAPS: u64 = 4;
 /// - overrun with the loss in few holes (an outage, a burst of interference) keeps the rate;
 ///   only when it repeats in the next round is the rate lowered by an eighth;
 /// - **clean** round in which pacing held data back: the rate doubles while no overrun was seen
-///   yet (a quick start from `initial_bps`), then grows by a sixteenth per round. The rate never
+///   yet (a quick start from `initial_bps`), then grows by a sixteenth per round. The quick
+///   start also ends when an answer comes later than the fastest answer of its kind (with
+///   gaps, or complete: [`Burst::complete`]) by more than half that and [`QUEUE_SIGNAL`]: a
+///   queue builds at the receiver. The rate never
 ///   grows beyond twice what the round's bursts achieved: a host or an application slower than
 ///   the rate would otherwise let it grow without bound while nothing is learnt;
 /// - the rate never exceeds the span's configured rate (the *ceiling*, e.g. a contact's rate)
@@ -319,10 +327,12 @@ pub struct RateController {
     /// Whether the last lossy round had its loss spread (a receiver dropping its overflow).
     last_loss_spread: bool,
     /// Shortest time seen from a burst's checkpoint leaving to the last report segment
-    /// answering it (the round trip with an empty receive queue).
-    min_answer: Option<Duration>,
-    /// Longest answer time of the round's bursts beyond `min_answer`: the receiver's queue.
-    round_queue: Duration,
+    /// answering it (the round trip with an empty receive queue), for answers with gaps
+    /// (index 0) and complete ones (index 1): see [`Burst::complete`].
+    min_answer: [Option<Duration>; 2],
+    /// Whether an answer of the round's bursts came later than the shortest of its kind by
+    /// more than the queue signal: a queue at the receiver.
+    round_queued: bool,
     /// Whether pacing held data back during the current round.
     limited: bool,
 }
@@ -356,8 +366,8 @@ impl RateController {
             round_burst_ns: 0,
             covered_until: Duration::ZERO,
             last_loss_spread: false,
-            min_answer: None,
-            round_queue: Duration::ZERO,
+            min_answer: [None; 2],
+            round_queued: false,
             limited: false,
         }
     }
@@ -405,14 +415,20 @@ impl RateController {
     /// rate when it changed.
     pub fn on_burst(&mut self, now: Duration, burst: Burst, min_round_bytes: u64) -> Option<u64> {
         let answer = now.saturating_sub(burst.end);
+        let kind = &mut self.min_answer[usize::from(burst.complete)];
         if burst.timed {
-            self.min_answer = Some(self.min_answer.map_or(answer, |m| m.min(answer)));
+            *kind = Some(kind.map_or(answer, |m| m.min(answer)));
         }
+        let min_answer = *kind;
         if burst.start < self.epoch || burst.sent == 0 {
             return None;
         }
-        if let (true, Some(min_answer)) = (burst.timed, self.min_answer) {
-            self.round_queue = self.round_queue.max(answer - min_answer);
+        if let (true, Some(min_answer)) = (burst.timed, min_answer) {
+            // Half the fastest answer of the kind, at least [`QUEUE_SIGNAL`]: jitter of the
+            // receiver's host is no queue.
+            if answer - min_answer > (min_answer / 2).max(QUEUE_SIGNAL) {
+                self.round_queued = true;
+            }
         }
         self.round_sent = self.round_sent.saturating_add(burst.sent);
         self.round_lost = self.round_lost.saturating_add(burst.lost.min(burst.sent));
@@ -477,8 +493,7 @@ impl RateController {
             // The quick start ends before the first loss once the answers show a queue at the
             // receiver: with a buffer that absorbs a whole round, the next doubling would
             // overrun it by far.
-            let min_answer = self.min_answer.unwrap_or_default();
-            if self.slow_start && self.round_queue > (min_answer / 2).max(QUEUE_SIGNAL) {
+            if self.slow_start && self.round_queued {
                 self.slow_start = false;
             }
             if self.limited {
@@ -521,7 +536,7 @@ impl RateController {
         self.round_gaps = 0;
         self.round_burst_bytes = 0;
         self.round_burst_ns = 0;
-        self.round_queue = Duration::ZERO;
+        self.round_queued = false;
         self.limited = false;
         if self.rate == old {
             return None;
@@ -625,6 +640,7 @@ mod tests {
             lost,
             gaps: if lost > 0 { SPREAD_GAPS } else { 0 },
             timed: true,
+            complete: lost == 0,
         }
     }
 
@@ -715,6 +731,7 @@ mod tests {
             lost,
             gaps: 1,
             timed: true,
+            complete: lost == 0,
         };
         // Half of a round lost in one hole: an outage, not an overrun receiver.
         c.pacing_limited();
@@ -802,6 +819,7 @@ mod tests {
             lost: 0,
             gaps: 0,
             timed: true,
+            complete: true,
         };
         assert_eq!(c.on_burst(ms(30), slow, 1), None);
         assert_eq!(c.rate(), 1_000_000_000);
@@ -814,6 +832,7 @@ mod tests {
             lost: 0,
             gaps: 0,
             timed: true,
+            complete: true,
         };
         assert_eq!(c.on_burst(ms(60), fast, 1), Some(1_600_000_000));
     }

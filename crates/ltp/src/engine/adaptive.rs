@@ -115,6 +115,7 @@ pub(super) fn after_claims(
         // A receiver configured as this engine holds its final report until its client
         // committed the block (`defer_final_report`, as dtnkit nodes do): that wait is no queue.
         timed: !(span.cfg.defer_final_report && ex.red_complete()),
+        complete: lost + paused == 0,
     };
     if let Some(rate) = ctl.on_burst(now, burst, min_round_bytes) {
         span.bucket.set_rate(rate, now);
