@@ -317,6 +317,18 @@ impl Engine {
         &self.cfg
     }
 
+    /// The last creation timestamp given to a bundle this engine built, `(ms, sequence)`.
+    pub fn creation_cursor(&self) -> (DtnTime, u64) {
+        self.last_ts
+    }
+
+    /// Bundles built from now on get timestamps after `ts`: the node's own bundles sourced at
+    /// the same endpoint take theirs from the agent's sequence, and the two must not collide
+    /// (`cla::BibeCla` keeps them in step).
+    pub fn raise_creation_cursor(&mut self, ts: (DtnTime, u64)) {
+        self.last_ts = self.last_ts.max(ts);
+    }
+
     /// The counters.
     pub fn counters(&self) -> &BibeCounters {
         &self.counters

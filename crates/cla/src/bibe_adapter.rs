@@ -179,6 +179,7 @@ impl BibeCla {
     /// bundle. See [`BibeSend`].
     pub fn send<S: Store>(&mut self, now: DtnTime, agent: &mut Agent<S>, f: &Forward) -> BibeSend {
         let token = f.key.as_token();
+        self.engine.raise_creation_cursor(agent.creation_cursor());
         let resumed = self.resumable(f);
         let sent = match resumed {
             Some(id) => match self
@@ -218,23 +219,25 @@ impl BibeCla {
             }
             self.notes.insert(token, name);
         }
+        agent.raise_creation_cursor(self.engine.creation_cursor());
         match agent.accept_from_cla(now, None, enc.bundle) {
-            Ok(_) => {
+            Ok(Accepted::Stored { .. }) => {
                 if enc.transmission_id == 0 {
                     self.outcomes.push_back((token, ClaOutcome::Sent));
                 }
                 BibeSend::Taken
             }
-            Err(e) => {
+            // Taken for a duplicate (or consumed, expired...): not stored, so not sent.
+            // Timestamps from one sequence rule out the duplicate.
+            r => {
                 self.engine.cancel(token);
                 if let Some(name) = self.notes.remove(&token) {
                     agent.delete_note(&name);
                 }
                 self.stats.outbound_not_stored += 1;
-                BibeSend::Rejected(if e.is_transient() {
-                    ClaOutcome::Refused
-                } else {
-                    ClaOutcome::Failed
+                BibeSend::Rejected(match r {
+                    Err(e) if e.is_transient() => ClaOutcome::Refused,
+                    _ => ClaOutcome::Failed,
                 })
             }
         }
@@ -249,6 +252,7 @@ impl BibeCla {
         agent: &mut Agent<S>,
         notice: &AdminNotice,
     ) -> bool {
+        self.engine.raise_creation_cursor(agent.creation_cursor());
         match self.engine.handle_record(now, &notice.from, &notice.record) {
             Ok(bibe::Handled::NotBibe) => return false,
             Ok(_) => {}
@@ -265,6 +269,7 @@ impl BibeCla {
     /// produced.
     pub fn handle_timeout<S: Store>(&mut self, now: DtnTime, agent: &mut Agent<S>) {
         if self.engine.poll_timeout().is_some_and(|t| t <= now) {
+            self.engine.raise_creation_cursor(agent.creation_cursor());
             self.engine.handle_timeout(now);
         }
         self.drain(now, agent);
@@ -291,9 +296,15 @@ impl BibeCla {
     fn drain<S: Store>(&mut self, now: DtnTime, agent: &mut Agent<S>) {
         loop {
             let mut progressed = false;
+            // The engine's bundles (signals, retransmissions) took timestamps after the
+            // agent's last one: the agent's own come after them.
+            agent.raise_creation_cursor(self.engine.creation_cursor());
             while let Some(o) = self.engine.poll_transmit() {
                 progressed = true;
-                if agent.accept_from_cla(now, None, o.bundle).is_err() {
+                if !matches!(
+                    agent.accept_from_cla(now, None, o.bundle),
+                    Ok(Accepted::Stored { .. })
+                ) {
                     self.stats.outbound_not_stored += 1;
                 }
             }

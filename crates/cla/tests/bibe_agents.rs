@@ -336,3 +336,51 @@ fn a_fragmented_bpdu_is_reassembled_then_decapsulated() {
     assert_eq!(a.agent.status().stored_bundles, 0);
     let _ = id;
 }
+
+/// The encapsulating bundle is sourced at the node's administrative endpoint, like the
+/// bundles an application sends without a source of its own (`dtnkit send`): both kinds take
+/// their creation timestamps from one sequence. They used to come from two (the agent's and the
+/// BIBE engine's), so a bundle tunnelled in the millisecond it was sent got the same ID as its
+/// encapsulating bundle; the agent took the latter for a duplicate and dropped it, and the
+/// bundle waited for the custody timer (60 s in the node test that caught it) or, without
+/// custody, was reported sent and lost.
+#[test]
+fn a_bundle_tunnelled_in_the_millisecond_it_was_sent_leaves_at_once() {
+    for custody in [true, false] {
+        let mut a = node(1, 1 << 30);
+        let mut t = TunnelConfig::new(Eid::ipn(2, 0));
+        t.custody = custody;
+        t.custody_timer_ms = TIMER;
+        a.bibe.add_tunnel(T0, &mut a.agent, TUNNEL, t);
+        a.agent
+            .static_routes_mut()
+            .add(NodeRange::single(3).unwrap(), TUNNEL)
+            .unwrap();
+        a.agent.link_up(T0, 2, 0);
+        let id = a
+            .agent
+            .send(
+                T0,
+                SendRequest::new(Eid::ipn(1, 0), Eid::ipn(3, 1), vec![7; 200].into()),
+            )
+            .unwrap();
+        let out = step(T0, &mut a);
+        assert_eq!(
+            out.len(),
+            1,
+            "custody {custody}: the encapsulating bundle leaves"
+        );
+        let bpdu = bpv7::Bundle::decode(out[0].1.clone()).unwrap();
+        assert_ne!(bpdu.id(), id, "custody {custody}: two bundles, two IDs");
+        // A signal or a retransmission built later in the same millisecond does not reuse
+        // the application's next ID either.
+        let next = a
+            .agent
+            .send(
+                T0,
+                SendRequest::new(Eid::ipn(1, 0), Eid::ipn(4, 1), vec![8; 10].into()),
+            )
+            .unwrap();
+        assert_ne!(next, bpdu.id(), "custody {custody}");
+    }
+}

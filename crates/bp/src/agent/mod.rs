@@ -639,6 +639,25 @@ impl<S: Store> Agent<S> {
         k
     }
 
+    /// The last creation timestamp this node gave a bundle it sourced, `(ms, sequence)`.
+    /// Adapters that build bundles of their own at the node's endpoints (BIBE) take theirs
+    /// from the same sequence ([`Agent::raise_creation_cursor`]), or IDs collide.
+    pub fn creation_cursor(&self) -> (DtnTime, u64) {
+        self.creation_cursor
+    }
+
+    /// Moves the creation cursor to `ts` if it is later (an adapter used timestamps up to
+    /// `ts`); stored with the next commit, so a restart does not reuse them.
+    pub fn raise_creation_cursor(&mut self, ts: (DtnTime, u64)) {
+        if ts > self.creation_cursor {
+            self.creation_cursor = ts;
+            self.pending.push(Op::SetCreationCursor {
+                time_ms: ts.0,
+                sequence: ts.1,
+            });
+        }
+    }
+
     fn next_creation(&mut self, now: DtnTime, txn: &mut Txn) -> bpv7::CreationTimestamp {
         let (t, s) = self.creation_cursor;
         let next = if now > t {
