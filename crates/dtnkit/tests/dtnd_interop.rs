@@ -123,7 +123,11 @@ impl Dtnd {
         let (code, body) = http(
             self.ns.as_deref(),
             self.http,
-            "POST", &format!("/send?dst={dst}"), payload).unwrap();
+            "POST",
+            &format!("/send?dst={dst}"),
+            payload,
+        )
+        .unwrap();
         assert_eq!(
             code,
             200,
@@ -340,7 +344,9 @@ fn dtnkit_and_dtnd_exchange_10b_100kb_5mb_over_tcpcl_both_ways() {
 /// namespace `a`, dtnd in namespace `b`. Both directions must lose packets, and every payload must arrive intact.
 #[test]
 fn dtnkit_and_dtnd_exchange_10b_100kb_5mb_over_tcpcl_with_1pct_ip_loss_each_way() {
-    if !lossy::netns_or_skip("dtnkit_and_dtnd_exchange_10b_100kb_5mb_over_tcpcl_with_1pct_ip_loss_each_way") {
+    if !lossy::netns_or_skip(
+        "dtnkit_and_dtnd_exchange_10b_100kb_5mb_over_tcpcl_with_1pct_ip_loss_each_way",
+    ) {
         return;
     }
     dtnd_path();

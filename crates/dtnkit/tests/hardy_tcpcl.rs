@@ -246,7 +246,13 @@ fn read_dir_payloads(d: &Path) -> Vec<Vec<u8>> {
 }
 
 fn node_with_hardy_peer(dir: &TempDir, tcp1: u16, hardy_addr: Option<u16>) -> NodeProc {
-    node_with_hardy_peer_at(dir, "127.0.0.1", tcp1, hardy_addr.map(|p| format!("127.0.0.1:{p}")), None)
+    node_with_hardy_peer_at(
+        dir,
+        "127.0.0.1",
+        tcp1,
+        hardy_addr.map(|p| format!("127.0.0.1:{p}")),
+        None,
+    )
 }
 
 /// dtnkit node 1 listening on `own:tcp1`, with Hardy (node 2) as its TCPCL peer at `hardy` (none: Hardy connects),
@@ -290,8 +296,9 @@ fn hardy_tcpclv4_passive_exchanges_10b_100kb_5mb_both_ways_with_dtnkit_active() 
 /// `a` opens the session to Hardy listening in namespace `b`. Both directions must lose packets.
 #[test]
 fn hardy_tcpclv4_exchanges_10b_100kb_5mb_both_ways_with_dtnkit_over_1pct_ip_loss_each_way() {
-    if !lossy::netns_or_skip("hardy_tcpclv4_exchanges_10b_100kb_5mb_both_ways_with_dtnkit_over_1pct_ip_loss_each_way")
-    {
+    if !lossy::netns_or_skip(
+        "hardy_tcpclv4_exchanges_10b_100kb_5mb_both_ways_with_dtnkit_over_1pct_ip_loss_each_way",
+    ) {
         return;
     }
     let link = lossy::LossyLink::start(0.01, 5, 35);

@@ -21,8 +21,8 @@ pub fn netns_or_skip(test: &str) -> bool {
             false
         }
         Err(e) => panic!(
-            "{test} needs network namespaces for its lossy IP link: {e}; run as root (CI does) or set \
-             DTNKIT_SKIP_ROOT_TESTS=1 to skip it"
+            "{test} needs network namespaces for its lossy IP link: {e} (CI does), or set DTNKIT_SKIP_ROOT_TESTS=1 \
+             to skip it"
         ),
     }
 }
@@ -82,13 +82,20 @@ impl LossyLink {
         let l = &s.links[0];
         eprintln!(
             "lossy link: a→b {} of {} packets lost, b→a {} of {} lost, unmodelled drops {}",
-            l.forward.lost_channel, l.forward.received, l.ret.lost_channel, l.ret.received, s.unmodelled_drops
+            l.forward.lost_channel,
+            l.forward.received,
+            l.ret.lost_channel,
+            l.ret.received,
+            s.unmodelled_drops
         );
         assert!(
             l.forward.lost_channel > 0 && l.ret.lost_channel > 0,
             "the link lost nothing in one direction, so the loss was not exercised: {s:?}"
         );
-        assert_eq!(s.unmodelled_drops, 0, "drops the model did not decide: {s:?}");
+        assert_eq!(
+            s.unmodelled_drops, 0,
+            "drops the model did not decide: {s:?}"
+        );
         s
     }
 }
