@@ -107,8 +107,8 @@ HDTN_RUN2 = "by hand 2026-11-28"
 #   "es_ref":"d_int"}}` (role "s", src "ipn:2.2" as the source; "bcb-confidentiality", sc_id 2 for BCB);
 #   dtnkit `[[bpsec.rule]] integrity|confidentiality = "k"`, `on_failure = "drop"`; wrong-key runs with another key.
 IP_LOSS = "by hand 2026-11-28, 1 % IP loss each way (`emu --ip`), SHA-256"
-ION_BPSEC_LTP_OUT = ("✗ by hand 2026-11-28: ION accepted the BIB with a wrong key too, and left the BCB's ciphertext "
-                     "in place (ION 4.1.3 builds only its NULL crypto suite)")
+ION_BPSEC_LTP_OUT = ("✗ by hand 2026-11-28: ION accepted the BIB with a wrong key too, and saved BCB-protected files "
+                     "unequal to those sent (ION 4.1.3 builds only its NULL crypto suite)")
 ION_BPSEC_LTP_IN = ("✗ by hand 2026-11-28: dtnkit refused ION's BIB (its wrapped key does not unwrap) and BCB "
                     "(20-byte IV) (ION's NULL crypto suite)")
 BY_HAND = {
