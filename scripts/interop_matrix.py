@@ -72,6 +72,11 @@ SUITE = [
     ("bibe", "pyd3tn_bpdu", "bpdus_agree_with_pyd3tn",
      [("µD3TN (pyd3tn 0.15)", "BIBE record", "dtnkit → peer", "BIBE"),
       ("µD3TN (pyd3tn 0.15)", "BIBE record", "peer → dtnkit", "BIBE")]),
+    # TCP-based layers with loss: both ends in network namespaces, 1 % of the IP packets lost each way (IP mode).
+    ("dtnkit", "dtnd_interop", "dtnkit_and_dtnd_exchange_10b_100kb_5mb_over_tcpcl_with_1pct_ip_loss_each_way",
+     [("dtn7 dtnd", "TCPCLv4", "dtnkit → peer", "loss"), ("dtn7 dtnd", "TCPCLv4", "peer → dtnkit", "loss")]),
+    ("dtnkit", "hardy_tcpcl", "hardy_tcpclv4_exchanges_10b_100kb_5mb_both_ways_with_dtnkit_over_1pct_ip_loss_each_way",
+     [("Hardy (crates)", "TCPCLv4", "dtnkit → peer", "loss"), ("Hardy (crates)", "TCPCLv4", "peer → dtnkit", "loss")]),
 ]
 REPLAYS = {"node_tcpcl3_ion", "node_hdtn_replay"}
 
@@ -79,7 +84,50 @@ REPLAYS = {"node_tcpcl3_ion", "node_hdtn_replay"}
 ION_RUN = "by hand 2026-11-27"
 HDTN_RUN = "by hand 2026-11-25 and 2026-11-28"
 HDTN_RUN2 = "by hand 2026-11-28"
+# 2026-11-28, evening (docs/interop.md, "Loss, BIBE and BPSec cells filled by hand"), release dtnkit at 4d9da9b:
+# - TCP-based layers with loss: `dtnkit emu --ip --per 0.01 --return-per 0.01 --delay-ms 5 --seed 9 --summary-json S`
+#   (HDTN: --seed 7); `ip netns exec $NS_A dtnkit node --config node.toml` with `[stcp]`/`[tcpcl] listen` on A's
+#   address and the peer at B's; ION: `ip netns exec $NS_B ionadmin/ionsecadmin/bpadmin node.*rc` with
+#   `a induct stcp|tcp $ADDR_B:24556 stcpcli|tcpcli`, `a outduct stcp|tcp $ADDR_A:24557 stcpclo|''`,
+#   `a plan 1 stcp|tcp/$ADDR_A:24557`, files by `dtnkit send --file` into `ip netns exec $NS_B bprecvfile ipn:2.1 3`
+#   and `ip netns exec $NS_B bpsendfile ipn:2.2 ipn:1.1 F` into `dtnkit recv --hash`; HDTN: `ip netns exec $NS_B
+#   bpreceivefile --save-directory=D` / `bpsendfile --use-bp-version-7` with "remoteHostname": $ADDR_A.
+# - HDTN LTP with loss: `dtnkit emu --listen-a 127.0.0.1:14701 --listen-b 127.0.0.1:14702 --a DTNKIT_LTP --b HDTN_LTP
+#   --per 0.01 --return-per 0.01` (then --return-per 0.2); dtnkit's span `address = "127.0.0.1:14701"`, HDTN's
+#   induct "ltpRemoteUdpPort": 14702 (or its outduct "remotePort": 14701 and dtnkit's span at 14702).
+# - BIBE over ION's LTP: ION `a span 1 64 64 1024 100000 1 'udplso 127.0.0.1:24601'`, `a induct ltp 2 ltpcli`,
+#   `a outduct ltp 1 ltpclo`, `a planduct ipn:1.0 ltp 1`, `a bcla ipn:1.0 2 2 '' 0 600 1 0 64`,
+#   `a rtovrd 0 4 0 1 bibe/ipn:1.0`; dtnkit `[[span]] peer = 2, engine_id = 2, peer_kind = "ion"`, `[[bibe_peer]]
+#   peer = 102, endpoint = "ipn:2.0", record_codes = "ion", custody = true`; `bpsendfile ipn:2.2 ipn:4.1 F` /
+#   `dtnkit send --dst ipn:4.1 --file F` into `dtnkit recv --hash` at node 4. Over TCPCLv3 the same with ION
+#   `a induct tcp 127.0.0.1:24656 tcpcli`, `a outduct tcp 127.0.0.1:24657 ''`, `a planduct ipn:1.0 tcp 127.0.0.1:24657`
+#   and dtnkit `[tcpcl] listen = "127.0.0.1:24657"`, `[[tcp_peer]] peer = 2, peer_kind = "ion"`.
+# - BPSec over ION's LTP: `bpsecadmin` `a {"event_set":{"name":"d_int"}}`, `a {"policyrule":{"filter":{"rule_id":"1",
+#   "role":"a","src":"ipn:1.*","tgt":1},"spec":{"svc":"bib-integrity","sc_id":1,"sc_parms":[{"key_name":"key1"}]},
+#   "es_ref":"d_int"}}` (role "s", src "ipn:2.2" as the source; "bcb-confidentiality", sc_id 2 for BCB);
+#   dtnkit `[[bpsec.rule]] integrity|confidentiality = "k"`, `on_failure = "drop"`; wrong-key runs with another key.
+IP_LOSS = "by hand 2026-11-28, 1 % IP loss each way (`emu --ip`), SHA-256"
+ION_BPSEC_LTP_OUT = ("✗ by hand 2026-11-28: ION accepted the BIB with a wrong key too, and saved BCB-protected files "
+                     "unequal to those sent (ION 4.1.3 builds only its NULL crypto suite)")
+ION_BPSEC_LTP_IN = ("✗ by hand 2026-11-28: dtnkit refused ION's BIB (its wrapped key does not unwrap) and BCB "
+                    "(20-byte IV) (ION's NULL crypto suite)")
 BY_HAND = {
+    ("ION 4.1.3", "LTP", "dtnkit → peer", "BIBE"): "by hand 2026-11-28, with custody, SHA-256",
+    ("ION 4.1.3", "LTP", "peer → dtnkit", "BIBE"): "by hand 2026-11-28, with custody, SHA-256",
+    ("ION 4.1.3", "TCPCLv3", "dtnkit → peer", "BIBE"): "by hand 2026-11-28, with custody, SHA-256",
+    ("ION 4.1.3", "TCPCLv3", "peer → dtnkit", "BIBE"): "by hand 2026-11-28, with custody, SHA-256",
+    ("ION 4.1.3", "LTP", "dtnkit → peer", "BPSec"): ION_BPSEC_LTP_OUT,
+    ("ION 4.1.3", "LTP", "peer → dtnkit", "BPSec"): ION_BPSEC_LTP_IN,
+    ("ION 4.1.3", "TCPCLv3", "dtnkit → peer", "loss"): IP_LOSS,
+    ("ION 4.1.3", "TCPCLv3", "peer → dtnkit", "loss"): IP_LOSS,
+    ("ION 4.1.3", "STCP", "dtnkit → peer", "loss"): IP_LOSS,
+    ("ION 4.1.3", "STCP", "peer → dtnkit", "loss"): IP_LOSS,
+    ("HDTN 1.3.1", "TCPCLv4", "dtnkit → peer", "loss"): IP_LOSS,
+    ("HDTN 1.3.1", "TCPCLv4", "peer → dtnkit", "loss"): IP_LOSS,
+    ("HDTN 1.3.1", "STCP", "dtnkit → peer", "loss"): IP_LOSS,
+    ("HDTN 1.3.1", "STCP", "peer → dtnkit", "loss"): IP_LOSS,
+    ("HDTN 1.3.1", "LTP", "dtnkit → peer", "loss"): "by hand 2026-11-28, 1 % each way, also 20 % on reports, SHA-256",
+    ("HDTN 1.3.1", "LTP", "peer → dtnkit", "loss"): "by hand 2026-11-28, 1 % each way, also 20 % on reports, SHA-256",
     ("ION 4.1.3", "LTP", "dtnkit → peer", "plain"): ION_RUN,
     ("ION 4.1.3", "LTP", "peer → dtnkit", "plain"): ION_RUN,
     ("ION 4.1.3", "LTP", "dtnkit → peer", "loss"): ION_RUN + ", 1 % each way",
@@ -102,21 +150,26 @@ BY_HAND = {
 
 # Rows: (peer, layer) and the reason of every cell neither the suite nor a hand run covers; "default" covers the rest.
 NOT_TRIED_HAND = "not tried"
+ION_BPSEC_OTHER = "not run over this layer: ION's BPSec sits above it and fails over LTP (see that row)"
+HDTN_BPSEC_OTHER = "not run over this layer: BPSec sits above it; checked over STCP (see that row)"
+HDTN_NO_BIBE = "not applicable: HDTN 1.3.1 has no BIBE"
+UD3TN_DAEMON = ("not tried: µD3TN's daemon is published only on GitLab, which could not be fetched where this "
+                "matrix is made, and no package registry has it")
 ROWS = [
     ("dtn7 dtnd", "TCPCLv4", {"BPSec": "not applicable: dtnd 0.21 has no BPSec",
                               "BIBE": "not applicable: dtnd 0.21 has no BIBE"}),
     ("cfdp-py 0.7", "CFDP over UDP", {"BPSec": "not applicable (CFDP without BP)", "BIBE": "not applicable (CFDP without BP)"}),
     ("Hardy (crates)", "BPv7 codec", {"loss": "not applicable", "BIBE": "not in the published crates"}),
-    ("Hardy (crates)", "TCPCLv4", {"loss": "not tried", "BPSec": "see the BPv7 codec row (BPSec sits above the CLA)",
+    ("Hardy (crates)", "TCPCLv4", {"BPSec": "see the BPv7 codec row (BPSec sits above the CLA)",
                                    "BIBE": "not in the published crates"}),
     ("ION 4.1.3", "LTP", {"default": NOT_TRIED_HAND}),
-    ("ION 4.1.3", "TCPCLv3", {"default": NOT_TRIED_HAND}),
-    ("ION 4.1.3", "STCP", {"default": NOT_TRIED_HAND}),
-    ("HDTN 1.3.1", "TCPCLv4", {"default": NOT_TRIED_HAND}),
-    ("HDTN 1.3.1", "LTP", {"default": NOT_TRIED_HAND}),
-    ("HDTN 1.3.1", "STCP", {"default": NOT_TRIED_HAND, "BIBE": "not applicable: HDTN 1.3.1 has no BIBE"}),
+    ("ION 4.1.3", "TCPCLv3", {"default": NOT_TRIED_HAND, "BPSec": ION_BPSEC_OTHER}),
+    ("ION 4.1.3", "STCP", {"default": NOT_TRIED_HAND, "BPSec": ION_BPSEC_OTHER}),
+    ("HDTN 1.3.1", "TCPCLv4", {"default": NOT_TRIED_HAND, "BPSec": HDTN_BPSEC_OTHER, "BIBE": HDTN_NO_BIBE}),
+    ("HDTN 1.3.1", "LTP", {"default": NOT_TRIED_HAND, "BPSec": HDTN_BPSEC_OTHER, "BIBE": HDTN_NO_BIBE}),
+    ("HDTN 1.3.1", "STCP", {"default": NOT_TRIED_HAND, "BIBE": HDTN_NO_BIBE}),
     ("µD3TN (pyd3tn 0.15)", "BIBE record", {"default": "not applicable (a record codec, no transfer)"}),
-    ("µD3TN", "any", {"default": "not tried: no registry has it"}),
+    ("µD3TN", "any", {"default": UD3TN_DAEMON}),
 ]
 DIRECTIONS = ["dtnkit → peer", "peer → dtnkit"]
 

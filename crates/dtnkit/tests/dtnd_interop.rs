@@ -6,6 +6,10 @@
 //! bundle its HTTP API returns. The deviations dtnd commits (see `../shared/PEERS.md`) are
 //! tolerated by the session, counted, and visible in `dtnkit status --json` (`tcpcl.deviations`).
 //!
+//! A second test runs the same exchange with each side in its own network namespace and 1 % of the IP packets
+//! lost each way between them (the emulator's IP mode; root), so that TCP's retransmissions and stalls sit under
+//! both TCPCL implementations.
+//!
 //! `dtnd` comes from `scripts/test.sh`, which installs it once into a cache
 //! (`${DTNKIT_CACHE:-$HOME/.cache/dtnkit}/dtn7`) and exports `DTNKIT_DTND`.
 
@@ -55,15 +59,27 @@ struct Dtnd {
     child: Option<Child>,
     http: u16,
     dir: PathBuf,
+    /// The network namespace dtnd runs in (`None`: the test's).
+    ns: Option<PathBuf>,
 }
 
 impl Dtnd {
     /// Node `ipn:<node>.0` with endpoint `<endpoint>`, TCPCL on `tcp_port`, and a static peer.
-    fn start(dir: &Path, node: u64, endpoint: u64, tcp_port: u16, peer: &str) -> Dtnd {
+    /// Runs inside the network namespace `ns` when given (its HTTP API is then reached from inside it).
+    fn start(
+        dir: &Path,
+        node: u64,
+        endpoint: u64,
+        tcp_port: u16,
+        peer: &str,
+        ns: Option<&Path>,
+    ) -> Dtnd {
         let dir = dir.join("dtnd");
         std::fs::create_dir_all(&dir).unwrap();
         let http = free_tcp_port();
-        let child = Command::new(dtnd_path())
+        let mut cmd = Command::new(dtnd_path());
+        let _ns = ns.map(|ns| lossy::enter(&mut cmd, ns));
+        let child = cmd
             .args(["-n", &node.to_string(), "-e", &endpoint.to_string()])
             .args(["-W", s(&dir), "-w", &http.to_string()])
             .args(["-C", &format!("tcp:port={tcp_port}")])
@@ -79,6 +95,7 @@ impl Dtnd {
             child: Some(child),
             http,
             dir,
+            ns: ns.map(Path::to_path_buf),
         };
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {
@@ -99,11 +116,18 @@ impl Dtnd {
     }
 
     fn get(&self, path: &str) -> std::io::Result<(u16, Vec<u8>)> {
-        http(self.http, "GET", path, &[])
+        http(self.ns.as_deref(), self.http, "GET", path, &[])
     }
 
     fn send(&self, dst: &str, payload: &[u8]) {
-        let (code, body) = http(self.http, "POST", &format!("/send?dst={dst}"), payload).unwrap();
+        let (code, body) = http(
+            self.ns.as_deref(),
+            self.http,
+            "POST",
+            &format!("/send?dst={dst}"),
+            payload,
+        )
+        .unwrap();
         assert_eq!(
             code,
             200,
@@ -120,7 +144,7 @@ impl Dtnd {
         if payload.len() <= 1_000_000 {
             return self.send(dst, payload);
         }
-        let mut c = TcpStream::connect(("127.0.0.1", self.http)).unwrap();
+        let mut c = lossy::tcp_connect(self.ns.as_deref(), self.http).unwrap();
         c.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
         c.set_write_timeout(Some(Duration::from_secs(20))).unwrap();
         write!(
@@ -195,9 +219,16 @@ impl Drop for Dtnd {
     }
 }
 
-/// One HTTP/1.1 request to 127.0.0.1:`port` (connection closed after it); bounded by timeouts.
-fn http(port: u16, method: &str, path: &str, body: &[u8]) -> std::io::Result<(u16, Vec<u8>)> {
-    let mut c = TcpStream::connect(("127.0.0.1", port))?;
+/// One HTTP/1.1 request to 127.0.0.1:`port` in the namespace `ns` (connection closed after it); bounded by
+/// timeouts.
+fn http(
+    ns: Option<&Path>,
+    port: u16,
+    method: &str,
+    path: &str,
+    body: &[u8],
+) -> std::io::Result<(u16, Vec<u8>)> {
+    let mut c = lossy::tcp_connect(ns, port)?;
     c.set_read_timeout(Some(Duration::from_secs(20)))?;
     c.set_write_timeout(Some(Duration::from_secs(20)))?;
     let head = format!(
@@ -306,14 +337,46 @@ fn sha_sorted(v: &[Vec<u8>]) -> Vec<String> {
 fn dtnkit_and_dtnd_exchange_10b_100kb_5mb_over_tcpcl_both_ways() {
     // Fails here, with instructions, when dtnd is not installed.
     dtnd_path();
-    let dir = TempDir::new("dtnd");
+    exchange("dtnd", None);
+}
+
+/// The same exchange across an emulated link that loses 1 % of the IP packets each way (5 ms one way): dtnkit in
+/// namespace `a`, dtnd in namespace `b`. Both directions must lose packets, and every payload must arrive intact.
+#[test]
+fn dtnkit_and_dtnd_exchange_10b_100kb_5mb_over_tcpcl_with_1pct_ip_loss_each_way() {
+    if !lossy::netns_or_skip(
+        "dtnkit_and_dtnd_exchange_10b_100kb_5mb_over_tcpcl_with_1pct_ip_loss_each_way",
+    ) {
+        return;
+    }
+    dtnd_path();
+    let link = lossy::LossyLink::start(0.01, 5, 34);
+    exchange("dtnd-loss", Some(&link));
+    link.stop_and_check();
+}
+
+/// dtnkit node 1 and dtnd node 23 exchange 10 B, 100 kB and 5 MB each way; on loopback, or across `link` (dtnkit
+/// in its namespace `a`, dtnd in `b`).
+fn exchange(tag: &str, link: Option<&lossy::LossyLink>) {
+    let dir = TempDir::new(tag);
     let (ltp, tcp1, tcp23) = (free_port(), free_tcp_port(), free_tcp_port());
+    let (addr1, addr23) = match link {
+        Some(l) => (l.addr_a().to_string(), l.addr_b().to_string()),
+        None => ("127.0.0.1".to_string(), "127.0.0.1".to_string()),
+    };
     let mut spec = NodeSpec::new(1, ltp);
     spec.extra = format!(
-        "\n[tcpcl]\nlisten = \"127.0.0.1:{tcp1}\"\nreconnect_min_ms = 50\nreconnect_max_ms = 500\n\n[[tcp_peer]]\npeer = 23\naddress = \"127.0.0.1:{tcp23}\"\nexceed_peer_transfer_mru = true\n"
+        "\n[tcpcl]\nlisten = \"{addr1}:{tcp1}\"\nreconnect_min_ms = 50\nreconnect_max_ms = 500\n\n[[tcp_peer]]\npeer = 23\naddress = \"{addr23}:{tcp23}\"\nexceed_peer_transfer_mru = true\n"
     );
-    let node = NodeProc::start(&dir.0, &spec);
-    let dtnd = Dtnd::start(&dir.0, 23, 42, tcp23, &format!("tcp://127.0.0.1:{tcp1}/1"));
+    let node = NodeProc::start_in(&dir.0, &spec, link.map(|l| l.ns_a()).as_deref());
+    let dtnd = Dtnd::start(
+        &dir.0,
+        23,
+        42,
+        tcp23,
+        &format!("tcp://{addr1}:{tcp1}/1"),
+        link.map(|l| l.ns_b()).as_deref(),
+    );
 
     let sizes = [10usize, 100_000, 5_000_000];
     // dtnkit -> dtnd.

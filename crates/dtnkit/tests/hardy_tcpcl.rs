@@ -7,6 +7,9 @@
 //! loopback. Payloads of 10 B, 100 kB and 5 MB (Hardy's default segment MRU is 16 KiB, so the large ones arrive in
 //! hundreds of segments) must arrive byte for byte: at Hardy's sink decoded by our codec, at dtnkit written by
 //! `dtnkit recv --out-dir` and compared with the sent bytes.
+//!
+//! One more test runs the exchange with Hardy and dtnkit in two network namespaces joined by an emulated link that
+//! loses 1 % of the IP packets each way (the emulator's IP mode; root), so TCP recovers losses under both CLAs.
 
 mod node_support;
 
@@ -76,20 +79,25 @@ struct Hardy {
 }
 
 impl Hardy {
-    fn start(listen: SocketAddr) -> Self {
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .unwrap();
-        let config = hardy_tcpclv4::config::Config {
-            address: Some(listen),
-            ..Default::default()
-        };
-        let cla = Arc::new(hardy_tcpclv4::Cla::new(&config).expect("Hardy's CLA"));
+    /// Inside the network namespace `ns` when given: the runtime's threads are started there, so every socket the
+    /// CLA opens (its listener, its connections) belongs to it.
+    fn start(listen: SocketAddr, ns: Option<&Path>) -> Self {
         let (tx, events) = mpsc::unbounded_channel();
-        let node: hardy_bpv7::eid::NodeId = "ipn:2.0".parse().expect("node id");
-        rt.block_on(cla.on_register(Box::new(Sink(tx)), &[node]));
+        let (rt, cla) = lossy::in_ns(ns, move || {
+            let rt = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .enable_all()
+                .build()?;
+            let config = hardy_tcpclv4::config::Config {
+                address: Some(listen),
+                ..Default::default()
+            };
+            let cla = Arc::new(hardy_tcpclv4::Cla::new(&config).expect("Hardy's CLA"));
+            let node: hardy_bpv7::eid::NodeId = "ipn:2.0".parse().expect("node id");
+            rt.block_on(cla.on_register(Box::new(Sink(tx)), &[node]));
+            Ok((rt, cla))
+        })
+        .expect("Hardy's runtime");
         Hardy { rt, cla, events }
     }
 
@@ -147,14 +155,14 @@ impl Hardy {
         .with_payload(std::borrow::Cow::Borrowed(payload))
         .build(hardy_bpv7::creation_timestamp::CreationTimestamp::now())
         .expect("Hardy builds the bundle");
-        let r = self.rt.block_on(async {
-            tokio::time::timeout(
-                LIMIT,
-                self.cla
-                    .forward(None, &ClaAddress::Tcp(to), Bytes::from(wire.to_vec())),
-            )
-            .await
+        // On a runtime thread (not this one, which may be in another namespace), where a connection is opened.
+        let cla = self.cla.clone();
+        let wire = Bytes::from(wire.to_vec());
+        let task = self.rt.spawn(async move {
+            let to = ClaAddress::Tcp(to);
+            tokio::time::timeout(LIMIT, cla.forward(None, &to, wire)).await
         });
+        let r = self.rt.block_on(task).expect("Hardy's forward task");
         match r {
             Ok(Ok(ForwardBundleResult::Sent)) => {}
             Ok(Ok(ForwardBundleResult::NoNeighbour)) => panic!("Hardy found no session to {to}"),
@@ -238,12 +246,30 @@ fn read_dir_payloads(d: &Path) -> Vec<Vec<u8>> {
 }
 
 fn node_with_hardy_peer(dir: &TempDir, tcp1: u16, hardy_addr: Option<u16>) -> NodeProc {
+    node_with_hardy_peer_at(
+        dir,
+        "127.0.0.1",
+        tcp1,
+        hardy_addr.map(|p| format!("127.0.0.1:{p}")),
+        None,
+    )
+}
+
+/// dtnkit node 1 listening on `own:tcp1`, with Hardy (node 2) as its TCPCL peer at `hardy` (none: Hardy connects),
+/// running in the namespace `ns` when given.
+fn node_with_hardy_peer_at(
+    dir: &TempDir,
+    own: &str,
+    tcp1: u16,
+    hardy: Option<String>,
+    ns: Option<&Path>,
+) -> NodeProc {
     let mut spec = NodeSpec::new(1, free_port());
-    let address = hardy_addr.map_or(String::new(), |p| format!("address = \"127.0.0.1:{p}\"\n"));
+    let address = hardy.map_or(String::new(), |a| format!("address = \"{a}\"\n"));
     spec.extra = format!(
-        "\n[tcpcl]\nlisten = \"127.0.0.1:{tcp1}\"\nreconnect_min_ms = 50\nreconnect_max_ms = 500\n\n[[tcp_peer]]\npeer = 2\n{address}"
+        "\n[tcpcl]\nlisten = \"{own}:{tcp1}\"\nreconnect_min_ms = 50\nreconnect_max_ms = 500\n\n[[tcp_peer]]\npeer = 2\n{address}"
     );
-    NodeProc::start(&dir.0, &spec)
+    NodeProc::start_in(&dir.0, &spec, ns)
 }
 
 fn assert_clean_sessions(node: &NodeProc, sent: u64, received: u64) {
@@ -263,10 +289,43 @@ fn assert_clean_sessions(node: &NodeProc, sent: u64, received: u64) {
 /// dtnkit opens the session (active), Hardy listens (passive); bundles go both ways over it.
 #[test]
 fn hardy_tcpclv4_passive_exchanges_10b_100kb_5mb_both_ways_with_dtnkit_active() {
-    let dir = TempDir::new("hardy-passive");
+    passive_exchange("hardy-passive", None);
+}
+
+/// As above across an emulated link that loses 1 % of the IP packets each way (5 ms one way): dtnkit in namespace
+/// `a` opens the session to Hardy listening in namespace `b`. Both directions must lose packets.
+#[test]
+fn hardy_tcpclv4_exchanges_10b_100kb_5mb_both_ways_with_dtnkit_over_1pct_ip_loss_each_way() {
+    if !lossy::netns_or_skip(
+        "hardy_tcpclv4_exchanges_10b_100kb_5mb_both_ways_with_dtnkit_over_1pct_ip_loss_each_way",
+    ) {
+        return;
+    }
+    let link = lossy::LossyLink::start(0.01, 5, 35);
+    passive_exchange("hardy-loss", Some(&link));
+    link.stop_and_check();
+}
+
+/// Hardy (node 2) listens, dtnkit (node 1) connects; 10 B, 100 kB and 5 MB go each way over the session. On
+/// loopback, or across `link` (dtnkit in its namespace `a`, Hardy in `b`).
+fn passive_exchange(tag: &str, link: Option<&lossy::LossyLink>) {
+    let dir = TempDir::new(tag);
     let (tcp1, tcp2) = (free_tcp_port(), free_tcp_port());
-    let mut hardy = Hardy::start(format!("127.0.0.1:{tcp2}").parse().unwrap());
-    let node = node_with_hardy_peer(&dir, tcp1, Some(tcp2));
+    let (own, peer) = match link {
+        Some(l) => (l.addr_a().to_string(), l.addr_b().to_string()),
+        None => ("127.0.0.1".to_string(), "127.0.0.1".to_string()),
+    };
+    let mut hardy = Hardy::start(
+        format!("{peer}:{tcp2}").parse().unwrap(),
+        link.map(|l| l.ns_b()).as_deref(),
+    );
+    let node = node_with_hardy_peer_at(
+        &dir,
+        &own,
+        tcp1,
+        Some(format!("{peer}:{tcp2}")),
+        link.map(|l| l.ns_a()).as_deref(),
+    );
     let session = hardy.wait_peer();
 
     let to_hardy = payloads(300);
@@ -313,7 +372,7 @@ fn hardy_tcpclv4_active_exchanges_10b_100kb_5mb_both_ways_with_dtnkit_passive() 
     let dir = TempDir::new("hardy-active");
     let (tcp1, tcp2) = (free_tcp_port(), free_tcp_port());
     let node = node_with_hardy_peer(&dir, tcp1, None);
-    let mut hardy = Hardy::start(format!("127.0.0.1:{tcp2}").parse().unwrap());
+    let mut hardy = Hardy::start(format!("127.0.0.1:{tcp2}").parse().unwrap(), None);
     let listen: SocketAddr = format!("127.0.0.1:{tcp1}").parse().unwrap();
 
     // The first forward finds no session and connects.

@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
+pub mod lossy;
 pub mod monitor;
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_dtnkit");
@@ -101,11 +102,19 @@ pub struct NodeProc {
     pub config: PathBuf,
     pub socket: PathBuf,
     child: Option<Child>,
+    /// The network namespace the process runs in (`None`: this process's).
+    netns: Option<PathBuf>,
 }
 
 impl NodeProc {
     /// Writes the configuration under `dir/nN` and starts the node; waits for its socket.
     pub fn start(dir: &Path, s: &NodeSpec) -> Self {
+        Self::start_in(dir, s, None)
+    }
+
+    /// As [`NodeProc::start`], the process running inside the network namespace `netns` (its application socket
+    /// is a file, reachable from any namespace).
+    pub fn start_in(dir: &Path, s: &NodeSpec, netns: Option<&Path>) -> Self {
         let nd = dir.join(format!("n{}", s.node));
         std::fs::create_dir_all(&nd).unwrap();
         let mut cfg = format!(
@@ -133,6 +142,7 @@ impl NodeProc {
             config,
             socket,
             child: None,
+            netns: netns.map(Path::to_path_buf),
         };
         n.restart();
         n
@@ -146,13 +156,13 @@ impl NodeProc {
             .append(true)
             .open(self.spec_dir.join("node.err"))
             .unwrap();
-        let child = Command::new(BIN)
-            .args(["node", "--config"])
+        let mut cmd = Command::new(BIN);
+        cmd.args(["node", "--config"])
             .arg(&self.config)
             .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .unwrap();
+            .stderr(log);
+        let _ns = self.netns.as_deref().map(|ns| lossy::enter(&mut cmd, ns));
+        let child = cmd.spawn().unwrap();
         self.child = Some(child);
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {
