@@ -1372,7 +1372,9 @@ adaptive_rate = true
     fn checkpoint_bytes_defaults_by_peer_kind_and_is_validated() {
         let span = |extra: &str| parse(&format!("{GOOD}{extra}")).map(|v| v.spans[0].clone());
         assert_eq!(span("").unwrap().checkpoint_bytes, 1 << 20);
-        for k in ["ion", "hdtn", "generic"] {
+        let hdtn = span("peer_kind = \"hdtn\"\n").unwrap();
+        assert_eq!(hdtn.checkpoint_bytes, 1 << 20);
+        for k in ["ion", "generic"] {
             let s = span(&format!("peer_kind = \"{k}\"\n")).unwrap();
             assert_eq!(s.checkpoint_bytes, 0, "{k}");
         }
