@@ -151,6 +151,14 @@ pub const METRICS: [(&str, &str); 45] = [
         "[node.fec]: LTP segments restored by decoding",
     ),
     (
+        "fec_repair_symbols_sent",
+        "[node.fec], sim: repair symbols sent, all nodes (the redundancy's cost; includes what redundancy feedback added)",
+    ),
+    (
+        "fec_feedback_raises",
+        "[node.fec], sim: failure signals (HSLTP cancels, ECLSA retransmission requests) that raised a sender's redundancy (0 with feedback off)",
+    ),
+    (
         "fec_matrix_tx_ms",
         "[node.fec], sim: longest transmission time of one matrix (first symbol out -> last symbol serialized), ms",
     ),
