@@ -6,7 +6,7 @@ use std::time::Duration;
 use analyze::experiment::Metrics;
 
 /// Metrics, in the column order of the CSV outputs, with their meaning (also listed in docs/bench.md).
-pub const METRICS: [(&str, &str); 45] = [
+pub const METRICS: [(&str, &str); 47] = [
     (
         "goodput_mbps",
         "application goodput (DTNperf: acknowledged payload / first send..last ACK), Mb/s",
