@@ -6,7 +6,7 @@ use std::time::Duration;
 use analyze::experiment::Metrics;
 
 /// Metrics, in the column order of the CSV outputs, with their meaning (also listed in docs/bench.md).
-pub const METRICS: [(&str, &str); 45] = [
+pub const METRICS: [(&str, &str); 47] = [
     (
         "goodput_mbps",
         "application goodput (DTNperf: acknowledged payload / first send..last ACK), Mb/s",
@@ -149,6 +149,14 @@ pub const METRICS: [(&str, &str); 45] = [
     (
         "fec_segments_repaired",
         "[node.fec]: LTP segments restored by decoding",
+    ),
+    (
+        "fec_repair_symbols_sent",
+        "[node.fec], sim: repair symbols sent, all nodes (the redundancy's cost; includes what redundancy feedback added)",
+    ),
+    (
+        "fec_feedback_raises",
+        "[node.fec], sim: failure signals (HSLTP cancels, ECLSA retransmission requests) that raised a sender's redundancy (0 with feedback off)",
     ),
     (
         "fec_matrix_tx_ms",

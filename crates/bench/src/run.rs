@@ -161,6 +161,14 @@ fn run_sim(
     if fec {
         delivery::fec_from_logs(&mut fec_m, &paths);
         fec_m.insert("fec_matrix_tx_ms".into(), summary.fec_matrix_tx_s_max * 1e3);
+        fec_m.insert(
+            "fec_repair_symbols_sent".into(),
+            summary.fec_repair_symbols_sent as f64,
+        );
+        fec_m.insert(
+            "fec_feedback_raises".into(),
+            summary.fec_feedback_raises as f64,
+        );
     }
     if !keep_logs {
         for f in &files {

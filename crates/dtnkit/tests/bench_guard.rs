@@ -38,11 +38,12 @@ fn check(name: &str) {
 }
 
 /// The simulator experiments guarded below.
-const GUARDED: [&str; 12] = [
+const GUARDED: [&str; 13] = [
     "seed000_fig05_rto",
     "seed000_fig06_08_iid",
     "seed000_fig09_11_sessions",
     "seed003_fig08_09",
+    "seed003_fig09_feedback",
     "seed003_fig10_matrix",
     "seed004_e2e",
     "seed004_e2e_bp",
@@ -162,6 +163,11 @@ fn seed000_fig09_11_sessions() {
 #[test]
 fn seed003_fig08_09() {
     check("seed003_fig08_09");
+}
+
+#[test]
+fn seed003_fig09_feedback() {
+    check("seed003_fig09_feedback");
 }
 
 #[test]

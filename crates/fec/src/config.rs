@@ -74,9 +74,25 @@ pub struct FecConfig {
     pub rate_k: u16,
     /// Code rate denominator.
     pub rate_n: u16,
-    /// Fewest repair symbols of any matrix, so that small matrices (a lone report, a short
-    /// block) are protected too.
+    /// Fewest repair symbols of any matrix (at least 1), so that small matrices (a lone
+    /// report, a short block) are protected too: seed 003's "threshold on the minimum number
+    /// of redundancy symbols in a codeword". Above `ceil(K × (N−K)/K)` it also lowers the rate
+    /// of matrices of K information symbols.
     pub min_repair: u16,
+    /// Redundancy feedback, sender side (0 = off, the default): each failure signal from the
+    /// receiver — HSLTP: a cancel from the block receiver with `RXMTCYCEXC` (its matrix
+    /// failed); ECLSA: a report segment that claims less than its whole scope (a
+    /// retransmission request, so a matrix failed) — raises the extra redundancy of the
+    /// following matrices by this many repair symbols per 100 information symbols (rounded
+    /// up, so at least one), up to `feedback_max_pct`.
+    pub feedback_step_pct: u16,
+    /// Redundancy feedback: the largest extra redundancy, repair symbols per 100 information
+    /// symbols (at least `feedback_step_pct` when feedback is on).
+    pub feedback_max_pct: u16,
+    /// Redundancy feedback: the extra redundancy drops by one step after this many matrices
+    /// carrying LTP data have been sent at its level (at least 1 when feedback is on), so it
+    /// decays back to none when no failure follows.
+    pub feedback_decay: u16,
     /// ECLSA: a matrix closes this long after its first segment even if not full. HSLTP: the
     /// same safety limit for a matrix holding data whose end-of-block never comes.
     pub aggregation_time: Duration,
@@ -102,7 +118,7 @@ pub struct FecConfig {
 }
 
 impl FecConfig {
-    /// Defaults: K 1024, Rc 8/9, at least 2 repair symbols, 5 ms aggregation, 1 ms for
+    /// Defaults: K 1024, Rc 8/9, at least 2 repair symbols, no redundancy feedback, 5 ms aggregation, 1 ms for
     /// signal-only HSLTP matrices, unpaced, 200 ms matrix timeout, 1 ms reorder wait, 256 MiB.
     ///
     /// The matrix timeout only decides a matrix that no later matrix follows (a later one
@@ -116,6 +132,9 @@ impl FecConfig {
             rate_k: 8,
             rate_n: 9,
             min_repair: 2,
+            feedback_step_pct: 0,
+            feedback_max_pct: 0,
+            feedback_decay: 0,
             aggregation_time: Duration::from_millis(5),
             signal_time: Duration::from_millis(1),
             rate_bps: 0,
@@ -133,6 +152,17 @@ impl FecConfig {
         r.max(usize::from(self.min_repair)).max(1)
     }
 
+    /// Whether redundancy feedback is on.
+    pub fn feedback_on(&self) -> bool {
+        self.feedback_step_pct > 0
+    }
+
+    /// Extra repair symbols of a matrix of `k` information symbols while the feedback's extra
+    /// redundancy is `pct` repair symbols per 100 information symbols: `ceil(k × pct / 100)`.
+    pub fn feedback_extra(k: usize, pct: u16) -> usize {
+        (k * usize::from(pct)).div_ceil(100)
+    }
+
     /// Checks the settings for matrices of rows of `t` bytes.
     pub fn validate(&self, t: usize) -> Result<(), ConfigError> {
         if self.rate_k == 0 || self.rate_n <= self.rate_k {
@@ -145,17 +175,65 @@ impl FecConfig {
         if self.max_k == 0 {
             return Err(bad("max_k", 0, "at least 1 information symbol"));
         }
-        let k = usize::from(self.max_k);
-        for kk in [1, k] {
-            if !code_exists(kk, self.repair_for(kk)) {
+        if self.min_repair == 0 {
+            return Err(bad(
+                "min_repair",
+                0,
+                "at least 1 repair symbol per matrix (a matrix without one is not protected)",
+            ));
+        }
+        if self.feedback_on() {
+            if self.feedback_max_pct < self.feedback_step_pct {
                 return Err(bad(
-                    "max_k",
-                    self.max_k,
+                    "feedback_max_pct",
+                    self.feedback_max_pct,
                     format!(
-                        "a matrix whose K plus {} repair symbols has a Reed-Solomon code over GF(2^16) (K + N-K <= 65535)",
-                        self.repair_for(kk)
+                        "at least feedback_step_pct = {} (the first failure raises the redundancy by one step)",
+                        self.feedback_step_pct
                     ),
                 ));
+            }
+            if self.feedback_max_pct > 1000 {
+                return Err(bad(
+                    "feedback_max_pct",
+                    self.feedback_max_pct,
+                    "at most 1000 extra repair symbols per 100 information symbols",
+                ));
+            }
+            if self.feedback_decay == 0 {
+                return Err(bad(
+                    "feedback_decay",
+                    0,
+                    "at least 1 matrix per step when feedback_step_pct > 0 (or feedback_step_pct = 0 for no feedback)",
+                ));
+            }
+        }
+        let k = usize::from(self.max_k);
+        let extra_max = if self.feedback_on() {
+            self.feedback_max_pct
+        } else {
+            0
+        };
+        for kk in [1, k] {
+            let r = self.repair_for(kk) + Self::feedback_extra(kk, extra_max);
+            if !code_exists(kk, r) {
+                let field = if self.min_repair > 1 && kk == 1 && self.repair_for(1) > 1 {
+                    "min_repair"
+                } else {
+                    "max_k"
+                };
+                let value = if field == "min_repair" {
+                    self.min_repair.to_string()
+                } else {
+                    self.max_k.to_string()
+                };
+                return Err(ConfigError {
+                    field,
+                    value,
+                    expected: format!(
+                        "a matrix of K = {kk} with {r} repair symbols (rate, min_repair and the feedback's maximum) to have a Reed-Solomon code over GF(2^16) (K + repair <= 65535)"
+                    ),
+                });
             }
         }
         if !(4..=usize::from(u16::MAX) - 1).contains(&t) || !t.is_multiple_of(2) {
@@ -211,5 +289,46 @@ mod tests {
         assert_eq!(c.validate(1024).unwrap_err().field, "max_k");
         let c = FecConfig::new(2, Mode::Eclsa);
         assert_eq!(c.validate(1023).unwrap_err().field, "symbol_bytes");
+    }
+
+    #[test]
+    fn the_minimum_repair_threshold_is_validated_and_raises_short_matrices() {
+        let mut c = FecConfig::new(2, Mode::Hsltp);
+        c.min_repair = 0;
+        let e = c.validate(1024).unwrap_err();
+        assert_eq!((e.field, e.value.as_str()), ("min_repair", "0"));
+        assert!(e.to_string().contains("at least 1 repair symbol"), "{e}");
+        c.min_repair = 21;
+        assert!(c.validate(1024).is_ok());
+        // Above the rate's 13 for K = 100 it sets the redundancy; K = 1024 keeps the rate's 128.
+        assert_eq!(
+            (c.repair_for(1), c.repair_for(100), c.repair_for(1024)),
+            (21, 21, 128)
+        );
+        c.min_repair = 65_535;
+        assert_eq!(c.validate(1024).unwrap_err().field, "min_repair");
+    }
+
+    #[test]
+    fn feedback_settings_are_validated_only_when_on() {
+        let mut c = FecConfig::new(2, Mode::Eclsa);
+        assert!(!c.feedback_on());
+        c.feedback_decay = 0;
+        c.feedback_max_pct = 0;
+        assert!(c.validate(1024).is_ok(), "off: the other two are ignored");
+        c.feedback_step_pct = 10;
+        let e = c.validate(1024).unwrap_err();
+        assert_eq!((e.field, e.value.as_str()), ("feedback_max_pct", "0"));
+        c.feedback_max_pct = 30;
+        let e = c.validate(1024).unwrap_err();
+        assert_eq!(e.field, "feedback_decay");
+        c.feedback_decay = 4;
+        assert!(c.validate(1024).is_ok());
+        c.feedback_max_pct = 1001;
+        assert_eq!(c.validate(1024).unwrap_err().field, "feedback_max_pct");
+        assert_eq!(FecConfig::feedback_extra(100, 10), 10);
+        assert_eq!(FecConfig::feedback_extra(1, 10), 1);
+        assert_eq!(FecConfig::feedback_extra(98, 15), 15);
+        assert_eq!(FecConfig::feedback_extra(98, 0), 0);
     }
 }

@@ -8,7 +8,7 @@ use ltp::{Direction, Outcome, RecordKind, SegmentRecord, SessionId};
 use thiserror::Error;
 
 use crate::codec::Codec;
-use crate::config::{symbol_bytes, ConfigError, FecConfig};
+use crate::config::{symbol_bytes, ConfigError, FecConfig, Mode};
 use crate::header::{HeaderError, SymbolHeader, ROW_PREFIX};
 use crate::rx::{Decided, Refused, RxSpan, Sinks};
 use crate::stats::FecStats;
@@ -64,7 +64,13 @@ struct Span {
     tx: TxSpan,
     rx: RxSpan,
     stats: FecStats,
+    /// Redundancy feedback: the failure signals already acted upon (session, report serial;
+    /// `u64::MAX` for a cancel), so replicated copies raise the redundancy once.
+    feedback_seen: VecDeque<(SessionId, u64)>,
 }
+
+/// Failure signals remembered per span to ignore their replicated copies.
+const FEEDBACK_SEEN: usize = 64;
 
 impl Span {
     /// Symbols of a full matrix: the queue limit behind [`Fec::accepting`].
@@ -137,6 +143,7 @@ impl Fec {
             cfg,
             t,
             stats: FecStats::default(),
+            feedback_seen: VecDeque::new(),
         });
         Ok(())
     }
@@ -319,9 +326,78 @@ impl Fec {
         res
     }
 
-    /// The next LTP segment to hand to the engine (in matrix order per span).
+    /// The next LTP segment to hand to the engine (in matrix order per span). With redundancy
+    /// feedback on, a segment that signals a decoding failure at the peer raises the
+    /// redundancy of the span's next matrices before the engine sees it (so a block the
+    /// engine re-sends in answer already gets it).
     pub fn poll_segment(&mut self) -> Option<(u64, Bytes)> {
-        self.up.pop_front()
+        let (remote, seg) = self.up.pop_front()?;
+        self.feedback(remote, &seg);
+        Some((remote, seg))
+    }
+
+    /// The feedback's current extra redundancy on the span to `remote`, repair symbols per 100
+    /// information symbols (0 when off or decayed).
+    pub fn feedback_level(&self, remote: u64) -> Option<u16> {
+        self.span_index(remote)
+            .and_then(|i| self.spans.get(i))
+            .map(|s| s.tx.boost_pct())
+    }
+
+    /// Redundancy feedback: whether `seg`, received from `remote`, is the peer's signal that a
+    /// matrix of ours failed — HSLTP: a cancel from the receiver of one of our blocks with
+    /// `RXMTCYCEXC` (the reason a failed matrix cancels with, `Stack::cancel_reason_for_lost_matrix`);
+    /// ECLSA: a report on one of our blocks claiming less than its scope (it asks for a
+    /// retransmission, which only a failed matrix makes necessary) — and if so, raises it.
+    fn feedback(&mut self, remote: u64, seg: &Bytes) {
+        let local = self.local;
+        let Some(s) = self.span_index(remote).and_then(|i| self.spans.get_mut(i)) else {
+            return;
+        };
+        if !s.cfg.feedback_on() {
+            return;
+        }
+        let Ok((ty, session)) = ltp::segment::peek_header(seg) else {
+            return;
+        };
+        if session.originator != local {
+            return;
+        }
+        let wanted = match s.cfg.mode {
+            Mode::Hsltp => ty == ltp::SegmentType::CancelFromReceiver,
+            Mode::Eclsa => ty == ltp::SegmentType::Report,
+        };
+        if !wanted {
+            return;
+        }
+        let Ok(decoded) = ltp::segment::Segment::decode(seg) else {
+            return;
+        };
+        let key = match decoded.content {
+            ltp::segment::Content::Cancel(ltp::CancelReason::RetransmissionCyclesExceeded) => {
+                u64::MAX
+            }
+            ltp::segment::Content::Report(r) => {
+                let scope = r.upper_bound.saturating_sub(r.lower_bound);
+                let claimed = r
+                    .claims
+                    .iter()
+                    .fold(0u64, |a, c| a.saturating_add(c.length));
+                if claimed >= scope {
+                    return;
+                }
+                r.report_serial
+            }
+            _ => return,
+        };
+        if s.feedback_seen.contains(&(session, key)) {
+            return;
+        }
+        if s.feedback_seen.len() >= FEEDBACK_SEEN {
+            s.feedback_seen.pop_front();
+        }
+        s.feedback_seen.push_back((session, key));
+        s.tx.raise(&s.cfg, &mut s.stats);
     }
 
     /// The next event for the driver.

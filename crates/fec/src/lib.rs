@@ -39,6 +39,14 @@
 //! - **Rate**: every matrix, full or partial ("K continuous"), gets
 //!   `max(ceil(K × (N−K)/K), min_repair)` repair symbols at the configured code rate, so short
 //!   matrices (a lone report, a small block) are protected too.
+//! - **Minimum repair threshold**: `min_repair` (≥ 1) is the fewest repair symbols of any
+//!   matrix, seed 003's threshold for very small blocks; above the rate's count it lowers the
+//!   rate of matrices up to that size.
+//! - **Redundancy feedback** (off by default, [`FecConfig::feedback_step_pct`]): a signal from
+//!   the peer that one of our matrices failed (HSLTP: its cancel with `RXMTCYCEXC`; ECLSA: a
+//!   report claiming less than its scope) raises the extra redundancy of the span's next
+//!   matrices by a step, up to a maximum, before the engine sees the signal; replicated copies
+//!   count once; it drops a step after every `feedback_decay` matrices carrying data.
 //! - **Pacing and back-pressure**: the FEC layer paces its datagrams at the span's rate; the LTP
 //!   engine's own pacing is off on FEC spans and the driver pulls segments from it only while
 //!   [`Fec::accepting`] (every span has less than one full matrix of symbols waiting for the

@@ -24,6 +24,16 @@ pub struct FecSection {
     /// Fewest repair symbols of any matrix.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub min_repair: Option<u16>,
+    /// Redundancy feedback: extra repair symbols per 100 information symbols added per failure
+    /// signal (0 or absent = off).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub feedback_step_pct: Option<u16>,
+    /// Redundancy feedback: the largest extra redundancy (default: the step).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub feedback_max_pct: Option<u16>,
+    /// Redundancy feedback: data matrices per step of decay (default 1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub feedback_decay: Option<u16>,
     /// Aggregation timer in ms.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub aggregation_ms: Option<f64>,
@@ -88,6 +98,17 @@ impl FecSection {
         if let Some(m) = self.min_repair {
             c.min_repair = m;
         }
+        if let Some(step) = self.feedback_step_pct {
+            c.feedback_step_pct = step;
+            c.feedback_max_pct = self.feedback_max_pct.unwrap_or(step);
+            c.feedback_decay = self.feedback_decay.unwrap_or(1);
+        } else if self.feedback_max_pct.is_some() || self.feedback_decay.is_some() {
+            return Err(bad(
+                "feedback_step_pct",
+                "(absent)",
+                "a step (extra repair symbols per 100 information symbols) when feedback_max_pct or feedback_decay is set",
+            ));
+        }
         c.aggregation_time = ms("aggregation_ms", self.aggregation_ms, c.aggregation_time)?;
         c.signal_time = ms("signal_ms", self.signal_ms, c.signal_time)?;
         c.matrix_timeout = ms(
@@ -113,6 +134,9 @@ mod tests {
             max_k: Some(128),
             code_rate: Some("8/9".into()),
             min_repair: Some(3),
+            feedback_step_pct: None,
+            feedback_max_pct: None,
+            feedback_decay: None,
             aggregation_ms: Some(2.5),
             signal_ms: None,
             matrix_timeout_ms: None,
@@ -137,5 +161,29 @@ mod tests {
         let mut s = section("eclsa");
         s.aggregation_ms = Some(-1.0);
         assert_eq!(s.to_config(5, 0).unwrap_err().field, "aggregation_ms");
+    }
+
+    #[test]
+    fn feedback_keys_need_a_step_and_default_to_one_step_decaying_after_one_matrix() {
+        let c = section("hsltp").to_config(5, 0).unwrap();
+        assert!(!c.feedback_on());
+        let mut s = section("hsltp");
+        s.feedback_step_pct = Some(10);
+        let c = s.to_config(5, 0).unwrap();
+        assert_eq!(
+            (c.feedback_step_pct, c.feedback_max_pct, c.feedback_decay),
+            (10, 10, 1)
+        );
+        s.feedback_max_pct = Some(30);
+        s.feedback_decay = Some(4);
+        let c = s.to_config(5, 0).unwrap();
+        assert_eq!(
+            (c.feedback_step_pct, c.feedback_max_pct, c.feedback_decay),
+            (10, 30, 4)
+        );
+        assert!(c.validate(1024).is_ok());
+        s.feedback_step_pct = None;
+        let e = s.to_config(5, 0).unwrap_err();
+        assert_eq!(e.field, "feedback_step_pct");
     }
 }

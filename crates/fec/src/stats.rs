@@ -48,6 +48,12 @@ pub struct FecStats {
     /// Matrices given up to keep the receive buffer within `max_rx_bytes` or because too many
     /// were open at once.
     pub matrices_evicted: u64,
+    /// Redundancy feedback: failure signals from the receiver that raised the redundancy of
+    /// the following matrices (duplicates of one signal count once).
+    pub feedback_raises: u64,
+    /// Redundancy feedback: repair symbols added to matrices beyond the rate and
+    /// `min_repair` (included in `repair_symbols_sent` once sent).
+    pub feedback_repair_symbols: u64,
     /// Restored rows whose length prefix was invalid (a sender bug or corruption).
     pub bad_rows: u64,
 }

@@ -54,6 +54,13 @@ pub(crate) struct TxSpan {
     opened_at: Duration,
     /// HSLTP: the session whose data the open matrix holds.
     open_session: Option<SessionId>,
+    /// The open matrix holds at least one LTP data segment.
+    open_has_data: bool,
+    /// Redundancy feedback: extra repair symbols per 100 information symbols of the next
+    /// matrices (0 without a recent failure signal).
+    boost_pct: u16,
+    /// Matrices carrying data sent at the current `boost_pct`.
+    boost_sent: u16,
     pub(crate) out: VecDeque<OutSymbol>,
     next_matrix: u32,
     pub(crate) bucket: TokenBucket,
@@ -73,6 +80,9 @@ impl TxSpan {
             open: Vec::new(),
             opened_at: Duration::ZERO,
             open_session: None,
+            open_has_data: false,
+            boost_pct: 0,
+            boost_sent: 0,
             out: VecDeque::new(),
             next_matrix: first_matrix,
             bucket: TokenBucket::with_burst_time(cfg.rate_bps, 0, cfg.burst_time, Duration::ZERO),
@@ -82,6 +92,27 @@ impl TxSpan {
             repair: Vec::new(),
             hdr: Vec::with_capacity(MAX_HEADER_LEN),
         }
+    }
+
+    /// Redundancy feedback: the receiver signalled a decoding failure; the matrices closed
+    /// from now on get one more step of extra redundancy (up to the maximum), and the
+    /// decay count restarts. No effect with feedback off. The open matrix is not closed yet,
+    /// so it gets the new level too.
+    pub(crate) fn raise(&mut self, cfg: &FecConfig, stats: &mut FecStats) {
+        if !cfg.feedback_on() {
+            return;
+        }
+        self.boost_pct = self
+            .boost_pct
+            .saturating_add(cfg.feedback_step_pct)
+            .min(cfg.feedback_max_pct);
+        self.boost_sent = 0;
+        stats.feedback_raises += 1;
+    }
+
+    /// The feedback's current extra redundancy, repair symbols per 100 information symbols.
+    pub(crate) fn boost_pct(&self) -> u16 {
+        self.boost_pct
     }
 
     /// Symbols queued or waiting in the open matrix.
@@ -122,6 +153,7 @@ impl TxSpan {
         if self.open.is_empty() {
             self.opened_at = now;
         }
+        self.open_has_data |= peek.is_some_and(|(ty, _)| ty.is_data());
         self.open.push(segment);
         let eob = cfg.mode == Mode::Hsltp && peek.is_some_and(|(ty, _)| ty.is_eob());
         if eob || self.open.len() >= usize::from(cfg.max_k) {
@@ -149,11 +181,22 @@ impl TxSpan {
         } = cx;
         let (cfg, t, local) = (*cfg, *t, *local);
         self.open_session = None;
+        let has_data = std::mem::take(&mut self.open_has_data);
         if self.open.is_empty() {
             return;
         }
         let k = self.open.len();
-        let r = cfg.repair_for(k);
+        let extra = FecConfig::feedback_extra(k, self.boost_pct);
+        let r = cfg.repair_for(k) + extra;
+        stats.feedback_repair_symbols += extra as u64;
+        if has_data && self.boost_pct > 0 {
+            // Decay: one step down after `feedback_decay` data matrices at this level.
+            self.boost_sent = self.boost_sent.saturating_add(1);
+            if self.boost_sent >= cfg.feedback_decay.max(1) {
+                self.boost_pct = self.boost_pct.saturating_sub(cfg.feedback_step_pct);
+                self.boost_sent = 0;
+            }
+        }
         self.repair.clear();
         if codec.encode(t, r, &self.open, &mut self.repair).is_err() {
             // Unreachable for validated settings and segments (checked when pushed): the

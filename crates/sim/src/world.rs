@@ -112,6 +112,10 @@ pub struct Summary {
     pub fec_segments_repaired: u64,
     /// FEC, HSLTP: import sessions cancelled because their matrix failed.
     pub fec_sessions_cancelled: u64,
+    /// FEC redundancy feedback: failure signals that raised a sender's redundancy.
+    pub fec_feedback_raises: u64,
+    /// FEC redundancy feedback: repair symbols added beyond the rate and `min_repair`.
+    pub fec_feedback_repair_symbols: u64,
     /// FEC: the longest transmission time of one matrix (first symbol leaves → last symbol
     /// serialized), seconds (seed 003's Fig. 10).
     pub fec_matrix_tx_s_max: f64,
@@ -895,6 +899,8 @@ impl Simulation {
                     s.fec_matrices_failed += f.matrices_failed;
                     s.fec_segments_repaired += f.segments_repaired;
                     s.fec_sessions_cancelled += f.sessions_cancelled;
+                    s.fec_feedback_raises += f.feedback_raises;
+                    s.fec_feedback_repair_symbols += f.feedback_repair_symbols;
                     s.fec_matrix_tx_s_max =
                         s.fec_matrix_tx_s_max.max(f.matrix_tx_ns_max as f64 / 1e9);
                 }

@@ -97,11 +97,25 @@ pub fn fec(remote: u64, mode: Mode, max_k: u16) -> FecConfig {
 impl World {
     /// Two nodes with FEC `mode` both ways, `delay` each way.
     pub fn new(mode: Mode, max_k: u16, delay: Duration, rto: Duration, sessions: usize) -> World {
+        Self::with_fec(mode, max_k, delay, rto, sessions, |_| {})
+    }
+
+    /// Like [`World::new`], with `tweak` applied to both ends' FEC settings.
+    pub fn with_fec(
+        mode: Mode,
+        max_k: u16,
+        delay: Duration,
+        rto: Duration,
+        sessions: usize,
+        tweak: impl Fn(&mut FecConfig),
+    ) -> World {
         let mk = |local: u64, remote: u64| {
             let mut e = Engine::new(EngineConfig::new(local));
             e.add_span(span(remote, rto, sessions));
             let mut s = Stack::new(e);
-            s.add_fec_span(fec(remote, mode, max_k)).unwrap();
+            let mut f = fec(remote, mode, max_k);
+            tweak(&mut f);
+            s.add_fec_span(f).unwrap();
             s
         };
         let mut w = World {
