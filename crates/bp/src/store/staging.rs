@@ -171,6 +171,23 @@ impl StageFile {
         Ok(())
     }
 
+    /// Appends bytes of the current bundle without extending its checksum: the caller sets
+    /// the whole bundle's CRC-32C with [`StageFile::set_piece_crc32c`] before it ends (a
+    /// receiver writing the bundle as it arrives, whose network layer keeps that checksum).
+    /// A bundle ended without it carries a wrong checksum, which the store reports as damage
+    /// at its next checked read.
+    pub fn write_unsummed(&mut self, data: &[u8]) -> std::io::Result<()> {
+        self.write_raw(data)
+    }
+
+    /// Sets the current bundle's checksum to `crc`, the CRC-32C of all its bytes (see
+    /// [`StageFile::write_unsummed`]); nothing when no bundle is open.
+    pub fn set_piece_crc32c(&mut self, crc: u32) {
+        if let Some((_, c)) = self.open_piece.as_mut() {
+            *c = crc;
+        }
+    }
+
     fn write_raw(&mut self, data: &[u8]) -> std::io::Result<()> {
         match self.sink.as_mut() {
             Some(Sink::File { file, .. }) => file.write_all(data)?,
@@ -398,6 +415,23 @@ mod tests {
         assert_eq!(pieces[1].crc(), crc32c::crc32c(b"!"));
         let path = run.path().expect("path").to_path_buf();
         assert_eq!(std::fs::read(&path).expect("read"), b"hello world!");
+    }
+
+    #[test]
+    fn unsummed_bytes_take_the_checksum_set_for_the_piece() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let s = Stager::directory(dir.path(), false);
+        let mut f = s.create().expect("create");
+        f.begin_piece();
+        f.write_unsummed(b"hello ").expect("write");
+        f.write_unsummed(b"world").expect("write");
+        f.set_piece_crc32c(crc32c::crc32c(b"hello world"));
+        let run = f.finish().expect("finish");
+        let p = run.piece(0).expect("piece");
+        assert_eq!((p.offset(), p.len()), (0, 11));
+        assert_eq!(p.crc(), crc32c::crc32c(b"hello world"));
+        let path = run.path().expect("path").to_path_buf();
+        assert_eq!(std::fs::read(&path).expect("read"), b"hello world");
     }
 
     #[test]
