@@ -622,7 +622,7 @@ proptest! {
         for (i, (b, copy)) in m.got.iter().enumerate() {
             prop_assert_eq!(b.clone(), bundle(sizes[i], 100 + i as u64));
             if let Some(c) = copy {
-                prop_assert!(&c[..] == &b[..], "copy of bundle {} differs", i);
+                prop_assert!(c[..] == b[..], "copy of bundle {} differs", i);
             }
         }
         // A bundle over several 20 kB reads is seen in progress.
