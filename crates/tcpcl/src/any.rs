@@ -229,6 +229,11 @@ impl AnySession {
         }
     }
 
+    /// See [`Session::incoming_data`] (none while undecided).
+    pub fn incoming_data(&self) -> Option<(u64, &[u8])> {
+        either!(self, s => s.incoming_data(), _ => None)
+    }
+
     /// See [`Session::payload_buf`] (none while undecided).
     pub fn payload_buf(&mut self, max: usize) -> Option<&mut [u8]> {
         either!(self, s => s.payload_buf(max), _ => None)

@@ -52,6 +52,11 @@ impl Reassembly {
         }
     }
 
+    /// The data received so far (without the room handed out after it).
+    pub(crate) fn data(&self) -> &[u8] {
+        self.buf.get(..self.filled).unwrap_or_default()
+    }
+
     /// Appends a piece of segment data.
     pub(crate) fn push(&mut self, d: &[u8]) {
         if let Some(crc) = self.crc.as_mut() {

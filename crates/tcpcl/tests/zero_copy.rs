@@ -524,3 +524,123 @@ proptest! {
         }
     }
 }
+
+/// A copy of incoming transfers kept as a driver staging them would: after every input,
+/// events first (a completed transfer's remaining octets come from its `BundleReceived`),
+/// then whatever `incoming_data` added. Returns the bundles received and, for each, the copy
+/// (when the transfer was seen in progress).
+struct Mirror {
+    cur: Option<(u64, Vec<u8>)>,
+    got: Vec<(Bytes, Option<Vec<u8>>)>,
+    seen_in_progress: usize,
+}
+
+impl Mirror {
+    fn new() -> Self {
+        Mirror {
+            cur: None,
+            got: Vec::new(),
+            seen_in_progress: 0,
+        }
+    }
+
+    fn step(&mut self, s: &mut Session) {
+        for e in drain(s) {
+            if let Event::BundleReceived {
+                transfer_id,
+                bundle,
+                ..
+            } = e
+            {
+                let copy = match self.cur.take() {
+                    Some((id, mut c)) if id == transfer_id => {
+                        assert!(c.len() <= bundle.len(), "copy longer than the bundle");
+                        c.extend_from_slice(&bundle[c.len()..]);
+                        Some(c)
+                    }
+                    other => {
+                        assert!(other.is_none(), "a stale transfer was still mirrored");
+                        None
+                    }
+                };
+                self.got.push((bundle, copy));
+            }
+        }
+        match (s.incoming_data(), &mut self.cur) {
+            (Some((id, d)), Some((cid, c))) if *cid == id => {
+                assert!(d.len() >= c.len(), "incoming data shrank");
+                c.extend_from_slice(&d[c.len()..]);
+            }
+            (Some((id, d)), _) => {
+                self.seen_in_progress += 1;
+                self.cur = Some((id, d.to_vec()));
+            }
+            (None, _) => self.cur = None,
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(128))]
+
+    /// `incoming_data` only grows, in order, into exactly the bundle its transfer delivers,
+    /// whether the octets come through `handle_input` or direct reads.
+    #[test]
+    fn incoming_data_grows_into_the_bundle_it_becomes(
+        sizes in prop::collection::vec(1usize..120_000, 1..5),
+        max_segment_size in 1_000u64..70_000,
+        seed in any::<u64>(),
+    ) {
+        let rcfg = receiver_config(1 << 20, 64 << 20, 64 << 20);
+        let wire = sender_stream(&sizes, max_segment_size, &rcfg);
+        let mut rng = ChaCha8Rng::seed_from_u64(seed);
+        let mut s = Session::new(Role::Passive, rcfg, NOW);
+        let mut m = Mirror::new();
+        let mut rest = &wire[..];
+        while !rest.is_empty() {
+            let max = rng.random_range(1..=20_000usize);
+            match s.payload_buf_uninit(max) {
+                Some(room) if rng.random_bool(0.7) => {
+                    let k = room.len().min(rest.len());
+                    for (d, &b) in room.iter_mut().zip(&rest[..k]) {
+                        d.write(b);
+                    }
+                    // SAFETY: the first k octets of the offered room were just written.
+                    unsafe { s.payload_filled_uninit(NOW, k) }.expect("valid");
+                    rest = &rest[k..];
+                }
+                _ => {
+                    let k = max.min(rest.len());
+                    s.handle_input(NOW, &rest[..k]).expect("valid");
+                    rest = &rest[k..];
+                }
+            }
+            m.step(&mut s);
+        }
+        prop_assert!(s.incoming_data().is_none());
+        prop_assert_eq!(m.got.len(), sizes.len());
+        for (i, (b, copy)) in m.got.iter().enumerate() {
+            prop_assert_eq!(b.clone(), bundle(sizes[i], 100 + i as u64));
+            if let Some(c) = copy {
+                prop_assert!(c[..] == b[..], "copy of bundle {} differs", i);
+            }
+        }
+        // A bundle over several 20 kB reads is seen in progress.
+        let big = sizes.iter().filter(|&&n| n > 40_000).count();
+        prop_assert!(m.seen_in_progress >= big);
+    }
+}
+
+#[test]
+fn a_cut_transfer_stops_being_reported() {
+    let rcfg = receiver_config(1 << 20, 64 << 20, 64 << 20);
+    let wire = sender_stream(&[50_000], 1 << 20, &rcfg);
+    let header_end = wire.len() - 50_000;
+    let mut s = Session::new(Role::Passive, rcfg, NOW);
+    s.handle_input(NOW, &wire[..header_end + 20_000])
+        .expect("valid");
+    let (id, d) = s.incoming_data().expect("in progress");
+    assert_eq!((id, d), (0, &bundle(50_000, 100)[..20_000]));
+    s.connection_lost(NOW);
+    assert!(s.incoming_data().is_none());
+}

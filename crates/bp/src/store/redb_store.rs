@@ -147,7 +147,7 @@ impl RedbStore {
         }
         let db = open_db(path, opts.cache_bytes)?;
         let (index, refs) = load_index(&db)?;
-        let segments = SegmentLog::open(&seg_dir, opts.segment_bytes, &refs).map_err(
+        let mut segments = SegmentLog::open(&seg_dir, opts.segment_bytes, &refs).map_err(
             |(key, msg)| match key {
                 Some(k) => StoreError::CorruptData {
                     key: BundleKey(k),
@@ -158,6 +158,7 @@ impl RedbStore {
         )?;
         let used = index.values().map(Loc::len).sum();
         let stager = Stager::directory(&seg_dir, opts.durable);
+        segments.set_stage_pool(stager.clone());
         Ok(RedbStore {
             db: Some(db),
             path: path.to_path_buf(),

@@ -153,6 +153,9 @@ pub(crate) struct SegmentLog {
     /// (its bytes are still being sent or delivered); the next reap after they are dropped
     /// retires it.
     pins: HashMap<u64, Arc<()>>,
+    /// The store's stager, offered dead segments before they are kept as spares or unlinked
+    /// ([`super::staging::Stager::offer_spare`]).
+    stage_pool: Option<super::staging::Stager>,
 }
 
 fn seg_name(id: u64) -> String {
@@ -263,7 +266,13 @@ impl SegmentLog {
             readers: HashMap::new(),
             spares: Vec::new(),
             pins: HashMap::new(),
+            stage_pool: None,
         })
+    }
+
+    /// Offers dead segments to `stager` for reuse as staging files (see [`SegmentLog::reap`]).
+    pub(crate) fn set_stage_pool(&mut self, stager: super::staging::Stager) {
+        self.stage_pool = Some(stager);
     }
 
     /// Number of segment files (sealed and active).
@@ -432,8 +441,9 @@ impl SegmentLog {
         }
     }
 
-    /// Retires every sealed segment without committed references: kept as a spare for reuse (up
-    /// to [`MAX_SPARES`]) or unlinked. Call only after the commit
+    /// Retires every sealed segment without committed references: handed to the stager for
+    /// reuse as a staging file (when it stages, [`SegmentLog::set_stage_pool`]), kept as a
+    /// spare for reuse (up to [`MAX_SPARES`]) or unlinked. Call only after the commit
     /// that removed the references (and after [`SegmentLog::add_ref`] for the ones it added).
     pub(crate) fn reap(&mut self) {
         let active = self.active.as_ref().map(|a| a.id);
@@ -447,6 +457,17 @@ impl SegmentLog {
         for id in dead {
             self.readers.remove(&id);
             self.pins.remove(&id);
+            let len = self.segs.get(&id).map_or(u64::MAX, |s| s.len);
+            if self
+                .stage_pool
+                .as_ref()
+                .is_some_and(|st| st.offer_spare(&self.dir.join(seg_name(id)), len))
+            {
+                // Renamed to a staging name: the stager overwrites it next (if the process
+                // stops first, the next open removes it like any staging file).
+                self.segs.remove(&id);
+                continue;
+            }
             if self.spares.len() < MAX_SPARES {
                 // Kept for reuse by the next new segment (an unreferenced file: if the process
                 // stops first, the next open removes it like any other).
@@ -610,6 +631,86 @@ fn read_new_buffer_at(file: &File, len: usize, offset: u64) -> std::io::Result<B
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn dead_staged_segments_are_overwritten_as_the_next_staging_files() {
+        use std::os::unix::fs::MetadataExt;
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut log = SegmentLog::open(dir.path(), 1 << 20, &[]).expect("open");
+        let stager = super::super::staging::Stager::directory(dir.path(), true);
+        // Not staging yet: a dead segment is kept as a spare, not pooled.
+        log.set_stage_pool(stager.clone());
+        let a = Bytes::from(vec![1u8; 600]);
+        let (refs, _) = log.append(&[&a], false).expect("append");
+        log.add_ref(&refs[0]);
+        log.active = None;
+        log.drop_ref(&refs[0]);
+        log.reap();
+        assert_eq!((stager.pooled(), log.spares.len()), (0, 1));
+
+        // A staged file, adopted, then dead: pooled under a staging name.
+        let mut f = stager.create().expect("create");
+        f.begin_piece();
+        f.write(&[7u8; 5000]).expect("write");
+        let run = f.finish().expect("finish");
+        let seg = log
+            .adopt(run.path().expect("path"), run.len())
+            .expect("adopt");
+        let ino = std::fs::metadata(dir.path().join(seg_name(seg)))
+            .expect("meta")
+            .ino();
+        let r = SegRef {
+            seg,
+            offset: 0,
+            len: 5000,
+            crc: crc32c::crc32c(&[7u8; 5000]),
+        };
+        log.add_ref(&r);
+        assert_eq!(log.read(&r).expect("read").len(), 5000);
+        log.drop_ref(&r);
+        log.reap();
+        assert_eq!(stager.pooled(), 1);
+        assert!(!dir.path().join(seg_name(seg)).exists());
+
+        // The next staging file is that file, overwritten and cut to what was written.
+        let mut g = stager.create().expect("create");
+        assert_eq!(stager.pooled(), 0);
+        g.begin_piece();
+        g.write(b"shorter").expect("write");
+        let run = g.finish().expect("finish");
+        let path = run.path().expect("path").to_path_buf();
+        assert_eq!(
+            std::fs::metadata(&path).expect("meta").ino(),
+            ino,
+            "same file"
+        );
+        assert_eq!(std::fs::read(&path).expect("read"), b"shorter");
+        let p = run.piece(0).expect("piece");
+        assert_eq!((p.len(), p.crc()), (7, crc32c::crc32c(b"shorter")));
+
+        // Dropped unused, a pooled file goes with the store's next open like any staging file.
+        drop(p);
+        drop(run);
+        let seg2 = {
+            let mut h = stager.create().expect("create");
+            h.begin_piece();
+            h.write(&[3u8; 100]).expect("write");
+            let run = h.finish().expect("finish");
+            log.adopt(run.path().expect("path"), run.len())
+                .expect("adopt")
+        };
+        log.reap();
+        assert_eq!(stager.pooled(), 1);
+        assert!(!dir.path().join(seg_name(seg2)).exists());
+        drop(log);
+        let log = SegmentLog::open(dir.path(), 1 << 20, &[]).expect("reopen");
+        assert_eq!(log.segment_count(), 0);
+        let left: Vec<_> = std::fs::read_dir(dir.path())
+            .expect("dir")
+            .map(|e| e.expect("entry").file_name())
+            .collect();
+        assert!(left.is_empty(), "left behind: {left:?}");
+    }
 
     #[test]
     fn seg_ref_roundtrip_and_bad_length() {

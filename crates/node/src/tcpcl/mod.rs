@@ -7,6 +7,7 @@
 //! two per neighbour). Sockets get `TCP_NODELAY` and large kernel buffers (seed 002, 4.2: buffer
 //! sizes decide TCP convergence-layer throughput).
 
+mod arriving;
 mod session;
 
 pub(crate) use session::TcpclShared;

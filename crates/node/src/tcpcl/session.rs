@@ -103,6 +103,16 @@ pub(crate) const STAGE_RECEIVED_FROM: usize = 256 << 10;
 /// session thread 0.8 CPU-s/GB more and 20 % of the goodput, so only large bundles are staged.
 pub(crate) const STAGE_RECEIVED_FROM_DURABLE: usize = 16 << 20;
 
+/// The staging size for `stager`'s store ([`STAGE_RECEIVED_FROM`] or, durable,
+/// [`STAGE_RECEIVED_FROM_DURABLE`]).
+fn stage_from(stager: &bp::Stager) -> usize {
+    if stager.is_durable() {
+        STAGE_RECEIVED_FROM_DURABLE
+    } else {
+        STAGE_RECEIVED_FROM
+    }
+}
+
 impl TcpclShared {
     /// The neighbour a node id belongs to: a configured peer announcing it, else the ipn node
     /// number itself; None for a `dtn:` node that is not configured.
@@ -171,6 +181,8 @@ struct Driver<'a> {
     /// Bundles received in this turn with their transfer ids: handed to the agent together
     /// (one store commit), whose answers release the held final acknowledgments.
     received: Vec<(u64, Bytes, Option<StagedPiece>)>,
+    /// The incoming transfer being written to a staging file as it arrives (a store on disk).
+    arriving: Option<super::arriving::Arriving>,
     /// Output not yet written, under TLS (plaintext for rustls): `out[out_pos..]`.
     out: Vec<u8>,
     out_pos: usize,
@@ -242,13 +254,11 @@ pub(crate) fn run_session(
     // Nothing acknowledged is lost: each transfer's final XFER_ACK waits for the commit.
     cfg.defer_final_ack = true;
     // Bundles the session thread stages get their CRC-32C as they arrive (`stage`).
-    cfg.checksum_received_from = shared.stager.as_ref().filter(|s| s.on_disk()).map(|s| {
-        if s.is_durable() {
-            STAGE_RECEIVED_FROM_DURABLE as u64
-        } else {
-            STAGE_RECEIVED_FROM as u64
-        }
-    });
+    cfg.checksum_received_from = shared
+        .stager
+        .as_ref()
+        .filter(|s| s.on_disk())
+        .map(|s| stage_from(s) as u64);
     cfg.can_tls = c.tls.is_some();
     cfg.require_tls = c.tls.as_ref().is_some_and(|t| t.require);
     cfg.v3.max_segment_size = c.v3_max_segment_size;
@@ -282,6 +292,11 @@ pub(crate) fn run_session(
         done_unreadable: Vec::new(),
         done_refused: Vec::new(),
         received: Vec::new(),
+        arriving: shared
+            .stager
+            .as_ref()
+            .filter(|s| s.on_disk())
+            .map(|s| super::arriving::Arriving::new(stage_from(s))),
         out: Vec::new(),
         out_pos: 0,
         outv: Vec::new(),
@@ -395,6 +410,7 @@ impl Driver<'_> {
                                 return Err(std::io::Error::other(e.to_string()));
                             }
                             self.events();
+                            self.follow_arriving();
                             if self.tls_pending {
                                 self.tls_pending = false;
                                 if let Err(e) = self.start_tls() {
@@ -758,6 +774,9 @@ impl Driver<'_> {
                     transfer_id,
                     total_len,
                 } => {
+                    if let Some(a) = self.arriving.as_mut() {
+                        a.announced(transfer_id, total_len);
+                    }
                     let free = self.shared.free_bytes.load(Relaxed);
                     if total_len.is_some_and(|l| l > free)
                         && self
@@ -774,7 +793,7 @@ impl Driver<'_> {
                     crc32c,
                 } => {
                     c.bundles_received.fetch_add(1, Relaxed);
-                    let staged = self.stage(&bundle, crc32c);
+                    let staged = self.stage(transfer_id, &bundle, crc32c);
                     if staged.is_some() {
                         c.bundles_staged.fetch_add(1, Relaxed);
                     }
@@ -838,27 +857,77 @@ impl Driver<'_> {
         }
     }
 
-    /// Checks a large received bundle's block CRCs and writes it into a staging file of the
-    /// store (synced when the store is durable), so that the agent adopts the file instead of
+    /// Writes what the incoming transfer added since the last input into its staging file
+    /// ([`super::arriving`]), while those octets are still in the cache.
+    fn follow_arriving(&mut self) {
+        if let (Some(a), Some(stager)) = (self.arriving.as_mut(), self.shared.stager.as_ref()) {
+            a.follow(stager, self.session.incoming_data());
+        }
+    }
+
+    /// Checks a large received bundle's block CRCs and makes it a staged bundle of the store
+    /// (synced when the store is durable), so that the agent adopts the file instead of
     /// writing the bytes itself and does not compute the CRCs again; `None` for a small bundle,
-    /// a store without staging files, a bundle that does not decode (the agent refuses and
-    /// counts it as for any other) or a failure (the agent then writes the bytes as for any
-    /// bundle, and reports a store that fails).
+    /// a store without staging files, a bundle that does not decode or whose CRCs fail (the
+    /// agent refuses and counts it as for any other; a file written as it arrived is deleted)
+    /// or a failure (the agent then writes the bytes as for any bundle, and reports a store
+    /// that fails).
+    ///
+    /// A transfer followed as it arrived ([`super::arriving`]) has all but its last octets
+    /// in its file already; otherwise (a bundle that arrived in one read, a copied path) the
+    /// whole bundle is written here.
     ///
     /// `crc32c`: the CRC-32C of the bundle's octets, computed by the session as they arrived
     /// (`SessionConfig::checksum_received_from`). The block CRCs are then checked from it
     /// (`bpv7::crc::bundle_crcs_hold`: the payload block's without a pass over it) and it is
     /// the staged piece's checksum: no pass over the payload at all here, where the decode's
     /// verification and the staging checksum made two over memory the reads left the cache.
-    fn stage(&self, bundle: &Bytes, crc32c: Option<u32>) -> Option<StagedPiece> {
-        let stager = self.shared.stager.as_ref()?;
-        let from = if stager.is_durable() {
-            STAGE_RECEIVED_FROM_DURABLE
-        } else {
-            STAGE_RECEIVED_FROM
+    fn stage(
+        &mut self,
+        transfer_id: u64,
+        bundle: &Bytes,
+        crc32c: Option<u32>,
+    ) -> Option<StagedPiece> {
+        let checked = self.stage_check(bundle, crc32c);
+        let arriving = match (self.arriving.as_mut(), checked, crc32c) {
+            (Some(a), true, Some(crc)) => {
+                if a.gave_up(transfer_id) {
+                    return None;
+                }
+                a.complete(transfer_id, bundle, crc)
+            }
+            (Some(a), _, _) => {
+                a.discard(transfer_id);
+                None
+            }
+            (None, _, _) => None,
         };
-        if bundle.len() < from {
+        if !checked {
             return None;
+        }
+        let f = match arriving {
+            Some(f) => f,
+            None => {
+                let mut f = self.shared.stager.as_ref()?.create().ok()?;
+                f.begin_piece();
+                match crc32c {
+                    Some(crc) => f.write_with_crc32c(bundle, crc).ok()?,
+                    None => f.write(bundle).ok()?,
+                }
+                f
+            }
+        };
+        f.finish().ok()?.piece(0)
+    }
+
+    /// Whether `bundle` is to be staged: a store with staging files, at least the staging
+    /// size, a bundle that decodes with valid block CRCs.
+    fn stage_check(&self, bundle: &Bytes, crc32c: Option<u32>) -> bool {
+        let Some(stager) = self.shared.stager.as_ref() else {
+            return false;
+        };
+        if bundle.len() < stage_from(stager) {
+            return false;
         }
         match crc32c {
             Some(crc) => {
@@ -866,22 +935,11 @@ impl Driver<'_> {
                     verify_crc: false,
                     ..bpv7::DecodeLimits::default()
                 };
-                bpv7::Bundle::decode_with_limits(bundle.clone(), &structure_only).ok()?;
-                if !bpv7::crc::bundle_crcs_hold(bundle, crc) {
-                    return None;
-                }
+                bpv7::Bundle::decode_with_limits(bundle.clone(), &structure_only).is_ok()
+                    && bpv7::crc::bundle_crcs_hold(bundle, crc)
             }
-            None => {
-                bpv7::Bundle::decode(bundle.clone()).ok()?;
-            }
+            None => bpv7::Bundle::decode(bundle.clone()).is_ok(),
         }
-        let mut f = stager.create().ok()?;
-        f.begin_piece();
-        match crc32c {
-            Some(crc) => f.write_with_crc32c(bundle, crc).ok()?,
-            None => f.write(bundle).ok()?,
-        }
-        f.finish().ok()?.piece(0)
     }
 
     /// Sends received bundles and due results to the agent, one message of each kind.

@@ -220,6 +220,15 @@ impl Session {
         self.inc.held_count()
     }
 
+    /// The incoming transfer being reassembled, if any: its transfer id and the data received so far,
+    /// in order. A driver may copy it out as it grows (e.g. into a store's staging file while
+    /// the octets are still in the CPU's cache); once the transfer completes, its
+    /// `BundleReceived` carries the same octets, and a transfer that is refused, cancelled or
+    /// cut simply stops being reported here.
+    pub fn incoming_data(&self) -> Option<(u64, &[u8])> {
+        self.inc.cur.as_ref().map(|c| (c.id, c.data.data()))
+    }
+
     /// Room to read the current segment's data into directly, instead of reading into a
     /// buffer of the driver's and passing it to [`Session::handle_input`], which copies the
     /// data a second time into the transfer's reassembly buffer.
