@@ -87,9 +87,16 @@ fn a_relay_sees_a_fixed_station_always_when_above_the_mask() {
         assert_eq!((w[0].start_ms, w[0].end_ms), (0, full), "{}", st[j].name);
     }
     for j in [2, 4] {
-        assert!(by_station(j).is_empty(), "{}: {:?}", st[j].name, by_station(j));
+        assert!(
+            by_station(j).is_empty(),
+            "{}: {:?}",
+            st[j].name,
+            by_station(j)
+        );
     }
-    assert!(ws.iter().all(|w| matches!(w.kind, LinkKind::GeoGround { .. })));
+    assert!(ws
+        .iter()
+        .all(|w| matches!(w.kind, LinkKind::GeoGround { .. })));
     // The elevation the windows rest on, checked independently over the day.
     for (j, lo, hi) in [(0, 89.0, 90.0), (1, 22.0, 28.0), (3, 2.0, 5.0)] {
         let site = Site::new(&st[j].place);
@@ -102,7 +109,11 @@ fn a_relay_sees_a_fixed_station_always_when_above_the_mask() {
     }
     // Light time from the station under the relay: 35 786 km / c = 119.4 ms, rounded up.
     let w = by_station(0);
-    assert!(w[0].segments.iter().all(|s| s.owlt_ms == 120), "{:?}", w[0].segments);
+    assert!(
+        w[0].segments.iter().all(|s| s.owlt_ms == 120),
+        "{:?}",
+        w[0].segments
+    );
 }
 
 #[test]
@@ -130,7 +141,10 @@ fn a_leo_geo_link_is_occluded_when_the_earth_is_between() {
         };
         assert!(sats[a].class == SatClass::Geo || sats[b].class == SatClass::Geo);
         // Clear 1 ms inside each edge, occluded 1 ms outside (unless cut by the interval).
-        assert!(clear(a, b, w.start_ms as f64 + 1.0) && clear(a, b, w.end_ms as f64 - 1.0), "{w:?}");
+        assert!(
+            clear(a, b, w.start_ms as f64 + 1.0) && clear(a, b, w.end_ms as f64 - 1.0),
+            "{w:?}"
+        );
         if w.start_ms > 0 {
             assert!(!clear(a, b, w.start_ms as f64 - 1.0), "{w:?}");
         }
@@ -145,8 +159,14 @@ fn a_leo_geo_link_is_occluded_when_the_earth_is_between() {
         for r in [4, 5] {
             let seen = per_pair.get(&(leo, r)).copied().unwrap_or(0);
             let share = seen as f64 / full as f64;
-            assert!((0.4..0.9).contains(&share), "satellite {leo} – relay {r}: visible {share:.2} of the time");
-            let n = ws.iter().filter(|w| w.kind == LinkKind::GeoIsl { a: leo, b: r }).count();
+            assert!(
+                (0.4..0.9).contains(&share),
+                "satellite {leo} – relay {r}: visible {share:.2} of the time"
+            );
+            let n = ws
+                .iter()
+                .filter(|w| w.kind == LinkKind::GeoIsl { a: leo, b: r })
+                .count();
             assert!(n >= 3, "satellite {leo} – relay {r}: {n} windows");
         }
     }
@@ -178,9 +198,15 @@ fn geo_light_times_and_range_limit() {
             assert!((118..=148).contains(&s.owlt_ms), "{s:?}");
             // An upper bound of the light time at its start, within the 1 ms split and the sampling.
             let t = t0() + s.start_ms as f64 / 1000.0;
-            let r = distance(sats[a].position_teme(t).unwrap(), sats[b].position_teme(t).unwrap());
+            let r = distance(
+                sats[a].position_teme(t).unwrap(),
+                sats[b].position_teme(t).unwrap(),
+            );
             let owlt = r / C_KM_S * 1000.0;
-            assert!(s.owlt_ms as f64 >= owlt - 0.5 && (s.owlt_ms as f64) < owlt + 2.5, "{s:?} vs {owlt} ms");
+            assert!(
+                s.owlt_ms as f64 >= owlt - 0.5 && (s.owlt_ms as f64) < owlt + 2.5,
+                "{s:?} vs {owlt} ms"
+            );
         }
     }
     // A 40 000 km limit cuts the windows where the range passes 40 000 km: shorter, and ending at that range.
@@ -190,11 +216,24 @@ fn geo_light_times_and_range_limit() {
     };
     let ws2 = find_windows(&sats, &[], &cfg(3.0, None, Some(short))).unwrap();
     let total = |v: &[Window]| v.iter().map(|w| w.end_ms - w.start_ms).sum::<u64>();
-    assert!(total(&ws2) > 0 && total(&ws2) < total(&ws), "{} vs {}", total(&ws2), total(&ws));
-    for w in ws2.iter().filter(|w| w.start_ms > 0 && w.end_ms < 3 * 3_600_000) {
-        let LinkKind::GeoIsl { a, b } = w.kind else { panic!() };
+    assert!(
+        total(&ws2) > 0 && total(&ws2) < total(&ws),
+        "{} vs {}",
+        total(&ws2),
+        total(&ws)
+    );
+    for w in ws2
+        .iter()
+        .filter(|w| w.start_ms > 0 && w.end_ms < 3 * 3_600_000)
+    {
+        let LinkKind::GeoIsl { a, b } = w.kind else {
+            panic!()
+        };
         let t = t0() + w.end_ms as f64 / 1000.0;
-        let r = distance(sats[a].position_teme(t).unwrap(), sats[b].position_teme(t).unwrap());
+        let r = distance(
+            sats[a].position_teme(t).unwrap(),
+            sats[b].position_teme(t).unwrap(),
+        );
         let p = sats[a].position_teme(t).unwrap();
         let q = sats[b].position_teme(t).unwrap();
         // Each edge is set by one of the two limits.
@@ -202,7 +241,9 @@ fn geo_light_times_and_range_limit() {
         let by_earth = (segment_min_radius(p, q) - (WGS84_A_KM + 100.0)).abs() < 1.0;
         assert!(by_range || by_earth, "{w:?}: range {r} km");
     }
-    assert!(ws2.iter().all(|w| w.segments.iter().all(|s| s.owlt_ms <= 135)));
+    assert!(ws2
+        .iter()
+        .all(|w| w.segments.iter().all(|s| s.owlt_ms <= 135)));
 }
 
 #[test]
@@ -225,7 +266,9 @@ fn relays_leave_the_leo_classes_alone() {
         .filter(|w| matches!(w.kind, LinkKind::Ground { .. } | LinkKind::Isl { .. }))
         .collect();
     assert_eq!(leo_only, alone.iter().collect::<Vec<_>>());
-    assert!(all.iter().any(|w| matches!(w.kind, LinkKind::GeoIsl { .. })));
+    assert!(all
+        .iter()
+        .any(|w| matches!(w.kind, LinkKind::GeoIsl { .. })));
     // Over 40°E the relay is about 13° above Kiruna (68°N) and 24° above Singapore: both see it all the time.
     let geo_ground: Vec<&Window> = all
         .iter()
@@ -234,7 +277,9 @@ fn relays_leave_the_leo_classes_alone() {
     assert_eq!(geo_ground.len(), 2, "{geo_ground:?}");
     // Without GEO limits the relay keeps its ground windows but gets no satellite links.
     let no_geo_isl = find_windows(&with, &st, &cfg(3.0, isl, None)).unwrap();
-    assert!(!no_geo_isl.iter().any(|w| matches!(w.kind, LinkKind::GeoIsl { .. })));
+    assert!(!no_geo_isl
+        .iter()
+        .any(|w| matches!(w.kind, LinkKind::GeoIsl { .. })));
     assert_eq!(
         no_geo_isl
             .iter()
