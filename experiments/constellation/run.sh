@@ -2,8 +2,10 @@
 # Runs one constellation experiment (experiments/constellation_*.toml): computes the contact plan from the orbits
 # (`dtnkit plan walker`), appends the traffic and per-node bundle and route logs to the generated scenario, runs it
 # in `dtnkit sim`, then `dtnkit sim-report` writes the network results and plots into
-# experiments/results/<name>/ with provenance.json (commit, uncommitted changes, command). The generated plan,
-# scenario and per-node logs are deleted afterwards (set KEEP_LOGS=1 to keep them in experiments/results/<name>/).
+# experiments/results/<name>/ with provenance.json (commit, uncommitted changes outside these results, command).
+# Optional keys (geo_lon, geo_first_node, geo_*_rate, ...) become the `dtnkit plan` flags of the same name. The
+# generated plan, scenario and per-node logs are deleted afterwards (set KEEP_LOGS=1 to keep them in
+# experiments/results/<name>/).
 #
 #   experiments/constellation/run.sh experiments/constellation_leo.toml
 #
@@ -20,6 +22,9 @@ key() { # key NAME: the string value of `NAME = "..."` in $f
   [ -n "$v" ] || { echo "run.sh: $f: no $1 = \"...\" line" >&2; exit 2; }
   echo "$v"
 }
+optkey() { # optkey NAME: the string value of `NAME = "..."` in $f, or nothing
+  sed -n "s/^$1 *= *\"\(.*\)\".*/\1/p" "$f" | head -n1
+}
 name=$(basename "$f" .toml)
 here=$(dirname "$f")
 out=experiments/results/$name
@@ -27,6 +32,12 @@ rm -rf "$out"
 mkdir -p "$out/run"
 plan_args=(walker "$(key walker)" --altitude-km "$(key altitude_km)" --stations "$here/$(key stations)"
   --start "$(key start)" --duration "$(key duration)" --isl-max-range-km "$(key isl_max_range_km)")
+# Optional keys, passed on as the `dtnkit plan` flag of the same name when present (GEO relays, rates, OWLT step).
+for k in geo_lon geo_first_node geo_max_range_km geo_downlink_rate geo_uplink_rate geo_isl_rate \
+  downlink_rate uplink_rate isl_rate owlt_step_ms; do
+  v=$(optkey "$k")
+  [ -z "$v" ] || plan_args+=("--${k//_/-}" "$v")
+done
 t0=$(date +%s)
 "$bin" plan "${plan_args[@]}" --out "$out/run/plan.txt" --scenario-out "$out/run/scenario.toml" \
   2> "$out/plan.txt.log"
@@ -38,7 +49,10 @@ printf '\n[log]\nbundle_csv = "../logs/bundles-{node}.csv"\nroute_csv = "../logs
 t1=$(date +%s)
 "$bin" sim-report "$out/run/scenario.toml" --out "$out" --check-bookings > /dev/null
 commit=$(git rev-parse HEAD)
-dirty=$(git status --porcelain --untracked-files=no -- crates Cargo.toml Cargo.lock experiments | grep -c . || true)
+# Changes to the code or the experiment files at the time of the run; this experiment's own results (being written
+# now, or left by an earlier run) are not counted.
+dirty=$(git status --porcelain --untracked-files=no -- crates Cargo.toml Cargo.lock experiments \
+  ":(exclude)$out" | grep -c . || true)
 cat > "$out/provenance.json" <<JSON
 {
   "commit": "$commit",

@@ -192,6 +192,122 @@ fn walker_shell_plan_runs_in_the_simulator() {
     assert_eq!(json_number(&out, "bundles_acked"), 5.0, "{out}");
 }
 
+/// Three GEO relays over 0°, 120°E and 120°W added to the 6-satellite shell: the plan has relay–ground windows
+/// lasting the whole day for the stations that see a relay above their mask, relay–satellite windows with ~0.12 s
+/// light times and the GEO class rates, and in the simulator bundles from Kiruna to Santiago ride the relays: the
+/// LTP sessions last a GEO round trip (≥ 0.24 s) where LEO hops take tens of milliseconds.
+#[test]
+fn geo_relays_plan_runs_in_the_simulator() {
+    let dir = tempfile::tempdir().unwrap();
+    let (plan, scn) = (dir.path().join("plan.txt"), dir.path().join("sc.toml"));
+    let o = dtnkit(&[
+        "plan",
+        "walker",
+        "60:6/2/1",
+        "--altitude-km",
+        "800",
+        "--start",
+        "2026-01-01T00:00:00Z",
+        "--duration",
+        "6h",
+        "--stations",
+        &repo("testdata/orbit/stations.toml"),
+        "--isl-max-range-km",
+        "6000",
+        "--geo-lon",
+        "0,120,-120",
+        "--geo-first-node",
+        "201",
+        "--geo-downlink-rate",
+        "16M",
+        "--geo-uplink-rate",
+        "800k",
+        "--geo-isl-rate",
+        "8M",
+        "--out",
+        &s(&plan),
+        "--scenario-out",
+        &s(&scn),
+    ]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert!(
+        err.contains("6 satellites, 3 stations, 3 GEO relays"),
+        "{err}"
+    );
+    let text = std::fs::read_to_string(&plan).unwrap();
+    assert!(
+        text.contains("201  GEO relay GEO-0E (catalogue 90001)"),
+        "{}",
+        &text[..2000]
+    );
+    assert!(
+        text.contains("203  GEO relay GEO-120W (catalogue 90003)"),
+        "{}",
+        &text[..2000]
+    );
+    let full = "+21600.000";
+    let contacts: Vec<Vec<&str>> = text
+        .lines()
+        .filter(|l| l.starts_with("a contact "))
+        .map(|l| l.split(' ').collect())
+        .collect();
+    let node = |f: &str| f.parse::<u64>().unwrap();
+    // Kiruna (68°N, 21°E) sees the relay over 0° at about 12°: one all-day window; Santiago (33°S, 71°W) sees the one
+    // over 120°W; Singapore (104°E) the one over 120°E.
+    for (relay, station) in [(201, 101), (202, 102), (203, 103)] {
+        let c: Vec<&Vec<&str>> = contacts
+            .iter()
+            .filter(|c| node(c[4]) == relay && node(c[5]) == station)
+            .collect();
+        assert_eq!(c.len(), 1, "{relay} -> {station}: {c:?}");
+        assert_eq!((c[0][2], c[0][3], c[0][6]), ("+0.000", full, "2000000"));
+    }
+    // Kiruna is 99° of longitude from the relay over 120°E: below its horizon.
+    assert!(!contacts
+        .iter()
+        .any(|c| node(c[4]) == 202 && node(c[5]) == 101));
+    let mut geo_isl = 0;
+    for c in &contacts {
+        let (f, t) = (node(c[4]), node(c[5]));
+        if f > 200 && t <= 6 || f <= 6 && t > 200 {
+            geo_isl += 1;
+            assert_eq!(c[6], "1000000", "{c:?}");
+        }
+        if f > 100 && f < 200 && t > 200 {
+            assert_eq!(c[6], "100000", "{c:?}");
+        }
+    }
+    assert!(geo_isl > 20, "{geo_isl}");
+    let plan_owlt_s: Vec<f64> = text
+        .lines()
+        .filter(|l| l.starts_with("a range "))
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split(' ').collect();
+            (node(f[5]) > 200).then(|| f[6].parse().unwrap())
+        })
+        .collect();
+    assert!(!plan_owlt_s.is_empty());
+    assert!(
+        plan_owlt_s.iter().all(|o| (0.118..=0.15).contains(o)),
+        "{plan_owlt_s:?}"
+    );
+    // Kiruna -> Santiago: up to the relay over 0°, down to a satellite, up to the relay over 120°W, down.
+    let mut scenario = std::fs::read_to_string(&scn).unwrap();
+    assert!(scenario.contains("number = 203"), "{scenario}");
+    scenario.push_str(
+        "\n[[traffic]]\nfrom = 101\nto = 103\ninterval_ms = 1000.0\nbundles = 5\nbundle_size = 10000\nlifetime_s = 21600.0\n",
+    );
+    std::fs::write(&scn, scenario).unwrap();
+    let o = dtnkit(&["sim", &s(&scn), "--json", "--quiet"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let out = String::from_utf8_lossy(&o.stdout).to_string();
+    assert_eq!(json_number(&out, "bundles_sent"), 5.0, "{out}");
+    assert_eq!(json_number(&out, "bundles_delivered"), 5.0, "{out}");
+    assert_eq!(json_number(&out, "bundles_acked"), 5.0, "{out}");
+    assert!(json_number(&out, "mean_session_s") > 0.24, "{out}");
+}
+
 #[test]
 fn bad_inputs_exit_2_naming_what_is_wrong() {
     let dir = tempfile::tempdir().unwrap();
@@ -218,6 +334,22 @@ fn bad_inputs_exit_2_naming_what_is_wrong() {
         (vec!["--downlink-rate", "12"], "--downlink-rate \"12\""),
         (vec!["--first-node", "101"], "station \"Kiruna\""),
         (vec!["--step", "0"], "--step: 0"),
+        (
+            vec!["--geo-lon", "400"],
+            "--geo-lon: GEO relay longitude 400",
+        ),
+        (
+            vec!["--geo-lon", "0,-120", "--geo-first-node", "100"],
+            "GEO relay 2 would be node 101, which station \"Kiruna\"",
+        ),
+        (
+            vec!["--geo-lon", "0", "--geo-first-node", "1"],
+            "satellite \"ISS (ZARYA)\"",
+        ),
+        (
+            vec!["--geo-lon", "0", "--geo-isl-rate", "7"],
+            "--geo-isl-rate \"7\"",
+        ),
     ] {
         let mut a = vec!["--tle", iss.as_str(), "--stations", st.as_str()];
         a.extend(extra);

@@ -14,6 +14,12 @@ pub struct Rates {
     pub uplink_bytes_per_s: u64,
     /// Satellite → satellite.
     pub isl_bytes_per_s: u64,
+    /// GEO relay → ground station.
+    pub geo_downlink_bytes_per_s: u64,
+    /// Ground station → GEO relay.
+    pub geo_uplink_bytes_per_s: u64,
+    /// GEO relay ↔ another satellite (both directions).
+    pub geo_isl_bytes_per_s: u64,
 }
 
 /// One directed contact of the plan.
@@ -65,6 +71,18 @@ pub fn window_nodes(
             sats[b].node,
             rates.isl_bytes_per_s,
             rates.isl_bytes_per_s,
+        ),
+        LinkKind::GeoGround { sat, station } => (
+            sats[sat].node,
+            stations[station].node,
+            rates.geo_downlink_bytes_per_s,
+            rates.geo_uplink_bytes_per_s,
+        ),
+        LinkKind::GeoIsl { a, b } => (
+            sats[a].node,
+            sats[b].node,
+            rates.geo_isl_bytes_per_s,
+            rates.geo_isl_bytes_per_s,
         ),
     }
 }
@@ -142,9 +160,13 @@ pub fn ion_plan(
     }
     let _ = writeln!(s, "# Nodes:");
     for sat in sats {
+        let role = match sat.class {
+            crate::sat::SatClass::Leo => "satellite",
+            crate::sat::SatClass::Geo => "GEO relay",
+        };
         let _ = writeln!(
             s,
-            "#   {:>6}  satellite {} (catalogue {})",
+            "#   {:>6}  {role} {} (catalogue {})",
             sat.node, sat.name, sat.tle.norad_id
         );
     }
@@ -236,7 +258,13 @@ pub fn scenario_toml(
     let _ = writeln!(s, "contact_plan = {plan_path:?}");
     let mut nodes: Vec<(u64, String)> = sats
         .iter()
-        .map(|x| (x.node, format!("satellite {}", x.name)))
+        .map(|x| {
+            let role = match x.class {
+                crate::sat::SatClass::Leo => "satellite",
+                crate::sat::SatClass::Geo => "GEO relay",
+            };
+            (x.node, format!("{role} {}", x.name))
+        })
         .chain(
             stations
                 .iter()

@@ -31,6 +31,18 @@ pub enum PropagationError {
     },
 }
 
+/// The part a satellite plays in a plan, which decides the link classes (rates, limits) of its windows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default)]
+pub enum SatClass {
+    /// A member of the constellation (typically LEO, though any orbit is allowed): ground windows are downlinks and
+    /// uplinks, windows with other members are inter-satellite links ([`crate::IslLimits`]).
+    #[default]
+    Leo,
+    /// A relay in geostationary orbit: its ground windows and its windows with any other satellite use the GEO
+    /// classes ([`crate::GeoLimits`], the GEO rates of [`crate::Rates`]).
+    Geo,
+}
+
 /// A satellite that can be placed at any instant.
 #[derive(Debug, Clone)]
 pub struct Satellite {
@@ -38,6 +50,8 @@ pub struct Satellite {
     pub name: String,
     /// ipn node number.
     pub node: u64,
+    /// Link class of its windows (a constellation member unless set with [`Satellite::with_class`]).
+    pub class: SatClass,
     /// The element set.
     pub tle: Tle,
     constants: sgp4::Constants,
@@ -80,9 +94,16 @@ impl Satellite {
         Ok(Satellite {
             name,
             node,
+            class: SatClass::Leo,
             tle,
             constants,
         })
+    }
+
+    /// The same satellite in another link class (e.g. a GEO relay read from a TLE file).
+    pub fn with_class(mut self, class: SatClass) -> Satellite {
+        self.class = class;
+        self
     }
 
     /// Position in the TEME frame (km) at UTC seconds since 1970.

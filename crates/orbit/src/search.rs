@@ -1,6 +1,12 @@
 //! Contact windows: when a satellite sees a ground station above its elevation mask, and when two satellites see
 //! each other (line clear of the Earth and its atmosphere margin, within a range limit).
 //!
+//! **Link classes.** A window between a constellation member ([`SatClass::Leo`]) and a station is
+//! [`LinkKind::Ground`]; between two members, [`LinkKind::Isl`] (searched when [`SearchConfig::isl`] is set). A window
+//! with a GEO relay ([`SatClass::Geo`]) is [`LinkKind::GeoGround`] with a station (the same elevation masks) or
+//! [`LinkKind::GeoIsl`] with any other satellite, relays included (searched when [`SearchConfig::geo`] is set, with
+//! its own range limit and atmosphere margin). The geometry is the same for all classes; only limits and rates differ.
+//!
 //! **Search.** Every satellite is propagated on a grid of `step_s` over the interval. For each pair, a visibility
 //! margin (elevation − mask; for satellite pairs the smaller of the clearance above the occulting sphere and the
 //! range limit − range) is evaluated on the grid. Each sign change is refined by bisection on the continuous
@@ -17,7 +23,7 @@
 //! (taken every grid step, at most [`RANGE_SAMPLE_S`] apart: under 0.25 ms for LEO), which keeps LTP timers safe.
 
 use crate::geo::{distance, segment_min_radius, Geodetic, Site, Vec3, C_KM_S, WGS84_A_KM};
-use crate::sat::{PropagationError, Satellite};
+use crate::sat::{PropagationError, SatClass, Satellite};
 
 /// Longest interval between two range samples inside a window, s.
 pub const RANGE_SAMPLE_S: f64 = 10.0;
@@ -47,6 +53,16 @@ pub struct IslLimits {
     pub atmosphere_km: f64,
 }
 
+/// Limits of the links of GEO relays with other satellites. Relay–ground windows use the stations' elevation masks.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct GeoLimits {
+    /// Longest usable relay–satellite range, km. From GEO (42 164 km from the Earth's centre) a satellite at 7 000 km
+    /// grazes a 6 478 km sphere at about 44 200 km, so a larger limit leaves only the Earth's occlusion.
+    pub max_range_km: f64,
+    /// Height above the equatorial radius that the line of sight must clear, km.
+    pub atmosphere_km: f64,
+}
+
 /// What to search.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SearchConfig {
@@ -58,8 +74,10 @@ pub struct SearchConfig {
     pub step_s: f64,
     /// Default elevation mask, degrees.
     pub min_elevation_deg: f64,
-    /// Inter-satellite links, if wanted.
+    /// Inter-satellite links between constellation members, if wanted.
     pub isl: Option<IslLimits>,
+    /// Links between GEO relays and other satellites, if wanted.
+    pub geo: Option<GeoLimits>,
     /// A new range segment starts when the OWLT moves by more than this, s.
     pub owlt_step_s: f64,
 }
@@ -74,8 +92,22 @@ pub enum LinkKind {
         /// Station index.
         station: usize,
     },
-    /// Two satellites (indices, `a < b`).
+    /// Two constellation members (indices, `a < b`).
     Isl {
+        /// First satellite.
+        a: usize,
+        /// Second satellite.
+        b: usize,
+    },
+    /// GEO relay `sat` and ground station `station`.
+    GeoGround {
+        /// Relay index (into the satellites).
+        sat: usize,
+        /// Station index.
+        station: usize,
+    },
+    /// Two satellites at least one of which is a GEO relay (indices, `a < b`).
+    GeoIsl {
         /// First satellite.
         a: usize,
         /// Second satellite.
@@ -157,6 +189,14 @@ fn check(cfg: &SearchConfig, stations: &[Station]) -> Result<(), SearchError> {
         }
         if !(i.atmosphere_km.is_finite() && i.atmosphere_km >= 0.0) {
             return bad("isl_atmosphere_km", i.atmosphere_km, "a height in km >= 0");
+        }
+    }
+    if let Some(g) = cfg.geo {
+        if !(g.max_range_km.is_finite() && g.max_range_km > 0.0) {
+            return bad("geo_max_range_km", g.max_range_km, "a positive range in km");
+        }
+        if !(g.atmosphere_km.is_finite() && g.atmosphere_km >= 0.0) {
+            return bad("geo_atmosphere_km", g.atmosphere_km, "a height in km >= 0");
         }
     }
     Ok(())
@@ -426,6 +466,10 @@ pub fn find_windows(
                 mask_rad,
                 t0,
             };
+            let kind = match sat.class {
+                SatClass::Leo => LinkKind::Ground { sat: i, station: j },
+                SatClass::Geo => LinkKind::GeoGround { sat: i, station: j },
+            };
             for (s, e, segs) in windows_of(&pair, &ts, &g, cfg.owlt_step_s, cfg.step_s)? {
                 let max_el = ts
                     .iter()
@@ -434,7 +478,7 @@ pub fn find_windows(
                     .map(|(_, m)| (m + mask_rad).to_degrees())
                     .fold(None, |a: Option<f64>, x| Some(a.map_or(x, |a| a.max(x))));
                 out.push(Window {
-                    kind: LinkKind::Ground { sat: i, station: j },
+                    kind,
                     start_ms: s,
                     end_ms: e,
                     segments: segs,
@@ -443,9 +487,19 @@ pub fn find_windows(
             }
         }
     }
-    if let Some(l) = cfg.isl {
-        for a in 0..sats.len() {
-            for b in a + 1..sats.len() {
+    for a in 0..sats.len() {
+        for b in a + 1..sats.len() {
+            let both_members = sats[a].class == SatClass::Leo && sats[b].class == SatClass::Leo;
+            let (limits, kind) = if both_members {
+                (cfg.isl, LinkKind::Isl { a, b })
+            } else {
+                let geo = cfg.geo.map(|g| IslLimits {
+                    max_range_km: g.max_range_km,
+                    atmosphere_km: g.atmosphere_km,
+                });
+                (geo, LinkKind::GeoIsl { a, b })
+            };
+            if let Some(l) = limits {
                 for (k, g) in g.iter_mut().enumerate() {
                     *g = isl_margin(teme[a][k], teme[b][k], &l);
                 }
@@ -457,7 +511,7 @@ pub fn find_windows(
                 };
                 for (s, e, segs) in windows_of(&pair, &ts, &g, cfg.owlt_step_s, cfg.step_s)? {
                     out.push(Window {
-                        kind: LinkKind::Isl { a, b },
+                        kind,
                         start_ms: s,
                         end_ms: e,
                         segments: segs,

@@ -46,6 +46,7 @@ fn generated_plan_parses_in_the_contact_plan_parser() {
             max_range_km: 5000.0,
             atmosphere_km: 80.0,
         }),
+        geo: None,
         owlt_step_s: 0.001,
     };
     let windows = find_windows(&sats, &stations, &cfg).unwrap();
@@ -53,6 +54,9 @@ fn generated_plan_parses_in_the_contact_plan_parser() {
         downlink_bytes_per_s: 12_500_000,
         uplink_bytes_per_s: 125_000,
         isl_bytes_per_s: 1_250_000,
+        geo_downlink_bytes_per_s: 1,
+        geo_uplink_bytes_per_s: 1,
+        geo_isl_bytes_per_s: 1,
     };
     let header = PlanHeader {
         epoch_iso: "2026-01-01T00:00:00.000Z".into(),

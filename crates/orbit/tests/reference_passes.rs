@@ -85,6 +85,7 @@ fn compare(
         step_s: 10.0,
         min_elevation_deg: 10.0,
         isl: None,
+        geo: None,
         owlt_step_s: 0.001,
     };
     let windows = find_windows(sats, st, &cfg).unwrap();

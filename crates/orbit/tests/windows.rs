@@ -47,6 +47,7 @@ fn cfg(step: f64, isl: Option<IslLimits>) -> SearchConfig {
         step_s: step,
         min_elevation_deg: 10.0,
         isl,
+        geo: None,
         owlt_step_s: 0.001,
     }
 }

@@ -8,7 +8,8 @@ use clap::{Args, Subcommand};
 use orbit::output::plan_entries;
 use orbit::time::{format_iso8601_ms, parse_iso8601_ms, unix_ms_to_dtn_ms};
 use orbit::{
-    IslLimits, LinkKind, PlanHeader, Rates, Satellite, SearchConfig, Station, Tle, Walker,
+    GeoLimits, IslLimits, LinkKind, PlanHeader, Rates, SatClass, Satellite, SearchConfig, Station,
+    Tle, Walker,
 };
 
 use super::UsageError;
@@ -89,6 +90,31 @@ pub struct CommonArgs {
     /// Start a new range segment when the one-way light time moves by more than this, ms.
     #[arg(long, default_value_t = 1.0)]
     owlt_step_ms: f64,
+    /// GEO relays over these longitudes (degrees east, comma-separated, e.g. 0,120,-120): geostationary orbits
+    /// generated at --start and propagated like the other satellites.
+    #[arg(long, value_delimiter = ',', allow_hyphen_values = true)]
+    geo_lon: Vec<f64>,
+    /// GEO relays from a TLE file (2- or 3-line records), after those of --geo-lon.
+    #[arg(long)]
+    geo_tle: Option<PathBuf>,
+    /// Node number of the first GEO relay; the others follow (default: right after the satellites).
+    #[arg(long)]
+    geo_first_node: Option<u64>,
+    /// Longest usable range between a GEO relay and another satellite, km (the Earth's occlusion applies too).
+    #[arg(long, default_value_t = 50_000.0)]
+    geo_max_range_km: f64,
+    /// Height above the Earth's equatorial radius that a relay–satellite line of sight must clear, km.
+    #[arg(long, default_value_t = 100.0)]
+    geo_atmosphere_km: f64,
+    /// GEO relay → ground rate, bit/s.
+    #[arg(long, default_value = "10M")]
+    geo_downlink_rate: String,
+    /// Ground → GEO relay rate, bit/s.
+    #[arg(long, default_value = "1M")]
+    geo_uplink_rate: String,
+    /// GEO relay ↔ satellite rate, bit/s (both directions).
+    #[arg(long, default_value = "10M")]
+    geo_isl_rate: String,
     /// Contact plan output (ION `a contact` / `a range` lines); standard output if absent.
     #[arg(long)]
     out: Option<PathBuf>,
@@ -216,6 +242,9 @@ fn generate(tles: Vec<Tle>, a: &CommonArgs, source_note: &str) -> anyhow::Result
         downlink_bytes_per_s: parse_rate("--downlink-rate", &a.downlink_rate)?,
         uplink_bytes_per_s: parse_rate("--uplink-rate", &a.uplink_rate)?,
         isl_bytes_per_s: parse_rate("--isl-rate", &a.isl_rate)?,
+        geo_downlink_bytes_per_s: parse_rate("--geo-downlink-rate", &a.geo_downlink_rate)?,
+        geo_uplink_bytes_per_s: parse_rate("--geo-uplink-rate", &a.geo_uplink_rate)?,
+        geo_isl_bytes_per_s: parse_rate("--geo-isl-rate", &a.geo_isl_rate)?,
     };
     let stations: Vec<Station> = match &a.stations {
         Some(p) => {
@@ -226,7 +255,11 @@ fn generate(tles: Vec<Tle>, a: &CommonArgs, source_note: &str) -> anyhow::Result
         }
         None => Vec::new(),
     };
-    if stations.is_empty() && a.isl_max_range_km.is_none() {
+    if stations.is_empty()
+        && a.isl_max_range_km.is_none()
+        && a.geo_lon.is_empty()
+        && a.geo_tle.is_none()
+    {
         return Err(UsageError(
             "nothing to compute: give --stations (ground contacts) and/or --isl-max-range-km (inter-satellite contacts)"
                 .into(),
@@ -247,6 +280,7 @@ fn generate(tles: Vec<Tle>, a: &CommonArgs, source_note: &str) -> anyhow::Result
         ))
         .into());
     }
+    let n_members = tles.len();
     let mut sats = Vec::with_capacity(tles.len());
     for (i, t) in tles.into_iter().enumerate() {
         let node = a.first_node + i as u64;
@@ -262,6 +296,41 @@ fn generate(tles: Vec<Tle>, a: &CommonArgs, source_note: &str) -> anyhow::Result
         }
         sats.push(Satellite::new(t, node).map_err(|e| UsageError(e.to_string()))?);
     }
+    let relays = geo_relays(a, start)?;
+    let geo_first = a.geo_first_node.unwrap_or(a.first_node + n_members as u64);
+    for (i, t) in relays.into_iter().enumerate() {
+        let node = geo_first
+            .checked_add(i as u64)
+            .filter(|n| *n > 0)
+            .ok_or_else(|| {
+                UsageError(format!(
+                    "--geo-first-node {geo_first}: expected an ipn node number > 0"
+                ))
+            })?;
+        let clash = stations
+            .iter()
+            .find(|s| s.node == node)
+            .map(|s| format!("station {:?}", s.name))
+            .or_else(|| {
+                sats.iter()
+                    .find(|s| s.node == node)
+                    .map(|s| format!("satellite {:?}", s.name))
+            });
+        if let Some(c) = clash {
+            return Err(UsageError(format!(
+                "--geo-first-node {geo_first}: GEO relay {} would be node {node}, which {c} already uses; pick \
+                 numbers that do not overlap",
+                i + 1
+            ))
+            .into());
+        }
+        sats.push(
+            Satellite::new(t, node)
+                .map_err(|e| UsageError(e.to_string()))?
+                .with_class(SatClass::Geo),
+        );
+    }
+    let n_relays = sats.len() - n_members;
     let cfg = SearchConfig {
         start_unix_s: start as f64 / 1000.0,
         duration_s,
@@ -270,6 +339,10 @@ fn generate(tles: Vec<Tle>, a: &CommonArgs, source_note: &str) -> anyhow::Result
         isl: a.isl_max_range_km.map(|r| IslLimits {
             max_range_km: r,
             atmosphere_km: a.isl_atmosphere_km,
+        }),
+        geo: (n_relays > 0).then_some(GeoLimits {
+            max_range_km: a.geo_max_range_km,
+            atmosphere_km: a.geo_atmosphere_km,
         }),
         owlt_step_s: a.owlt_step_ms / 1000.0,
     };
@@ -303,6 +376,17 @@ fn generate(tles: Vec<Tle>, a: &CommonArgs, source_note: &str) -> anyhow::Result
             a.isl_atmosphere_km, rates.isl_bytes_per_s
         ));
     }
+    if n_relays > 0 {
+        notes.push(format!(
+            "GEO relays: {n_relays}; relay-satellite range <= {} km, line of sight clear of 6378.137 + {} km, {} B/s; \
+             relay-ground by the stations' masks, down {} B/s, up {} B/s.",
+            a.geo_max_range_km,
+            a.geo_atmosphere_km,
+            rates.geo_isl_bytes_per_s,
+            rates.geo_downlink_bytes_per_s,
+            rates.geo_uplink_bytes_per_s
+        ));
+    }
     notes.push(format!(
         "OWLT: per range segment (split when it moves by > {} ms), the largest sampled, rounded up to the ms, at most 1 ms below the previous segment.",
         a.owlt_step_ms
@@ -330,24 +414,56 @@ fn generate(tles: Vec<Tle>, a: &CommonArgs, source_note: &str) -> anyhow::Result
         );
         std::fs::write(sc, toml).with_context(|| format!("writing {}", sc.display()))?;
     }
-    let ground = windows
-        .iter()
-        .filter(|w| matches!(w.kind, LinkKind::Ground { .. }))
-        .count();
+    let count = |f: fn(&LinkKind) -> bool| windows.iter().filter(|w| f(&w.kind)).count();
+    let ground = count(|k| matches!(k, LinkKind::Ground { .. }));
+    let isl = count(|k| matches!(k, LinkKind::Isl { .. }));
+    let geo_ground = count(|k| matches!(k, LinkKind::GeoGround { .. }));
+    let geo_isl = count(|k| matches!(k, LinkKind::GeoIsl { .. }));
+    let geo = if n_relays > 0 {
+        format!(", {n_relays} GEO relays")
+    } else {
+        String::new()
+    };
+    let geo_windows = if n_relays > 0 {
+        format!(", {geo_ground} GEO-ground, {geo_isl} GEO-satellite")
+    } else {
+        String::new()
+    };
     let (contacts, ranges) = plan_entries(&windows, &sats, &stations, &rates);
     eprintln!(
-        "{} satellites, {} stations: {} windows ({} ground, {} inter-satellite), {} contacts, {} ranges over {} s from {}",
-        sats.len(),
+        "{n_members} satellites, {} stations{geo}: {} windows ({ground} ground, {isl} inter-satellite{geo_windows}), {} contacts, {} ranges over {} s from {}",
         stations.len(),
         windows.len(),
-        ground,
-        windows.len() - ground,
         contacts.len(),
         ranges.len(),
         duration_s,
         format_iso8601_ms(start)
     );
     Ok(())
+}
+
+/// The element sets of the GEO relays: one per `--geo-lon` (catalogue numbers 90001…, named `GEO-<lon>E` or
+/// `GEO-<lon>W`), then those of `--geo-tle`.
+fn geo_relays(a: &CommonArgs, start_ms: i64) -> anyhow::Result<Vec<Tle>> {
+    let mut out = Vec::new();
+    for (i, lon) in a.geo_lon.iter().enumerate() {
+        let name = if *lon < 0.0 {
+            format!("GEO-{}W", -lon)
+        } else {
+            format!("GEO-{lon}E")
+        };
+        let tle = orbit::geostationary(*lon, start_ms as f64 / 1000.0, 90_001 + i as u64, &name)
+            .map_err(|e| UsageError(format!("--geo-lon: {e}")))?;
+        out.push(tle);
+    }
+    if let Some(p) = &a.geo_tle {
+        let text =
+            std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display()))?;
+        let tles = orbit::parse_tle_file(&text, &p.display().to_string())
+            .map_err(|e| UsageError(e.to_string()))?;
+        out.extend(tles);
+    }
+    Ok(out)
 }
 
 #[cfg(test)]
