@@ -450,6 +450,11 @@ pub struct FecSpanStatus {
     pub matrices_evicted: u64,
     /// Restored rows with an invalid length prefix.
     pub bad_rows: u64,
+    /// Redundancy feedback: failure signals from the receiver that raised the redundancy of
+    /// the following matrices.
+    pub feedback_raises: u64,
+    /// Redundancy feedback: repair symbols added beyond the rate and `min_repair`.
+    pub feedback_repair_symbols: u64,
 }
 
 /// `tcpcl`: TCPCL v4 and v3, all sessions.

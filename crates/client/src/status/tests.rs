@@ -219,6 +219,8 @@ fn ltp_section_with_a_span_and_fec() {
         inconsistent_symbols: 20,
         matrices_evicted: 21,
         bad_rows: 22,
+        feedback_raises: 23,
+        feedback_repair_symbols: 24,
     };
     let fec_json = json!({
         "segments_in": 1, "matrices_sent": 2, "info_symbols_sent": 3, "repair_symbols_sent": 4,
@@ -227,6 +229,7 @@ fn ltp_section_with_a_span_and_fec() {
         "matrices_complete": 12, "matrices_decoded": 13, "matrices_failed": 14,
         "segments_repaired": 15, "segments_lost": 16, "segments_out": 17, "sessions_cancelled": 18,
         "late_symbols": 19, "inconsistent_symbols": 20, "matrices_evicted": 21, "bad_rows": 22,
+        "feedback_raises": 23, "feedback_repair_symbols": 24,
     });
     golden(&fec, fec_json.clone());
     let ltp = LtpStatus {
