@@ -241,28 +241,8 @@ impl Session {
     /// the session advances as `handle_input` would have (see
     /// [`crate::Session::payload_filled`]).
     pub fn payload_filled(&mut self, now: Duration, n: usize) -> Result<(), SessionError> {
-        if self.phase == Phase::Closed {
-            return Err(SessionError::Closed(self.close_reason()));
-        }
-        self.latest = self.latest.max(now);
-        if n == 0 {
-            self.offer.clear();
-            return Ok(());
-        }
-        let decoder = &mut self.decoder;
-        if let Err(e) = self.offer.claim(n, false, |k| decoder.skip_data(k)) {
-            self.fail(now, &e);
-            return Err(e);
-        }
-        self.stats.bytes_received += n as u64;
-        self.last_received = now;
-        self.inc.filled(n);
-        let mut rest: &[u8] = &[];
-        let result = self.consume(now, &mut rest);
-        if let Err(e) = &result {
-            self.fail(now, e);
-        }
-        result
+        // SAFETY: a zero-filled offer assumes nothing about the octets.
+        unsafe { self.fill(now, n, false) }
     }
 
     /// [`Session::payload_buf`] without the zero-fill: the reassembly buffer's spare capacity,
@@ -293,6 +273,17 @@ impl Session {
         now: Duration,
         n: usize,
     ) -> Result<(), SessionError> {
+        // SAFETY: the caller's contract above.
+        unsafe { self.fill(now, n, true) }
+    }
+
+    /// Claims `n` octets of the last payload offer (`uninit`: of the spare-capacity offer)
+    /// and advances the session as `handle_input` would have.
+    ///
+    /// # Safety
+    ///
+    /// With `uninit`, the contract of [`Session::payload_filled_uninit`].
+    unsafe fn fill(&mut self, now: Duration, n: usize, uninit: bool) -> Result<(), SessionError> {
         if self.phase == Phase::Closed {
             return Err(SessionError::Closed(self.close_reason()));
         }
@@ -302,15 +293,20 @@ impl Session {
             return Ok(());
         }
         let decoder = &mut self.decoder;
-        if let Err(e) = self.offer.claim(n, true, |k| decoder.skip_data(k)) {
+        if let Err(e) = self.offer.claim(n, uninit, |k| decoder.skip_data(k)) {
             self.fail(now, &e);
             return Err(e);
         }
         self.stats.bytes_received += n as u64;
         self.last_received = now;
-        // SAFETY: the claim checked n against the room handed out; the caller initialised it
-        // and touched nothing else in between.
-        unsafe { self.inc.filled_uninit(n) };
+        if uninit {
+            // SAFETY: the claim checked n against the room handed out; the caller initialised
+            // it and touched nothing else in between.
+            unsafe { self.inc.filled_uninit(n) };
+        } else {
+            self.inc.filled(n);
+        }
+        // A completed segment ends here, as `handle_input` ends it right after its data.
         let mut rest: &[u8] = &[];
         let result = self.consume(now, &mut rest);
         if let Err(e) = &result {
