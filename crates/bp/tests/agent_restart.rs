@@ -141,6 +141,49 @@ fn expired_while_down_is_expired_at_open() {
     assert_eq!(a.close().expect("close").bundle_count(), 1);
 }
 
+/// The bundle log sees the bundles that expired while the node was down when it is installed
+/// with the agent (a sink set after `open` would find them already gone).
+#[test]
+fn bundles_expired_while_down_are_in_the_log_installed_at_open() {
+    use std::sync::{Arc, Mutex};
+    #[derive(Clone, Default)]
+    struct Events(Arc<Mutex<Vec<(bp::BundleEventKind, bpv7::BundleId, u64)>>>);
+    impl bp::BundleEventSink for Events {
+        fn record(&mut self, e: &bp::BundleEvent<'_>) {
+            self.0
+                .lock()
+                .expect("events")
+                .push((e.kind, e.id.clone(), e.time_ms));
+        }
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("node1.redb");
+    let short = {
+        let mut a = Agent::open(AgentConfig::new(1), RedbStore::open(&path).expect("s"), T0)
+            .expect("agent");
+        let mut r = req("ipn:2.1", b"short");
+        r.lifetime_ms = 1000;
+        let short = a.send(T0, r).expect("send");
+        a.send(T0, req("ipn:2.1", b"long")).expect("send");
+        short
+    };
+    let events = Events::default();
+    let a = Agent::open_logged(
+        AgentConfig::new(1),
+        RedbStore::open(&path).expect("s"),
+        T0 + 5000,
+        Some(Box::new(events.clone())),
+    )
+    .expect("agent");
+    assert_eq!(a.status().expired, 1);
+    let logged = events.0.lock().expect("events").clone();
+    assert_eq!(
+        logged,
+        vec![(bp::BundleEventKind::Expired, short, T0 + 5000)],
+        "the expiry at open is logged, nothing else"
+    );
+}
+
 #[test]
 fn creation_timestamps_are_not_reused_after_restart() {
     let dir = tempfile::tempdir().expect("tempdir");

@@ -108,3 +108,91 @@ fn middle_node_killed_repeatedly_loses_and_duplicates_nothing() {
         }
     }
 }
+
+/// Every bundle log line of node directory `dir` (the current log and the ones set aside at
+/// each restart), split into fields.
+fn bundle_log_lines(dir: &std::path::Path) -> Vec<Vec<String>> {
+    let mut lines = Vec::new();
+    for e in std::fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        let name = p.file_name().unwrap().to_string_lossy().to_string();
+        if name.starts_with("bundles.csv") {
+            for l in std::fs::read_to_string(&p).unwrap().lines() {
+                lines.push(l.split(',').map(str::to_string).collect());
+            }
+        }
+    }
+    lines
+}
+
+/// A node killed with SIGKILL while idle leaves a complete bundle log (it writes its logs out
+/// before it sleeps), and a bundle whose lifetime ended while the node was down is logged as
+/// expired when the node comes back.
+#[test]
+fn the_bundle_log_survives_a_kill_and_logs_what_expired_while_down() {
+    let dir = TempDir::new("crashlog");
+    let mut n1 = NodeProc::start(&dir.0, &NodeSpec::new(1, free_port()));
+    let s1 = n1.socket.to_str().unwrap().to_string();
+    // No route to node 2: both bundles wait in the store.
+    let short = run(
+        &[
+            "send",
+            "--socket",
+            &s1,
+            "--dst",
+            "ipn:2.1",
+            "--size",
+            "100",
+            "--lifetime-ms",
+            "1500",
+        ],
+        Duration::from_secs(30),
+    );
+    assert!(short.status.success(), "{short:?}");
+    let long = run(
+        &["send", "--socket", &s1, "--dst", "ipn:2.1", "--size", "100"],
+        Duration::from_secs(30),
+    );
+    assert!(long.status.success(), "{long:?}");
+    let id = |o: &std::process::Output| {
+        let out = String::from_utf8_lossy(&o.stdout).to_string();
+        let id = out
+            .lines()
+            .find_map(|l| l.strip_prefix("sent "))
+            .unwrap_or_else(|| panic!("no id in {out:?}"))
+            .to_string();
+        // "ipn:1.0 849210759169.0" → (source, creation ms, sequence)
+        let (source, ts) = id.split_once(' ').unwrap();
+        let (ms, seq) = ts.split_once('.').unwrap();
+        (source.to_string(), ms.to_string(), seq.to_string())
+    };
+    let (short, long) = (id(&short), id(&long));
+    let node_dir = n1.spec_dir.clone();
+    let logged = |event: &str, b: &(String, String, String)| {
+        bundle_log_lines(&node_dir)
+            .iter()
+            .any(|f| f.len() > 4 && f[1] == event && f[2] == b.0 && f[3] == b.1 && f[4] == b.2)
+    };
+    // Idle now: the node has written its log out.
+    std::thread::sleep(Duration::from_millis(500));
+    n1.kill();
+    assert!(
+        logged("created", &short) && logged("created", &long),
+        "the log of the killed node lacks the bundles it created: {:?}",
+        bundle_log_lines(&node_dir)
+    );
+    std::thread::sleep(Duration::from_millis(1600));
+    n1.restart();
+    assert_eq!(
+        n1.status().store.bundles,
+        1,
+        "the short-lived bundle expired"
+    );
+    std::thread::sleep(Duration::from_millis(500));
+    n1.kill();
+    assert!(
+        logged("expired", &short) && !logged("expired", &long),
+        "the restarted node's log lacks the expiry: {:?}",
+        bundle_log_lines(&node_dir)
+    );
+}

@@ -718,8 +718,12 @@ fn a_full_neighbour_makes_the_sender_back_off() {
     assert!(!n1.status().backoff.contains_key(&2), "{}", n1.status());
 }
 
-/// Runs `dtnkit send` of one bundle; the bundle id when the node acknowledged it.
-fn send_one(socket: &std::path::Path, dst: &str, size: usize) -> Option<String> {
+/// Runs `dtnkit send` of one bundle: the id the node acknowledged (an id printed by a `send`
+/// that then failed still counts), or why there is none. Without an id the outcome is unknown:
+/// the node may have stored the bundle and been killed between its commit and its reply; such
+/// a bundle is delivered under an id the application never learnt, and the application, not
+/// knowing, sends again.
+fn send_one(socket: &std::path::Path, dst: &str, size: usize) -> Result<String, String> {
     let out = run(
         &[
             "send",
@@ -734,12 +738,16 @@ fn send_one(socket: &std::path::Path, dst: &str, size: usize) -> Option<String> 
         ],
         Duration::from_secs(30),
     );
-    if !out.status.success() {
-        return None;
-    }
     String::from_utf8_lossy(&out.stdout)
         .lines()
         .find_map(|l| l.strip_prefix("sent ").map(str::to_string))
+        .ok_or_else(|| {
+            format!(
+                "{}: {}",
+                out.status,
+                String::from_utf8_lossy(&out.stderr).trim()
+            )
+        })
 }
 
 /// Ids printed by `dtnkit recv` (`recv ID len=...`).
@@ -869,17 +877,6 @@ fn chaos(scale: ChaosScale) {
         "--timeout",
         "120",
     ]);
-    let r1 = Proc::spawn(&[
-        "recv",
-        "--socket",
-        n1.socket.to_str().unwrap(),
-        "--endpoint",
-        "ipn:1.1",
-        "--count",
-        &scale.back.to_string(),
-        "--timeout",
-        "120",
-    ]);
     // Load 1→3 (node 1 is never killed: its applications' sends are all acknowledged).
     let big = Proc::spawn(&[
         "send",
@@ -908,18 +905,23 @@ fn chaos(scale: ChaosScale) {
         "120",
     ]);
     // Load 3→1, one bundle at a time, through node 3's restarts: what was acknowledged counts.
+    // A send that failed may still have been stored (node 3 killed between its commit and its
+    // reply): such bundles may arrive too, under ids nobody was told, at most one per failure.
     let back = {
         let stop = stop.clone();
         let want = scale.back as usize;
         std::thread::spawn(move || {
-            let mut acked = Vec::new();
+            let (mut acked, mut unknown) = (Vec::new(), Vec::new());
             while acked.len() < want && !stop.load(Relaxed) {
                 match send_one(&sock3, "ipn:1.1", 1000) {
-                    Some(id) => acked.push(id),
-                    None => std::thread::sleep(Duration::from_millis(100)),
+                    Ok(id) => acked.push(id),
+                    Err(why) => {
+                        unknown.push(why);
+                        std::thread::sleep(Duration::from_millis(100));
+                    }
                 }
             }
-            acked
+            (acked, unknown)
         })
     };
 
@@ -994,12 +996,33 @@ fn chaos(scale: ChaosScale) {
                 .map(str::to_string),
         );
     }
-    let sent31 = back.join().unwrap();
+    let (sent31, unknown31) = back.join().unwrap();
+    eprintln!(
+        "chaos 3→1: {} sends failed (outcome unknown): {unknown31:?}",
+        unknown31.len()
+    );
+    // Node 1 keeps what arrives for ipn:1.1 until it registers: its receiver starts once the
+    // number to wait for is known (the acknowledged ones plus every failed send, which ends at
+    // the idle timeout when a failed send stored nothing).
+    let r1 = Proc::spawn(&[
+        "recv",
+        "--socket",
+        n1.socket.to_str().unwrap(),
+        "--endpoint",
+        "ipn:1.1",
+        "--count",
+        &(sent31.len() + unknown31.len()).to_string(),
+        "--timeout",
+        if unknown31.is_empty() { "120" } else { "20" },
+    ]);
     let got3 = r3.wait(Duration::from_secs(200));
     let got1 = r1.wait(Duration::from_secs(200));
     stop.store(true, Relaxed);
     let hostile = flood.join().unwrap();
-    for (name, sent, got) in [("1→3", &sent13, &got3), ("3→1", &sent31, &got1)] {
+    for (name, sent, unknown, got) in [
+        ("1→3", &sent13, 0, &got3),
+        ("3→1", &sent31, unknown31.len(), &got1),
+    ] {
         let ids = received_ids(got);
         let unique: std::collections::HashSet<&String> = ids.iter().collect();
         let sent: std::collections::HashSet<&String> = sent.iter().collect();
@@ -1018,7 +1041,10 @@ fn chaos(scale: ChaosScale) {
         let missing: Vec<_> = sent.difference(&unique).collect();
         assert!(missing.is_empty(), "{name}: lost {missing:?}");
         let extra: Vec<_> = unique.difference(&sent).collect();
-        assert!(extra.is_empty(), "{name}: unexpected {extra:?}");
+        assert!(
+            extra.len() <= unknown,
+            "{name}: unexpected {extra:?} ({unknown} sends with an unknown outcome)"
+        );
     }
     // Every node is back to normal by itself: store healthy, nothing left in it.
     let n2 = n2.lock().unwrap();

@@ -26,7 +26,7 @@
 use std::collections::HashMap;
 use std::net::{SocketAddr, UdpSocket};
 use std::sync::atomic::Ordering::Relaxed;
-use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, TrySendError};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, TryRecvError, TrySendError};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -68,6 +68,10 @@ const MAX_TURN_TIME: Duration = Duration::from_millis(20);
 const IDLE_WAIT_MS: u64 = 10_000;
 /// Retry period (ms) while a bundle waits for room in a convergence layer's queue.
 const BUSY_RETRY_MS: u64 = 200;
+/// Longest time (ms) the bundle and route logs keep events buffered while the thread stays
+/// busy; an idle thread writes them out before it sleeps. A node killed with SIGKILL loses at
+/// most this much of its logs (and whatever a busy turn logged), never an idle period's.
+const LOG_FLUSH_MS: u64 = 1_000;
 
 /// Most LTP blocks committed in one transaction.
 const MAX_BLOCK_BATCH: usize = 64;
@@ -206,6 +210,8 @@ struct LoopState {
     held: Option<bp::ForwardRef>,
     /// The next contact plan link change (index in `AgentThread::links`).
     next_link: usize,
+    /// When the bundle and route logs were last written out (`LOG_FLUSH_MS`).
+    logs_flushed_ms: u64,
 }
 
 /// The inputs of one turn not committed yet, and whether the LTP thread needs waking.
@@ -261,7 +267,11 @@ impl AgentThread {
             }
             self.deliver(&mut st);
             self.flush_store();
-            let first = match self.wait_for_input(&st) {
+            if now.saturating_sub(st.logs_flushed_ms) >= LOG_FLUSH_MS {
+                self.agent.flush_logs();
+                st.logs_flushed_ms = now;
+            }
+            let first = match self.wait_for_input(&mut st) {
                 Ok(Some(input)) => input,
                 Ok(None) => continue,
                 Err(Stopped) => return,
@@ -405,7 +415,16 @@ impl AgentThread {
     }
 
     /// Waits for an input or the next timer. `Ok(None)`: the wait ended without input.
-    fn wait_for_input(&self, st: &LoopState) -> Result<Option<AgentInput>, Stopped> {
+    fn wait_for_input(&mut self, st: &mut LoopState) -> Result<Option<AgentInput>, Stopped> {
+        match self.rx.try_recv() {
+            Ok(m) => return Ok(Some(m)),
+            Err(TryRecvError::Disconnected) => return Err(Stopped),
+            // Going idle: write the logs out first (no system call when nothing is buffered).
+            Err(TryRecvError::Empty) => {
+                self.agent.flush_logs();
+                st.logs_flushed_ms = dtn_now_ms();
+            }
+        }
         // Wait for input or the next timer.
         let now = dtn_now_ms();
         let mut deadline = self.agent.poll_timeout().unwrap_or(u64::MAX);

@@ -100,10 +100,21 @@ pub(crate) fn build_agent(
     acfg.status_reports = cfg.raw.bp.status_reports;
     acfg.refusal_backoff_first_ms = cfg.raw.bp.refusal_backoff_first_ms;
     acfg.refusal_backoff_max_ms = cfg.raw.bp.refusal_backoff_max_ms;
-    let mut agent = Agent::open(acfg, store, start_dtn).map_err(|e| NodeError::Store {
-        path: cfg.store_path.display().to_string(),
-        msg: e.to_string(),
-    })?;
+    // The bundle log is installed before the store is resumed, so bundles that expired while
+    // the node was down are logged too.
+    let sink: Option<Box<dyn bp::BundleEventSink + Send>> = match &cfg.bundle_log {
+        Some(p) => {
+            let f =
+                create_log(p, start_dtn).map_err(|e| startup::log_error("log.bundles", p, &e))?;
+            Some(Box::new(bp::CsvBundleLog::new(std::io::BufWriter::new(f))))
+        }
+        None => None,
+    };
+    let mut agent =
+        Agent::open_logged(acfg, store, start_dtn, sink).map_err(|e| NodeError::Store {
+            path: cfg.store_path.display().to_string(),
+            msg: e.to_string(),
+        })?;
     for s in &cfg.spans {
         // LTP blocks the neighbour accepts: larger bundles are fragmented before the span.
         // (TCPCL sessions fragment to the peer's transfer MRU and UDPCL to the datagram size
@@ -113,12 +124,6 @@ pub(crate) fn build_agent(
     if !cfg.bpsec_rules.is_empty() {
         let policy = bpsec::Policy::new(cfg.bpsec_rules.clone()).map_err(NodeError::Config)?;
         agent.set_security(Some(policy));
-    }
-    if let Some(p) = &cfg.bundle_log {
-        let f = create_log(p, start_dtn).map_err(|e| startup::log_error("log.bundles", p, &e))?;
-        agent.set_event_sink(Some(Box::new(bp::CsvBundleLog::new(
-            std::io::BufWriter::new(f),
-        ))));
     }
     for r in &cfg.raw.route {
         let range = NodeRange::new(r.dest, r.dest_last.unwrap_or(r.dest))

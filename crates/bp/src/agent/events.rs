@@ -83,6 +83,10 @@ pub struct BundleEvent<'a> {
 pub trait BundleEventSink {
     /// Records one event.
     fn record(&mut self, event: &BundleEvent<'_>);
+
+    /// Writes out what is buffered (a driver calls it when it goes idle, so a node killed
+    /// afterwards leaves a complete log). Nothing to do for unbuffered sinks.
+    fn flush(&mut self) {}
 }
 
 /// Writes bundle events as CSV (see `docs/bundle-event-log.md`).
@@ -120,6 +124,12 @@ impl<W: Write> CsvBundleLog<W> {
 }
 
 impl<W: Write> BundleEventSink for CsvBundleLog<W> {
+    fn flush(&mut self) {
+        if self.out.flush().is_err() {
+            self.errors += 1;
+        }
+    }
+
     fn record(&mut self, e: &BundleEvent<'_>) {
         let (frag_offset, frag_length) = match e.id.fragment {
             Some((o, l)) => (o.to_string(), l.to_string()),

@@ -218,7 +218,19 @@ impl<S: Store> Agent<S> {
     /// routing again (including those that were in flight when the node stopped), bundles for
     /// local endpoints wait for their endpoint to register, fragments go back to reassembly, and
     /// anything whose lifetime ended while the node was down is expired now.
-    pub fn open(cfg: AgentConfig, mut store: S, now: DtnTime) -> Result<Agent<S>, AgentError> {
+    pub fn open(cfg: AgentConfig, store: S, now: DtnTime) -> Result<Agent<S>, AgentError> {
+        Agent::open_logged(cfg, store, now, None)
+    }
+
+    /// [`Agent::open`] with the bundle event log installed first, so what happens while the
+    /// store is resumed (bundles expired while the node was down, fragments reassembled) is
+    /// logged too; a sink installed after `open` with [`Agent::set_event_sink`] misses those.
+    pub fn open_logged(
+        cfg: AgentConfig,
+        mut store: S,
+        now: DtnTime,
+        sink: Option<Box<dyn BundleEventSink + Send>>,
+    ) -> Result<Agent<S>, AgentError> {
         let contents = store.contents()?;
         let node_eid = Eid::ipn(cfg.node, 0);
         let reassembler = Reassembler::new(ReassemblyLimits {
@@ -262,7 +274,7 @@ impl<S: Store> Agent<S> {
             used: 0,
             owed: (0, 0),
             counters: AgentStatus::default(),
-            sink: None,
+            sink,
             route_sink: None,
             security: None,
             health: StoreHealth::default(),
@@ -330,6 +342,16 @@ impl<S: Store> Agent<S> {
     /// Installs (or removes) the bundle event log sink.
     pub fn set_event_sink(&mut self, sink: Option<Box<dyn BundleEventSink + Send>>) {
         self.sink = sink;
+    }
+
+    /// Writes out what the bundle and route logs buffer (call it when the driver goes idle).
+    pub fn flush_logs(&mut self) {
+        if let Some(s) = self.sink.as_mut() {
+            s.flush();
+        }
+        if let Some(s) = self.route_sink.as_mut() {
+            s.flush();
+        }
     }
 
     /// Installs (or removes) the route decision log sink (`docs/route-log.md`).

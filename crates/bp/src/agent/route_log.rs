@@ -101,6 +101,9 @@ pub struct RouteEvent<'a> {
 pub trait RouteEventSink {
     /// Records one decision.
     fn record(&mut self, event: &RouteEvent<'_>);
+
+    /// Writes out what is buffered (see [`crate::BundleEventSink::flush`]).
+    fn flush(&mut self) {}
 }
 
 /// The CSV header line of the route log (without newline).
@@ -141,6 +144,12 @@ fn opt<T: std::fmt::Display>(v: Option<T>) -> String {
 }
 
 impl<W: Write> RouteEventSink for CsvRouteLog<W> {
+    fn flush(&mut self) {
+        if self.out.flush().is_err() {
+            self.errors += 1;
+        }
+    }
+
     fn record(&mut self, e: &RouteEvent<'_>) {
         let (frag_offset, frag_length) = match e.id.fragment {
             Some((o, l)) => (o.to_string(), l.to_string()),
