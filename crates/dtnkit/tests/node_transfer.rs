@@ -172,6 +172,22 @@ fn every_status_section_round_trips_through_the_typed_structs() {
     );
     assert!(st2.ltp.fec.is_some(), "{st2}");
     assert!(st2.tcpcl.is_none() && st2.udpcl.is_none() && st2.contacts.plan.is_none());
+    // The route log (`[log] routes`): each of the three bundles routed by CGR over the plan's
+    // contact to node 2 (written out once the node went idle).
+    let routes = std::fs::read_to_string(n1.spec_dir.join("routes.csv")).expect("route log");
+    let routed: Vec<Vec<&str>> = routes
+        .lines()
+        .skip(1)
+        .map(|l| l.split(',').collect::<Vec<_>>())
+        .filter(|f| f[1] == "routed")
+        .collect();
+    assert_eq!(routed.len(), 3, "{routes}");
+    assert!(
+        routed
+            .iter()
+            .all(|f| f[9] == "2" && f[10].starts_with("cgr") && f[14].starts_with("1:2:")),
+        "{routes}"
+    );
 }
 
 #[test]

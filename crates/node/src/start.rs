@@ -125,6 +125,12 @@ pub(crate) fn build_agent(
         let policy = bpsec::Policy::new(cfg.bpsec_rules.clone()).map_err(NodeError::Config)?;
         agent.set_security(Some(policy));
     }
+    if let Some(p) = &cfg.route_log {
+        let f = create_log(p, start_dtn).map_err(|e| startup::log_error("log.routes", p, &e))?;
+        agent.set_route_sink(Some(Box::new(bp::CsvRouteLog::new(
+            std::io::BufWriter::new(f),
+        ))));
+    }
     for r in &cfg.raw.route {
         let range = NodeRange::new(r.dest, r.dest_last.unwrap_or(r.dest))
             .map_err(|e| NodeError::Config(format!("route: {e}")))?;

@@ -118,7 +118,7 @@ impl NodeProc {
         let nd = dir.join(format!("n{}", s.node));
         std::fs::create_dir_all(&nd).unwrap();
         let mut cfg = format!(
-            "node = {}\nbind = \"127.0.0.1:{}\"\n{}\n[store]\npath = \"store\"\nquota_bytes = {}\n{}\n[log]\nbundles = \"bundles.csv\"\n",
+            "node = {}\nbind = \"127.0.0.1:{}\"\n{}\n[store]\npath = \"store\"\nquota_bytes = {}\n{}\n[log]\nbundles = \"bundles.csv\"\nroutes = \"routes.csv\"\n",
             s.node, s.port, if s.plan.is_some() { "contact_plan = \"plan.txt\"" } else { "" }, s.quota, s.store_extra
         );
         for (peer, port) in &s.spans {

@@ -298,6 +298,9 @@ pub struct LogSection {
     /// Bundle event log (`docs/bundle-event-log.md`).
     #[serde(default)]
     pub bundles: Option<PathBuf>,
+    /// Route decision log (`docs/route-log.md`).
+    #[serde(default)]
+    pub routes: Option<PathBuf>,
 }
 
 /// `[[span]]`: one LTP neighbour.
@@ -590,6 +593,8 @@ pub struct Validated {
     pub segment_log: Option<PathBuf>,
     /// Bundle event log path.
     pub bundle_log: Option<PathBuf>,
+    /// Route decision log path.
+    pub route_log: Option<PathBuf>,
     /// TCPCL settings (`[tcpcl]`), if the node runs TCPCL.
     pub tcpcl: Option<Tcpcl>,
     /// TCPCL neighbours.
@@ -1086,6 +1091,7 @@ impl NodeConfig {
         let contact_plan = self.contact_plan.as_deref().map(resolve);
         let segment_log = self.log.ltp_segments.as_deref().map(resolve);
         let bundle_log = self.log.bundles.as_deref().map(resolve);
+        let route_log = self.log.routes.as_deref().map(resolve);
         let metrics = crate::metrics::validate(file, self.metrics.as_ref())?;
         Ok(Validated {
             bind,
@@ -1096,6 +1102,7 @@ impl NodeConfig {
             contact_plan,
             segment_log,
             bundle_log,
+            route_log,
             tcpcl,
             tcp_peers,
             udpcl,
