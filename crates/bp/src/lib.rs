@@ -51,12 +51,12 @@ pub mod routing;
 pub mod store;
 
 pub use agent::{
-    split_failure_reason, Accepted, AdminNotice, Agent, AgentConfig, AgentError, AgentStatus,
-    BlockDiscard, BlockVerdict, BundleEvent, BundleEventKind, BundleEventSink, ClaBlock,
-    ClaOutcome, CsvBundleLog, CsvRouteLog, Degraded, Delivery, DtnTime, Forward, ForwardRef,
-    HopBundle, NeighbourBackoff, ReportFlags, RouteEvent, RouteEventKind, RouteEventSink,
-    RouteMethod, RxError, SendError, SendRequest, StoreHealth, StreamPlan, StreamRequest,
-    ROUTE_CSV_HEADER,
+    crcs_ok, split_failure_reason, Accepted, AdminNotice, Agent, AgentConfig, AgentError,
+    AgentStatus, BlockDiscard, BlockVerdict, BundleEvent, BundleEventKind, BundleEventSink,
+    ClaBlock, ClaOutcome, CsvBundleLog, CsvRouteLog, Degraded, Delivery, DtnTime, Forward,
+    ForwardRef, HopBundle, NeighbourBackoff, ReportFlags, RouteEvent, RouteEventKind,
+    RouteEventSink, RouteMethod, RxError, SendError, SendRequest, StoreHealth, StreamPlan,
+    StreamRequest, ROUTE_CSV_HEADER,
 };
 pub use contact_plan::{
     Contact, ContactId, ContactIndex, ContactPlan, IndexedContact, LinkEvent, LinkEventKind,

@@ -97,3 +97,56 @@ fn udpcl_carries_small_and_fragmented_bundles_both_ways() {
         std::thread::sleep(Duration::from_millis(20));
     }
 }
+
+/// The UDPCL receive thread checks each bundle's block CRCs (so the agent thread need not pass
+/// over its bytes again); a bundle whose CRC fails there is still decoded by the agent, refused
+/// and counted as malformed, and the good one beside it is delivered.
+#[test]
+fn a_udpcl_bundle_with_a_bad_crc_is_refused_and_counted() {
+    let dir = TempDir::new("udpcl-crc");
+    let (l2, u1, u2) = (free_port(), free_port(), free_port());
+    let n2 = NodeProc::start(&dir.0, &udp_spec(2, l2, u2, 1, u1));
+    let make = |name: &str, payload: &str| {
+        let p = dir.0.join(name);
+        let out = run(
+            &[
+                "bundle",
+                "make",
+                "--src",
+                "ipn:1.1",
+                "--dst",
+                "ipn:2.1",
+                "--crc",
+                "32c",
+                "--payload",
+                payload,
+                "--output",
+                s(&p),
+            ],
+            Duration::from_secs(30),
+        );
+        assert!(out.status.success(), "{out:?}");
+        std::fs::read(&p).unwrap()
+    };
+    let good = make("good.bundle", "a payload that arrives intact");
+    let mut bad = make("bad.bundle", "a payload that is damaged on the way");
+    let at = bad.len() - 10;
+    bad[at] ^= 0x40;
+    let sock = std::net::UdpSocket::bind(format!("127.0.0.1:{u1}")).unwrap();
+    sock.send_to(&bad, format!("127.0.0.1:{u2}")).unwrap();
+    sock.send_to(&good, format!("127.0.0.1:{u2}")).unwrap();
+    let out = spawn_recv(&n2.socket, "ipn:2.1", 1).wait(Duration::from_secs(40));
+    assert!(out.status.success(), "{out:?}");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while n2.status().bundles.malformed != 1 {
+        assert!(Instant::now() < deadline, "{}", n2.status());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let st = n2.status();
+    assert_eq!(st.bundles.delivered, 1, "{st}");
+    assert_eq!(
+        st.udpcl.as_ref().expect("udpcl").datagrams_received,
+        2,
+        "{st}"
+    );
+}

@@ -614,9 +614,10 @@ impl AgentThread {
                 peer,
                 bundles,
                 staged,
+                crc_checked,
                 confirm,
             }) => {
-                let oks = self.accept_bundles(now, peer, &bundles, &staged);
+                let oks = self.accept_bundles(now, peer, &bundles, &staged, &crc_checked);
                 // TCPCL: each transfer's final XFER_ACK is released only now, after
                 // the commit (a refusal sends XFER_REFUSE "Retransmit"). UDPCL has no
                 // acknowledgment: a refused bundle is lost (counted by the agent).
@@ -922,10 +923,11 @@ impl AgentThread {
         peer: Option<u64>,
         bundles: &[Bytes],
         staged: &[Option<StagedPiece>],
+        crc_checked: &[bool],
     ) -> Vec<bool> {
         let results = self
             .agent
-            .accept_from_cla_staged(now, peer, bundles, staged);
+            .accept_from_cla_checked(now, peer, bundles, staged, crc_checked);
         for r in &results {
             if let Err(e) = r {
                 self.log.log("rx-refused", || {

@@ -149,6 +149,10 @@ pub(crate) enum FromCla {
         /// The bundles the CLA thread already wrote into the store's staging files (by index;
         /// empty or `None`: the agent writes the bytes), see `bp::Agent::accept_from_cla_staged`.
         staged: Vec<Option<StagedPiece>>,
+        /// The bundles whose block CRCs the CLA thread already checked (by index; a staged
+        /// bundle's always were), so the agent thread does not pass over their bytes again
+        /// (`bp::Agent::accept_from_cla_checked`).
+        crc_checked: Vec<bool>,
         confirm: Option<(Arc<SessionHandle>, Vec<u64>)>,
     },
     /// The bundles with these tokens reached the next hop (`ok`) or must be forwarded again.

@@ -75,10 +75,14 @@ pub(crate) fn receive_loop(
             }
         }
         for (peer, bundles) in groups {
+            // The block CRCs are checked here, while the bytes are hot: the agent thread
+            // handles each bundle without passing over its bytes again.
+            let crc_checked = bundles.iter().map(bp::crcs_ok).collect();
             let msg = AgentInput::Cla(FromCla::Received {
                 peer,
                 bundles,
                 staged: Vec::new(),
+                crc_checked,
                 confirm: None,
             });
             if agent.send(msg).is_err() {

@@ -65,12 +65,16 @@ impl ClaBlock {
     /// A bundle that fails is left unchecked; the agent decodes it again, refuses it and
     /// counts why.
     pub fn check_crcs(&mut self) {
-        self.crc_checked = self
-            .bundles
-            .iter()
-            .map(|b| Bundle::decode(b.clone()).is_ok())
-            .collect();
+        self.crc_checked = self.bundles.iter().map(crcs_ok).collect();
     }
+}
+
+/// True when `bundle` decodes with every block CRC correct: the check a convergence layer's
+/// thread makes while the bytes are hot, so that the agent, told so
+/// ([`Agent::accept_from_cla_checked`]), does not pass over them again. A bundle that fails is
+/// left for the agent, which decodes it again, refuses it and counts why.
+pub fn crcs_ok(bundle: &Bytes) -> bool {
+    Bundle::decode(bundle.clone()).is_ok()
 }
 
 /// Bytes at the end of a block that did not split into a bundle.

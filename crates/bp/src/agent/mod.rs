@@ -59,7 +59,7 @@ mod tx;
 mod types;
 
 pub use backoff::NeighbourBackoff;
-pub use blocks::{BlockDiscard, BlockVerdict, ClaBlock};
+pub use blocks::{crcs_ok, BlockDiscard, BlockVerdict, ClaBlock};
 pub use discards::split_failure_reason;
 pub use events::{BundleEvent, BundleEventKind, BundleEventSink, CsvBundleLog, CSV_HEADER};
 pub use health::{Degraded, StoreHealth};

@@ -242,7 +242,7 @@ impl<S: Store> Agent<S> {
     /// [`Agent::accept_from_cla_staged`], where `crc_checked[i]` says that the convergence
     /// layer's thread already checked the block CRCs of `bundles[i]` (a staged bundle's always
     /// were), so they are not computed again here.
-    pub(crate) fn accept_from_cla_checked(
+    pub fn accept_from_cla_checked(
         &mut self,
         now: DtnTime,
         from: Option<NodeNum>,

@@ -230,10 +230,12 @@ impl Conn<'_> {
         }
         let (ids, bundles): (Vec<u64>, Vec<Bytes>) =
             std::mem::take(&mut self.received).into_iter().unzip();
+        let crc_checked = bundles.iter().map(bp::crcs_ok).collect();
         let _ = self.shared.agent.send(AgentInput::Cla(FromCla::Received {
             peer: None,
             bundles,
             staged: Vec::new(),
+            crc_checked,
             confirm: Some((self.handle.clone(), ids)),
         }));
     }

@@ -951,13 +951,16 @@ impl Driver<'_> {
         }
         if !self.received.is_empty() {
             let n = self.received.len();
-            let (mut ids, mut bundles, mut staged) = (
+            let (mut ids, mut bundles, mut staged, mut crc_checked) = (
+                Vec::with_capacity(n),
                 Vec::with_capacity(n),
                 Vec::with_capacity(n),
                 Vec::with_capacity(n),
             );
             for (id, bundle, piece) in std::mem::take(&mut self.received) {
                 ids.push(id);
+                // A staged bundle's CRCs were checked as it was written; the others' here.
+                crc_checked.push(piece.is_some() || bp::crcs_ok(&bundle));
                 bundles.push(bundle);
                 staged.push(piece);
             }
@@ -965,6 +968,7 @@ impl Driver<'_> {
                 peer: self.peer,
                 bundles,
                 staged,
+                crc_checked,
                 confirm: Some((self.handle.clone(), ids)),
             }));
         }
