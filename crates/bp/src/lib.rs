@@ -53,10 +53,10 @@ pub mod store;
 pub use agent::{
     crcs_ok, split_failure_reason, Accepted, AdminNotice, Agent, AgentConfig, AgentError,
     AgentStatus, BlockDiscard, BlockVerdict, BundleEvent, BundleEventKind, BundleEventSink,
-    ClaBlock, ClaOutcome, CsvBundleLog, CsvRouteLog, Degraded, Delivery, DtnTime, Forward,
-    ForwardRef, HopBundle, NeighbourBackoff, ReportFlags, RouteEvent, RouteEventKind,
-    RouteEventSink, RouteMethod, RxError, SendError, SendRequest, StoreHealth, StreamPlan,
-    StreamRequest, ROUTE_CSV_HEADER,
+    BundleRows, ClaBlock, ClaOutcome, CsvBundleLog, CsvLog, CsvRouteLog, CsvRows, Degraded,
+    Delivery, DtnTime, Forward, ForwardRef, HopBundle, NeighbourBackoff, ReportFlags, RouteEvent,
+    RouteEventKind, RouteEventSink, RouteMethod, RouteRows, RxError, SendError, SendRequest,
+    StoreHealth, StreamPlan, StreamRequest, ROUTE_CSV_HEADER,
 };
 pub use contact_plan::{
     Contact, ContactId, ContactIndex, ContactPlan, IndexedContact, LinkEvent, LinkEventKind,

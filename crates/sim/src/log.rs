@@ -17,7 +17,10 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use bp::{BundleEvent, BundleEventSink, CsvBundleLog, CsvRouteLog, RouteEvent, RouteEventSink};
+use bp::{
+    BundleEvent, BundleEventSink, BundleRows, CsvLog, CsvRows, RouteEvent, RouteEventSink,
+    RouteRows,
+};
 use ltp::{CsvSegmentLog, Direction, RecordKind, SegmentRecord, SegmentSink};
 
 /// Buffer size of every log writer. A node can have three logs (segments, bundles, routes), so
@@ -98,17 +101,30 @@ impl SegmentSink for NodeSink {
     }
 }
 
-/// A node's bundle event log: the agent's own CSV writer, shared between the event source (the agent, or the
-/// static layer) and the simulation, which flushes it at the end.
-#[derive(Clone)]
-pub struct SharedBundleLog(pub Arc<Mutex<CsvBundleLog<LogWriter>>>);
+/// A node's bundle event or route decision log: the agent's own CSV writer, shared between the
+/// event source (the agent, or the static layer) and the simulation, which flushes it at the end.
+pub struct SharedLog<R>(pub Arc<Mutex<CsvLog<LogWriter, R>>>);
 
-impl SharedBundleLog {
+/// A node's bundle event log ([`SharedLog`]).
+pub type SharedBundleLog = SharedLog<BundleRows>;
+
+/// A node's route decision log (`docs/route-log.md`, [`SharedLog`]).
+pub type SharedRouteLog = SharedLog<RouteRows>;
+
+impl<R> Clone for SharedLog<R> {
+    fn clone(&self) -> Self {
+        SharedLog(self.0.clone())
+    }
+}
+
+impl<R: CsvRows> SharedLog<R> {
     /// A log writing to `out` (the header is written immediately).
     pub fn new(out: LogWriter) -> Self {
-        SharedBundleLog(Arc::new(Mutex::new(CsvBundleLog::new(out))))
+        SharedLog(Arc::new(Mutex::new(CsvLog::new(out))))
     }
+}
 
+impl<R> SharedLog<R> {
     /// Flushes the file; returns the rows lost to write errors so far.
     pub fn flush(&self) -> u64 {
         match self.0.lock() {
@@ -122,26 +138,6 @@ impl BundleEventSink for SharedBundleLog {
     fn record(&mut self, event: &BundleEvent<'_>) {
         if let Ok(mut l) = self.0.lock() {
             l.record(event);
-        }
-    }
-}
-
-/// A node's route decision log (`docs/route-log.md`): the agent's own CSV writer, shared with the simulation,
-/// which flushes it at the end.
-#[derive(Clone)]
-pub struct SharedRouteLog(pub Arc<Mutex<CsvRouteLog<LogWriter>>>);
-
-impl SharedRouteLog {
-    /// A log writing to `out` (the header is written immediately).
-    pub fn new(out: LogWriter) -> Self {
-        SharedRouteLog(Arc::new(Mutex::new(CsvRouteLog::new(out))))
-    }
-
-    /// Flushes the file; returns the rows lost to write errors so far.
-    pub fn flush(&self) -> u64 {
-        match self.0.lock() {
-            Ok(mut l) => l.errors() + u64::from(l.flush().is_err()),
-            Err(_) => 1,
         }
     }
 }

@@ -6,6 +6,7 @@ use std::io::Write;
 
 use bpv7::{BundleId, Eid};
 
+use super::csv_log::{CsvLog, CsvRows};
 use crate::store::BundleKey;
 use crate::NodeNum;
 
@@ -89,45 +90,24 @@ pub trait BundleEventSink {
     fn flush(&mut self) {}
 }
 
-/// Writes bundle events as CSV (see `docs/bundle-event-log.md`).
-#[derive(Debug)]
-pub struct CsvBundleLog<W: Write> {
-    out: W,
-    errors: u64,
+/// The rows of the bundle event log ([`CsvBundleLog`]).
+#[derive(Debug, Clone, Copy)]
+pub enum BundleRows {}
+
+impl CsvRows for BundleRows {
+    const HEADER: &'static str = CSV_HEADER;
 }
+
+/// Writes bundle events as CSV (see `docs/bundle-event-log.md`).
+pub type CsvBundleLog<W> = CsvLog<W, BundleRows>;
 
 /// The CSV header line (without newline).
 pub const CSV_HEADER: &str =
     "time_ms,event,source,creation_ms,sequence,frag_offset,frag_length,length,destination,neighbour,key,reason";
 
-impl<W: Write> CsvBundleLog<W> {
-    /// A log writing to `out`; writes the header line immediately.
-    pub fn new(mut out: W) -> Self {
-        let errors = u64::from(writeln!(out, "{CSV_HEADER}").is_err());
-        CsvBundleLog { out, errors }
-    }
-
-    /// Write errors so far (a full disk must not stop the node; errors are counted instead).
-    pub fn errors(&self) -> u64 {
-        self.errors
-    }
-
-    /// Flushes the writer.
-    pub fn flush(&mut self) -> std::io::Result<()> {
-        self.out.flush()
-    }
-
-    /// The writer back.
-    pub fn into_inner(self) -> W {
-        self.out
-    }
-}
-
 impl<W: Write> BundleEventSink for CsvBundleLog<W> {
     fn flush(&mut self) {
-        if self.out.flush().is_err() {
-            self.errors += 1;
-        }
+        self.flush_counted();
     }
 
     fn record(&mut self, e: &BundleEvent<'_>) {
@@ -142,9 +122,8 @@ impl<W: Write> BundleEventSink for CsvBundleLog<W> {
         // commas are replaced.
         let source = e.id.source.to_string().replace(',', "%2C");
         let destination = e.destination.to_string().replace(',', "%2C");
-        let r = writeln!(
-            self.out,
-            "{},{},{},{},{},{},{},{},{},{},{},{}",
+        self.row(format_args!(
+            "{},{},{},{},{},{},{},{},{},{},{},{}\n",
             e.time_ms,
             e.kind.name(),
             source,
@@ -157,9 +136,6 @@ impl<W: Write> BundleEventSink for CsvBundleLog<W> {
             neighbour,
             key,
             e.reason.replace(',', "%2C")
-        );
-        if r.is_err() {
-            self.errors += 1;
-        }
+        ));
     }
 }

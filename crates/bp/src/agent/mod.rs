@@ -45,6 +45,7 @@
 
 mod backoff;
 mod blocks;
+mod csv_log;
 mod discards;
 mod events;
 mod health;
@@ -60,11 +61,15 @@ mod types;
 
 pub use backoff::NeighbourBackoff;
 pub use blocks::{crcs_ok, BlockDiscard, BlockVerdict, ClaBlock};
+pub use csv_log::{CsvLog, CsvRows};
 pub use discards::split_failure_reason;
-pub use events::{BundleEvent, BundleEventKind, BundleEventSink, CsvBundleLog, CSV_HEADER};
+pub use events::{
+    BundleEvent, BundleEventKind, BundleEventSink, BundleRows, CsvBundleLog, CSV_HEADER,
+};
 pub use health::{Degraded, StoreHealth};
 pub use route_log::{
-    CsvRouteLog, RouteEvent, RouteEventKind, RouteEventSink, RouteMethod, ROUTE_CSV_HEADER,
+    CsvRouteLog, RouteEvent, RouteEventKind, RouteEventSink, RouteMethod, RouteRows,
+    ROUTE_CSV_HEADER,
 };
 pub use stream::{StreamPlan, StreamRequest};
 pub use types::{

@@ -12,6 +12,7 @@ use std::io::Write;
 
 use bpv7::{BundleId, Eid};
 
+use super::csv_log::{CsvLog, CsvRows};
 use super::{Agent, DtnTime};
 use crate::routing::Route;
 use crate::store::{BundleKey, BundleMeta, Store};
@@ -109,35 +110,16 @@ pub trait RouteEventSink {
 /// The CSV header line of the route log (without newline).
 pub const ROUTE_CSV_HEADER: &str = "time_ms,event,source,creation_ms,sequence,frag_offset,frag_length,length,destination,next_hop,method,alternatives,route_lists,arrival_ms,contacts";
 
+/// The rows of the route decision log ([`CsvRouteLog`]).
+#[derive(Debug, Clone, Copy)]
+pub enum RouteRows {}
+
+impl CsvRows for RouteRows {
+    const HEADER: &'static str = ROUTE_CSV_HEADER;
+}
+
 /// Writes routing records as CSV (see `docs/route-log.md`).
-#[derive(Debug)]
-pub struct CsvRouteLog<W: Write> {
-    out: W,
-    errors: u64,
-}
-
-impl<W: Write> CsvRouteLog<W> {
-    /// A log writing to `out`; writes the header line immediately.
-    pub fn new(mut out: W) -> Self {
-        let errors = u64::from(writeln!(out, "{ROUTE_CSV_HEADER}").is_err());
-        CsvRouteLog { out, errors }
-    }
-
-    /// Write errors so far (counted, never fatal).
-    pub fn errors(&self) -> u64 {
-        self.errors
-    }
-
-    /// Flushes the writer.
-    pub fn flush(&mut self) -> std::io::Result<()> {
-        self.out.flush()
-    }
-
-    /// The writer back.
-    pub fn into_inner(self) -> W {
-        self.out
-    }
-}
+pub type CsvRouteLog<W> = CsvLog<W, RouteRows>;
 
 fn opt<T: std::fmt::Display>(v: Option<T>) -> String {
     v.map(|x| x.to_string()).unwrap_or_default()
@@ -145,9 +127,7 @@ fn opt<T: std::fmt::Display>(v: Option<T>) -> String {
 
 impl<W: Write> RouteEventSink for CsvRouteLog<W> {
     fn flush(&mut self) {
-        if self.out.flush().is_err() {
-            self.errors += 1;
-        }
+        self.flush_counted();
     }
 
     fn record(&mut self, e: &RouteEvent<'_>) {
@@ -181,9 +161,8 @@ impl<W: Write> RouteEventSink for CsvRouteLog<W> {
             }
             None => (String::new(), String::new()),
         };
-        let r = writeln!(
-            self.out,
-            "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
+        self.row(format_args!(
+            "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n",
             e.time_ms,
             e.kind.name(),
             e.id.source.to_string().replace(',', "%2C"),
@@ -199,10 +178,7 @@ impl<W: Write> RouteEventSink for CsvRouteLog<W> {
             opt(e.route_lists),
             arrival,
             contacts,
-        );
-        if r.is_err() {
-            self.errors += 1;
-        }
+        ));
     }
 }
 
