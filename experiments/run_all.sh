@@ -2,9 +2,12 @@
 # Re-runs every experiment of experiments/ and writes its results to experiments/results/<name>/, each with the
 # provenance.json `dtnkit bench` records (commit, uncommitted changes, command line).
 #
-#   experiments/run_all.sh [--only REGEX] [--dry-run] [--slurm] [--jobs N] [--allow-dirty] [--no-build]
+#   experiments/run_all.sh [--only PATTERN] [--dry-run] [--slurm] [--jobs N] [--allow-dirty] [--no-build]
 #
-#   --only REGEX   run only the jobs whose name matches REGEX (grep -E), e.g. 'seed004_(geo|e2e)' or '^seed001'
+#   --only PATTERN run only the selected jobs: a PATTERN that is exactly a job's name selects that job alone
+#                  (`--only constellation_leo` does not also run constellation_leo_24h); any other PATTERN is an
+#                  extended regular expression matched anywhere in the names (grep -E), e.g. 'seed004_(geo|e2e)',
+#                  '^seed001' or 'seed000' (every job of seed 000); --dry-run shows what a PATTERN selects
 #   --dry-run      print the jobs (name, kind, command) and run nothing
 #   --slurm        real-time grids (modes emu, ip, loopback) through `dtnkit bench --executor slurm --wait`
 #                  (SLURM_CONF as for sbatch; extra sbatch arguments in $RUN_ALL_SBATCH_ARGS, one per word);
@@ -32,7 +35,7 @@ while [ $# -gt 0 ]; do
     --jobs) jobs="${2:?--jobs needs a number}"; shift 2 ;;
     --allow-dirty) allow_dirty=1; shift ;;
     --no-build) build=0; shift ;;
-    -h|--help) sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,/^[^#]/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "run_all.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -61,10 +64,28 @@ list_jobs() {
 }
 
 mapfile -t all < <(list_jobs)
+# --only: an exact job name selects that job alone; anything else is a regular expression over the names.
+exact=0
+for j in "${all[@]}"; do
+  if [ -n "$only" ] && [ "${j%%|*}" = "$only" ]; then exact=1; fi
+done
 selected=()
 for j in "${all[@]}"; do
   name=${j%%|*}
-  if [ -z "$only" ] || grep -Eq -- "$only" <<<"$name"; then selected+=("$j"); fi
+  if [ -z "$only" ]; then
+    selected+=("$j")
+  elif [ "$exact" = 1 ]; then
+    if [ "$name" = "$only" ]; then selected+=("$j"); fi
+  else
+    rc=0
+    grep -Eq -- "$only" <<<"$name" 2>/dev/null || rc=$?
+    if [ "$rc" = 0 ]; then
+      selected+=("$j")
+    elif [ "$rc" -gt 1 ]; then
+      echo "run_all.sh: --only '$only': not a valid extended regular expression (grep -E)" >&2
+      exit 2
+    fi
+  fi
 done
 if [ ${#selected[@]} -eq 0 ]; then
   echo "run_all.sh: no job matches --only '$only'; jobs: $(printf '%s\n' "${all[@]}" | cut -d'|' -f1 | tr '\n' ' ')" >&2
