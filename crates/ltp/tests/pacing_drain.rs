@@ -361,3 +361,87 @@ fn a_receiver_that_delays_reports_with_gaps_does_not_end_the_quick_start() {
     // the loss adds may cut one block's doubling short.
     assert!(last >= START << 4, "rate {last} after six blocks");
 }
+
+/// A span as the `hdtn` peer profile sets it up: an intermediate checkpoint every MiB, pacing
+/// bursts capped at 64 KiB, adaptive pacing from 25 Mb/s.
+fn hdtn_profile(segment: usize) -> Params {
+    let mut p = params(10_000_000_000, segment);
+    p.delay = Duration::from_micros(100);
+    p.span.checkpoint_interval_bytes = 1 << 20;
+    p.span.pacing_max_burst_bytes = 64 * 1024;
+    p.span.adaptive_rate = Some(AdaptiveRate {
+        initial_bps: 25_000_000,
+        ..AdaptiveRate::default()
+    });
+    p
+}
+
+/// A receiver that takes 1 KiB segments at 1 Gb/s into a 212 992-byte buffer but stops for
+/// 1.5 ms after every 256 KiB (HDTN 1.3.1 overrun on loopback: a run of 130–630 segments
+/// missed every 3–5 ms, never one segment here and there). It drains 256 KiB per 3.6 ms,
+/// 582 Mb/s on average, and loses nothing below that; above it, it drops its overflow in runs
+/// of more than 32 segments, which the pacer used to read as pauses of the receiver and ignore:
+/// the quick start went on doubling to 1.5 Gb/s and 17 % of the data was sent again. Runs
+/// missed above a rate the receiver took whole now count: the rate settles near the drain rate
+/// within a few reports and at most 10 % is sent again.
+#[test]
+fn a_receiver_that_drops_its_overflow_in_runs_is_not_overrun_for_long() {
+    const SEG: usize = 1024;
+    let p = hdtn_profile(SEG);
+    let mut h = Harness::with_spans(&p, p.span.clone(), p.span.clone());
+    let mut q = RxQueue::new(1_000_000_000, RX_BUFFER);
+    q.stall_every = 256 * 1024;
+    q.stall = Duration::from_micros(1500);
+    h.rx_queues[1] = Some(q);
+    // 256 KiB in 256 × 8.27 µs (1 KiB datagrams with headers at 1 Gb/s) + 1.5 ms.
+    let drain: u64 = 582_000_000;
+    for k in 0..10 {
+        h.send_a(block(5_000_000, k), 5_000_000, k);
+    }
+    let mut rates = Vec::new();
+    let mut t = Duration::ZERO;
+    while h.completed().len() < 10 && t < Duration::from_secs(30) {
+        t += MS;
+        h.run_until(t);
+        rates.push((t, h.engines[0].span_pacing_rate(ID[1]).unwrap()));
+    }
+    assert_eq!(h.completed().len(), 10);
+    let st = h.engines[0].span_stats(ID[1]).unwrap();
+    let resent = st.data_segments_retransmitted as f64 / st.data_segments_sent as f64;
+    let peak = rates.iter().map(|r| r.1).max().unwrap();
+    let last = rates.last().unwrap().1;
+    eprintln!(
+        "done {t:?}, resent {:.1} %, peak {peak}, last {last}, dropped {}",
+        100.0 * resent,
+        h.rx_queues[1].as_ref().unwrap().dropped
+    );
+    eprintln!(
+        "rate every 10 ms: {:?}",
+        rates
+            .iter()
+            .step_by(10)
+            .map(|r| r.1 / 1_000_000)
+            .collect::<Vec<_>>()
+    );
+    assert!(resent <= 0.10, "{:.1} % resent", 100.0 * resent);
+    assert!(peak <= drain * 2, "the rate reached {peak}");
+    // Reports that reached A before the rate stayed within 0.5–1.25 × the drain rate.
+    let reports: Vec<Duration> = h
+        .sent_of(1, SegmentType::Report)
+        .iter()
+        .map(|s| common::arrival(&p, s))
+        .collect();
+    let trace = Trace {
+        rates,
+        reports,
+        data_sent: st.data_segments_sent,
+        retransmitted: st.data_segments_retransmitted,
+        completed: 10,
+    };
+    let n = trace.reports_to_settle(drain / 2, drain * 5 / 4);
+    eprintln!("settled after {n:?} of {} reports", trace.reports.len());
+    assert!(
+        n.is_some_and(|n| n <= 20),
+        "reports before the rate stayed within 0.5–1.25 × the drain rate: {n:?}"
+    );
+}

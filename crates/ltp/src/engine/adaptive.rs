@@ -20,10 +20,12 @@ use super::span::Span;
 use crate::pacing::Burst;
 use crate::segment::ReportSegment;
 
-/// Unclaimed runs of at least this many segments are pauses of the receiver, not its overflow,
-/// and do not move the rate (unless they are most of the burst). Far above what an overrun
-/// leaves between two segments it kept (one segment per doubling of the overshoot), far below
-/// what a receiver pausing for tens of milliseconds misses (a 50 ms pause at 25 Mb/s: 150 kB).
+/// Unclaimed runs of at least this many segments are counted apart from the short gaps: a
+/// receiver's pause, or its overflow dropped in runs, told apart by the rate they were sent at
+/// (see [`crate::pacing::RateController`]); most of a burst missed is overflow whatever its
+/// shape. Far above what an overrun receiver that reads datagram by datagram leaves between two
+/// segments it kept (one segment per doubling of the overshoot), far below what a receiver
+/// pausing for tens of milliseconds misses (a 50 ms pause at 25 Mb/s: 150 kB).
 pub(crate) const LONG_HOLE_SEGMENTS: u64 = 32;
 
 /// Before the claims of `rs` are applied: start following the checkpoint it answers.
@@ -74,9 +76,10 @@ pub(super) fn after_claims(
         return;
     }
     ex.feedback = None;
-    // Holes of many segments in a row are the receiver pausing (assembling or delivering a
-    // block, its host busy), not datagrams dropped because it drains slower than we send: a
-    // receiver overrun by S/R drops S/R - 1 segments of every S/R once its buffer is full.
+    // Holes of many segments in a row are handed on apart from the short gaps: the receiver
+    // pausing (assembling or delivering a block, its host busy) leaves them, but so does a
+    // receiver that reads its socket in batches and drops its overflow in runs (HDTN). The
+    // controller tells the two apart by the rate they were sent at (`RateController`).
     let long_hole = LONG_HOLE_SEGMENTS.saturating_mul(span.cfg.max_segment_size as u64);
     let (mut lost, mut gaps, mut paused, mut holes) = (0, 0, 0, 0);
     ex.acked.for_each_gap(fb.start..fb.end, |g| {
@@ -93,6 +96,8 @@ pub(super) fn after_claims(
     if (lost + paused).saturating_mul(2) > fb.burst_bytes.min(fb.outstanding) {
         lost += paused;
         gaps += holes;
+        paused = 0;
+        holes = 0;
     }
     let min_round_bytes = span.cfg.adaptive_rate.map_or(0, |a| {
         a.min_round_segments
@@ -112,6 +117,9 @@ pub(super) fn after_claims(
         sent,
         lost: lost.saturating_sub(unsent).min(sent),
         gaps,
+        // What the short gaps do not account for of the unsent bytes is taken from the runs.
+        paused: paused.saturating_sub(unsent.saturating_sub(lost)).min(sent),
+        holes,
         // A receiver configured as this engine holds its final report until its client
         // committed the block (`defer_final_report`, as dtnkit nodes do): that wait is no queue.
         timed: !(span.cfg.defer_final_report && ex.red_complete()),
