@@ -811,6 +811,50 @@ mod tests {
     }
 
     #[test]
+    fn long_runs_count_only_above_a_rate_the_receiver_took_whole() {
+        let ms = Duration::from_millis;
+        let runs = |start, sent, paused, holes| Burst {
+            paused,
+            holes,
+            ..b(start, sent, 0)
+        };
+        // Before any round got through whole, long runs are the receiver's pauses: ignored.
+        let mut c = RateController::new(slow_cfg(), 0);
+        c.pacing_limited();
+        assert_eq!(
+            c.on_burst(ms(1), runs(ms(0), 1000, 300, 2), 1),
+            Some(2_000_000)
+        );
+        assert_eq!(c.state(), PacingState::Starting);
+        // 30 % missed in runs keeps the round from counting as whole: at 2 Mb/s runs are still
+        // pauses.
+        c.pacing_limited();
+        assert_eq!(
+            c.on_burst(ms(2), runs(ms(1), 1000, 300, 2), 1),
+            Some(4_000_000)
+        );
+        // A whole round at 4 Mb/s...
+        c.pacing_limited();
+        assert_eq!(c.on_burst(ms(3), b(ms(2), 2000, 0), 1), Some(8_000_000));
+        // ...makes runs at 8 Mb/s the rate's doing. Two runs, 30 % of the round: the delivered
+        // rate (8 × 0.7 × 15/16 = 5.25 Mb/s), as for gaps spread along the round.
+        c.pacing_limited();
+        assert_eq!(
+            c.on_burst(ms(4), runs(ms(3), 4000, 1200, 2), 1),
+            Some(5_250_000)
+        );
+        assert_eq!(c.state(), PacingState::ReceiverLimited);
+        // One run alone above that rate may be an outage: the rate is kept.
+        let mut c = RateController::new(slow_cfg(), 0);
+        c.pacing_limited();
+        assert_eq!(c.on_burst(ms(1), b(ms(0), 1000, 0), 1), Some(2_000_000));
+        c.pacing_limited();
+        assert_eq!(c.on_burst(ms(2), runs(ms(1), 1000, 300, 1), 1), None);
+        assert_eq!(c.state(), PacingState::BurstLoss);
+        assert_eq!(c.rate(), 2_000_000);
+    }
+
+    #[test]
     fn a_round_covers_the_minimum_time_at_the_current_rate() {
         let ms = Duration::from_millis;
         let cfg = AdaptiveRate {

@@ -445,3 +445,48 @@ fn a_receiver_that_drops_its_overflow_in_runs_is_not_overrun_for_long() {
         "reports before the rate stayed within 0.5–1.25 × the drain rate: {n:?}"
     );
 }
+
+/// The same receiver, and one outage of 3 ms once the rate has settled (at 0.7 s): a single
+/// run of loss, sent above the rate the receiver took whole, keeps the rate (it is not read as
+/// the receiver dropping its overflow).
+#[test]
+fn one_outage_after_settling_on_a_receiver_that_drops_in_runs_keeps_the_rate() {
+    let p = hdtn_profile(1024);
+    let mut h = Harness::with_spans(&p, p.span.clone(), p.span.clone());
+    let mut q = RxQueue::new(1_000_000_000, RX_BUFFER);
+    q.stall_every = 256 * 1024;
+    q.stall = Duration::from_micros(1500);
+    h.rx_queues[1] = Some(q);
+    let outage = (700 * MS)..(703 * MS);
+    h.set_script(move |s| {
+        if s.from == 0 && s.seg.segment_type.is_data() && outage.contains(&s.time) {
+            Action::Drop
+        } else {
+            Action::Deliver
+        }
+    });
+    for k in 0..10 {
+        h.send_a(block(5_000_000, k), 5_000_000, k);
+    }
+    let mut rates = Vec::new();
+    let mut t = Duration::ZERO;
+    while h.completed().len() < 10 && t < Duration::from_secs(30) {
+        t += MS;
+        h.run_until(t);
+        rates.push((t, h.engines[0].span_pacing_rate(ID[1]).unwrap()));
+    }
+    assert_eq!(h.completed().len(), 10);
+    let before = rates.iter().find(|r| r.0 == 700 * MS).unwrap().1;
+    let low = rates
+        .iter()
+        .filter(|r| r.0 > 700 * MS)
+        .map(|r| r.1)
+        .min()
+        .unwrap();
+    eprintln!("rate {before} at the outage, lowest after {low}");
+    assert!(before >= 291_000_000, "not settled yet: {before}");
+    assert!(
+        low * 10 >= before * 7,
+        "lowest rate {low} after {before} before the outage"
+    );
+}
