@@ -301,9 +301,10 @@ pub const RUN_HOLES: u64 = 2;
 ///   and count as loss: a receiver that reads its socket in batches (HDTN) drops its overflow
 ///   in runs, not one segment in every few, and ignoring them let the quick start double far
 ///   past its drain rate. [`RUN_HOLES`] runs or more in a round count as spread loss (the rate
-///   steps to what got through), a single run as one burst of loss (the rate is kept). Every
-///   decrease lowers that rate too, so the receiver's pauses are judged against what it drains
-///   now;
+///   steps to what got through), a single run as one burst of loss (the rate is kept). A
+///   decrease caused by runs alone stops at that rate (a receiver that pauses at any rate
+///   would otherwise ratchet the rate down round after round); one caused by short gaps lowers
+///   that rate too, so pauses are judged against what the receiver drains now;
 /// - overrun with the loss in few holes (an outage, a burst of interference) keeps the rate;
 ///   only when it repeats in the next round is the rate lowered by an eighth;
 /// - **clean** round in which pacing held data back: the rate doubles while no overrun was seen
@@ -494,6 +495,7 @@ impl RateController {
         // receiver that reads its socket in batches (HDTN 1.3.1) drops its overflow in runs of
         // hundreds of segments, not one segment in every few. At or below such a rate they are
         // the receiver's own pauses and do not count.
+        let short_lost = self.round_lost;
         let counted_holes = if self.good_rate > 0 && old > self.good_rate {
             self.round_lost = self
                 .round_lost
@@ -544,6 +546,16 @@ impl RateController {
                 }
             }
             self.rate = self.rate.max(min);
+            if short_lost as f64 <= budget {
+                // Lossy only through the runs: the receiver took the known-good rate whole, and
+                // pauses it makes at any rate (ION after every block) would otherwise ratchet the
+                // rate down round after round (1024-byte segments to ION 4.1.3: 3-4 Mb/s).
+                self.rate = self.rate.max(self.good_rate);
+            } else {
+                // Overflow one datagram here and there: what the receiver drains now is below
+                // the rate it once took whole.
+                self.good_rate = self.good_rate.min(self.rate);
+            }
         } else {
             self.loss_rounds = 0;
             // The quick start ends before the first loss once the answers show a queue at the
@@ -586,9 +598,6 @@ impl RateController {
             if !overrun {
                 self.state = PacingState::AtCeiling;
             }
-        }
-        if self.rate < old {
-            self.good_rate = self.good_rate.min(self.rate);
         }
         self.round_sent = 0;
         self.round_lost = 0;
