@@ -302,9 +302,10 @@ pub const RUN_HOLES: u64 = 2;
 ///   in runs, not one segment in every few, and ignoring them let the quick start double far
 ///   past its drain rate. [`RUN_HOLES`] runs or more in a round count as spread loss (the rate
 ///   steps to what got through), a single run as one burst of loss (the rate is kept). A
-///   decrease caused by runs alone stops at that rate (a receiver that pauses at any rate
-///   would otherwise ratchet the rate down round after round); one caused by short gaps lowers
-///   that rate too, so pauses are judged against what the receiver drains now;
+///   decrease caused by a single run a round (a pause) stops at that rate (a receiver that
+///   pauses at any rate would otherwise ratchet the rate down round after round); one caused
+///   by short gaps or by several runs a round (overflow) lowers that rate too, so pauses are
+///   judged against what the receiver drains now;
 /// - overrun with the loss in few holes (an outage, a burst of interference) keeps the rate;
 ///   only when it repeats in the next round is the rate lowered by an eighth;
 /// - **clean** round in which pacing held data back: the rate doubles while no overrun was seen
@@ -546,14 +547,14 @@ impl RateController {
                 }
             }
             self.rate = self.rate.max(min);
-            if short_lost as f64 <= budget {
-                // Lossy only through the runs: the receiver took the known-good rate whole, and
+            if short_lost as f64 <= budget && counted_holes < RUN_HOLES {
+                // Lossy only through one run: the receiver took the known-good rate whole, and
                 // pauses it makes at any rate (ION after every block) would otherwise ratchet the
                 // rate down round after round (1024-byte segments to ION 4.1.3: 3-4 Mb/s).
                 self.rate = self.rate.max(self.good_rate);
             } else {
-                // Overflow one datagram here and there: what the receiver drains now is below
-                // the rate it once took whole.
+                // Overflow, one datagram here and there or in several runs: what the receiver
+                // drains now is below the rate it once took whole.
                 self.good_rate = self.good_rate.min(self.rate);
             }
         } else {
