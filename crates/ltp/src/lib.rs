@@ -81,7 +81,12 @@
 //!   than 5 % of their red bytes unclaimed in gaps spread along the bursts (a receiver dropping
 //!   what it cannot drain) it steps to the rate the reports confirm was received — at once for
 //!   a clear overrun or a second lossy round, by an eighth for a first marginal one —; loss in
-//!   one hole (an outage) keeps the rate. Clean rounds double it until the first loss or a
+//!   one hole (an outage) keeps the rate. Long runs of unclaimed segments count as such loss
+//!   only when sent above the highest rate a round got through whole (a receiver reading its
+//!   socket in batches drops its overflow in runs), and a decrease they alone cause stops at
+//!   that rate; at or below it they are the receiver's pauses and are left out. Gaps are
+//!   counted in the order the burst sent its data (a retransmission batch lost whole is one
+//!   hole). Clean rounds double it until the first loss or a
 //!   queue shows in the report times, then raise it by a sixteenth (a sixty-fourth near the
 //!   drain rate seen); never above a configured `rate_bps` ([`pacing::RateController`], whose
 //!   [`pacing::PacingState`] says why the rate is what it is). A burst is the data one

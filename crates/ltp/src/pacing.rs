@@ -191,6 +191,13 @@ pub struct Burst {
     /// Separate unclaimed ranges those reports left (the loss *pattern*: a receiver that drops
     /// what it cannot drain leaves gaps all along the burst, an outage one hole).
     pub gaps: u64,
+    /// Bytes left unclaimed in long runs (the engine's `LONG_HOLE_SEGMENTS` segments or more in
+    /// a row) and not counted in `lost`: the receiver stopped reading for a while, or dropped
+    /// its overflow in runs. Whether they count depends on the rate they were sent at: see
+    /// [`RateController`].
+    pub paused: u64,
+    /// How many such runs.
+    pub holes: u64,
     /// Whether the time from `end` to the answer measures the receiver's queue: not for a
     /// report the receiver may hold back until its client committed the block.
     pub timed: bool,
@@ -254,6 +261,12 @@ pub const QUEUE_SIGNAL: Duration = Duration::from_millis(1);
 /// overflow) rather than *clustered* (one burst of loss).
 pub const SPREAD_GAPS: u64 = 4;
 
+/// Long unclaimed runs in one round, sent above the highest rate the receiver took whole, from
+/// which the round counts as a receiver dropping its overflow in runs rather than as one burst
+/// of loss: HDTN 1.3.1 overrun at 730 Mb/s of 1 KiB segments missed a run of 130–630 segments
+/// every 3–5 ms, two or three per MiB.
+pub const RUN_HOLES: u64 = 2;
+
 /// Adaptive pacing of one span: picks the token bucket's rate from what the receiver's
 /// reports say about the data sent at the current rate.
 ///
@@ -280,10 +293,19 @@ pub const SPREAD_GAPS: u64 = 4;
 ///   a first lossy round lowers the rate by an eighth only (it may have been one burst of
 ///   loss), and a second one in a row sets it to the delivered rate: the receiver's drain rate
 ///   is reached in one step, not by repeated halving;
-/// - unclaimed runs of many segments in a row (the engine's `LONG_HOLE_SEGMENTS`, 32) are the
-///   receiver pausing — assembling a block, its host busy — and are left out of the round's loss
-///   unless they are most of the burst: an overrun receiver drops one segment in every few, and
-///   reading a pause as overflow lowered the rate with every pause;
+/// - unclaimed runs of many segments in a row (the engine's `LONG_HOLE_SEGMENTS`, 32) sent at or
+///   below the highest rate at which a round got through whole (at most `overrun_loss`
+///   unclaimed, runs included) are the receiver pausing — assembling a block, its host busy —
+///   and are left out of the round's loss unless they are most of the burst: reading a pause as
+///   overflow lowered the rate with every pause. Sent above that rate they are the rate's doing
+///   and count as loss: a receiver that reads its socket in batches (HDTN) drops its overflow
+///   in runs, not one segment in every few, and ignoring them let the quick start double far
+///   past its drain rate. [`RUN_HOLES`] runs or more in a round count as spread loss (the rate
+///   steps to what got through), a single run as one burst of loss (the rate is kept). A
+///   decrease caused by a single run a round (a pause) stops at that rate (a receiver that
+///   pauses at any rate would otherwise ratchet the rate down round after round); one caused
+///   by short gaps or by several runs a round (overflow) lowers that rate too, so pauses are
+///   judged against what the receiver drains now;
 /// - overrun with the loss in few holes (an outage, a burst of interference) keeps the rate;
 ///   only when it repeats in the next round is the rate lowered by an eighth;
 /// - **clean** round in which pacing held data back: the rate doubles while no overrun was seen
@@ -317,6 +339,12 @@ pub struct RateController {
     round_sent: u64,
     round_lost: u64,
     round_gaps: u64,
+    /// Bytes of the round unclaimed in long runs, and how many runs.
+    round_paused: u64,
+    round_holes: u64,
+    /// Highest rate at which a whole round got through with at most `overrun_loss` unclaimed,
+    /// long runs included (0 = none yet); lowered with every decrease of the rate.
+    good_rate: u64,
     /// Bytes of the round's bursts that took time, and the time they covered together
     /// (achieved rate): bursts of sessions served in turn, or a retransmission batch sent in
     /// the middle of another session's block, overlap, and their time counts once.
@@ -362,6 +390,9 @@ impl RateController {
             round_sent: 0,
             round_lost: 0,
             round_gaps: 0,
+            round_paused: 0,
+            round_holes: 0,
+            good_rate: 0,
             round_burst_bytes: 0,
             round_burst_ns: 0,
             covered_until: Duration::ZERO,
@@ -435,6 +466,12 @@ impl RateController {
         if burst.lost > 0 {
             self.round_gaps = self.round_gaps.saturating_add(burst.gaps.max(1));
         }
+        if burst.paused > 0 {
+            self.round_paused = self
+                .round_paused
+                .saturating_add(burst.paused.min(burst.sent));
+            self.round_holes = self.round_holes.saturating_add(burst.holes.max(1));
+        }
         if burst.end > burst.start {
             self.round_burst_bytes = self.round_burst_bytes.saturating_add(burst.sent);
             let from = burst.start.max(self.covered_until);
@@ -453,7 +490,27 @@ impl RateController {
         let achieved = (u128::from(self.round_burst_bytes) * 8 * 1_000_000_000)
             .checked_div(self.round_burst_ns)
             .map(|a| u64::try_from(a).unwrap_or(u64::MAX));
-        let overrun = self.round_lost as f64 > self.round_sent as f64 * self.cfg.overrun_loss;
+        let budget = self.round_sent as f64 * self.cfg.overrun_loss;
+        let unclaimed = self.round_lost.saturating_add(self.round_paused);
+        // Long runs missed at a rate above one the receiver took whole are the rate's doing: a
+        // receiver that reads its socket in batches (HDTN 1.3.1) drops its overflow in runs of
+        // hundreds of segments, not one segment in every few. At or below such a rate they are
+        // the receiver's own pauses and do not count.
+        let short_lost = self.round_lost;
+        let counted_holes = if self.good_rate > 0 && old > self.good_rate {
+            self.round_lost = self
+                .round_lost
+                .saturating_add(self.round_paused)
+                .min(self.round_sent);
+            self.round_holes
+        } else {
+            0
+        };
+        if unclaimed as f64 <= budget {
+            let took = achieved.map_or(old, |a| a.min(old));
+            self.good_rate = self.good_rate.max(took);
+        }
+        let overrun = self.round_lost as f64 > budget;
         if overrun {
             self.loss_rounds = self.loss_rounds.saturating_add(1);
             let sent_rate = achieved.map_or(old, |a| a.min(old));
@@ -467,7 +524,9 @@ impl RateController {
             let target = (delivered - delivered / 16).max(old / 4);
             let clear =
                 self.round_lost as f64 > self.round_sent as f64 * 2.0 * self.cfg.overrun_loss;
-            if self.round_gaps >= SPREAD_GAPS {
+            // Gaps all along the round, or runs missed more than once in it (one run alone may be
+            // an outage).
+            if self.round_gaps >= SPREAD_GAPS || counted_holes >= RUN_HOLES {
                 self.limit = delivered;
                 self.last_loss_spread = true;
                 self.state = PacingState::ReceiverLimited;
@@ -488,6 +547,16 @@ impl RateController {
                 }
             }
             self.rate = self.rate.max(min);
+            if short_lost as f64 <= budget && counted_holes < RUN_HOLES {
+                // Lossy only through one run: the receiver took the known-good rate whole, and
+                // pauses it makes at any rate (ION after every block) would otherwise ratchet the
+                // rate down round after round (1024-byte segments to ION 4.1.3: 3-4 Mb/s).
+                self.rate = self.rate.max(self.good_rate);
+            } else {
+                // Overflow, one datagram here and there or in several runs: what the receiver
+                // drains now is below the rate it once took whole.
+                self.good_rate = self.good_rate.min(self.rate);
+            }
         } else {
             self.loss_rounds = 0;
             // The quick start ends before the first loss once the answers show a queue at the
@@ -534,6 +603,8 @@ impl RateController {
         self.round_sent = 0;
         self.round_lost = 0;
         self.round_gaps = 0;
+        self.round_paused = 0;
+        self.round_holes = 0;
         self.round_burst_bytes = 0;
         self.round_burst_ns = 0;
         self.round_queued = false;
@@ -639,6 +710,8 @@ mod tests {
             sent,
             lost,
             gaps: if lost > 0 { SPREAD_GAPS } else { 0 },
+            paused: 0,
+            holes: 0,
             timed: true,
             complete: lost == 0,
         }
@@ -730,6 +803,8 @@ mod tests {
             sent: 1000,
             lost,
             gaps: 1,
+            paused: 0,
+            holes: 0,
             timed: true,
             complete: lost == 0,
         };
@@ -743,6 +818,50 @@ mod tests {
         c.pacing_limited();
         assert_eq!(c.on_burst(ms(4), b(ms(3), 1000, 0), 1), Some(1_859_375));
         assert_eq!(c.state(), PacingState::Probing);
+    }
+
+    #[test]
+    fn long_runs_count_only_above_a_rate_the_receiver_took_whole() {
+        let ms = Duration::from_millis;
+        let runs = |start, sent, paused, holes| Burst {
+            paused,
+            holes,
+            ..b(start, sent, 0)
+        };
+        // Before any round got through whole, long runs are the receiver's pauses: ignored.
+        let mut c = RateController::new(slow_cfg(), 0);
+        c.pacing_limited();
+        assert_eq!(
+            c.on_burst(ms(1), runs(ms(0), 1000, 300, 2), 1),
+            Some(2_000_000)
+        );
+        assert_eq!(c.state(), PacingState::Starting);
+        // 30 % missed in runs keeps the round from counting as whole: at 2 Mb/s runs are still
+        // pauses.
+        c.pacing_limited();
+        assert_eq!(
+            c.on_burst(ms(2), runs(ms(1), 1000, 300, 2), 1),
+            Some(4_000_000)
+        );
+        // A whole round at 4 Mb/s...
+        c.pacing_limited();
+        assert_eq!(c.on_burst(ms(3), b(ms(2), 2000, 0), 1), Some(8_000_000));
+        // ...makes runs at 8 Mb/s the rate's doing. Two runs, 30 % of the round: the delivered
+        // rate (8 × 0.7 × 15/16 = 5.25 Mb/s), as for gaps spread along the round.
+        c.pacing_limited();
+        assert_eq!(
+            c.on_burst(ms(4), runs(ms(3), 4000, 1200, 2), 1),
+            Some(5_250_000)
+        );
+        assert_eq!(c.state(), PacingState::ReceiverLimited);
+        // One run alone above that rate may be an outage: the rate is kept.
+        let mut c = RateController::new(slow_cfg(), 0);
+        c.pacing_limited();
+        assert_eq!(c.on_burst(ms(1), b(ms(0), 1000, 0), 1), Some(2_000_000));
+        c.pacing_limited();
+        assert_eq!(c.on_burst(ms(2), runs(ms(1), 1000, 300, 1), 1), None);
+        assert_eq!(c.state(), PacingState::BurstLoss);
+        assert_eq!(c.rate(), 2_000_000);
     }
 
     #[test]
@@ -818,6 +937,8 @@ mod tests {
             sent: 1_000_000,
             lost: 0,
             gaps: 0,
+            paused: 0,
+            holes: 0,
             timed: true,
             complete: true,
         };
@@ -831,6 +952,8 @@ mod tests {
             sent: 1_000_000,
             lost: 0,
             gaps: 0,
+            paused: 0,
+            holes: 0,
             timed: true,
             complete: true,
         };

@@ -361,3 +361,182 @@ fn a_receiver_that_delays_reports_with_gaps_does_not_end_the_quick_start() {
     // the loss adds may cut one block's doubling short.
     assert!(last >= START << 4, "rate {last} after six blocks");
 }
+
+/// A span as the `hdtn` peer profile sets it up: an intermediate checkpoint every MiB, pacing
+/// bursts capped at 64 KiB, adaptive pacing from 25 Mb/s.
+fn hdtn_profile(segment: usize) -> Params {
+    let mut p = params(10_000_000_000, segment);
+    p.delay = Duration::from_micros(100);
+    p.span.checkpoint_interval_bytes = 1 << 20;
+    p.span.pacing_max_burst_bytes = 64 * 1024;
+    p.span.adaptive_rate = Some(AdaptiveRate {
+        initial_bps: 25_000_000,
+        ..AdaptiveRate::default()
+    });
+    p
+}
+
+/// A receiver that takes 1 KiB segments at 1 Gb/s into a 212 992-byte buffer but stops for
+/// 1.5 ms after every 256 KiB (HDTN 1.3.1 overrun on loopback: a run of 130–630 segments
+/// missed every 3–5 ms, never one segment here and there). It drains 256 KiB per 3.6 ms,
+/// 582 Mb/s on average, and loses nothing below that; above it, it drops its overflow in runs
+/// of more than 32 segments, which the pacer used to read as pauses of the receiver and ignore:
+/// the quick start went on doubling to 1.5 Gb/s and 17 % of the data was sent again. Runs
+/// missed above a rate the receiver took whole now count: the rate settles near the drain rate
+/// within a few reports and at most 10 % is sent again.
+#[test]
+fn a_receiver_that_drops_its_overflow_in_runs_is_not_overrun_for_long() {
+    const SEG: usize = 1024;
+    let p = hdtn_profile(SEG);
+    let mut h = Harness::with_spans(&p, p.span.clone(), p.span.clone());
+    let mut q = RxQueue::new(1_000_000_000, RX_BUFFER);
+    q.stall_every = 256 * 1024;
+    q.stall = Duration::from_micros(1500);
+    h.rx_queues[1] = Some(q);
+    // 256 KiB in 256 × 8.27 µs (1 KiB datagrams with headers at 1 Gb/s) + 1.5 ms.
+    let drain: u64 = 582_000_000;
+    for k in 0..10 {
+        h.send_a(block(5_000_000, k), 5_000_000, k);
+    }
+    let mut rates = Vec::new();
+    let mut t = Duration::ZERO;
+    while h.completed().len() < 10 && t < Duration::from_secs(30) {
+        t += MS;
+        h.run_until(t);
+        rates.push((t, h.engines[0].span_pacing_rate(ID[1]).unwrap()));
+    }
+    assert_eq!(h.completed().len(), 10);
+    let st = h.engines[0].span_stats(ID[1]).unwrap();
+    let resent = st.data_segments_retransmitted as f64 / st.data_segments_sent as f64;
+    let peak = rates.iter().map(|r| r.1).max().unwrap();
+    let last = rates.last().unwrap().1;
+    eprintln!(
+        "done {t:?}, resent {:.1} %, peak {peak}, last {last}, dropped {}",
+        100.0 * resent,
+        h.rx_queues[1].as_ref().unwrap().dropped
+    );
+    eprintln!(
+        "rate every 10 ms: {:?}",
+        rates
+            .iter()
+            .step_by(10)
+            .map(|r| r.1 / 1_000_000)
+            .collect::<Vec<_>>()
+    );
+    assert!(resent <= 0.10, "{:.1} % resent", 100.0 * resent);
+    assert!(peak <= drain * 2, "the rate reached {peak}");
+    // Reports that reached A before the rate stayed within 0.5–1.25 × the drain rate.
+    let reports: Vec<Duration> = h
+        .sent_of(1, SegmentType::Report)
+        .iter()
+        .map(|s| common::arrival(&p, s))
+        .collect();
+    let trace = Trace {
+        rates,
+        reports,
+        data_sent: st.data_segments_sent,
+        retransmitted: st.data_segments_retransmitted,
+        completed: 10,
+    };
+    let n = trace.reports_to_settle(drain / 2, drain * 5 / 4);
+    eprintln!("settled after {n:?} of {} reports", trace.reports.len());
+    assert!(
+        n.is_some_and(|n| n <= 20),
+        "reports before the rate stayed within 0.5–1.25 × the drain rate: {n:?}"
+    );
+}
+
+/// The same receiver, and one outage of 3 ms once the rate has settled (at 0.7 s): a single
+/// run of loss, sent above the rate the receiver took whole, keeps the rate (it is not read as
+/// the receiver dropping its overflow).
+#[test]
+fn one_outage_after_settling_on_a_receiver_that_drops_in_runs_keeps_the_rate() {
+    let p = hdtn_profile(1024);
+    let mut h = Harness::with_spans(&p, p.span.clone(), p.span.clone());
+    let mut q = RxQueue::new(1_000_000_000, RX_BUFFER);
+    q.stall_every = 256 * 1024;
+    q.stall = Duration::from_micros(1500);
+    h.rx_queues[1] = Some(q);
+    let outage = (700 * MS)..(703 * MS);
+    h.set_script(move |s| {
+        if s.from == 0 && s.seg.segment_type.is_data() && outage.contains(&s.time) {
+            Action::Drop
+        } else {
+            Action::Deliver
+        }
+    });
+    for k in 0..10 {
+        h.send_a(block(5_000_000, k), 5_000_000, k);
+    }
+    let mut rates = Vec::new();
+    let mut t = Duration::ZERO;
+    while h.completed().len() < 10 && t < Duration::from_secs(30) {
+        t += MS;
+        h.run_until(t);
+        rates.push((t, h.engines[0].span_pacing_rate(ID[1]).unwrap()));
+    }
+    assert_eq!(h.completed().len(), 10);
+    let before = rates.iter().find(|r| r.0 == 700 * MS).unwrap().1;
+    let low = rates
+        .iter()
+        .filter(|r| r.0 > 700 * MS)
+        .map(|r| r.1)
+        .min()
+        .unwrap();
+    eprintln!("rate {before} at the outage, lowest after {low}");
+    assert!(before >= 291_000_000, "not settled yet: {before}");
+    assert!(
+        low * 10 >= before * 7,
+        "lowest rate {low} after {before} before the outage"
+    );
+}
+
+/// A receiver that stops reading for 50 ms each time a block's first transmission ends (ION
+/// 4.1.3 on loopback stopped reading its socket for 40–65 ms shortly after each block), on a
+/// link losing 1 % of the data: each block's retransmission batch, ranges far apart in the
+/// block sent back to back, arrives during the pause and is lost nearly whole. Counted by
+/// offset its gaps read as overflow spread all along the burst, and the rate stepped down to
+/// what got through, block after block: from 49 to 7.1 Mb/s. Counted in the order they were
+/// sent they are one hole (one burst of loss); that alone left 13.2 Mb/s, as rounds holding
+/// several such batches (one hole each) still read as spread loss, and every decrease lowered
+/// the rate above which runs count. A decrease caused by runs alone now stops at the rate a
+/// round got through whole: the rate never falls below the start (lowest 38.2 Mb/s).
+#[test]
+fn a_pause_after_each_block_and_channel_loss_do_not_collapse_the_rate() {
+    use rand::{RngExt, SeedableRng};
+    const START: u64 = 25_000_000;
+    let mut p = params(10_000_000_000, 1024);
+    p.delay = MS;
+    p.span.pacing_max_burst_bytes = 64 * 1024;
+    p.span.adaptive_rate = Some(AdaptiveRate {
+        initial_bps: START,
+        ..AdaptiveRate::default()
+    });
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(4);
+    let mut pause_until = Duration::ZERO;
+    let t = run(&p, None, 6, 5_000_000, move |s| {
+        if s.from != 0 || !s.seg.segment_type.is_data() {
+            return Action::Deliver;
+        }
+        if s.seg.segment_type == SegmentType::RedCheckpointEorpEob && s.time >= pause_until {
+            pause_until = s.time + 50 * MS;
+            return Action::Deliver;
+        }
+        if s.time < pause_until || rng.random_bool(0.01) {
+            Action::Drop
+        } else {
+            Action::Deliver
+        }
+    });
+    assert_eq!(t.completed, 6);
+    let first_report = t.reports[0];
+    let low = t
+        .rates
+        .iter()
+        .filter(|r| r.0 > first_report)
+        .map(|r| r.1)
+        .min()
+        .unwrap();
+    eprintln!("lowest rate after the first report {low}");
+    assert!(low >= START, "the rate fell to {low}");
+}

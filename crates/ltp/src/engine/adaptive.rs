@@ -20,11 +20,17 @@ use super::span::Span;
 use crate::pacing::Burst;
 use crate::segment::ReportSegment;
 
-/// Unclaimed runs of at least this many segments are pauses of the receiver, not its overflow,
-/// and do not move the rate (unless they are most of the burst). Far above what an overrun
-/// leaves between two segments it kept (one segment per doubling of the overshoot), far below
-/// what a receiver pausing for tens of milliseconds misses (a 50 ms pause at 25 Mb/s: 150 kB).
+/// Unclaimed runs of at least this many segments are counted apart from the short gaps: a
+/// receiver's pause, or its overflow dropped in runs, told apart by the rate they were sent at
+/// (see [`crate::pacing::RateController`]); most of a burst missed is overflow whatever its
+/// shape. Far above what an overrun receiver that reads datagram by datagram leaves between two
+/// segments it kept (one segment per doubling of the overshoot), far below what a receiver
+/// pausing for tens of milliseconds misses (a 50 ms pause at 25 Mb/s: 150 kB).
 pub(crate) const LONG_HOLE_SEGMENTS: u64 = 32;
+
+/// Most unclaimed ranges of a scope followed in sending order (beyond it, gaps are counted by
+/// offset alone).
+pub(crate) const MAX_FOLLOWED_RANGES: usize = 4096;
 
 /// Before the claims of `rs` are applied: start following the checkpoint it answers.
 pub(super) fn before_claims(span: &Span, ex: &mut ExportSession, rs: &ReportSegment) {
@@ -48,6 +54,18 @@ pub(super) fn before_claims(span: &Span, ex: &mut ExportSession, rs: &ReportSegm
     // A burst restarted at a rate change is judged on what it carried at the new rate.
     let start = cp.scope_start.max(cp.burst_from.unwrap_or(0)).min(end);
     let outstanding = ex.acked.missing_len(start..end);
+    ex.feedback_sent.clear();
+    let mut overflow = false;
+    ex.acked.for_each_gap(start..end, |g| {
+        if ex.feedback_sent.len() < MAX_FOLLOWED_RANGES {
+            ex.feedback_sent.push(g);
+        } else {
+            overflow = true;
+        }
+    });
+    if overflow {
+        ex.feedback_sent.clear();
+    }
     ex.feedback = (outstanding > 0).then_some(Feedback {
         serial: cp.serial,
         burst_start: cp.burst_start,
@@ -74,25 +92,48 @@ pub(super) fn after_claims(
         return;
     }
     ex.feedback = None;
-    // Holes of many segments in a row are the receiver pausing (assembling or delivering a
-    // block, its host busy), not datagrams dropped because it drains slower than we send: a
-    // receiver overrun by S/R drops S/R - 1 segments of every S/R once its buffer is full.
+    // Holes of many segments in a row are handed on apart from the short gaps: the receiver
+    // pausing (assembling or delivering a block, its host busy) leaves them, but so does a
+    // receiver that reads its socket in batches and drops its overflow in runs (HDTN). The
+    // controller tells the two apart by the rate they were sent at (`RateController`).
     let long_hole = LONG_HOLE_SEGMENTS.saturating_mul(span.cfg.max_segment_size as u64);
     let (mut lost, mut gaps, mut paused, mut holes) = (0, 0, 0, 0);
-    ex.acked.for_each_gap(fb.start..fb.end, |g| {
-        let len = g.end - g.start;
+    let mut count = |len: u64| {
         if len >= long_hole {
             paused += len;
             holes += 1;
-        } else {
+        } else if len > 0 {
             lost += len;
             gaps += 1;
         }
+    };
+    // Gaps are counted in the order the burst sent its data: a retransmission batch resends
+    // ranges far apart in the block back to back, and when all of two neighbours' data went
+    // missing together (the tail of one, the head of the next) that is one hole in time, not
+    // two. Counted by offset, a batch lost whole while the receiver paused (ION after a block)
+    // read as loss spread all along a burst and stepped the rate down to what it "delivered".
+    let sent_ranges = &ex.feedback_sent;
+    let (mut run, mut at, mut open_end) = (0u64, 0usize, false);
+    ex.acked.for_each_gap(fb.start..fb.end, |g| {
+        let len = g.end - g.start;
+        let k = at + sent_ranges[at..].partition_point(|r| r.end <= g.start);
+        let joins =
+            open_end && k == at + 1 && sent_ranges.get(k).is_some_and(|r| r.start == g.start);
+        if !joins {
+            count(run);
+            run = 0;
+        }
+        run += len;
+        open_end = sent_ranges.get(k).is_some_and(|r| r.end == g.end);
+        at = k.min(sent_ranges.len().saturating_sub(1));
     });
+    count(run);
     // A receiver that missed most of the burst was overrun, whatever the holes look like.
     if (lost + paused).saturating_mul(2) > fb.burst_bytes.min(fb.outstanding) {
         lost += paused;
         gaps += holes;
+        paused = 0;
+        holes = 0;
     }
     let min_round_bytes = span.cfg.adaptive_rate.map_or(0, |a| {
         a.min_round_segments
@@ -112,6 +153,9 @@ pub(super) fn after_claims(
         sent,
         lost: lost.saturating_sub(unsent).min(sent),
         gaps,
+        // What the short gaps do not account for of the unsent bytes is taken from the runs.
+        paused: paused.saturating_sub(unsent.saturating_sub(lost)).min(sent),
+        holes,
         // A receiver configured as this engine holds its final report until its client
         // committed the block (`defer_final_report`, as dtnkit nodes do): that wait is no queue.
         timed: !(span.cfg.defer_final_report && ex.red_complete()),

@@ -147,6 +147,10 @@ pub(crate) struct ExportSession {
     pub(crate) burst_from: Option<u64>,
     /// Adaptive pacing: the report being followed (spans with adaptive pacing only).
     pub(crate) feedback: Option<Feedback>,
+    /// The unclaimed ranges of the followed checkpoint's scope before its answer, ascending
+    /// (what a retransmission batch resent, in the order it left; empty when there were more
+    /// than `adaptive::MAX_FOLLOWED_RANGES`).
+    pub(crate) feedback_sent: Vec<std::ops::Range<u64>>,
     /// Intermediate checkpoints every this many red bytes of the first transmission (0 =
     /// none: its last red segment is its only checkpoint).
     pub(crate) cp_interval: u64,
@@ -221,6 +225,7 @@ impl ExportSession {
             burst_bytes: 0,
             burst_from: None,
             feedback: None,
+            feedback_sent: Vec::new(),
             cp_interval: 0,
             since_cp: 0,
             first_pass_cps: Vec::new(),

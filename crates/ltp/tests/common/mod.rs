@@ -104,6 +104,12 @@ pub struct RxQueue {
     pub busy_until: Duration,
     pub dropped: u64,
     pub queued: u64,
+    /// A receiver that works in batches (HDTN 1.3.1 reads into a ring and hands it on): after
+    /// every `stall_every` bytes it took, it stops taking datagrams for `stall`, and what
+    /// arrives meanwhile beyond its buffer is dropped in one run (0 = never).
+    pub stall_every: u64,
+    pub stall: Duration,
+    since_stall: u64,
 }
 
 impl RxQueue {
@@ -128,7 +134,15 @@ impl RxQueue {
             Duration::from_nanos((len as u64 * 8 * 1_000_000_000).div_ceil(self.rate_bps));
         self.busy_until = self.busy_until.max(t) + service;
         self.queued += 1;
-        Some(self.busy_until)
+        let done = self.busy_until;
+        if self.stall_every > 0 {
+            self.since_stall += len as u64;
+            if self.since_stall >= self.stall_every {
+                self.since_stall = 0;
+                self.busy_until += self.stall;
+            }
+        }
+        Some(done)
     }
 }
 
