@@ -83,6 +83,7 @@
 mod any;
 pub mod config;
 pub mod decode;
+mod direct;
 pub mod error;
 pub mod event;
 mod framing;

@@ -18,8 +18,6 @@ use std::mem::MaybeUninit;
 
 use bytes::{Bytes, BytesMut};
 
-use crate::error::SessionError;
-
 /// Data of one bundle being received.
 #[derive(Debug, Default)]
 pub(crate) struct Reassembly {
@@ -131,71 +129,5 @@ impl Reassembly {
     pub(crate) fn finish(mut self) -> (Bytes, Option<u32>) {
         self.buf.truncate(self.filled);
         (self.buf.freeze(), self.crc)
-    }
-}
-
-/// The slice `payload_buf` (or `payload_buf_uninit`: `.1`) last handed out, which
-/// `payload_filled` (`payload_filled_uninit`) may claim (both versions).
-#[derive(Debug, Default)]
-pub(crate) struct Offer(usize, bool);
-
-impl Offer {
-    /// Forgets the slice (other input may overwrite it).
-    pub(crate) fn clear(&mut self) {
-        self.0 = 0;
-    }
-
-    /// As [`Offer::offer`] for uninitialised room.
-    pub(crate) fn offer_uninit<'a>(
-        &mut self,
-        remaining: Option<u64>,
-        max: usize,
-        room: impl FnOnce(usize) -> Option<&'a mut [MaybeUninit<u8>]>,
-    ) -> Option<&'a mut [MaybeUninit<u8>]> {
-        self.0 = 0;
-        let remaining = remaining.filter(|r| *r > 0 && max > 0)?;
-        let want = usize::try_from(remaining).map_or(max, |r| r.min(max));
-        let room = room(want)?;
-        self.0 = room.len();
-        self.1 = true;
-        Some(room)
-    }
-
-    /// Offers at most `max` octets of `room` (the reassembly buffer after the data received),
-    /// never past the `remaining` data of the current segment; remembers how much.
-    pub(crate) fn offer<'a>(
-        &mut self,
-        remaining: Option<u64>,
-        max: usize,
-        room: impl FnOnce(usize) -> Option<&'a mut [u8]>,
-    ) -> Option<&'a mut [u8]> {
-        self.0 = 0;
-        let remaining = remaining.filter(|r| *r > 0 && max > 0)?;
-        let want = usize::try_from(remaining).map_or(max, |r| r.min(max));
-        let room = room(want)?;
-        self.0 = room.len();
-        self.1 = false;
-        Some(room)
-    }
-
-    /// Claims `n > 0` octets of the last offer, which must have been of the kind `uninit`
-    /// says; `skip` accounts for them in the stream decoder. More than was offered, or a
-    /// claim of the other kind, is a driver bug: the error is fatal to the session.
-    pub(crate) fn claim(
-        &mut self,
-        n: usize,
-        uninit: bool,
-        skip: impl FnOnce(u64) -> bool,
-    ) -> Result<(), SessionError> {
-        let offered = if self.1 == uninit {
-            std::mem::take(&mut self.0)
-        } else {
-            self.0 = 0;
-            0
-        };
-        if n > offered || !skip(n as u64) {
-            return Err(SessionError::PayloadOverrun { filled: n, offered });
-        }
-        Ok(())
     }
 }
