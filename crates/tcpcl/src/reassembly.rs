@@ -13,18 +13,28 @@
 //! With a checksum (`SessionConfig::checksum_received_from`) the CRC-32C of the data is updated
 //! with every piece as it lands, while those octets are still in the CPU's cache, instead of
 //! in a separate pass over the whole bundle once it is complete.
+//!
+//! With a pool (`SessionConfig::recycle_buffers`) the buffer is taken from it and the finished
+//! bundle's storage goes back to it when dropped ([`crate::pool`]). A recycled buffer comes
+//! with length 0: its old octets lie in the spare capacity, which is treated as uninitialised
+//! here as for any fresh buffer (zero-filled before `room` hands it out, overwritten by the
+//! read that claims it after `room_uninit`), so they never become data.
 
 use std::mem::MaybeUninit;
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
+
+use crate::pool::BufferPool;
 
 /// Data of one bundle being received.
 #[derive(Debug, Default)]
 pub(crate) struct Reassembly {
-    buf: BytesMut,
+    buf: Vec<u8>,
     filled: usize,
     /// CRC-32C of `buf[..filled]`, when asked for.
     crc: Option<u32>,
+    /// Where `buf` came from and goes back to, once the bundle is dropped.
+    pool: Option<BufferPool>,
 }
 
 impl Reassembly {
@@ -35,11 +45,17 @@ impl Reassembly {
     /// of the receiving session thread.)
     ///
     /// `checksum`: keep the CRC-32C of the data as it arrives ([`Reassembly::finish`]).
-    pub(crate) fn with_capacity(capacity: usize, checksum: bool) -> Self {
+    /// `pool`: take the buffer from it (and give the bundle's storage back to it).
+    pub(crate) fn with_capacity(
+        capacity: usize,
+        checksum: bool,
+        pool: Option<&BufferPool>,
+    ) -> Self {
         Reassembly {
-            buf: BytesMut::with_capacity(capacity),
+            buf: pool.map_or_else(|| Vec::with_capacity(capacity), |p| p.take(capacity)),
             filled: 0,
             crc: checksum.then_some(0),
+            pool: pool.cloned(),
         }
     }
 
@@ -128,6 +144,10 @@ impl Reassembly {
     /// The data received, without the unused room, and its CRC-32C if it was kept.
     pub(crate) fn finish(mut self) -> (Bytes, Option<u32>) {
         self.buf.truncate(self.filled);
-        (self.buf.freeze(), self.crc)
+        let bytes = match &self.pool {
+            Some(pool) => pool.bytes(std::mem::take(&mut self.buf)),
+            None => Bytes::from(std::mem::take(&mut self.buf)),
+        };
+        (bytes, self.crc)
     }
 }

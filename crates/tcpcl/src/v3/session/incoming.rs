@@ -324,6 +324,7 @@ impl Session {
                 data: Reassembly::with_capacity(
                     usize::try_from(cap).unwrap_or(0),
                     self.cfg.checksum_received(declared),
+                    self.cfg.recycle_buffers.as_ref(),
                 ),
                 received: 0,
                 declared,
