@@ -4,6 +4,7 @@ use std::time::Duration;
 
 use crate::decode::DecodeLimits;
 use crate::msg::ExtensionItem;
+use crate::pool::BufferPool;
 
 /// Which side of the TCP connection this session is (RFC 9174, 3.1): the active entity
 /// connected and speaks first; the passive entity accepted the connection.
@@ -92,6 +93,12 @@ pub struct SessionConfig {
     /// checks the bundle's CRC-32C fields or checksums what it stores needs no separate pass
     /// over the whole bundle. Default `None`: never.
     pub checksum_received_from: Option<u64>,
+    /// Take the reassembly buffers of incoming transfers from this pool, and give a received
+    /// bundle's storage back to it once the last reference to its `Bytes` is dropped (on any
+    /// thread), so that steady-state transfers reuse memory whose pages are already mapped
+    /// instead of faulting in fresh ones (see [`crate::pool`] for the bounds). Default `None`:
+    /// every transfer gets a new buffer from the allocator.
+    pub recycle_buffers: Option<BufferPool>,
     /// TCPCLv3 options (RFC 7242): what our contact header requests, and the segment size.
     pub v3: V3Options,
 }
@@ -159,6 +166,7 @@ impl SessionConfig {
             defer_final_ack: false,
             max_held_acks: 4096,
             checksum_received_from: None,
+            recycle_buffers: None,
             v3: V3Options::default(),
         }
     }

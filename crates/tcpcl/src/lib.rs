@@ -83,11 +83,13 @@
 mod any;
 pub mod config;
 pub mod decode;
+mod direct;
 pub mod error;
 pub mod event;
 mod framing;
 mod gather;
 pub mod msg;
+pub mod pool;
 mod reassembly;
 mod session;
 pub mod stats;
@@ -109,6 +111,7 @@ pub use msg::{
     XferAck, XferRefuse, XferSegment, CONTACT_HEADER_LEN, MAGIC, TRANSFER_LENGTH_EXTENSION,
     VERSION,
 };
+pub use pool::{BufferPool, PoolLimits, PoolStats};
 pub use session::Session;
 pub use stats::SessionStats;
 pub use stream::{Item, StreamDecoder};

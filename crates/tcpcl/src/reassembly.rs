@@ -13,20 +13,28 @@
 //! With a checksum (`SessionConfig::checksum_received_from`) the CRC-32C of the data is updated
 //! with every piece as it lands, while those octets are still in the CPU's cache, instead of
 //! in a separate pass over the whole bundle once it is complete.
+//!
+//! With a pool (`SessionConfig::recycle_buffers`) the buffer is taken from it and the finished
+//! bundle's storage goes back to it when dropped ([`crate::pool`]). A recycled buffer comes
+//! with length 0: its old octets lie in the spare capacity, which is treated as uninitialised
+//! here as for any fresh buffer (zero-filled before `room` hands it out, overwritten by the
+//! read that claims it after `room_uninit`), so they never become data.
 
 use std::mem::MaybeUninit;
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 
-use crate::error::SessionError;
+use crate::pool::BufferPool;
 
 /// Data of one bundle being received.
 #[derive(Debug, Default)]
 pub(crate) struct Reassembly {
-    buf: BytesMut,
+    buf: Vec<u8>,
     filled: usize,
     /// CRC-32C of `buf[..filled]`, when asked for.
     crc: Option<u32>,
+    /// Where `buf` came from and goes back to, once the bundle is dropped.
+    pool: Option<BufferPool>,
 }
 
 impl Reassembly {
@@ -37,11 +45,17 @@ impl Reassembly {
     /// of the receiving session thread.)
     ///
     /// `checksum`: keep the CRC-32C of the data as it arrives ([`Reassembly::finish`]).
-    pub(crate) fn with_capacity(capacity: usize, checksum: bool) -> Self {
+    /// `pool`: take the buffer from it (and give the bundle's storage back to it).
+    pub(crate) fn with_capacity(
+        capacity: usize,
+        checksum: bool,
+        pool: Option<&BufferPool>,
+    ) -> Self {
         Reassembly {
-            buf: BytesMut::with_capacity(capacity),
+            buf: pool.map_or_else(|| Vec::with_capacity(capacity), |p| p.take(capacity)),
             filled: 0,
             crc: checksum.then_some(0),
+            pool: pool.cloned(),
         }
     }
 
@@ -130,72 +144,10 @@ impl Reassembly {
     /// The data received, without the unused room, and its CRC-32C if it was kept.
     pub(crate) fn finish(mut self) -> (Bytes, Option<u32>) {
         self.buf.truncate(self.filled);
-        (self.buf.freeze(), self.crc)
-    }
-}
-
-/// The slice `payload_buf` (or `payload_buf_uninit`: `.1`) last handed out, which
-/// `payload_filled` (`payload_filled_uninit`) may claim (both versions).
-#[derive(Debug, Default)]
-pub(crate) struct Offer(usize, bool);
-
-impl Offer {
-    /// Forgets the slice (other input may overwrite it).
-    pub(crate) fn clear(&mut self) {
-        self.0 = 0;
-    }
-
-    /// As [`Offer::offer`] for uninitialised room.
-    pub(crate) fn offer_uninit<'a>(
-        &mut self,
-        remaining: Option<u64>,
-        max: usize,
-        room: impl FnOnce(usize) -> Option<&'a mut [MaybeUninit<u8>]>,
-    ) -> Option<&'a mut [MaybeUninit<u8>]> {
-        self.0 = 0;
-        let remaining = remaining.filter(|r| *r > 0 && max > 0)?;
-        let want = usize::try_from(remaining).map_or(max, |r| r.min(max));
-        let room = room(want)?;
-        self.0 = room.len();
-        self.1 = true;
-        Some(room)
-    }
-
-    /// Offers at most `max` octets of `room` (the reassembly buffer after the data received),
-    /// never past the `remaining` data of the current segment; remembers how much.
-    pub(crate) fn offer<'a>(
-        &mut self,
-        remaining: Option<u64>,
-        max: usize,
-        room: impl FnOnce(usize) -> Option<&'a mut [u8]>,
-    ) -> Option<&'a mut [u8]> {
-        self.0 = 0;
-        let remaining = remaining.filter(|r| *r > 0 && max > 0)?;
-        let want = usize::try_from(remaining).map_or(max, |r| r.min(max));
-        let room = room(want)?;
-        self.0 = room.len();
-        self.1 = false;
-        Some(room)
-    }
-
-    /// Claims `n > 0` octets of the last offer, which must have been of the kind `uninit`
-    /// says; `skip` accounts for them in the stream decoder. More than was offered, or a
-    /// claim of the other kind, is a driver bug: the error is fatal to the session.
-    pub(crate) fn claim(
-        &mut self,
-        n: usize,
-        uninit: bool,
-        skip: impl FnOnce(u64) -> bool,
-    ) -> Result<(), SessionError> {
-        let offered = if self.1 == uninit {
-            std::mem::take(&mut self.0)
-        } else {
-            self.0 = 0;
-            0
+        let bytes = match &self.pool {
+            Some(pool) => pool.bytes(std::mem::take(&mut self.buf)),
+            None => Bytes::from(std::mem::take(&mut self.buf)),
         };
-        if n > offered || !skip(n as u64) {
-            return Err(SessionError::PayloadOverrun { filled: n, offered });
-        }
-        Ok(())
+        (bytes, self.crc)
     }
 }

@@ -72,6 +72,11 @@ impl StreamDecoder {
         self.framer.skip_data(n)
     }
 
+    /// The framer, for the direct-read path shared by both versions (`crate::direct`).
+    pub(crate) fn framer_mut(&mut self) -> &mut Framer {
+        &mut self.framer
+    }
+
     /// Decodes the next item from `input`, advancing it past the octets consumed.
     ///
     /// `Ok(None)` means everything useful in `input` was consumed (a partial header is kept

@@ -259,6 +259,11 @@ pub(crate) fn run_session(
         .as_ref()
         .filter(|s| s.on_disk())
         .map(|s| stage_from(s) as u64);
+    // Reassembly buffers come from a small pool of this session's thread and go back to it
+    // when the bundle is dropped (by the agent or the application writer): steady-state
+    // transfers reuse mapped pages instead of faulting in and zeroing fresh ones
+    // (`tcpcl::pool`; at most 4 buffers, 64 MiB).
+    cfg.recycle_buffers = Some(tcpcl::BufferPool::default());
     cfg.can_tls = c.tls.is_some();
     cfg.require_tls = c.tls.as_ref().is_some_and(|t| t.require);
     cfg.v3.max_segment_size = c.v3_max_segment_size;

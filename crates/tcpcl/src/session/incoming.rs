@@ -1,11 +1,11 @@
 //! Incoming transfers: reassembly into one buffer, acknowledgments and refusals.
 
 use std::collections::VecDeque;
-use std::mem::MaybeUninit;
 use std::time::Duration;
 
 use super::{Phase, Session};
 use crate::decode::transfer_length;
+use crate::direct;
 use crate::error::{ConfirmError, RefuseError, SessionError};
 use crate::event::{Deviation, Event};
 use crate::msg::{
@@ -66,50 +66,19 @@ pub(super) struct Incoming {
 }
 
 impl Incoming {
-    /// The transfer buffering the current segment's data, if any (none: skipped).
-    fn buffering(&mut self) -> Option<&mut InTransfer> {
+    /// The reassembly buffer of the transfer whose current segment's data is being
+    /// buffered, if any (none: skipped).
+    pub(super) fn buffer(&mut self) -> Option<&mut Reassembly> {
         match (&self.seg, &mut self.cur) {
-            (Some(seg), Some(cur)) if seg.sink == Sink::Buffer => Some(cur),
+            (Some(seg), Some(cur)) if seg.sink == Sink::Buffer => Some(&mut cur.data),
             _ => None,
         }
     }
 
     /// Appends a piece of segment data to the reassembly buffer (or skips it).
     pub(super) fn on_data(&mut self, d: &[u8]) {
-        if let Some(cur) = self.buffering() {
-            cur.data.push(d);
-        }
-    }
-
-    /// Up to `want` octets of zeroed room in the reassembly buffer right after the data
-    /// received so far, if the current segment's data is being buffered.
-    pub(super) fn room(&mut self, want: usize) -> Option<&mut [u8]> {
-        self.buffering()?.data.room(want)
-    }
-
-    /// The driver stored `n` octets of segment data in the room from [`Incoming::room`].
-    pub(super) fn filled(&mut self, n: usize) {
-        if let Some(cur) = self.buffering() {
-            cur.data.filled(n);
-        }
-    }
-
-    /// Up to `want` octets of uninitialised room in the reassembly buffer right after the
-    /// data received so far, if the current segment's data is being buffered.
-    pub(super) fn room_uninit(&mut self, want: usize) -> Option<&mut [std::mem::MaybeUninit<u8>]> {
-        self.buffering()?.data.room_uninit(want)
-    }
-
-    /// The driver stored `n` octets of segment data in the room from
-    /// [`Incoming::room_uninit`].
-    ///
-    /// # Safety
-    ///
-    /// As [`Reassembly::filled_uninit`].
-    pub(super) unsafe fn filled_uninit(&mut self, n: usize) {
-        if let Some(cur) = self.buffering() {
-            // SAFETY: forwarded from the caller.
-            unsafe { cur.data.filled_uninit(n) };
+        if let Some(data) = self.buffer() {
+            data.push(d);
         }
     }
 
@@ -229,116 +198,6 @@ impl Session {
         self.inc.cur.as_ref().map(|c| (c.id, c.data.data()))
     }
 
-    /// Room to read the current segment's data into directly, instead of reading into a
-    /// buffer of the driver's and passing it to [`Session::handle_input`], which copies the
-    /// data a second time into the transfer's reassembly buffer.
-    ///
-    /// Offered only while the decoder is inside the data of a segment whose transfer is
-    /// being reassembled; `None` otherwise (between messages, while a refused transfer's
-    /// data is skipped, before establishment, after the end): the driver then reads as
-    /// usual. The slice is the part of the reassembly buffer right after the data received
-    /// so far, at most `max` octets and never past the current segment, so whatever the
-    /// driver stores there is exactly the next octets of the stream. It is never empty (a
-    /// zero-length read would look like end-of-stream); `max == 0` gives `None`.
-    ///
-    /// The driver reads into it (one `read(2)`), then reports the octet count with
-    /// [`Session::payload_filled`]. The slice is initialised memory (zero-filled the first
-    /// time it is offered, reused if a read comes up short), so no `unsafe` is needed
-    /// anywhere: the zeroing touches the same cache lines the kernel writes right after,
-    /// and costs far less than copying the data out of a separate read buffer.
-    pub fn payload_buf(&mut self, max: usize) -> Option<&mut [u8]> {
-        if self.phase != Phase::Established {
-            self.offer.clear();
-            return None;
-        }
-        let remaining = self.decoder.data_remaining();
-        let inc = &mut self.inc;
-        self.offer.offer(remaining, max, |want| inc.room(want))
-    }
-
-    /// Reports that the driver stored the next `n` octets of the stream at the start of the
-    /// slice from the last [`Session::payload_buf`]. The session advances exactly as
-    /// [`Session::handle_input`] would have for the same octets: statistics, timers,
-    /// acknowledgment of a completed segment, `BundleReceived` of a completed transfer.
-    ///
-    /// `n == 0` does nothing. Any other call to `handle_input` in between invalidates the
-    /// slice; reporting more than was offered is a driver bug and fails with
-    /// [`SessionError::PayloadOverrun`]. Errors are fatal, as for `handle_input`.
-    pub fn payload_filled(&mut self, now: Duration, n: usize) -> Result<(), SessionError> {
-        // SAFETY: a zero-filled offer assumes nothing about the octets.
-        unsafe { self.fill(now, n, false) }
-    }
-
-    /// [`Session::payload_buf`] without the zero-fill: the reassembly buffer's spare capacity,
-    /// for a driver that reads with a system call that writes the slice (`read(2)` into its
-    /// pointer) and then claims the octets with [`Session::payload_filled_uninit`]. Offered
-    /// under the same conditions and bounds as `payload_buf`.
-    pub fn payload_buf_uninit(&mut self, max: usize) -> Option<&mut [MaybeUninit<u8>]> {
-        if self.phase != Phase::Established {
-            self.offer.clear();
-            return None;
-        }
-        let remaining = self.decoder.data_remaining();
-        let inc = &mut self.inc;
-        self.offer
-            .offer_uninit(remaining, max, |want| inc.room_uninit(want))
-    }
-
-    /// [`Session::payload_filled`] for the slice of [`Session::payload_buf_uninit`].
-    ///
-    /// # Safety
-    ///
-    /// The first `n` octets of the slice the last `payload_buf_uninit` returned were
-    /// initialised (written by the read), and no other method of the session was called in
-    /// between. Claiming more than was offered, or after a `payload_buf` offer, is checked
-    /// and fails with [`SessionError::PayloadOverrun`] as for `payload_filled`.
-    pub unsafe fn payload_filled_uninit(
-        &mut self,
-        now: Duration,
-        n: usize,
-    ) -> Result<(), SessionError> {
-        // SAFETY: the caller's contract above.
-        unsafe { self.fill(now, n, true) }
-    }
-
-    /// Claims `n` octets of the last payload offer (`uninit`: of the spare-capacity offer)
-    /// and advances the session as `handle_input` would have.
-    ///
-    /// # Safety
-    ///
-    /// With `uninit`, the contract of [`Session::payload_filled_uninit`].
-    unsafe fn fill(&mut self, now: Duration, n: usize, uninit: bool) -> Result<(), SessionError> {
-        if self.phase == Phase::Closed {
-            return Err(SessionError::Closed(self.close_reason()));
-        }
-        self.latest = self.latest.max(now);
-        if n == 0 {
-            self.offer.clear();
-            return Ok(());
-        }
-        let decoder = &mut self.decoder;
-        if let Err(e) = self.offer.claim(n, uninit, |k| decoder.skip_data(k)) {
-            self.fail(now, &e);
-            return Err(e);
-        }
-        self.stats.bytes_received += n as u64;
-        self.last_received = now;
-        if uninit {
-            // SAFETY: the claim checked n against the room handed out; the caller initialised
-            // it and touched nothing else in between.
-            unsafe { self.inc.filled_uninit(n) };
-        } else {
-            self.inc.filled(n);
-        }
-        // A completed segment ends here, as `handle_input` ends it right after its data.
-        let mut rest: &[u8] = &[];
-        let result = self.consume(now, &mut rest);
-        if let Err(e) = &result {
-            self.fail(now, e);
-        }
-        result
-    }
-
     fn refuse_incoming(&mut self, id: u64, reason: RefuseReason) {
         self.stats.transfers_refused += 1;
         self.queue(&Message::XferRefuse(XferRefuse {
@@ -418,6 +277,7 @@ impl Session {
                 data: Reassembly::with_capacity(
                     usize::try_from(cap).unwrap_or(0),
                     self.cfg.checksum_received(declared),
+                    self.cfg.recycle_buffers.as_ref(),
                 ),
                 received: 0,
                 declared,
@@ -509,3 +369,5 @@ impl Session {
         }
     }
 }
+
+direct::direct_receive!(Session);

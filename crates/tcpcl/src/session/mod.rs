@@ -22,8 +22,8 @@ use crate::msg::{
 use crate::stats::SessionStats;
 use crate::stream::{Item, StreamDecoder};
 
+use crate::direct::Offer;
 use crate::gather::Gather;
-use crate::reassembly::Offer;
 use incoming::Incoming;
 use outgoing::Outgoing;
 

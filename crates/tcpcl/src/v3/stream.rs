@@ -61,6 +61,11 @@ impl StreamDecoder {
         self.framer.skip_data(n)
     }
 
+    /// The framer, for the direct-read path shared by both versions (`crate::direct`).
+    pub(crate) fn framer_mut(&mut self) -> &mut Framer {
+        &mut self.framer
+    }
+
     /// Decodes the next item from `input`, advancing it past the octets consumed. After an
     /// error the stream cannot be resynchronised.
     pub fn next<'a>(&mut self, input: &mut &'a [u8]) -> Result<Option<Item<'a>>, DecodeError> {

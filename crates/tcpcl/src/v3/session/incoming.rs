@@ -9,10 +9,10 @@
 //! of a bundle leave at once when nothing is held.
 
 use std::collections::VecDeque;
-use std::mem::MaybeUninit;
 use std::time::Duration;
 
 use super::{Phase, Session};
+use crate::direct;
 use crate::error::{ConfirmError, RefuseError, SessionError};
 use crate::event::{Deviation, Event};
 use crate::msg::SessTermReason;
@@ -87,48 +87,19 @@ pub(super) struct Incoming {
 }
 
 impl Incoming {
-    fn buffering(&mut self) -> Option<&mut InBundle> {
+    /// The reassembly buffer of the transfer whose current segment's data is being
+    /// buffered, if any (none: skipped).
+    pub(super) fn buffer(&mut self) -> Option<&mut Reassembly> {
         match (&self.seg, &mut self.cur) {
-            (Some(seg), Some(cur)) if seg.sink == Sink::Buffer => Some(cur),
+            (Some(seg), Some(cur)) if seg.sink == Sink::Buffer => Some(&mut cur.data),
             _ => None,
         }
     }
 
     /// Appends a piece of segment data to the reassembly buffer (or skips it).
     pub(super) fn on_data(&mut self, d: &[u8]) {
-        if let Some(cur) = self.buffering() {
-            cur.data.push(d);
-        }
-    }
-
-    /// Room in the reassembly buffer for a direct read, if the current segment is buffered.
-    pub(super) fn room(&mut self, want: usize) -> Option<&mut [u8]> {
-        self.buffering()?.data.room(want)
-    }
-
-    /// The driver stored `n` octets in the room from [`Incoming::room`].
-    pub(super) fn filled(&mut self, n: usize) {
-        if let Some(cur) = self.buffering() {
-            cur.data.filled(n);
-        }
-    }
-
-    /// Up to `want` octets of uninitialised room in the reassembly buffer right after the
-    /// data received so far, if the current segment's data is being buffered.
-    pub(super) fn room_uninit(&mut self, want: usize) -> Option<&mut [std::mem::MaybeUninit<u8>]> {
-        self.buffering()?.data.room_uninit(want)
-    }
-
-    /// The driver stored `n` octets of segment data in the room from
-    /// [`Incoming::room_uninit`].
-    ///
-    /// # Safety
-    ///
-    /// As [`Reassembly::filled_uninit`].
-    pub(super) unsafe fn filled_uninit(&mut self, n: usize) {
-        if let Some(cur) = self.buffering() {
-            // SAFETY: forwarded from the caller.
-            unsafe { cur.data.filled_uninit(n) };
+        if let Some(data) = self.buffer() {
+            data.push(d);
         }
     }
 
@@ -223,96 +194,6 @@ impl Session {
     /// cut simply stops being reported here.
     pub fn incoming_data(&self) -> Option<(u64, &[u8])> {
         self.inc.cur.as_ref().map(|c| (c.seq, c.data.data()))
-    }
-
-    /// Room to read the current segment's data into directly (see
-    /// [`crate::Session::payload_buf`]); `None` outside buffered segment data.
-    pub fn payload_buf(&mut self, max: usize) -> Option<&mut [u8]> {
-        if self.phase != Phase::Established {
-            self.offer.clear();
-            return None;
-        }
-        let remaining = self.decoder.data_remaining();
-        let inc = &mut self.inc;
-        self.offer.offer(remaining, max, |want| inc.room(want))
-    }
-
-    /// Reports `n` octets stored at the start of the last [`Session::payload_buf`] slice;
-    /// the session advances as `handle_input` would have (see
-    /// [`crate::Session::payload_filled`]).
-    pub fn payload_filled(&mut self, now: Duration, n: usize) -> Result<(), SessionError> {
-        // SAFETY: a zero-filled offer assumes nothing about the octets.
-        unsafe { self.fill(now, n, false) }
-    }
-
-    /// [`Session::payload_buf`] without the zero-fill: the reassembly buffer's spare capacity,
-    /// for a driver that reads with a system call that writes the slice (`read(2)` into its
-    /// pointer) and then claims the octets with [`Session::payload_filled_uninit`]. Offered
-    /// under the same conditions and bounds as `payload_buf`.
-    pub fn payload_buf_uninit(&mut self, max: usize) -> Option<&mut [MaybeUninit<u8>]> {
-        if self.phase != Phase::Established {
-            self.offer.clear();
-            return None;
-        }
-        let remaining = self.decoder.data_remaining();
-        let inc = &mut self.inc;
-        self.offer
-            .offer_uninit(remaining, max, |want| inc.room_uninit(want))
-    }
-
-    /// [`Session::payload_filled`] for the slice of [`Session::payload_buf_uninit`].
-    ///
-    /// # Safety
-    ///
-    /// The first `n` octets of the slice the last `payload_buf_uninit` returned were
-    /// initialised (written by the read), and no other method of the session was called in
-    /// between. Claiming more than was offered, or after a `payload_buf` offer, is checked
-    /// and fails with [`SessionError::PayloadOverrun`] as for `payload_filled`.
-    pub unsafe fn payload_filled_uninit(
-        &mut self,
-        now: Duration,
-        n: usize,
-    ) -> Result<(), SessionError> {
-        // SAFETY: the caller's contract above.
-        unsafe { self.fill(now, n, true) }
-    }
-
-    /// Claims `n` octets of the last payload offer (`uninit`: of the spare-capacity offer)
-    /// and advances the session as `handle_input` would have.
-    ///
-    /// # Safety
-    ///
-    /// With `uninit`, the contract of [`Session::payload_filled_uninit`].
-    unsafe fn fill(&mut self, now: Duration, n: usize, uninit: bool) -> Result<(), SessionError> {
-        if self.phase == Phase::Closed {
-            return Err(SessionError::Closed(self.close_reason()));
-        }
-        self.latest = self.latest.max(now);
-        if n == 0 {
-            self.offer.clear();
-            return Ok(());
-        }
-        let decoder = &mut self.decoder;
-        if let Err(e) = self.offer.claim(n, uninit, |k| decoder.skip_data(k)) {
-            self.fail(now, &e);
-            return Err(e);
-        }
-        self.stats.bytes_received += n as u64;
-        self.last_received = now;
-        if uninit {
-            // SAFETY: the claim checked n against the room handed out; the caller initialised
-            // it and touched nothing else in between.
-            unsafe { self.inc.filled_uninit(n) };
-        } else {
-            self.inc.filled(n);
-        }
-        // A completed segment ends here, as `handle_input` ends it right after its data.
-        let mut rest: &[u8] = &[];
-        let result = self.consume(now, &mut rest);
-        if let Err(e) = &result {
-            self.fail(now, e);
-        }
-        result
     }
 
     /// Sends an answer, or queues it behind a held one.
@@ -443,6 +324,7 @@ impl Session {
                 data: Reassembly::with_capacity(
                     usize::try_from(cap).unwrap_or(0),
                     self.cfg.checksum_received(declared),
+                    self.cfg.recycle_buffers.as_ref(),
                 ),
                 received: 0,
                 declared,
@@ -520,3 +402,5 @@ impl Session {
         }
     }
 }
+
+direct::direct_receive!(Session);

@@ -14,11 +14,11 @@ use std::time::Duration;
 use bytes::Bytes;
 
 use crate::config::{Role, SessionConfig};
+use crate::direct::Offer;
 use crate::error::{DecodeError, SessionError};
 use crate::event::{Deviation, Event};
 use crate::gather::Gather;
 use crate::msg::SessTermReason;
-use crate::reassembly::Offer;
 use crate::stats::SessionStats;
 
 use super::msg::{ContactFlags, ContactHeader, Message, Shutdown, ShutdownReason, VERSION};
