@@ -63,6 +63,34 @@ pub enum Mode {
     Loopback,
 }
 
+/// What an experiment file under `experiments/` describes, from its `mode` line alone (the two kinds have
+/// different fields, so this is decided before either is parsed).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FileKind {
+    /// A bench grid (`mode` = sim, emu, ip or loopback): [`Experiment::load`] reads it.
+    Grid,
+    /// `mode = "constellation"`: a plan from orbits, one simulation and its report, run by
+    /// `experiments/constellation/run.sh`; [`Experiment::load`] refuses it with that advice.
+    Constellation,
+}
+
+/// The kind of an experiment file's text; text that is not TOML, or has no `mode = "constellation"`, is a
+/// grid (whose parsing then names what is wrong).
+pub fn file_kind(text: &str) -> FileKind {
+    let mode = text
+        .parse::<toml::Table>()
+        .ok()
+        .and_then(|t| match t.get("mode") {
+            Some(toml::Value::String(m)) => Some(m.clone()),
+            _ => None,
+        });
+    if mode.as_deref() == Some("constellation") {
+        FileKind::Constellation
+    } else {
+        FileKind::Grid
+    }
+}
+
 /// One point of an axis: a label and the overrides it applies.
 #[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
 #[serde(deny_unknown_fields)]
@@ -352,6 +380,12 @@ impl Experiment {
 
     /// Parses experiment text; `file` names it in errors, `base` resolves the scenario path.
     pub fn from_toml_str(text: &str, file: &str, base: &Path) -> Result<Experiment, Error> {
+        if file_kind(text) == FileKind::Constellation {
+            return Err(Error::Invalid(format!(
+                "{file}: mode = \"constellation\": a constellation experiment (plan from orbits, one simulation, \
+                 a report), not a bench grid; run it with `experiments/constellation/run.sh {file}`"
+            )));
+        }
         let f: ExperimentFile =
             toml::from_str(text).map_err(|e| Error::Invalid(format!("{file}: {e}")))?;
         if f.repetitions == 0 {
@@ -733,6 +767,24 @@ pub fn aggregate(exp: &Experiment, runs: &[(RunSpec, Metrics)]) -> Vec<PointAggr
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_constellation_file_is_refused_with_the_command_that_runs_it() {
+        let text = "mode = \"constellation\"\nwalker = \"53:96/8/1\"\naltitude_km = \"550\"\n";
+        assert_eq!(file_kind(text), FileKind::Constellation);
+        let err = Experiment::from_toml_str(text, "experiments/c.toml", Path::new("experiments"))
+            .expect_err("not a grid");
+        let msg = err.to_string();
+        assert!(
+            msg.contains("experiments/c.toml: mode = \"constellation\"")
+                && msg.contains("experiments/constellation/run.sh experiments/c.toml"),
+            "{msg}"
+        );
+        // Grids, text that is not TOML and a mode that is not a string stay grids (their parsing names the fault).
+        assert_eq!(file_kind(EXP), FileKind::Grid);
+        assert_eq!(file_kind("mode = ["), FileKind::Grid);
+        assert_eq!(file_kind("mode = 3"), FileKind::Grid);
+    }
 
     const EXP: &str = r#"
 name = "t"

@@ -11,7 +11,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use analyze::experiment::{Experiment, Mode};
+use analyze::experiment::{file_kind, Experiment, FileKind, Mode};
 
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
@@ -63,11 +63,7 @@ fn every_simulator_experiment_is_guarded() {
             // Constellation experiments are not bench grids: experiments/constellation/run.sh runs them (plan
             // from the orbits, one simulation, `dtnkit sim-report`), and their test is plan_cli's.
             let text = std::fs::read_to_string(&path).expect("experiment file");
-            let mode = text
-                .parse::<toml::Table>()
-                .ok()
-                .and_then(|t| t.get("mode").and_then(|m| m.as_str()).map(str::to_owned));
-            if mode.as_deref() == Some("constellation") {
+            if file_kind(&text) == FileKind::Constellation {
                 continue;
             }
             let exp = Experiment::load(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
