@@ -5,6 +5,7 @@
 
 use std::io::BufRead;
 
+use crate::csv_lines::CsvLines;
 use crate::Error;
 
 /// Aggregates of one or more bundle logs.
@@ -37,53 +38,31 @@ impl BundleTotals {
     }
 
     /// Reads one bundle log into the totals.
-    pub fn read(&mut self, name: &str, mut input: impl BufRead) -> Result<(), Error> {
-        let mut line = String::with_capacity(256);
-        let n = input
-            .read_line(&mut line)
-            .map_err(|e| Error::Io(format!("{name}: {e}")))?;
-        if n == 0 {
-            return Err(Error::Format(format!(
-                "{name}: empty file (no header line)"
-            )));
-        }
-        let cols: Vec<String> = line
-            .trim_end()
-            .split(',')
-            .map(|s| s.trim().to_string())
-            .collect();
-        let find = |c: &str| cols.iter().position(|x| x == c);
-        let (time_col, scale) = match (find("time_ns"), find("time_ms")) {
+    pub fn read(&mut self, name: &str, input: impl BufRead) -> Result<(), Error> {
+        let mut lines = CsvLines::open(name, input)?;
+        let (time_col, scale) = match (lines.find("time_ns"), lines.find("time_ms")) {
             (Some(i), _) => (i, 1u128),
             (None, Some(i)) => (i, 1_000_000u128),
             _ => {
-                return Err(Error::Format(format!(
-                    "{name} line 1: bundle log header has neither `time_ns` nor `time_ms`"
-                )))
+                return Err(
+                    lines.header_error("bundle log header has neither `time_ns` nor `time_ms`")
+                )
             }
         };
-        let event_col = find("event").ok_or_else(|| {
-            Error::Format(format!(
-                "{name} line 1: bundle log header has no `event` column"
-            ))
-        })?;
-        let len_col = find("payload_len").or(find("length")).ok_or_else(|| {
-            Error::Format(format!(
-                "{name} line 1: bundle log header has neither `payload_len` nor `length`"
-            ))
-        })?;
-        loop {
-            line.clear();
-            let n = input
-                .read_line(&mut line)
-                .map_err(|e| Error::Io(format!("{name}: {e}")))?;
-            if n == 0 {
-                return Ok(());
-            }
+        let event_col = lines
+            .find("event")
+            .ok_or_else(|| lines.header_error("bundle log header has no `event` column"))?;
+        let len_col = lines
+            .find("payload_len")
+            .or(lines.find("length"))
+            .ok_or_else(|| {
+                lines.header_error("bundle log header has neither `payload_len` nor `length`")
+            })?;
+        while let Some(line) = lines.next_line()? {
             let mut time = None;
             let mut event = "";
             let mut len = None;
-            for (i, f) in line.trim_end().split(',').enumerate() {
+            for (i, f) in line.split(',').enumerate() {
                 if i == time_col {
                     time = f.parse::<u128>().ok();
                 } else if i == event_col {
@@ -112,5 +91,6 @@ impl BundleTotals {
                 _ => {}
             }
         }
+        Ok(())
     }
 }

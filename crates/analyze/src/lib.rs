@@ -23,6 +23,7 @@
 #![warn(missing_docs)]
 
 pub mod bundle;
+mod csv_lines;
 pub mod csv_out;
 pub mod experiment;
 pub mod network;

@@ -14,6 +14,7 @@ use std::io::BufRead;
 
 use serde::Serialize;
 
+use crate::csv_lines::CsvLines;
 use crate::Error;
 
 /// A contact of the plan, times in DTN ms (the logs' clock).
@@ -237,33 +238,6 @@ pub struct NetworkAnalyzer {
     min_time: Option<u64>,
 }
 
-fn columns(name: &str, header: &str, want: &[&str]) -> Result<Vec<usize>, Error> {
-    let cols: Vec<&str> = header.trim_end().split(',').map(str::trim).collect();
-    want.iter()
-        .map(|w| {
-            cols.iter().position(|c| c == w).ok_or_else(|| {
-                Error::Format(format!(
-                    "{name} line 1: no `{w}` column (header: {})",
-                    header.trim_end()
-                ))
-            })
-        })
-        .collect()
-}
-
-fn read_header(name: &str, input: &mut impl BufRead) -> Result<String, Error> {
-    let mut line = String::new();
-    let n = input
-        .read_line(&mut line)
-        .map_err(|e| Error::Io(format!("{name}: {e}")))?;
-    if n == 0 {
-        return Err(Error::Format(format!(
-            "{name}: empty file (no header line)"
-        )));
-    }
-    Ok(line)
-}
-
 fn bundle_id(f: &[&str], c: &[usize]) -> String {
     let (src, cr, seq, fo, fl) = (f[c[0]], f[c[1]], f[c[2]], f[c[3]], f[c[4]]);
     if fo.is_empty() {
@@ -329,40 +303,27 @@ impl NetworkAnalyzer {
         &mut self,
         name: &str,
         node: u64,
-        mut input: impl BufRead,
+        input: impl BufRead,
     ) -> Result<(), Error> {
-        let header = read_header(name, &mut input)?;
-        let c = columns(
-            name,
-            &header,
-            &[
-                "source",
-                "creation_ms",
-                "sequence",
-                "frag_offset",
-                "frag_length",
-                "time_ms",
-                "event",
-                "length",
-                "method",
-                "alternatives",
-                "route_lists",
-                "contacts",
-                "arrival_ms",
-            ],
-        )?;
+        let mut lines = CsvLines::open(name, input)?;
+        let c = lines.require(&[
+            "source",
+            "creation_ms",
+            "sequence",
+            "frag_offset",
+            "frag_length",
+            "time_ms",
+            "event",
+            "length",
+            "method",
+            "alternatives",
+            "route_lists",
+            "contacts",
+            "arrival_ms",
+        ])?;
         let mut booked: BTreeMap<Key, u64> = BTreeMap::new();
-        let mut line = String::new();
-        loop {
-            line.clear();
-            if input
-                .read_line(&mut line)
-                .map_err(|e| Error::Io(format!("{name}: {e}")))?
-                == 0
-            {
-                return Ok(());
-            }
-            let f: Vec<&str> = line.trim_end().split(',').collect();
+        while let Some(line) = lines.next_line()? {
+            let f: Vec<&str> = line.split(',').collect();
             if f.len() <= *c.iter().max().unwrap_or(&0) {
                 if !line.trim().is_empty() {
                     self.bad_rows += 1;
@@ -443,6 +404,7 @@ impl NetworkAnalyzer {
                 _ => self.bad_rows += 1,
             }
         }
+        Ok(())
     }
 
     /// Reads node `node`'s bundle event log.
@@ -450,37 +412,24 @@ impl NetworkAnalyzer {
         &mut self,
         name: &str,
         node: u64,
-        mut input: impl BufRead,
+        input: impl BufRead,
     ) -> Result<(), Error> {
-        let header = read_header(name, &mut input)?;
-        let c = columns(
-            name,
-            &header,
-            &[
-                "source",
-                "creation_ms",
-                "sequence",
-                "frag_offset",
-                "frag_length",
-                "time_ms",
-                "event",
-                "length",
-                "destination",
-                "neighbour",
-            ],
-        )?;
-        let mut line = String::new();
+        let mut lines = CsvLines::open(name, input)?;
+        let c = lines.require(&[
+            "source",
+            "creation_ms",
+            "sequence",
+            "frag_offset",
+            "frag_length",
+            "time_ms",
+            "event",
+            "length",
+            "destination",
+            "neighbour",
+        ])?;
         let events = self.storage_events.entry(node).or_default();
-        loop {
-            line.clear();
-            if input
-                .read_line(&mut line)
-                .map_err(|e| Error::Io(format!("{name}: {e}")))?
-                == 0
-            {
-                return Ok(());
-            }
-            let f: Vec<&str> = line.trim_end().split(',').collect();
+        while let Some(line) = lines.next_line()? {
+            let f: Vec<&str> = line.split(',').collect();
             if f.len() <= *c.iter().max().unwrap_or(&0) {
                 if !line.trim().is_empty() {
                     self.bad_rows += 1;
@@ -531,6 +480,7 @@ impl NetworkAnalyzer {
                 _ => {}
             }
         }
+        Ok(())
     }
 
     /// The contact a forwarding without a CGR route used: the one to `to` in progress at `t`, else the last
