@@ -252,15 +252,7 @@ mod tests {
         assert_eq!(pool.kept(), (0, 0));
     }
 
-    #[test]
-    fn returned_from_another_thread() {
-        let pool = BufferPool::new(limits());
-        let mut buf = pool.take(128 * K);
-        buf.resize(128 * K, 1);
-        let bytes = pool.bytes(buf);
-        std::thread::spawn(move || drop(bytes)).join().unwrap();
-        assert_eq!(pool.kept().0, 1);
-    }
+    // Returned from another thread: `tests/pool_threads.rs` (this crate's sources start no thread).
 
     #[test]
     fn bounded_in_count_and_bytes_oldest_out() {
