@@ -293,6 +293,30 @@ impl StageFile {
         Ok(())
     }
 
+    /// Writes `data` at `offset` (a positioned write: the room of a [`StagedTail`] is left
+    /// unwritten until its head comes); the file's length grows to cover it.
+    fn write_raw_at(&mut self, offset: u64, data: &[u8]) -> std::io::Result<()> {
+        let end = offset + data.len() as u64;
+        match self.sink.as_mut() {
+            Some(Sink::File { file, .. }) => {
+                std::os::unix::fs::FileExt::write_all_at(file, data, offset)?
+            }
+            Some(Sink::Memory(v)) => {
+                let (start, stop) = (
+                    usize::try_from(offset).map_err(std::io::Error::other)?,
+                    usize::try_from(end).map_err(std::io::Error::other)?,
+                );
+                if v.len() < stop {
+                    v.resize(stop, 0);
+                }
+                v[start..stop].copy_from_slice(data);
+            }
+            None => return Err(std::io::Error::other("staging file already finished")),
+        }
+        self.len = self.len.max(end);
+        Ok(())
+    }
+
     /// Ends the current bundle; its index among this file's bundles, if one was open.
     pub fn end_piece(&mut self) -> Option<usize> {
         let (start, crc) = self.open_piece.take()?;
@@ -457,6 +481,68 @@ impl StagedPiece {
         let start = usize::try_from(self.offset).ok()?;
         let end = start.checked_add(usize::try_from(self.len).ok()?)?;
         (end <= b.len()).then(|| b.slice(start..end))
+    }
+}
+
+/// A payload block encoded by the thread that received the payload
+/// ([`bpv7::PreparedPayload`]) and written by that thread to a staging file, behind room for
+/// the bundle's head ([`Stager::stage_tail`]). The agent, which alone decides the head, writes
+/// only the head in front ([`StagedTail::complete`]) and commits the file
+/// ([`super::Op::PutStaged`]) instead of appending the whole bundle to the segment log: the
+/// payload's bytes are written to the store once, by the thread that had them in its cache,
+/// and never by the agent. Dropped unused (the bundle was refused, or encoded another way), the
+/// file is deleted.
+#[derive(Debug)]
+pub struct StagedTail {
+    file: StageFile,
+    /// Offset of the tail in the file: the most head it can take.
+    room: u64,
+    tail_len: u64,
+}
+
+impl Stager {
+    /// Writes `prepared`'s tail (payload block and break) to a new staging file at the offset
+    /// of its room, leaving the room in front for the head.
+    pub fn stage_tail(&self, prepared: &bpv7::PreparedPayload) -> std::io::Result<StagedTail> {
+        let mut file = self.create()?;
+        let room = prepared.room() as u64;
+        let tail = prepared.tail();
+        file.write_raw_at(room, tail)?;
+        Ok(StagedTail {
+            file,
+            room,
+            tail_len: tail.len() as u64,
+        })
+    }
+}
+
+impl StagedTail {
+    /// Length of the staged tail.
+    pub fn tail_len(&self) -> u64 {
+        self.tail_len
+    }
+
+    /// Completes the staged bundle: `bundle` is the whole encoded bundle whose last
+    /// [`Self::tail_len`] bytes are the staged tail (what `encode_around` made of the same
+    /// prepared payload). Writes its head in front of the tail, records the bundle (CRC-32C
+    /// derived from its CRC fields) and finishes the file. `Ok(None)` when `bundle` cannot end
+    /// with this tail (shorter than it, or a head longer than the room); the file is then
+    /// deleted and the caller stores the bundle as usual.
+    pub(crate) fn complete(mut self, bundle: &Bytes) -> std::io::Result<Option<StagedPiece>> {
+        let len = bundle.len() as u64;
+        let Some(head_len) = len.checked_sub(self.tail_len) else {
+            return Ok(None);
+        };
+        let Some(offset) = self.room.checked_sub(head_len) else {
+            return Ok(None);
+        };
+        let head_end = usize::try_from(head_len).map_err(std::io::Error::other)?;
+        self.file.write_raw_at(offset, &bundle[..head_end])?;
+        self.file.end_piece();
+        self.file
+            .pieces
+            .push((offset, len, bpv7::crc::bundle_bytes_crc32c(bundle)));
+        Ok(self.file.finish()?.piece(0))
     }
 }
 
