@@ -432,3 +432,77 @@ fn a_received_bundle_staged_by_the_cla_thread_is_stored_by_adopting_its_file() {
     lens.sort();
     assert_eq!(lens, vec![3_000, 200_000]);
 }
+
+#[test]
+fn a_received_block_staged_by_the_ltp_thread_is_stored_by_adopting_one_file() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("n2.redb");
+    let seg_dir = dir.path().join("n2.segments");
+    // Node 1 makes three bundles for ipn:2.1 (two large, one small), sent as one LTP block,
+    // and a fourth large one whose payload is damaged on the way.
+    let mut a = Agent::open(AgentConfig::new(1), MemoryStore::new(), T0).expect("a");
+    a.link_up(T0, 2, 0);
+    let mut block = Vec::new();
+    let lens = [300_000, 2_000, 400_000, 350_000];
+    for len in lens {
+        let req = SendRequest::new(eid("ipn:1.1"), eid("ipn:2.1"), Bytes::from(adu(len)));
+        a.send(T0, req).expect("send");
+        block.extend_from_slice(&a.poll_transmit(T0).expect("bundle").bundle);
+    }
+    let last = block.len() - 1_000;
+    block[last] ^= 0xff;
+    let block = Bytes::from(block);
+    let mut b = Agent::open(
+        AgentConfig::new(2),
+        RedbStore::open(&path).expect("open"),
+        T0,
+    )
+    .expect("b");
+    b.register(eid("ipn:2.1")).expect("register");
+    let stager = b.store().stager().expect("a store on disk stages");
+    // What the LTP thread does: split, check the CRCs, stage what is large enough.
+    let mut split = bp::ClaBlock::split(&block);
+    split.check_crcs();
+    split.stage(&stager, 256 << 10);
+    let staged: Vec<bool> = split.staged.iter().map(Option::is_some).collect();
+    assert_eq!(
+        staged,
+        vec![true, false, true, false],
+        "large and intact ones only"
+    );
+    let segs = |suffix: &str| -> usize {
+        std::fs::read_dir(&seg_dir)
+            .expect("segments")
+            .filter_map(|e| e.ok())
+            .filter(|e| e.file_name().to_string_lossy().ends_with(suffix))
+            .count()
+    };
+    let before = b.store().segment_count();
+    let v = b.accept_blocks(T0, Some(1), &[split]);
+    assert!(v[0].confirm);
+    let ok: Vec<bool> = v[0].bundles.iter().map(|r| r.is_ok()).collect();
+    assert_eq!(
+        ok,
+        vec![true, true, true, false],
+        "the damaged one is refused"
+    );
+    // The two staged bundles share one adopted file; nothing is left staged.
+    assert_eq!(b.store().segment_count(), before + 1);
+    assert_eq!(segs(".stage"), 0);
+    drop(b.into_store());
+    let mut b = Agent::open(
+        AgentConfig::new(2),
+        RedbStore::open(&path).expect("reopen"),
+        T0,
+    )
+    .expect("b");
+    b.register(eid("ipn:2.1")).expect("register");
+    let mut got: Vec<usize> = std::iter::from_fn(|| b.poll_delivery())
+        .map(|d| {
+            assert_eq!(&d.payload[..], &adu(d.payload.len())[..]);
+            d.payload.len()
+        })
+        .collect();
+    got.sort();
+    assert_eq!(got, vec![2_000, 300_000, 400_000]);
+}

@@ -286,6 +286,10 @@ pub struct LtpStatus {
     pub segments_received: u64,
     /// Red blocks delivered to BP.
     pub blocks_received: u64,
+    /// Received bundles the LTP thread wrote into the store's staging files (256 KiB and
+    /// more with a volatile store, 16 MiB with a durable one), so the agent did not.
+    #[serde(default)]
+    pub bundles_staged: u64,
     /// Export sessions completed.
     pub exports_completed: u64,
     /// Export sessions cancelled.

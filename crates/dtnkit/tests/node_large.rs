@@ -700,3 +700,58 @@ fn sends_to_a_volatile_store_are_staged_by_their_connection_and_survive_a_kill_9
     }
     assert_eq!(n2.status().bundles.malformed, 0);
 }
+
+#[test]
+fn bundles_received_over_ltp_by_a_volatile_store_are_staged_by_the_ltp_thread_and_survive_a_kill_9()
+{
+    // Node 2's store is volatile: its LTP thread writes each received bundle of 256 KiB or
+    // more into a staging file (`ltp.bundles_staged`), the agent adopts the files. Killed
+    // after it stored them (and so let their blocks be acknowledged) and before the
+    // application took them, node 2 still delivers them all, intact, after its restart.
+    let dir = TempDir::new("ltp-staged");
+    let (p1, p2) = (free_port(), free_port());
+    let mut s1 = NodeSpec::new(1, p1);
+    s1.spans.push((2, p2));
+    let mut s2 = NodeSpec::new(2, p2);
+    s2.spans.push((1, p1));
+    s2.store_extra = "durable = false\n".into();
+    let n1 = NodeProc::start(&dir.0, &s1);
+    let mut n2 = NodeProc::start(&dir.0, &s2);
+    send_ok(&n1.socket, "ipn:2.1", 1_000_000, 3, &[]);
+    send_ok(&n1.socket, "ipn:2.1", 100_000, 1, &[]);
+    let t0 = Instant::now();
+    while n2.status().bundles.received < 4 {
+        assert!(
+            t0.elapsed() < LIMIT,
+            "not all received: {:?}",
+            n2.status().bundles
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(n2.status().ltp.bundles_staged, 3, "the three large ones");
+    n2.kill();
+    n2.restart();
+    let recv = Proc::spawn(&[
+        "recv",
+        "--socket",
+        s(&n2.socket),
+        "--endpoint",
+        "ipn:2.1",
+        "--count",
+        "4",
+        "--timeout",
+        "40",
+        "--hash",
+    ]);
+    let text = String::from_utf8_lossy(&recv.wait(LIMIT).stdout).into_owned();
+    let mut expected: Vec<String> = (0..3)
+        .map(|i| format!("len=1000000 sha256={}", generated_sha256(i, 1_000_000)))
+        .collect();
+    expected.push(format!(
+        "len=100000 sha256={}",
+        generated_sha256(0, 100_000)
+    ));
+    for e in &expected {
+        assert!(text.contains(e), "{e} missing in: {text}");
+    }
+}

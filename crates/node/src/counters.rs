@@ -30,6 +30,8 @@ pub(crate) struct LtpCounters {
     pub(crate) segments_sent: std::sync::atomic::AtomicU64,
     pub(crate) segments_received: std::sync::atomic::AtomicU64,
     pub(crate) blocks_received: std::sync::atomic::AtomicU64,
+    /// Received bundles this thread wrote into the store's staging files (`bp::ClaBlock::stage`).
+    pub(crate) bundles_staged: std::sync::atomic::AtomicU64,
     pub(crate) exports_completed: std::sync::atomic::AtomicU64,
     pub(crate) exports_cancelled: std::sync::atomic::AtomicU64,
     /// Export sessions the receiver cancelled for lack of resources (see `cla::classify_cancel`).
@@ -70,6 +72,7 @@ impl LtpCounters {
             segments_sent: self.segments_sent.load(Relaxed),
             segments_received: self.segments_received.load(Relaxed),
             blocks_received: self.blocks_received.load(Relaxed),
+            bundles_staged: self.bundles_staged.load(Relaxed),
             exports_completed: self.exports_completed.load(Relaxed),
             exports_cancelled: self.exports_cancelled.load(Relaxed),
             exports_refused: self.exports_refused.load(Relaxed),

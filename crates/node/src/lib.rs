@@ -157,10 +157,10 @@ impl Node {
         // the start cleanly; it reads the status through the socket bound above.
         let monitor = start::start_monitor(&cfg)?;
         let (mut threads, agent_rx) = start::Threads::new(&cfg);
-        let ltp = threads.start_ltp(&cfg, engine, ltp_socket)?;
+        let stager = bp::Store::stager(agent.store());
+        let ltp = threads.start_ltp(&cfg, engine, ltp_socket, stager.clone())?;
         let (ltp_tx, ltp_addr) = (ltp.tx.clone(), ltp.addr);
         let udpcl = threads.start_udpcl(&cfg)?;
-        let stager = bp::Store::stager(agent.store());
         let tcpcl = threads.start_tcpcl(&cfg, stager.clone())?;
         let stcp = threads.start_stcp(&cfg)?;
         let others = start::OtherClas { udpcl, tcpcl, stcp };

@@ -45,6 +45,10 @@ pub(crate) struct LtpThread {
     pub(crate) source: crate::ltp_source::SourcePolicy,
     /// Bundles whose stored bytes could not be read here, reported with the next events.
     pub(crate) unreadable: Vec<(u64, bp::StoreError)>,
+    /// Where received bundles of at least this size are written into the store by this
+    /// thread (`bp::ClaBlock::stage`, the size the TCPCL sessions stage from); `None` for a
+    /// store in memory.
+    pub(crate) stage: Option<(bp::Stager, usize)>,
 }
 
 /// The agent thread is gone, or asked the thread to stop.
@@ -227,6 +231,14 @@ impl LtpThread {
                     // made here, not on the agent thread.
                     let mut split = bp::ClaBlock::split(&b.data);
                     split.check_crcs();
+                    // And the one write into the store, while the bytes are in this cache.
+                    if let Some((stager, from)) = &self.stage {
+                        split.stage(stager, *from);
+                        let n = split.staged.iter().filter(|p| p.is_some()).count();
+                        self.counters
+                            .bundles_staged
+                            .fetch_add(n as u64, std::sync::atomic::Ordering::Relaxed);
+                    }
                     FromLtp::Block(b, split)
                 }
                 LtpEvent::Outcome(o) => FromLtp::Outcome(o),

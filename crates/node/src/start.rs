@@ -466,6 +466,7 @@ impl Threads {
         cfg: &Validated,
         (adapter, addr_of): LtpEngine,
         socket: LtpSocket,
+        stager: Option<bp::Stager>,
     ) -> Result<LtpRunning, NodeError> {
         let (ltp_tx, ltp_rx) = sync_channel::<ToLtp>(16_384);
         let counters = Arc::new(LtpCounters::default());
@@ -486,6 +487,10 @@ impl Threads {
                 cfg.spans.iter().map(|s| (s.engine_id, s.address)).collect(),
             ),
             unreadable: Vec::new(),
+            stage: stager.filter(bp::Stager::on_disk).map(|s| {
+                let from = crate::tcpcl::stage_from(&s);
+                (s, from)
+            }),
         };
         let ltp_cpu = cfg.raw.ltp.cpu;
         self.spawn("ltp".into(), move || {

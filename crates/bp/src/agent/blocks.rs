@@ -19,7 +19,7 @@ use bytes::Bytes;
 
 use super::discards::split_failure_reason;
 use super::{Accepted, Agent, DtnTime, RxError};
-use crate::store::Store;
+use crate::store::{StagedPiece, Stager, Store};
 use crate::NodeNum;
 
 /// A received block split into its bundles ([`Agent::split_block`], or [`ClaBlock::split`] on
@@ -36,6 +36,10 @@ pub struct ClaBlock {
     /// Per bundle: its block CRCs were checked by the thread that split the block
     /// ([`ClaBlock::check_crcs`]), so the agent does not compute them again. Empty: none was.
     pub crc_checked: Vec<bool>,
+    /// Per bundle: where the thread that split the block wrote it into the store's staging
+    /// files ([`ClaBlock::stage`]); the agent then adopts that file instead of writing the
+    /// bytes. Empty: none was.
+    pub staged: Vec<Option<StagedPiece>>,
 }
 
 impl ClaBlock {
@@ -57,7 +61,45 @@ impl ClaBlock {
             len: data.len(),
             discarded,
             crc_checked: Vec::new(),
+            staged: Vec::new(),
         }
+    }
+
+    /// Writes the bundles of at least `from` bytes whose CRCs this thread checked
+    /// ([`ClaBlock::check_crcs`]) into one staging file of `stager`, while their bytes are in its
+    /// cache: the agent then commits that file instead of writing them to the store (the agent
+    /// thread's last pass over a received bundle's bytes). A bundle that failed its CRCs is
+    /// left to the agent, which refuses it; a failed write leaves them all to it (the file is
+    /// deleted).
+    pub fn stage(&mut self, stager: &Stager, from: usize) {
+        let picked: Vec<usize> = (0..self.bundles.len())
+            .filter(|&i| self.bundles[i].len() >= from && self.crc_checked.get(i) == Some(&true))
+            .collect();
+        if picked.is_empty() {
+            return;
+        }
+        let Ok(mut file) = stager.create() else {
+            return;
+        };
+        let mut pieces = Vec::with_capacity(picked.len());
+        for &i in &picked {
+            let b = &self.bundles[i];
+            file.begin_piece();
+            if file.write_unsummed(b).is_err() {
+                return;
+            }
+            // Derived from the bundle's checked CRC-32C fields, not another pass.
+            file.set_piece_crc32c(bpv7::crc::bundle_bytes_crc32c(b));
+            pieces.push((i, file.end_piece()));
+        }
+        let Ok(run) = file.finish() else {
+            return;
+        };
+        let mut staged = vec![None; self.bundles.len()];
+        for (i, p) in pieces {
+            staged[i] = p.and_then(|p| run.piece(p));
+        }
+        self.staged = staged;
     }
 
     /// Checks the block CRCs of every bundle (the one pass over the bytes that accepting them
@@ -132,8 +174,12 @@ impl<S: Store> Agent<S> {
             .iter()
             .flat_map(|b| (0..b.bundles.len()).map(|i| b.crc_checked.get(i) == Some(&true)))
             .collect();
+        let staged: Vec<Option<StagedPiece>> = blocks
+            .iter()
+            .flat_map(|b| (0..b.bundles.len()).map(|i| b.staged.get(i).cloned().flatten()))
+            .collect();
         let mut results = self
-            .accept_from_cla_checked(now, from, &all, &[], &checked)
+            .accept_from_cla_checked(now, from, &all, &staged, &checked)
             .into_iter();
         blocks
             .iter()

@@ -240,6 +240,7 @@ fn ltp_section_with_a_span_and_fec() {
         segments_sent: 3,
         segments_received: 4,
         blocks_received: 5,
+        bundles_staged: 21,
         exports_completed: 6,
         exports_cancelled: 7,
         exports_refused: 8,
@@ -264,7 +265,7 @@ fn ltp_section_with_a_span_and_fec() {
         &ltp,
         json!({
             "export_sessions": 1, "import_sessions": 2, "segments_sent": 3, "segments_received": 4,
-            "blocks_received": 5, "exports_completed": 6, "exports_cancelled": 7,
+            "blocks_received": 5, "bundles_staged": 21, "exports_completed": 6, "exports_cancelled": 7,
             "exports_refused": 8, "malformed_datagrams": 9, "wrong_source": 10,
             "auth_rejected": 20, "imports_refused": {"paused": 11, "budget": 12, "full": 13},
             "imports_evicted": 14, "imports_stalled": 15, "data_segments_retransmitted": 16,

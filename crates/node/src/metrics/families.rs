@@ -171,6 +171,7 @@ const LTP_RULES: &[Rule<LtpStatus>] = &[
     r!(segments_sent, C, "dtnkit_ltp_segments", SENT, "LTP segments (all spans), by direction."),
     r!(segments_received, C, "dtnkit_ltp_segments", RECEIVED, ""),
     r!(blocks_received, C, "dtnkit_ltp_blocks_received", &[], "Red blocks delivered to BP (all spans)."),
+    r!(bundles_staged, C, "dtnkit_ltp_bundles_staged", &[], "Received bundles the LTP thread wrote into the store's staging files."),
     r!(exports_completed, C, "dtnkit_ltp_exports_completed", &[], "Export sessions completed (all spans)."),
     r!(exports_cancelled, C, "dtnkit_ltp_exports_cancelled", &[], "Export sessions cancelled (all spans)."),
     r!(malformed_datagrams, C, "dtnkit_ltp_malformed_datagrams", &[], "LTP datagrams that failed to decode."),

@@ -105,7 +105,7 @@ pub(crate) const STAGE_RECEIVED_FROM_DURABLE: usize = 16 << 20;
 
 /// The staging size for `stager`'s store ([`STAGE_RECEIVED_FROM`] or, durable,
 /// [`STAGE_RECEIVED_FROM_DURABLE`]).
-fn stage_from(stager: &bp::Stager) -> usize {
+pub(crate) fn stage_from(stager: &bp::Stager) -> usize {
     if stager.is_durable() {
         STAGE_RECEIVED_FROM_DURABLE
     } else {
