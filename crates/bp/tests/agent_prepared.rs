@@ -140,6 +140,29 @@ fn a_staged_send_is_stored_by_writing_only_its_head_into_the_staged_file() {
         reqs.push(r);
     }
     assert_eq!(staged_inodes.len(), 2);
+    // A staged tail waiting for the agent holds no file descriptor (sends queue up to the
+    // agent's input channel): 64 more open none.
+    let fds = || std::fs::read_dir("/proc/self/fd").map_or(0, |d| d.count());
+    let before = fds();
+    let waiting: Vec<_> = (0..64)
+        .map(|_| {
+            let r = request(&payloads[0], true);
+            stager
+                .stage_tail(r.prepared.as_ref().expect("prepared"))
+                .expect("stage")
+        })
+        .collect();
+    assert!(
+        fds() < before + 16,
+        "{} descriptors for 64 tails",
+        fds() - before
+    );
+    drop(waiting);
+    assert_eq!(
+        files(&seg_dir, ".stage").len(),
+        2,
+        "dropped tails are deleted"
+    );
     let segments_before = files(&seg_dir, ".seg").len();
     let sent = forwarded(&mut a, reqs);
     // Byte for byte what a plain send forwards, and the staged files became the segments that

@@ -45,6 +45,26 @@ fn stage(plan: &StreamPlan, data: &[u8], file_bytes: u64) -> Vec<StagedPiece> {
     pieces
 }
 
+/// Reopens node 2's store at `path` and delivers what it holds for ipn:2.1: each payload must
+/// be the ADU of its length; their lengths, sorted.
+fn delivered_after_reopen(path: &std::path::Path) -> Vec<usize> {
+    let mut b = Agent::open(
+        AgentConfig::new(2),
+        RedbStore::open(path).expect("reopen"),
+        T0,
+    )
+    .expect("b");
+    b.register(eid("ipn:2.1")).expect("register");
+    let mut lens: Vec<usize> = std::iter::from_fn(|| b.poll_delivery())
+        .map(|d| {
+            assert_eq!(&d.payload[..], &adu(d.payload.len())[..]);
+            d.payload.len()
+        })
+        .collect();
+    lens.sort();
+    lens
+}
+
 fn cfg(node: u64, fragment: u64) -> AgentConfig {
     // ADUs that fit `max_bundle_size` stay whole: bound both to see fragments.
     AgentConfig {
@@ -416,21 +436,7 @@ fn a_received_bundle_staged_by_the_cla_thread_is_stored_by_adopting_its_file() {
     assert!(inodes(".stage").is_empty());
     // Both are delivered intact, also after reopening the store.
     drop(b.into_store());
-    let mut b = Agent::open(
-        AgentConfig::new(2),
-        RedbStore::open(&path).expect("reopen"),
-        T0,
-    )
-    .expect("b");
-    b.register(eid("ipn:2.1")).expect("register");
-    let mut lens: Vec<usize> = std::iter::from_fn(|| b.poll_delivery())
-        .map(|d| {
-            assert_eq!(&d.payload[..], &adu(d.payload.len())[..]);
-            d.payload.len()
-        })
-        .collect();
-    lens.sort();
-    assert_eq!(lens, vec![3_000, 200_000]);
+    assert_eq!(delivered_after_reopen(&path), vec![3_000, 200_000]);
 }
 
 #[test]
@@ -490,19 +496,5 @@ fn a_received_block_staged_by_the_ltp_thread_is_stored_by_adopting_one_file() {
     assert_eq!(b.store().segment_count(), before + 1);
     assert_eq!(segs(".stage"), 0);
     drop(b.into_store());
-    let mut b = Agent::open(
-        AgentConfig::new(2),
-        RedbStore::open(&path).expect("reopen"),
-        T0,
-    )
-    .expect("b");
-    b.register(eid("ipn:2.1")).expect("register");
-    let mut got: Vec<usize> = std::iter::from_fn(|| b.poll_delivery())
-        .map(|d| {
-            assert_eq!(&d.payload[..], &adu(d.payload.len())[..]);
-            d.payload.len()
-        })
-        .collect();
-    got.sort();
-    assert_eq!(got, vec![2_000, 300_000, 400_000]);
+    assert_eq!(delivered_after_reopen(&path), vec![2_000, 300_000, 400_000]);
 }

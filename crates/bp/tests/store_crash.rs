@@ -25,8 +25,10 @@ const CHILD_VOLATILE_ENV: &str = "BP_STORE_CRASH_CHILD_VOLATILE";
 /// Store options: payloads in the database, or (`segments`) >= 4 KiB in 64 KiB segments;
 /// durable, or (`volatile`) without fsync.
 fn options(segments: bool, volatile: bool) -> StoreOptions {
-    let mut o = StoreOptions::default();
-    o.durable = !volatile;
+    let mut o = StoreOptions {
+        durable: !volatile,
+        ..StoreOptions::default()
+    };
     if segments {
         o.segment_threshold = 4096;
         o.segment_bytes = 64 << 10;

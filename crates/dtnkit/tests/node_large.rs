@@ -674,30 +674,7 @@ fn sends_to_a_volatile_store_are_staged_by_their_connection_and_survive_a_kill_9
     n1.kill();
     n1.restart();
     let n2 = NodeProc::start(&dir.0, &tcp_node(2, l2, 1, None, ""));
-    let recv = Proc::spawn(&[
-        "recv",
-        "--socket",
-        s(&n2.socket),
-        "--endpoint",
-        "ipn:2.1",
-        "--count",
-        "4",
-        "--timeout",
-        "40",
-        "--hash",
-    ]);
-    let got = recv.wait(LIMIT);
-    let text = String::from_utf8_lossy(&got.stdout).into_owned();
-    let mut expected: Vec<String> = (0..3)
-        .map(|i| format!("len=1000000 sha256={}", generated_sha256(i, 1_000_000)))
-        .collect();
-    expected.push(format!(
-        "len=100000 sha256={}",
-        generated_sha256(0, 100_000)
-    ));
-    for e in &expected {
-        assert!(text.contains(e), "{e} missing in: {text}");
-    }
+    assert_three_1mb_and_one_100kb_arrive(&n2);
     assert_eq!(n2.status().bundles.malformed, 0);
 }
 
@@ -731,10 +708,16 @@ fn bundles_received_over_ltp_by_a_volatile_store_are_staged_by_the_ltp_thread_an
     assert_eq!(n2.status().ltp.bundles_staged, 3, "the three large ones");
     n2.kill();
     n2.restart();
+    assert_three_1mb_and_one_100kb_arrive(&n2);
+}
+
+/// Receives 4 bundles on ipn:2.1 at `n` (40 s) and checks they are the generated payloads of
+/// `send_ok` of three of 1 MB and one of 100 kB (SHA-256 of each).
+fn assert_three_1mb_and_one_100kb_arrive(n: &NodeProc) {
     let recv = Proc::spawn(&[
         "recv",
         "--socket",
-        s(&n2.socket),
+        s(&n.socket),
         "--endpoint",
         "ipn:2.1",
         "--count",

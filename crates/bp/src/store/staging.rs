@@ -498,12 +498,17 @@ impl StagedPiece {
 /// payload's bytes are written to the store once, by the thread that had them in its cache,
 /// and never by the agent. Dropped unused (the bundle was refused, or encoded another way), the
 /// file is deleted.
+///
+/// The file is closed once the tail is written (sends queued for the agent hold no descriptor)
+/// and reopened for the head.
 #[derive(Debug)]
 pub struct StagedTail {
-    file: StageFile,
+    run: StagedRun,
     /// Offset of the tail in the file: the most head it can take.
     room: u64,
     tail_len: u64,
+    /// The head's write is synced too (the stager was durable).
+    durable: bool,
 }
 
 impl Stager {
@@ -514,10 +519,12 @@ impl Stager {
         let room = prepared.room() as u64;
         let tail = prepared.tail();
         file.write_raw_at(room, tail)?;
+        let durable = file.durable;
         Ok(StagedTail {
-            file,
+            run: file.finish()?,
             room,
             tail_len: tail.len() as u64,
+            durable,
         })
     }
 }
@@ -531,10 +538,10 @@ impl StagedTail {
     /// Completes the staged bundle: `bundle` is the whole encoded bundle whose last
     /// [`Self::tail_len`] bytes are the staged tail (what `encode_around` made of the same
     /// prepared payload). Writes its head in front of the tail, records the bundle (CRC-32C
-    /// derived from its CRC fields) and finishes the file. `Ok(None)` when `bundle` cannot end
-    /// with this tail (shorter than it, or a head longer than the room); the file is then
-    /// deleted and the caller stores the bundle as usual.
-    pub(crate) fn complete(mut self, bundle: &Bytes) -> std::io::Result<Option<StagedPiece>> {
+    /// derived from its CRC fields). `Ok(None)` when `bundle` cannot end with this tail
+    /// (shorter than it, or a head longer than the room) or the tail was staged in memory; the
+    /// file is then deleted and the caller stores the bundle as usual.
+    pub(crate) fn complete(self, bundle: &Bytes) -> std::io::Result<Option<StagedPiece>> {
         let len = bundle.len() as u64;
         let Some(head_len) = len.checked_sub(self.tail_len) else {
             return Ok(None);
@@ -542,13 +549,21 @@ impl StagedTail {
         let Some(offset) = self.room.checked_sub(head_len) else {
             return Ok(None);
         };
+        let Some(path) = self.run.path() else {
+            return Ok(None);
+        };
         let head_end = usize::try_from(head_len).map_err(std::io::Error::other)?;
-        self.file.write_raw_at(offset, &bundle[..head_end])?;
-        self.file.end_piece();
-        self.file
-            .pieces
-            .push((offset, len, bpv7::crc::bundle_bytes_crc32c(bundle)));
-        Ok(self.file.finish()?.piece(0))
+        let file = OpenOptions::new().write(true).open(path)?;
+        std::os::unix::fs::FileExt::write_all_at(&file, &bundle[..head_end], offset)?;
+        if self.durable {
+            file.sync_data()?;
+        }
+        Ok(Some(StagedPiece {
+            run: self.run,
+            offset,
+            len,
+            crc: bpv7::crc::bundle_bytes_crc32c(bundle),
+        }))
     }
 }
 
