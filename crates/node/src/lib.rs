@@ -60,6 +60,7 @@ mod process_stats;
 mod ratelog;
 mod reports;
 pub mod sd_notify;
+mod staging;
 mod start;
 mod startup;
 mod stcp;

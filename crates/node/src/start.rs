@@ -488,7 +488,7 @@ impl Threads {
             ),
             unreadable: Vec::new(),
             stage: stager.filter(bp::Stager::on_disk).map(|s| {
-                let from = crate::tcpcl::stage_from(&s);
+                let from = crate::staging::stage_from(&s);
                 (s, from)
             }),
         };

@@ -35,7 +35,7 @@ pub(crate) const PREPARE_FROM: usize = 64 << 10;
 /// inline in the store's database, where a staging file costs more than the copy it saves);
 /// with a durable store each staging file would cost its own `fdatasync` where appends share
 /// one per commit, so sends are not staged there.
-pub(crate) const STAGE_FROM: usize = crate::tcpcl::STAGE_RECEIVED_FROM;
+pub(crate) const STAGE_FROM: usize = crate::staging::STAGE_FROM_VOLATILE;
 
 /// Longest wait for the next frame of an open stream before it is refused and the connection
 /// closed.

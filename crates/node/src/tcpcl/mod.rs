@@ -10,7 +10,7 @@
 mod arriving;
 mod session;
 
-pub(crate) use session::{stage_from, TcpclShared, STAGE_RECEIVED_FROM};
+pub(crate) use session::TcpclShared;
 
 use std::net::{TcpListener, TcpStream};
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};

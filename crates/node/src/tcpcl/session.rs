@@ -85,32 +85,9 @@ pub(crate) struct TcpclShared {
     /// Live sessions per IP address and node id (`[tcpcl]` caps, `crate::tcpcl_limits`).
     pub(crate) counts: Arc<crate::tcpcl_limits::SessionCounts>,
     /// The store's staging files (a store on disk): received bundles of
-    /// [`STAGE_RECEIVED_FROM`] bytes and more ([`STAGE_RECEIVED_FROM_DURABLE`] when the store
-    /// is durable) are written there by the session thread, so the agent only validates and
-    /// commits them.
+    /// [`crate::staging::stage_from`] bytes and more are written there by the session thread,
+    /// so the agent only validates and commits them.
     pub(crate) stager: Option<bp::Stager>,
-}
-
-/// Received bundles from this size on are staged by the session thread when the store is
-/// volatile: the store's segment threshold (smaller bundles are kept inline in its database,
-/// where a staging file would cost more than the copy it saves). The bytes go along to the
-/// agent, which hands them to the store's hot cache, so a staged bundle is not read back to be
-/// forwarded or delivered.
-pub(crate) const STAGE_RECEIVED_FROM: usize = 256 << 10;
-
-/// The same for a durable store, where each staging file costs its own `fdatasync` (the
-/// agent's appends share one per commit): measured with 1 MB bundles, staging each cost the
-/// session thread 0.8 CPU-s/GB more and 20 % of the goodput, so only large bundles are staged.
-pub(crate) const STAGE_RECEIVED_FROM_DURABLE: usize = 16 << 20;
-
-/// The staging size for `stager`'s store ([`STAGE_RECEIVED_FROM`] or, durable,
-/// [`STAGE_RECEIVED_FROM_DURABLE`]).
-pub(crate) fn stage_from(stager: &bp::Stager) -> usize {
-    if stager.is_durable() {
-        STAGE_RECEIVED_FROM_DURABLE
-    } else {
-        STAGE_RECEIVED_FROM
-    }
 }
 
 impl TcpclShared {
@@ -258,7 +235,7 @@ pub(crate) fn run_session(
         .stager
         .as_ref()
         .filter(|s| s.on_disk())
-        .map(|s| stage_from(s) as u64);
+        .map(|s| crate::staging::stage_from(s) as u64);
     // Reassembly buffers come from a small pool of this session's thread and go back to it
     // when the bundle is dropped (by the agent or the application writer): steady-state
     // transfers reuse mapped pages instead of faulting in and zeroing fresh ones
@@ -301,7 +278,7 @@ pub(crate) fn run_session(
             .stager
             .as_ref()
             .filter(|s| s.on_disk())
-            .map(|s| super::arriving::Arriving::new(stage_from(s))),
+            .map(|s| super::arriving::Arriving::new(crate::staging::stage_from(s))),
         out: Vec::new(),
         out_pos: 0,
         outv: Vec::new(),
@@ -931,7 +908,7 @@ impl Driver<'_> {
         let Some(stager) = self.shared.stager.as_ref() else {
             return false;
         };
-        if bundle.len() < stage_from(stager) {
+        if bundle.len() < crate::staging::stage_from(stager) {
             return false;
         }
         match crc32c {
