@@ -68,5 +68,5 @@ pub use routing::{
 };
 pub use store::{
     Batch, BundleKey, BundleMeta, MemoryStore, RedbStore, Role, StageFile, StagedPiece, StagedRun,
-    Stager, Store, StoreError, StoredBytes, StoredRead,
+    StagedTail, Stager, Store, StoreError, StoredBytes, StoredRead,
 };

@@ -3,7 +3,7 @@
 //! front, and what it stores and forwards is byte for byte what it builds from the plain payload;
 //! a prepared block that no longer matches (BPSec encrypts the payload) is ignored.
 
-use bp::{Agent, AgentConfig, MemoryStore, SendRequest};
+use bp::{Agent, AgentConfig, MemoryStore, SendRequest, Store};
 use bpv7::prepared::HEAD_ROOM;
 use bpv7::{BlockFlags, CrcType, Eid, PreparedPayload};
 use bytes::Bytes;
@@ -33,7 +33,7 @@ fn request(payload: &Bytes, prepared: bool) -> SendRequest {
 }
 
 /// The bytes the agent hands its convergence layer for each of `sends`.
-fn forwarded(a: &mut Agent<MemoryStore>, sends: Vec<SendRequest>) -> Vec<Bytes> {
+fn forwarded<S: Store>(a: &mut Agent<S>, sends: Vec<SendRequest>) -> Vec<Bytes> {
     for r in a.send_batch(T0, sends) {
         r.expect("send");
     }
@@ -95,4 +95,122 @@ fn a_prepared_block_that_does_not_match_is_ignored() {
     }
     assert_eq!(a.status().sends_prepared, 0);
     assert_eq!(a.status().created, 3);
+}
+
+/// Files of `suffix` in the store's segment directory, with their inode numbers.
+fn files(dir: &std::path::Path, suffix: &str) -> Vec<(String, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    let mut v: Vec<(String, u64)> = std::fs::read_dir(dir)
+        .expect("segment directory")
+        .filter_map(|e| e.ok())
+        .map(|e| (e.file_name().to_string_lossy().into_owned(), e))
+        .filter(|(n, _)| n.ends_with(suffix))
+        .filter_map(|(n, e)| Some((n, e.metadata().ok()?.ino())))
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn a_staged_send_is_stored_by_writing_only_its_head_into_the_staged_file() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("n1.redb");
+    let seg_dir = dir.path().join("n1.segments");
+    let store = bp::RedbStore::open(&path).expect("open");
+    let mut a = Agent::open(AgentConfig::new(1), store, T0).expect("open");
+    a.link_up(T0, 2, 1_000_000_000);
+    let stager = a.store().stager().expect("a store on disk stages");
+    let payloads: Vec<Bytes> = [300_000usize, 1_000_000]
+        .iter()
+        .map(|&n| Bytes::from((0..n).map(|i| (i * 13 + n) as u8).collect::<Vec<u8>>()))
+        .collect();
+    let mut reqs = Vec::new();
+    let mut staged_inodes = Vec::new();
+    for p in &payloads {
+        let mut r = request(p, true);
+        let tail = stager
+            .stage_tail(r.prepared.as_ref().expect("prepared"))
+            .expect("stage the tail");
+        for (_, ino) in files(&seg_dir, ".stage") {
+            if !staged_inodes.contains(&ino) {
+                staged_inodes.push(ino);
+            }
+        }
+        r.staged = Some(tail);
+        reqs.push(r);
+    }
+    assert_eq!(staged_inodes.len(), 2);
+    let segments_before = files(&seg_dir, ".seg").len();
+    let sent = forwarded(&mut a, reqs);
+    // Byte for byte what a plain send forwards, and the staged files became the segments that
+    // hold them (renamed, not copied); no staging file is left.
+    let mut plain = agent();
+    let expected = forwarded(
+        &mut plain,
+        payloads.iter().map(|p| request(p, false)).collect(),
+    );
+    assert_eq!(sent, expected);
+    let segs = files(&seg_dir, ".seg");
+    assert_eq!(segs.len(), segments_before + 2);
+    for i in &staged_inodes {
+        assert!(
+            segs.iter().any(|(_, ino)| ino == i),
+            "staged file {i} adopted"
+        );
+    }
+    assert!(files(&seg_dir, ".stage").is_empty());
+    assert_eq!(a.status().sends_prepared, 2);
+    assert_eq!(a.status().sends_staged, 2);
+    // What is stored is the whole bundle, read back from disk after a reopen (the store checks
+    // its CRC-32C on the read).
+    drop(a.into_store());
+    let mut a = Agent::open(
+        AgentConfig::new(1),
+        bp::RedbStore::open(&path).expect("reopen"),
+        T0,
+    )
+    .expect("reopen agent");
+    a.link_up(T0, 2, 1_000_000_000);
+    let mut again: Vec<Bytes> =
+        std::iter::from_fn(|| a.poll_transmit(T0 + 1).map(|f| f.bundle)).collect();
+    again.sort_by_key(|b| b.len());
+    assert_eq!(again, expected);
+}
+
+#[test]
+fn a_staged_tail_the_bundle_does_not_end_with_is_deleted_and_the_bundle_stored_as_usual() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let seg_dir = dir.path().join("n1.segments");
+    let store = bp::RedbStore::open(&dir.path().join("n1.redb")).expect("open");
+    let mut a = Agent::open(AgentConfig::new(1), store, T0).expect("open");
+    a.link_up(T0, 2, 1_000_000_000);
+    let stager = a.store().stager().expect("stager");
+    let payload = Bytes::from(vec![9u8; 400_000]);
+    // A prepared block that does not match the bundle (another CRC type): its staged tail is
+    // not used; and a head that cannot fit a room of 8 bytes.
+    let mut other = request(&payload, false);
+    let p = PreparedPayload::encode(
+        BlockFlags::empty(),
+        CrcType::Crc16,
+        payload.clone(),
+        HEAD_ROOM,
+    );
+    other.staged = Some(stager.stage_tail(&p).expect("stage"));
+    other.prepared = Some(p);
+    let mut small_room = request(&payload, false);
+    let p = PreparedPayload::encode(BlockFlags::empty(), CrcType::Crc32c, payload.clone(), 8);
+    small_room.staged = Some(stager.stage_tail(&p).expect("stage"));
+    small_room.prepared = Some(p);
+    assert_eq!(files(&seg_dir, ".stage").len(), 2);
+    let sent = forwarded(&mut a, vec![other, small_room]);
+    assert_eq!(sent.len(), 2);
+    for b in sent {
+        assert_eq!(bpv7::Bundle::decode(b).expect("decodes").payload(), payload);
+    }
+    assert!(
+        files(&seg_dir, ".stage").is_empty(),
+        "unused staging files deleted"
+    );
+    assert_eq!(a.status().sends_staged, 0);
+    assert_eq!(a.status().created, 2);
 }

@@ -129,18 +129,21 @@ fn streams_reserve_quota_and_aborts_release_it() {
         other => panic!("expected store full, got {other:?}"),
     }
     // Sends see the reservation too.
-    let big = SendRequest::new(
-        eid("ipn:1.1"),
-        eid("ipn:2.1"),
-        Bytes::from(vec![1u8; 99_900]),
-    );
+    let big = || {
+        SendRequest::new(
+            eid("ipn:1.1"),
+            eid("ipn:2.1"),
+            Bytes::from(vec![1u8; 99_900]),
+        )
+    };
     assert!(matches!(
-        a.send(T0, big.clone()),
+        a.send(T0, big()),
         Err(SendError::StoreFull { .. })
     ));
     assert!(a.abort_stream(s1.stream));
     assert_eq!(a.reserved_bytes(), 0);
-    a.send(T0, big).expect("fits once the reservation is gone");
+    a.send(T0, big())
+        .expect("fits once the reservation is gone");
     assert!(!a.abort_stream(s1.stream), "already closed");
 }
 

@@ -74,6 +74,17 @@ impl PreparedPayload {
         self.buf.len() - self.room
     }
 
+    /// The encoded payload block and break: the bundle's last [`Self::tail_len`] bytes, as
+    /// [`crate::Bundle::encode_around`] will return them.
+    pub fn tail(&self) -> &[u8] {
+        &self.buf[self.room..]
+    }
+
+    /// Room in front of [`Self::tail`] for the bundle's head.
+    pub fn room(&self) -> usize {
+        self.room
+    }
+
     /// Whether `block` is the payload block this encodes: number 1, the same flags and CRC
     /// type, and data that are the very bytes it was encoded from (the same shared buffer, not
     /// merely equal content: a block whose data were replaced, e.g. encrypted in place of the

@@ -266,6 +266,10 @@ pub struct BundleStatus {
     /// Bundles created from a `Send` whose payload block the application connection's thread
     /// encoded (payload copy and CRC): the agent only wrote the headers in front of it.
     pub created_prepared: u64,
+    /// Of those, bundles whose payload block that thread also wrote to the store (a staging
+    /// file, volatile stores, from 256 KiB): the agent wrote only the headers to the store.
+    #[serde(default)]
+    pub created_staged: u64,
 }
 
 /// `ltp`: the LTP engine, all spans together, then each span.

@@ -654,3 +654,49 @@ fn a_20_mb_adu_is_staged_at_both_ends_as_one_bundle_or_sent_whole_where_bpsec_co
         "the whole bundle was secured: {tx} {rx}"
     );
 }
+
+#[test]
+fn sends_to_a_volatile_store_are_staged_by_their_connection_and_survive_a_kill_9() {
+    // Node 1's store is volatile: the connection's reader writes each send of 256 KiB or more
+    // into a staging file and the agent only its head (`bundles.created_staged`); smaller ones
+    // are appended by the agent. Node 2 is not up yet, so the bundles wait in node 1's store
+    // when it is killed; after the restart they all arrive intact.
+    let dir = TempDir::new("staged-sends");
+    let (l1, l2) = (free_tcp_port(), free_tcp_port());
+    let mut s1 = tcp_node(1, l1, 2, Some(l2), "");
+    s1.store_extra = "durable = false\n".into();
+    let mut n1 = NodeProc::start(&dir.0, &s1);
+    send_ok(&n1.socket, "ipn:2.1", 1_000_000, 3, &[]);
+    send_ok(&n1.socket, "ipn:2.1", 100_000, 1, &[]);
+    let b = n1.status().bundles;
+    assert_eq!((b.created, b.created_prepared, b.created_staged), (4, 4, 3));
+    assert_eq!(store_files(&n1, ".stage"), 0, "no staging file left");
+    n1.kill();
+    n1.restart();
+    let n2 = NodeProc::start(&dir.0, &tcp_node(2, l2, 1, None, ""));
+    let recv = Proc::spawn(&[
+        "recv",
+        "--socket",
+        s(&n2.socket),
+        "--endpoint",
+        "ipn:2.1",
+        "--count",
+        "4",
+        "--timeout",
+        "40",
+        "--hash",
+    ]);
+    let got = recv.wait(LIMIT);
+    let text = String::from_utf8_lossy(&got.stdout).into_owned();
+    let mut expected: Vec<String> = (0..3)
+        .map(|i| format!("len=1000000 sha256={}", generated_sha256(i, 1_000_000)))
+        .collect();
+    expected.push(format!(
+        "len=100000 sha256={}",
+        generated_sha256(0, 100_000)
+    ));
+    for e in &expected {
+        assert!(text.contains(e), "{e} missing in: {text}");
+    }
+    assert_eq!(n2.status().bundles.malformed, 0);
+}

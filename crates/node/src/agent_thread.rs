@@ -531,12 +531,14 @@ impl AgentThread {
                 conn,
                 args,
                 prepared,
+                staged,
             } => {
                 turn.confirm |= self.flush_blocks(now, &mut turn.blocks);
                 let req = self
                     .send_request(conn, args, &st.conns)
                     .map(|mut r| {
                         r.prepared = Some(prepared);
+                        r.staged = staged;
                         r
                     })
                     .map_err(bad_request);
@@ -1236,6 +1238,7 @@ impl AgentThread {
                 echoed: s.echoed,
                 fragmented: s.refragmented,
                 created_prepared: s.sends_prepared,
+                created_staged: s.sends_staged,
             },
             ltp: self.counters.status(),
             tcpcl: self.tcp_counters.as_ref().map(|c| c.status()),

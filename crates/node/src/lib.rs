@@ -160,11 +160,12 @@ impl Node {
         let ltp = threads.start_ltp(&cfg, engine, ltp_socket)?;
         let (ltp_tx, ltp_addr) = (ltp.tx.clone(), ltp.addr);
         let udpcl = threads.start_udpcl(&cfg)?;
-        let tcpcl = threads.start_tcpcl(&cfg, bp::Store::stager(agent.store()))?;
+        let stager = bp::Store::stager(agent.store());
+        let tcpcl = threads.start_tcpcl(&cfg, stager.clone())?;
         let stcp = threads.start_stcp(&cfg)?;
         let others = start::OtherClas { udpcl, tcpcl, stcp };
         threads.start_agent(&cfg, agent, agent_rx, links, ltp, &others)?;
-        threads.start_app_accept(app_listener)?;
+        threads.start_app_accept(app_listener, stager)?;
         Ok(Node {
             stop: threads.stop,
             agent_tx: threads.agent_tx,

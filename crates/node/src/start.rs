@@ -669,12 +669,19 @@ impl Threads {
 
     /// Starts the application socket's accept thread. It is not joined: it blocks in accept()
     /// until the process ends.
-    pub(crate) fn start_app_accept(&self, listener: UnixListener) -> Result<(), NodeError> {
+    /// `stager`: the store's, through which the connections' readers write large sends
+    /// themselves (volatile on-disk stores only, see [`app::STAGE_FROM`]).
+    pub(crate) fn start_app_accept(
+        &self,
+        listener: UnixListener,
+        stager: Option<bp::Stager>,
+    ) -> Result<(), NodeError> {
         let tx = self.agent_tx.clone();
         let st = self.stop.clone();
+        let stager = stager.filter(|s| s.on_disk() && !s.is_durable());
         std::thread::Builder::new()
             .name("app-accept".into())
-            .spawn(move || app::accept_loop(listener, tx, st))
+            .spawn(move || app::accept_loop(listener, tx, st, stager))
             .map_err(|e| NodeError::Io(e.to_string()))?;
         Ok(())
     }

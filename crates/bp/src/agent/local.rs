@@ -372,16 +372,24 @@ impl<S: Store> Agent<S> {
         txn: &mut Txn,
         bundle: Bundle,
         priority: u8,
-        prepared: Option<bpv7::PreparedPayload>,
+        prepared: Option<(bpv7::PreparedPayload, Option<crate::StagedTail>)>,
     ) -> Result<Option<BundleKey>, u64> {
         // Around a payload block encoded by the thread that received it when there is one
         // that still matches (the payload's bytes are then neither copied nor checksummed here).
-        let data = match prepared.map(|p| bundle.encode_around(p)) {
+        let (prepared, staged) = prepared.map_or((None, None), |(p, s)| (Some(p), s));
+        let (data, piece) = match prepared.map(|p| bundle.encode_around(p)) {
             Some(Ok(data)) => {
                 self.counters.sends_prepared += 1;
-                data
+                // And when that thread also wrote it to a staging file, only the head is
+                // written here; a file that cannot take it (an I/O error) is deleted and the
+                // bundle stored as usual.
+                let piece = staged.and_then(|s| s.complete(&data).ok().flatten());
+                if piece.is_some() {
+                    self.counters.sends_staged += 1;
+                }
+                (data, piece)
             }
-            _ => Bytes::from(bundle.encode()),
+            _ => (Bytes::from(bundle.encode()), None),
         };
         let dest = self.classify(&bundle.primary().destination);
         let role = match dest {
@@ -396,7 +404,7 @@ impl<S: Store> Agent<S> {
         let meta = super::rx::meta_for(&bundle, role, now, priority, None, data.len() as u64);
         let id = meta.id.clone();
         let exp = meta.expires_at_ms;
-        let key = self.stage_put(txn, meta, None, data, BundleEventKind::Created)?;
+        let key = self.stage_put_from(txn, meta, None, data, piece, BundleEventKind::Created)?;
         self.stage_dedup(txn, &id, exp);
         Ok(Some(key))
     }

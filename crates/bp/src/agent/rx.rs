@@ -187,7 +187,13 @@ impl<S: Store> Agent<S> {
                 return Err(SendError::StoreFull { needed: size, free });
             }
             self.stage_dedup(txn, &id, dedup_exp);
-        } else if let Err(free) = self.stage_new(now, txn, bundle, req.priority, req.prepared) {
+        } else if let Err(free) = self.stage_new(
+            now,
+            txn,
+            bundle,
+            req.priority,
+            req.prepared.map(|p| (p, req.staged)),
+        ) {
             self.counters.refused_store_full += 1;
             return Err(SendError::StoreFull { needed: size, free });
         }

@@ -102,7 +102,7 @@ pub struct ReportFlags {
 }
 
 /// What an application asks the agent to send.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug)]
 pub struct SendRequest {
     /// Source endpoint; must belong to this node.
     pub source: Eid,
@@ -128,6 +128,11 @@ pub struct SendRequest {
     /// Ignored (the bundle is encoded as usual from [`Self::payload`]) when it does not match
     /// the bundle's payload block, e.g. one that BPSec encrypts.
     pub prepared: Option<bpv7::PreparedPayload>,
+    /// [`Self::prepared`]'s tail already written to a staging file by the same thread
+    /// ([`crate::Stager::stage_tail`]): the agent then writes only the head into that file and
+    /// commits it, instead of appending the whole bundle to the store. Ignored (the file is
+    /// deleted) with `prepared`, or when the bundle does not end with it.
+    pub staged: Option<crate::StagedTail>,
 }
 
 impl SendRequest {
@@ -144,6 +149,7 @@ impl SendRequest {
             crc: CrcType::Crc32c,
             must_not_fragment: false,
             prepared: None,
+            staged: None,
         }
     }
 }
@@ -475,6 +481,9 @@ pub struct AgentStatus {
     /// Of those, bundles encoded around a payload block prepared by the thread that received
     /// the payload ([`SendRequest::prepared`]): their payload bytes never crossed the agent.
     pub sends_prepared: u64,
+    /// Of those, bundles whose prepared payload block the same thread had written to a
+    /// staging file ([`SendRequest::staged`]): the agent wrote only their head to the store.
+    pub sends_staged: u64,
     /// Bundles accepted from CLAs.
     pub received: u64,
     /// Bundles forwarded (CLA reported success).

@@ -15,6 +15,8 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 
 use bytes::Bytes;
 use redb::{Database, ReadableTable, ReadableTableMetadata, TableDefinition};
@@ -108,8 +110,50 @@ pub struct RedbStore {
     segment_threshold: u64,
     used: u64,
     durable: bool,
+    /// Whether the database file's backend syncs ([`SyncSwitch`]): follows `durable`.
+    sync: Arc<AtomicBool>,
     /// Staging files in the segment directory, adopted by [`Op::PutStaged`].
     stager: Stager,
+}
+
+/// redb's file backend with its `sync_data` skipped while the store is volatile.
+///
+/// Every commit runs with `Durability::Immediate`, so each one is a complete redb commit in
+/// the file (written through to the OS, the header's commit slot switched) and survives a
+/// process crash; a volatile store only leaves out the `fsync`. redb's own
+/// `Durability::None` is not that: it keeps commits in memory until a later durable commit
+/// and loses them all when the process dies (measured: a node with `durable = false` killed
+/// with SIGKILL came back with an empty store), and it never frees pages.
+#[derive(Debug)]
+struct SyncSwitch {
+    file: redb::backends::FileBackend,
+    sync: Arc<AtomicBool>,
+}
+
+impl redb::StorageBackend for SyncSwitch {
+    fn len(&self) -> std::io::Result<u64> {
+        self.file.len()
+    }
+
+    fn read(&self, offset: u64, len: usize) -> std::io::Result<Vec<u8>> {
+        self.file.read(offset, len)
+    }
+
+    fn set_len(&self, len: u64) -> std::io::Result<()> {
+        self.file.set_len(len)
+    }
+
+    fn sync_data(&self, eventual: bool) -> std::io::Result<()> {
+        if self.sync.load(Ordering::Relaxed) {
+            self.file.sync_data(eventual)
+        } else {
+            Ok(())
+        }
+    }
+
+    fn write(&self, offset: u64, data: &[u8]) -> std::io::Result<()> {
+        self.file.write(offset, data)
+    }
 }
 
 impl std::fmt::Debug for RedbStore {
@@ -145,7 +189,8 @@ impl RedbStore {
                 path.display()
             ))));
         }
-        let db = open_db(path, opts.cache_bytes)?;
+        let sync = Arc::new(AtomicBool::new(opts.durable));
+        let db = open_db(path, opts.cache_bytes, &sync)?;
         let (index, refs) = load_index(&db)?;
         let mut segments = SegmentLog::open(&seg_dir, opts.segment_bytes, &refs).map_err(
             |(key, msg)| match key {
@@ -170,6 +215,7 @@ impl RedbStore {
             segment_threshold: opts.segment_threshold,
             used,
             durable: opts.durable,
+            sync,
             stager,
         })
     }
@@ -178,6 +224,7 @@ impl RedbStore {
     /// acknowledged bundles; a process crash does not (the OS still holds the writes).
     pub fn set_durable(&mut self, durable: bool) {
         self.durable = durable;
+        self.sync.store(durable, Ordering::Relaxed);
         self.stager.set_durable(durable);
     }
 
@@ -252,11 +299,8 @@ impl RedbStore {
         staged: &mut HashMap<u64, Option<Loc>>,
     ) -> Result<(), StoreError> {
         let mut txn = self.db()?.begin_write().map_err(db_err)?;
-        txn.set_durability(if self.durable {
-            redb::Durability::Immediate
-        } else {
-            redb::Durability::None
-        });
+        // Immediate either way: without durability the backend skips the fsync ([`SyncSwitch`]).
+        txn.set_durability(redb::Durability::Immediate);
         {
             let mut meta = txn.open_table(META).map_err(db_err)?;
             let mut data = txn.open_table(DATA).map_err(db_err)?;
@@ -361,10 +405,25 @@ impl RedbStore {
 
 /// Opens (or creates) the database file with its tables; redb repairs a file that was not
 /// closed cleanly (a crash, or an I/O error before [`Store::recover`] reopened it).
-fn open_db(path: &Path, cache_bytes: usize) -> Result<Database, StoreError> {
+/// Opens (or creates) the database file, syncing its commits while `sync` is set.
+fn open_db(
+    path: &Path,
+    cache_bytes: usize,
+    sync: &Arc<AtomicBool>,
+) -> Result<Database, StoreError> {
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(path)?;
+    let backend = SyncSwitch {
+        file: redb::backends::FileBackend::new(file).map_err(db_err)?,
+        sync: sync.clone(),
+    };
     let db = redb::Builder::new()
         .set_cache_size(cache_bytes)
-        .create(path)
+        .create_with_backend(backend)
         .map_err(db_err)?;
     let txn = db.begin_write().map_err(db_err)?;
     {
@@ -572,7 +631,7 @@ impl Store for RedbStore {
     fn recover(&mut self) -> Result<bool, StoreError> {
         // Closing first releases the file lock the reopen needs.
         self.db = None;
-        let db = open_db(&self.path, self.cache_bytes)?;
+        let db = open_db(&self.path, self.cache_bytes, &self.sync)?;
         let (index, _) = load_index(&db)?;
         self.used = index.values().map(Loc::len).sum();
         self.index = index;

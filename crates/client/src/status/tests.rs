@@ -122,12 +122,14 @@ fn bundles_and_bpsec_sections() {
             echoed: 14,
             fragmented: 15,
             created_prepared: 16,
+            created_staged: 17,
         },
         json!({
             "created": 1, "received": 2, "forwarded": 3, "delivered": 4, "expired": 5,
             "duplicates": 6, "refused_store_full": 7, "cla_failures": 8, "cla_refusals": 9,
             "malformed": 10, "malformed_by_reason": {"crc": 11}, "discarded": {"not_a_bundle": 12},
             "hop_limit_exceeded": 13, "echoed": 14, "fragmented": 15, "created_prepared": 16,
+            "created_staged": 17,
         }),
     );
     golden(

@@ -124,6 +124,7 @@ const BUNDLES_RULES: &[Rule<BundleStatus>] = &[
     r!(echoed, C, "dtnkit_bundles_echoed", &[], "Echo requests answered."),
     r!(fragmented, C, "dtnkit_bundles_fragmented", &[], "Stored bundles replaced by fragments that fit their next hop."),
     r!(created_prepared, C, "dtnkit_bundles_created_prepared", &[], "Bundles created around a payload block their application connection encoded (payload copy and CRC off the agent thread)."),
+    r!(created_staged, C, "dtnkit_bundles_created_staged", &[], "Of those, bundles whose payload block their application connection also wrote to the store (only the headers written by the agent thread)."),
 ];
 
 /// Rules of `bpsec`.

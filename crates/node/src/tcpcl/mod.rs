@@ -10,7 +10,7 @@
 mod arriving;
 mod session;
 
-pub(crate) use session::TcpclShared;
+pub(crate) use session::{TcpclShared, STAGE_RECEIVED_FROM};
 
 use std::net::{TcpListener, TcpStream};
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
