@@ -66,31 +66,11 @@ fn wait_for(node: &NodeProc, what: &str, ok: impl Fn(&BpsecStatus) -> bool) -> N
 }
 
 fn make(dir: &std::path::Path, name: &str, secured: bool) -> Vec<u8> {
-    let file = dir.join(name);
     let keys = dir.join("keys");
     let (sign, seal) = (keys.join("sign.key"), keys.join("seal.key"));
-    let mut args = vec![
-        "bundle",
-        "make",
-        "--src",
-        "ipn:1.1",
-        "--dst",
-        "ipn:2.1",
-        "--payload",
-        "injected over UDPCL",
-        "-o",
-        s(&file),
-    ];
-    if secured {
-        args.extend(["--bib-key", s(&sign), "--bcb-key", s(&seal)]);
-    }
-    let out = run(&args, LIMIT);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    std::fs::read(&file).unwrap()
+    let keyed = ["--bib-key", s(&sign), "--bcb-key", s(&seal)];
+    let extra: &[&str] = if secured { &keyed } else { &[] };
+    make_bundle(&dir.join(name), "injected over UDPCL", extra)
 }
 
 #[test]

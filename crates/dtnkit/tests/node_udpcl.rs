@@ -106,28 +106,8 @@ fn a_udpcl_bundle_with_a_bad_crc_is_refused_and_counted() {
     let dir = TempDir::new("udpcl-crc");
     let (l2, u1, u2) = (free_port(), free_port(), free_port());
     let n2 = NodeProc::start(&dir.0, &udp_spec(2, l2, u2, 1, u1));
-    let make = |name: &str, payload: &str| {
-        let p = dir.0.join(name);
-        let out = run(
-            &[
-                "bundle",
-                "make",
-                "--src",
-                "ipn:1.1",
-                "--dst",
-                "ipn:2.1",
-                "--crc",
-                "32c",
-                "--payload",
-                payload,
-                "--output",
-                s(&p),
-            ],
-            Duration::from_secs(30),
-        );
-        assert!(out.status.success(), "{out:?}");
-        std::fs::read(&p).unwrap()
-    };
+    let make =
+        |name: &str, payload: &str| make_bundle(&dir.0.join(name), payload, &["--crc", "32c"]);
     let good = make("good.bundle", "a payload that arrives intact");
     let mut bad = make("bad.bundle", "a payload that is damaged on the way");
     let at = bad.len() - 10;

@@ -57,6 +57,30 @@ impl Trace {
     }
 }
 
+/// Runs `h` in steps of 1 ms until `blocks` blocks completed or `limit` passed; the span's
+/// pacing rate after each step.
+fn sample_rates(h: &mut Harness, blocks: usize, limit: Duration) -> Vec<(Duration, u64)> {
+    let mut rates = Vec::new();
+    let mut t = Duration::ZERO;
+    while h.completed().len() < blocks && t < limit {
+        t += MS;
+        h.run_until(t);
+        rates.push((t, h.engines[0].span_pacing_rate(ID[1]).unwrap()));
+    }
+    rates
+}
+
+/// A harness whose receiver drains 1 Gb/s but stops for 1.5 ms after every 256 KiB (HDTN's
+/// batched reads: it drops its overflow in runs).
+fn hdtn_receiver(p: &Params) -> Harness {
+    let mut h = Harness::with_spans(p, p.span.clone(), p.span.clone());
+    let mut q = RxQueue::new(1_000_000_000, RX_BUFFER);
+    q.stall_every = 256 * 1024;
+    q.stall = Duration::from_micros(1500);
+    h.rx_queues[1] = Some(q);
+    h
+}
+
 /// Sends `blocks` red blocks of `block_len` bytes from A to B through a receiver draining at
 /// `rx_bps` (none: B keeps up with anything), with `script` deciding each datagram's fate.
 fn run(
@@ -72,13 +96,7 @@ fn run(
     for k in 0..blocks {
         h.send_a(block(block_len, k as u64), block_len, k as u64);
     }
-    let mut rates = Vec::new();
-    let mut t = Duration::ZERO;
-    while h.completed().len() < blocks && t < Duration::from_secs(120) {
-        t += MS;
-        h.run_until(t);
-        rates.push((t, h.engines[0].span_pacing_rate(ID[1]).unwrap()));
-    }
+    let rates = sample_rates(&mut h, blocks, Duration::from_secs(120));
     h.run();
     let reports = h
         .sent_of(1, SegmentType::Report)
@@ -388,30 +406,21 @@ fn hdtn_profile(segment: usize) -> Params {
 fn a_receiver_that_drops_its_overflow_in_runs_is_not_overrun_for_long() {
     const SEG: usize = 1024;
     let p = hdtn_profile(SEG);
-    let mut h = Harness::with_spans(&p, p.span.clone(), p.span.clone());
-    let mut q = RxQueue::new(1_000_000_000, RX_BUFFER);
-    q.stall_every = 256 * 1024;
-    q.stall = Duration::from_micros(1500);
-    h.rx_queues[1] = Some(q);
+    let mut h = hdtn_receiver(&p);
     // 256 KiB in 256 × 8.27 µs (1 KiB datagrams with headers at 1 Gb/s) + 1.5 ms.
     let drain: u64 = 582_000_000;
     for k in 0..10 {
         h.send_a(block(5_000_000, k), 5_000_000, k);
     }
-    let mut rates = Vec::new();
-    let mut t = Duration::ZERO;
-    while h.completed().len() < 10 && t < Duration::from_secs(30) {
-        t += MS;
-        h.run_until(t);
-        rates.push((t, h.engines[0].span_pacing_rate(ID[1]).unwrap()));
-    }
+    let rates = sample_rates(&mut h, 10, Duration::from_secs(30));
     assert_eq!(h.completed().len(), 10);
     let st = h.engines[0].span_stats(ID[1]).unwrap();
     let resent = st.data_segments_retransmitted as f64 / st.data_segments_sent as f64;
     let peak = rates.iter().map(|r| r.1).max().unwrap();
     let last = rates.last().unwrap().1;
     eprintln!(
-        "done {t:?}, resent {:.1} %, peak {peak}, last {last}, dropped {}",
+        "done {:?}, resent {:.1} %, peak {peak}, last {last}, dropped {}",
+        rates.last().unwrap().0,
         100.0 * resent,
         h.rx_queues[1].as_ref().unwrap().dropped
     );
@@ -452,11 +461,7 @@ fn a_receiver_that_drops_its_overflow_in_runs_is_not_overrun_for_long() {
 #[test]
 fn one_outage_after_settling_on_a_receiver_that_drops_in_runs_keeps_the_rate() {
     let p = hdtn_profile(1024);
-    let mut h = Harness::with_spans(&p, p.span.clone(), p.span.clone());
-    let mut q = RxQueue::new(1_000_000_000, RX_BUFFER);
-    q.stall_every = 256 * 1024;
-    q.stall = Duration::from_micros(1500);
-    h.rx_queues[1] = Some(q);
+    let mut h = hdtn_receiver(&p);
     let outage = (700 * MS)..(703 * MS);
     h.set_script(move |s| {
         if s.from == 0 && s.seg.segment_type.is_data() && outage.contains(&s.time) {
@@ -468,13 +473,7 @@ fn one_outage_after_settling_on_a_receiver_that_drops_in_runs_keeps_the_rate() {
     for k in 0..10 {
         h.send_a(block(5_000_000, k), 5_000_000, k);
     }
-    let mut rates = Vec::new();
-    let mut t = Duration::ZERO;
-    while h.completed().len() < 10 && t < Duration::from_secs(30) {
-        t += MS;
-        h.run_until(t);
-        rates.push((t, h.engines[0].span_pacing_rate(ID[1]).unwrap()));
-    }
+    let rates = sample_rates(&mut h, 10, Duration::from_secs(30));
     assert_eq!(h.completed().len(), 10);
     let before = rates.iter().find(|r| r.0 == 700 * MS).unwrap().1;
     let low = rates

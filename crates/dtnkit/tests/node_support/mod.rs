@@ -341,6 +341,31 @@ pub fn send_ok(socket: &Path, dst: &str, size: usize, count: u64, extra: &[&str]
     );
 }
 
+/// `dtnkit bundle make` of a bundle from ipn:1.1 to ipn:2.1 carrying `payload`, with `extra`
+/// options, written to `out` within 30 s; its bytes.
+pub fn make_bundle(out: &Path, payload: &str, extra: &[&str]) -> Vec<u8> {
+    let mut args = vec![
+        "bundle",
+        "make",
+        "--src",
+        "ipn:1.1",
+        "--dst",
+        "ipn:2.1",
+        "--payload",
+        payload,
+        "--output",
+        out.to_str().unwrap(),
+    ];
+    args.extend_from_slice(extra);
+    let made = run(&args, Duration::from_secs(30));
+    assert!(
+        made.status.success(),
+        "{}",
+        String::from_utf8_lossy(&made.stderr)
+    );
+    std::fs::read(out).unwrap()
+}
+
 /// Hex SHA-256.
 pub fn sha256_hex(data: &[u8]) -> String {
     use sha2::Digest;
