@@ -47,8 +47,8 @@ pub(crate) enum AgentInput {
         conn: u64,
         args: client::SendArgs,
         prepared: bpv7::PreparedPayload,
-        /// Its tail already written to a staging file by the reader ([`crate::app::STAGE_FROM`]
-        /// bytes on, volatile stores): the agent writes only the head to the store.
+        /// Its tail already written to a staging file by the reader (see
+        /// [`crate::staging::for_sends`]): the agent writes only the head to the store.
         staged: Option<bp::StagedTail>,
     },
     /// A connection closed.

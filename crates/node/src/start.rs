@@ -675,7 +675,7 @@ impl Threads {
     /// Starts the application socket's accept thread. It is not joined: it blocks in accept()
     /// until the process ends.
     /// `stager`: the store's, through which the connections' readers write large sends
-    /// themselves (volatile on-disk stores only, see [`app::STAGE_FROM`]).
+    /// themselves (see [`crate::staging::for_sends`]).
     pub(crate) fn start_app_accept(
         &self,
         listener: UnixListener,
@@ -683,7 +683,7 @@ impl Threads {
     ) -> Result<(), NodeError> {
         let tx = self.agent_tx.clone();
         let st = self.stop.clone();
-        let stager = stager.filter(|s| s.on_disk() && !s.is_durable());
+        let stager = crate::staging::for_sends(stager);
         std::thread::Builder::new()
             .name("app-accept".into())
             .spawn(move || app::accept_loop(listener, tx, st, stager))

@@ -84,20 +84,18 @@ impl ClaBlock {
         let mut pieces = Vec::with_capacity(picked.len());
         for &i in &picked {
             let b = &self.bundles[i];
-            file.begin_piece();
-            if file.write_unsummed(b).is_err() {
-                return;
+            // The checksum is derived from the bundle's checked CRC-32C fields, not another pass.
+            match file.write_bundle(b, Some(bpv7::crc::bundle_bytes_crc32c(b))) {
+                Ok(p) => pieces.push((i, p)),
+                Err(_) => return,
             }
-            // Derived from the bundle's checked CRC-32C fields, not another pass.
-            file.set_piece_crc32c(bpv7::crc::bundle_bytes_crc32c(b));
-            pieces.push((i, file.end_piece()));
         }
         let Ok(run) = file.finish() else {
             return;
         };
         let mut staged = vec![None; self.bundles.len()];
         for (i, p) in pieces {
-            staged[i] = p.and_then(|p| run.piece(p));
+            staged[i] = run.piece(p);
         }
         self.staged = staged;
     }

@@ -25,6 +25,14 @@ pub(super) enum Dest {
     Remote,
 }
 
+/// A send's payload block encoded by the thread that received the payload
+/// ([`crate::SendRequest::prepared`]), and the staging file that thread wrote it to, if any
+/// ([`crate::SendRequest::staged`]).
+pub(super) struct PreparedSend {
+    pub(super) payload: bpv7::PreparedPayload,
+    pub(super) staged: Option<crate::StagedTail>,
+}
+
 impl<S: Store> Agent<S> {
     pub(super) fn classify(&self, eid: &Eid) -> Dest {
         match eid {
@@ -372,11 +380,11 @@ impl<S: Store> Agent<S> {
         txn: &mut Txn,
         bundle: Bundle,
         priority: u8,
-        prepared: Option<(bpv7::PreparedPayload, Option<crate::StagedTail>)>,
+        prepared: Option<PreparedSend>,
     ) -> Result<Option<BundleKey>, u64> {
         // Around a payload block encoded by the thread that received it when there is one
         // that still matches (the payload's bytes are then neither copied nor checksummed here).
-        let (prepared, staged) = prepared.map_or((None, None), |(p, s)| (Some(p), s));
+        let (prepared, staged) = prepared.map_or((None, None), |p| (Some(p.payload), p.staged));
         let (data, piece) = match prepared.map(|p| bundle.encode_around(p)) {
             Some(Ok(data)) => {
                 self.counters.sends_prepared += 1;

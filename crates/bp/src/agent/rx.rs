@@ -192,7 +192,10 @@ impl<S: Store> Agent<S> {
             txn,
             bundle,
             req.priority,
-            req.prepared.map(|p| (p, req.staged)),
+            req.prepared.map(|payload| super::local::PreparedSend {
+                payload,
+                staged: req.staged,
+            }),
         ) {
             self.counters.refused_store_full += 1;
             return Err(SendError::StoreFull { needed: size, free });

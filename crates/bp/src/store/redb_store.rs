@@ -15,8 +15,6 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
 
 use bytes::Bytes;
 use redb::{Database, ReadableTable, ReadableTableMetadata, TableDefinition};
@@ -109,10 +107,9 @@ pub struct RedbStore {
     last_commit_ms: u64,
     segment_threshold: u64,
     used: u64,
-    durable: bool,
-    /// Whether the database file's backend syncs ([`SyncSwitch`]): follows `durable`.
-    sync: Arc<AtomicBool>,
-    /// Staging files in the segment directory, adopted by [`Op::PutStaged`].
+    /// Staging files in the segment directory, adopted by [`Op::PutStaged`]. Its durability
+    /// is the store's: the one flag that the segment log, the staging files and the database
+    /// file's backend ([`SyncSwitch`]) follow ([`RedbStore::set_durable`]).
     stager: Stager,
 }
 
@@ -127,7 +124,8 @@ pub struct RedbStore {
 #[derive(Debug)]
 struct SyncSwitch {
     file: redb::backends::FileBackend,
-    sync: Arc<AtomicBool>,
+    /// The store's stager, whose durability says whether to sync.
+    stager: Stager,
 }
 
 impl redb::StorageBackend for SyncSwitch {
@@ -144,7 +142,7 @@ impl redb::StorageBackend for SyncSwitch {
     }
 
     fn sync_data(&self, eventual: bool) -> std::io::Result<()> {
-        if self.sync.load(Ordering::Relaxed) {
+        if self.stager.is_durable() {
             self.file.sync_data(eventual)
         } else {
             Ok(())
@@ -161,7 +159,7 @@ impl std::fmt::Debug for RedbStore {
         f.debug_struct("RedbStore")
             .field("used", &self.used)
             .field("count", &self.index.len())
-            .field("durable", &self.durable)
+            .field("durable", &self.durable())
             .finish()
     }
 }
@@ -189,8 +187,8 @@ impl RedbStore {
                 path.display()
             ))));
         }
-        let sync = Arc::new(AtomicBool::new(opts.durable));
-        let db = open_db(path, opts.cache_bytes, &sync)?;
+        let stager = Stager::directory(&seg_dir, opts.durable);
+        let db = open_db(path, opts.cache_bytes, &stager)?;
         let (index, refs) = load_index(&db)?;
         let mut segments = SegmentLog::open(&seg_dir, opts.segment_bytes, &refs).map_err(
             |(key, msg)| match key {
@@ -202,7 +200,6 @@ impl RedbStore {
             },
         )?;
         let used = index.values().map(Loc::len).sum();
-        let stager = Stager::directory(&seg_dir, opts.durable);
         segments.set_stage_pool(stager.clone());
         Ok(RedbStore {
             db: Some(db),
@@ -214,8 +211,6 @@ impl RedbStore {
             last_commit_ms: 0,
             segment_threshold: opts.segment_threshold,
             used,
-            durable: opts.durable,
-            sync,
             stager,
         })
     }
@@ -223,9 +218,12 @@ impl RedbStore {
     /// Turns fsync-on-commit off (`false`) or on. Without durability a power loss may lose
     /// acknowledged bundles; a process crash does not (the OS still holds the writes).
     pub fn set_durable(&mut self, durable: bool) {
-        self.durable = durable;
-        self.sync.store(durable, Ordering::Relaxed);
         self.stager.set_durable(durable);
+    }
+
+    /// Whether commits are synced to stable storage ([`RedbStore::set_durable`]).
+    fn durable(&self) -> bool {
+        self.stager.is_durable()
     }
 
     /// Compacts the database file (redb reuses freed pages but never shrinks the file by
@@ -285,7 +283,7 @@ impl RedbStore {
             let seg = self.segments.adopt(path, run.len())?;
             adopted.insert(run.id(), seg);
         }
-        if !adopted.is_empty() && self.durable {
+        if !adopted.is_empty() && self.durable() {
             self.segments.sync()?;
         }
         Ok(adopted)
@@ -405,12 +403,8 @@ impl RedbStore {
 
 /// Opens (or creates) the database file with its tables; redb repairs a file that was not
 /// closed cleanly (a crash, or an I/O error before [`Store::recover`] reopened it).
-/// Opens (or creates) the database file, syncing its commits while `sync` is set.
-fn open_db(
-    path: &Path,
-    cache_bytes: usize,
-    sync: &Arc<AtomicBool>,
-) -> Result<Database, StoreError> {
+/// Opens (or creates) the database file, syncing its commits while `stager` is durable.
+fn open_db(path: &Path, cache_bytes: usize, stager: &Stager) -> Result<Database, StoreError> {
     let file = std::fs::OpenOptions::new()
         .read(true)
         .write(true)
@@ -419,7 +413,7 @@ fn open_db(
         .open(path)?;
     let backend = SyncSwitch {
         file: redb::backends::FileBackend::new(file).map_err(db_err)?,
-        sync: sync.clone(),
+        stager: stager.clone(),
     };
     let db = redb::Builder::new()
         .set_cache_size(cache_bytes)
@@ -521,7 +515,7 @@ impl Store for RedbStore {
         let (seg_refs, undo) = if large.is_empty() {
             (Vec::new(), Undo::default())
         } else {
-            self.segments.append(&large, self.durable)?
+            self.segments.append(&large, self.durable())?
         };
         // 2. Staged bundles: their files become segments (still unreferenced).
         let adopted = match self.adopt_staged(batch) {
@@ -631,7 +625,7 @@ impl Store for RedbStore {
     fn recover(&mut self) -> Result<bool, StoreError> {
         // Closing first releases the file lock the reopen needs.
         self.db = None;
-        let db = open_db(&self.path, self.cache_bytes, &self.sync)?;
+        let db = open_db(&self.path, self.cache_bytes, &self.stager)?;
         let (index, _) = load_index(&db)?;
         self.used = index.values().map(Loc::len).sum();
         self.index = index;

@@ -246,6 +246,21 @@ impl StageFile {
         self.open_piece = Some((self.len, 0));
     }
 
+    /// Writes one whole bundle as a piece of its own (begins it, writes it, ends it) and
+    /// returns the piece's index in the finished run ([`StagedRun::piece`]). `crc`: the
+    /// CRC-32C of `bundle` when the caller has it (computed as the bytes arrived, or derived
+    /// from the bundle's checked CRC fields, see [`StageFile::write_with_crc32c`]); `None`
+    /// computes it here, in one pass over the bytes as they are written.
+    pub fn write_bundle(&mut self, bundle: &[u8], crc: Option<u32>) -> std::io::Result<usize> {
+        self.begin_piece();
+        match crc {
+            Some(crc) => self.write_with_crc32c(bundle, crc)?,
+            None => self.write(bundle)?,
+        }
+        self.end_piece()
+            .ok_or_else(|| std::io::Error::other("staged bundle piece was not open"))
+    }
+
     /// Appends bytes of the current bundle.
     pub fn write(&mut self, data: &[u8]) -> std::io::Result<()> {
         self.write_raw(data)?;
@@ -530,13 +545,8 @@ impl Stager {
 }
 
 impl StagedTail {
-    /// Length of the staged tail.
-    pub fn tail_len(&self) -> u64 {
-        self.tail_len
-    }
-
     /// Completes the staged bundle: `bundle` is the whole encoded bundle whose last
-    /// [`Self::tail_len`] bytes are the staged tail (what `encode_around` made of the same
+    /// `tail_len` bytes are the staged tail (what `encode_around` made of the same
     /// prepared payload). Writes its head in front of the tail, records the bundle (CRC-32C
     /// derived from its CRC fields). `Ok(None)` when `bundle` cannot end with this tail
     /// (shorter than it, or a head longer than the room) or the tail was staged in memory; the

@@ -26,17 +26,6 @@ use stream::Incoming;
 /// the bytes saved.
 pub(crate) const PREPARE_FROM: usize = 64 << 10;
 
-/// `Send` payloads from this size on are also written to the store by the connection's reader
-/// when the store is volatile and on disk ([`bp::Stager::stage_tail`]), right after their
-/// encoding while they are in its cache; the agent thread then writes only the bundle's head
-/// into that staging file and commits it. Profiled with 1 MB bundles over TCPCL, the agent's
-/// append of each whole bundle to the segment log was 72 % of the sending agent thread. The
-/// size is the one from which received TCPCL bundles are staged (smaller bundles are kept
-/// inline in the store's database, where a staging file costs more than the copy it saves);
-/// with a durable store each staging file would cost its own `fdatasync` where appends share
-/// one per commit, so sends are not staged there.
-pub(crate) const STAGE_FROM: usize = crate::staging::STAGE_FROM_VOLATILE;
-
 /// Longest wait for the next frame of an open stream before it is refused and the connection
 /// closed.
 const STREAM_IDLE: std::time::Duration = std::time::Duration::from_secs(120);
@@ -76,7 +65,8 @@ pub(crate) fn accept_loop(
     }
 }
 
-/// `stager`: where large sends are staged ([`STAGE_FROM`]); `None` when they are not.
+/// `stager`: where large sends are staged ([`crate::staging::stage_from`]); `None` when they
+/// are not.
 fn read_loop(
     conn: u64,
     stream: UnixStream,
@@ -195,7 +185,7 @@ fn read_loop(
                 // A staging file that fails leaves the bundle to the agent's append.
                 let staged = stager
                     .as_ref()
-                    .filter(|_| args.payload.len() >= STAGE_FROM)
+                    .filter(|s| args.payload.len() >= crate::staging::stage_from(s))
                     .and_then(|s| s.stage_tail(&prepared).ok());
                 AgentInput::AppSend {
                     conn,

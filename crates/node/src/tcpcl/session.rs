@@ -891,11 +891,7 @@ impl Driver<'_> {
             Some(f) => f,
             None => {
                 let mut f = self.shared.stager.as_ref()?.create().ok()?;
-                f.begin_piece();
-                match crc32c {
-                    Some(crc) => f.write_with_crc32c(bundle, crc).ok()?,
-                    None => f.write(bundle).ok()?,
-                }
+                f.write_bundle(bundle, crc32c).ok()?;
                 f
             }
         };
