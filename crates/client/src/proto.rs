@@ -696,6 +696,23 @@ impl Reader {
 /// Reads one frame body from a blocking reader. `Ok(None)` on a clean end of stream before
 /// the length prefix. The length is checked against `limit` before the body is allocated.
 pub fn read_frame<R: std::io::Read>(r: &mut R, limit: usize) -> std::io::Result<Option<Bytes>> {
+    let Some(n) = read_frame_len(r, limit)? else {
+        return Ok(None);
+    };
+    // Read into the frame's own buffer, which becomes the `Bytes`. (std zero-fills the room
+    // first for a reader without `read_buf`: the node's `FdReader::read_frame` does not.)
+    use std::io::Read as _;
+    let mut body = Vec::with_capacity(n);
+    r.by_ref().take(n as u64).read_to_end(&mut body)?;
+    if body.len() < n {
+        return Err(std::io::ErrorKind::UnexpectedEof.into());
+    }
+    Ok(Some(Bytes::from(body)))
+}
+
+/// The length prefix of the next frame ([`read_frame`]'s first step): `Ok(None)` at a clean end
+/// of the stream, `InvalidData` ([`DecodeError::TooLong`]) above `limit`.
+pub fn read_frame_len<R: std::io::Read>(r: &mut R, limit: usize) -> std::io::Result<Option<usize>> {
     let mut len = [0u8; 4];
     let mut got = 0;
     while got < 4 {
@@ -714,14 +731,7 @@ pub fn read_frame<R: std::io::Read>(r: &mut R, limit: usize) -> std::io::Result<
             DecodeError::TooLong(n, limit),
         ));
     }
-    // Read straight into the frame's own buffer (no zero-fill first); it becomes the `Bytes`.
-    use std::io::Read as _;
-    let mut body = Vec::with_capacity(n);
-    r.by_ref().take(n as u64).read_to_end(&mut body)?;
-    if body.len() < n {
-        return Err(std::io::ErrorKind::UnexpectedEof.into());
-    }
-    Ok(Some(Bytes::from(body)))
+    Ok(Some(n))
 }
 
 /// Writes one frame given as `head` then `tail` (from [`Request::encode_head`] or

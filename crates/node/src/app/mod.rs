@@ -84,7 +84,7 @@ fn read_loop(
         if stream.get_ref().set_read_timeout(idle).is_err() {
             break;
         }
-        let body = match proto::read_frame(&mut stream, proto::MAX_FRAME) {
+        let body = match stream.read_frame(proto::MAX_FRAME) {
             Ok(Some(b)) => b,
             Err(e)
                 if matches!(
