@@ -278,25 +278,45 @@ def generated_sha256(index, size):
     return h.hexdigest()
 
 
+def node_status(args, work, node):
+    """Node `node`'s `dtnkit status --json` as a dict; None if it cannot be had."""
+    try:
+        out = subprocess.run([args.bin, "status", "--socket", f"{work}/s{node}/app.sock", "--json"], check=True,
+                             capture_output=True, text=True, timeout=10).stdout
+        return json.loads(out)
+    except (subprocess.SubprocessError, OSError, ValueError):
+        return None
+
+
 def ltp_resent_pct(args, work):
     """Share of node 1's LTP data segments that were retransmissions (%), from its status; nan if unknown."""
     try:
-        out = subprocess.run([args.bin, "status", "--socket", f"{work}/s1/app.sock", "--json"], check=True,
-                             capture_output=True, text=True, timeout=10).stdout
-        spans = json.loads(out)["ltp"]["spans"].values()
+        spans = node_status(args, work, 1)["ltp"]["spans"].values()
         sent = sum(s["data_segments_sent"] for s in spans)
         return 100.0 * sum(s["data_segments_retransmitted"] for s in spans) / sent if sent else float("nan")
-    except (subprocess.SubprocessError, OSError, ValueError, KeyError, TypeError):
+    except (KeyError, TypeError):
+        return float("nan")
+
+
+def hot_hit_pct(args, work, node):
+    """Share of node `node`'s reads of stored bundles' bytes that its store's hot cache served (%), from its status;
+    nan if unknown or nothing was read. A miss is a read back from the store's files (a copy and a CRC pass)."""
+    try:
+        st = node_status(args, work, node)["store"]
+        reads = st["hot_cache_hits"] + st["hot_cache_misses"]
+        return 100.0 * st["hot_cache_hits"] / reads if reads else float("nan")
+    except (KeyError, TypeError):
         return float("nan")
 
 
 def run_dtnkit(args, cla, segment, bundle, durable, total_bytes, nodes=2, detail=False, quota=None,
-               check_sha=False, resent=None):
+               check_sha=False, resent=None, hot=None):
     """One transfer of total_bytes from node 1 to node `nodes`; returns (goodput Mbit/s, CPU s per GB (sum of all
     nodes), peak RSS MB of the sender, of the receiver), and with detail=True also the per-node stats of
     NodeChain.stop. check_sha: the receiver writes every ADU into --sha-dir and each must have the generator's
     SHA-256 (RuntimeError otherwise); quota: the stores' quota_bytes; resent: a list that gets the share of LTP
-    data segments node 1 sent again (%, ltp_resent_pct)."""
+    data segments node 1 sent again (%, ltp_resent_pct); hot: a list that gets the hot-cache hit shares of the
+    sender and the receiver (%, hot_hit_pct)."""
     count = max(1, total_bytes // bundle)
     work = tempfile.mkdtemp(prefix="dtnkit-bench-", dir=args.workdir)
     chain, rx_dir = None, None
@@ -324,6 +344,8 @@ def run_dtnkit(args, cla, segment, bundle, durable, total_bytes, nodes=2, detail
             raise RuntimeError(f"recv failed ({rc}): {Path(work, 'recv.log').read_text().strip()}")
         if resent is not None and cla == "ltp":
             resent.append(ltp_resent_pct(args, work))
+        if hot is not None:
+            hot.append((hot_hit_pct(args, work, 1), hot_hit_pct(args, work, nodes)))
         stats = chain.stop()
         chain = None
         if check_sha:
@@ -477,7 +499,7 @@ def large_family(args, out, modes):
     w = csv.writer(f)
     w.writerow(["cla", "segment_bytes", "bundle_bytes", "bundles", "store", "rep", "network_ceiling_mbps",
                 "dtnkit_mbps", "cpu_s_per_gb", "cpu_s_per_gb_sender", "cpu_s_per_gb_receiver", "rss_mb_sender",
-                "rss_mb_receiver", "sha256"])
+                "rss_mb_receiver", "sha256", "hot_hit_pct_sender", "hot_hit_pct_receiver"])
     rows, thread_rows = [], {}
     for i, (cla, seg, b, total) in enumerate(points, 1):
         count = max(1, total // b)
@@ -486,30 +508,33 @@ def large_family(args, out, modes):
         for mode in modes:
             for r in range(1, args.reps + 1):
                 c = float("nan") if single else run_iperf(args, cla in ("tcpcl", "stcp"), seg)
+                hot = []
                 d, cpu, m1, m2, stats = run_dtnkit(args, cla, seg, b, mode == "durable", total, detail=True,
-                                                   quota=total + b + (1 << 30), check_sha=single)
+                                                   quota=total + b + (1 << 30), check_sha=single, hot=hot)
+                h1, h2 = hot[-1]
                 for role, st in (("sender", stats[0]), ("receiver", stats[-1])):
                     thread_rows.setdefault((cla, seg, b, mode, role), []).append(
                         {n: v / gb for n, v in st[2].items()})
                 tx, rx = stats[0][0] / gb, stats[-1][0] / gb
                 sha = "equal" if single else "-"
                 w.writerow([cla, seg, b, count, mode, r, f"{c:.1f}", f"{d:.1f}", f"{cpu:.2f}", f"{tx:.2f}",
-                            f"{rx:.2f}", f"{m1:.1f}", f"{m2:.1f}", sha])
+                            f"{rx:.2f}", f"{m1:.1f}", f"{m2:.1f}", sha, f"{h1:.1f}", f"{h2:.1f}"])
                 f.flush()
-                rows.append((cla, seg, b, count, mode, r, c, d, cpu, tx, rx, m1, m2, sha))
+                rows.append((cla, seg, b, count, mode, r, c, d, cpu, tx, rx, m1, m2, sha, h1, h2))
                 print(f"[large {i}/{len(points)}] {cla} seg={seg or '-'} bundle={b} x{count} {mode} rep {r}: "
                       f"network {c:.0f} Mbit/s, dtnkit {d:.0f} Mbit/s, CPU s/GB {cpu:.2f} "
-                      f"(sender {tx:.2f}, receiver {rx:.2f}), peak RSS {m1:.0f}/{m2:.0f} MB"
-                      f"{', SHA-256 equal' if single else ''}", flush=True)
+                      f"(sender {tx:.2f}, receiver {rx:.2f}), peak RSS {m1:.0f}/{m2:.0f} MB, "
+                      f"hot cache hits {h1:.0f}/{h2:.0f} %{', SHA-256 equal' if single else ''}", flush=True)
     f.close()
     md = [f"Large bundles: {args.large_bytes / 1e9:.1f} GB per matrix run, single bundles of "
           f"{args.single_bytes} bytes; {args.reps} rep(s).", "",
           "| CLA | segment B | bundle B | bundles | store | rep | network Mbit/s | dtnkit Mbit/s | CPU s/GB (both) | "
-          "CPU s/GB sender | CPU s/GB receiver | peak RSS MB sender | peak RSS MB receiver | SHA-256 |",
-          "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
-    for cla, seg, b, n, mode, r, c, d, cpu, tx, rx, m1, m2, sha in rows:
+          "CPU s/GB sender | CPU s/GB receiver | peak RSS MB sender | peak RSS MB receiver | SHA-256 | "
+          "hot cache hits % (tx/rx) |",
+          "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for cla, seg, b, n, mode, r, c, d, cpu, tx, rx, m1, m2, sha, h1, h2 in rows:
         md.append(f"| {cla} | {seg or '-'} | {b} | {n} | {mode} | {r} | {c:.0f} | {d:.0f} | {cpu:.2f} | {tx:.2f} | "
-                  f"{rx:.2f} | {m1:.0f} | {m2:.0f} | {sha} |")
+                  f"{rx:.2f} | {m1:.0f} | {m2:.0f} | {sha} | {h1:.0f} / {h2:.0f} |")
     md += ["", "CPU by thread (user + system, per GB moved; threads under 2 % of their node left out):", ""]
     md += thread_table(thread_rows)
     (out / "large.md").write_text("\n".join(md) + "\n")
@@ -606,19 +631,21 @@ def main():
     runs = csv.writer(runs_f)
     runs.writerow(["cla", "segment_bytes", "bundle_bytes", "store", "rep", "network_ceiling_mbps",
                    "disk_write_mbps", "ceiling_mbps", "dtnkit_mbps", "cpu_s_per_gb", "rss_mb_sender",
-                   "rss_mb_receiver", "ltp_resent_pct"])
+                   "rss_mb_receiver", "ltp_resent_pct", "hot_hit_pct_sender", "hot_hit_pct_receiver"])
     summary = []
     thread_rows = {}
     for i, (cla, seg, b, mode) in enumerate(points, 1):
         durable = mode == "durable"
-        cs, disks, eff, ds, cpus, rss1, rss2, resent = [], [], [], [], [], [], [], []
+        cs, disks, eff, ds, cpus, rss1, rss2, resent, hot = [], [], [], [], [], [], [], [], []
         for r in range(1, args.reps + 1):
             # Ceilings are re-measured next to every dtnkit run, so both see the same machine state.
             c = run_iperf(args, cla in ("tcpcl", "stcp"), seg)
             disk = disk_write_mbps(args) if durable else float("nan")
             ceiling = min(c, disk / 2) if durable else c
-            d, cpu, m1, m2, stats = run_dtnkit(args, cla, seg, b, durable, args.bytes, detail=True, resent=resent)
+            d, cpu, m1, m2, stats = run_dtnkit(args, cla, seg, b, durable, args.bytes, detail=True, resent=resent,
+                                               hot=hot)
             rs = resent[-1] if cla == "ltp" else float("nan")
+            h1, h2 = hot[-1]
             gb = max(1, args.bytes // b) * b / 1e9
             for role, st in (("sender", stats[0]), ("receiver", stats[-1])):
                 thread_rows.setdefault((cla, seg, b, mode, role), []).append(
@@ -626,13 +653,14 @@ def main():
             cs.append(c), disks.append(disk), eff.append(ceiling), ds.append(d)
             cpus.append(cpu), rss1.append(m1), rss2.append(m2)
             runs.writerow([cla, seg, b, mode, r, f"{c:.1f}", f"{disk:.1f}", f"{ceiling:.1f}", f"{d:.1f}",
-                           f"{cpu:.2f}", f"{m1:.1f}", f"{m2:.1f}", f"{rs:.2f}"])
+                           f"{cpu:.2f}", f"{m1:.1f}", f"{m2:.1f}", f"{rs:.2f}", f"{h1:.1f}", f"{h2:.1f}"])
             runs_f.flush()
             resent_note = f", {rs:.1f} % of LTP data resent" if cla == "ltp" else ""
             disk_note = f", disk {disk:.0f} Mbit/s" if durable else ""
             print(f"[{i}/{len(points)}] {cla} seg={seg or '-'} bundle={b} {mode} rep {r}: "
                   f"network {c:.0f} Mbit/s{disk_note}, dtnkit {d:.0f} Mbit/s ({d / ceiling:.2f} of the ceiling), "
-                  f"{cpu:.1f} CPU s/GB, RSS {m1:.0f}/{m2:.0f} MB{resent_note}", flush=True)
+                  f"{cpu:.1f} CPU s/GB, RSS {m1:.0f}/{m2:.0f} MB{resent_note}, "
+                  f"hot cache hits {h1:.0f}/{h2:.0f} %", flush=True)
         summary.append({
             "cla": cla, "segment_bytes": seg, "bundle_bytes": b, "store": mode,
             "network_min": min(cs), "network_median": statistics.median(cs), "network_max": max(cs),
@@ -644,6 +672,8 @@ def main():
             "cpu_s_per_gb": statistics.median(cpus),
             "rss_mb_sender": max(rss1), "rss_mb_receiver": max(rss2),
             "ltp_resent_pct": statistics.median(resent) if resent else float("nan"),
+            "hot_hit_pct_sender": statistics.median(h[0] for h in hot),
+            "hot_hit_pct_receiver": statistics.median(h[1] for h in hot),
         })
 
     memory = []
@@ -665,8 +695,9 @@ def main():
             w.writerow({k: (f"{v:.3f}" if isinstance(v, float) else v) for k, v in s.items()})
     md = [f"Reps per point: {args.reps}; {args.bytes / 1e6:.0f} MB per dtnkit run.", "",
           "| CLA | segment B | bundle B | store | network ceiling Mbit/s (min/med/max) | disk/2 Mbit/s | "
-          "dtnkit Mbit/s (min/med/max) | ratio | ratio to network | CPU s/GB | peak RSS MB (tx/rx) | LTP data resent % |",
-          "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+          "dtnkit Mbit/s (min/med/max) | ratio | ratio to network | CPU s/GB | peak RSS MB (tx/rx) | LTP data resent % | "
+          "hot cache hits % (tx/rx) |",
+          "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for s in summary:
         disk = f"{s['disk_median'] / 2:.0f}" if s["store"] == "durable" else "-"
         md.append(f"| {s['cla']} | {s['segment_bytes'] or '-'} | {s['bundle_bytes']} | {s['store']} | "
@@ -674,12 +705,15 @@ def main():
                   f"{s['dtnkit_min']:.0f} / {s['dtnkit_median']:.0f} / {s['dtnkit_max']:.0f} | "
                   f"**{s['ratio']:.2f}** | {s['ratio_network']:.2f} | {s['cpu_s_per_gb']:.1f} | "
                   f"{s['rss_mb_sender']:.0f} / {s['rss_mb_receiver']:.0f} | "
-                  + (f"{s['ltp_resent_pct']:.1f} |" if s["cla"] == "ltp" else "- |"))
+                  + (f"{s['ltp_resent_pct']:.1f} |" if s["cla"] == "ltp" else "- |")
+                  + f" {s['hot_hit_pct_sender']:.0f} / {s['hot_hit_pct_receiver']:.0f} |")
     md += ["", "Network ceiling: iperf3 UDP -l SEG (ltp) or iperf3 TCP (tcpcl, stcp), measured back to back with each "
            "dtnkit run. Durable rows: ratio = dtnkit / min(network, disk/2), disk = sequential write+fdatasync "
            "rate of the store's disk measured in the same repetition (both nodes write every bundle once). "
            "Volatile rows (no fsync): ratio = dtnkit / network. LTP data resent: the share of the sending node's "
-           "LTP data segments that were retransmissions (its `dtnkit status` after the run; median over the reps)."]
+           "LTP data segments that were retransmissions (its `dtnkit status` after the run; median over the reps). "
+           "Hot cache hits: the share of each node's reads of stored bundles served from memory by its store's hot "
+           "cache (`store.hot_cache_hits / (hits + misses)`); a miss reads the bundle back from the store's files."]
     if memory:
         md += ["", f"Memory check: one durable transfer of {args.rss_bytes / 1e9:.1f} GB in 5 MB bundles.", "",
                "| CLA | segment B | dtnkit Mbit/s | peak RSS MB sender | peak RSS MB receiver |",

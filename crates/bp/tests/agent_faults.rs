@@ -51,6 +51,9 @@ impl Store for FlakyStore {
     fn stager(&self) -> Option<bp::Stager> {
         self.inner.stager()
     }
+    fn hot_cache(&self) -> Option<bp::store::HotCacheStats> {
+        self.inner.hot_cache()
+    }
 }
 
 fn req(to: u64, len: usize) -> SendRequest {

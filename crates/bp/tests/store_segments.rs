@@ -291,20 +291,24 @@ fn hot_cache_serves_recent_commits_and_forgets_deleted_bundles() {
         s.data(BundleKey(0)).expect("read"),
         Some(payload(0, 10_000))
     );
-    let (hits, misses, held) = s.hot_cache_stats();
-    assert_eq!((hits, misses, held), (2, 1, 20_000));
-    assert_eq!(s.hot_cache_refused(), 1);
+    let st = s.hot_cache().expect("a redb store has a hot cache");
+    assert_eq!((st.hits, st.misses, st.held_bytes), (2, 1, 20_000));
+    assert_eq!((st.refused, st.evicted, st.budget_bytes), (1, 0, 25_000));
     let mut b = Batch::new();
     b.push(Op::Delete(BundleKey(0)));
     s.commit(&b).expect("commit");
     assert_eq!(s.data(BundleKey(0)).expect("read"), None);
-    assert_eq!(s.hot_cache_stats().2, 10_000);
+    assert_eq!(hot(&s).held_bytes, 10_000);
     // Bundles below the segment threshold stay in the database and are not cached.
     let mut b = Batch::new();
     b.push(put(9, payload(9, 500)));
     s.commit(&b).expect("commit");
-    let misses = s.hot_cache_stats().1;
+    let misses = hot(&s).misses;
     assert_eq!(s.data(BundleKey(9)).expect("read"), Some(payload(9, 500)));
-    assert_eq!(s.hot_cache_stats().1, misses + 1);
-    assert_eq!(s.hot_cache_stats().2, 10_000);
+    assert_eq!(hot(&s).misses, misses + 1);
+    assert_eq!(hot(&s).held_bytes, 10_000);
+}
+
+fn hot(s: &RedbStore) -> bp::store::HotCacheStats {
+    s.hot_cache().expect("a redb store has a hot cache")
 }

@@ -125,6 +125,20 @@ pub struct StoreStatus {
     pub recoveries: u64,
     /// Bundles found on disk after a reopen that a failed commit had written after all.
     pub recovered_from_disk: u64,
+    /// The hot cache (bytes of recently stored bundles kept in memory for forwarding and
+    /// delivery, `[store] hot_cache_mb`): its budget (0 for a store without one).
+    pub hot_cache_budget_bytes: u64,
+    /// Bytes it holds now.
+    pub hot_cache_held_bytes: u64,
+    /// Reads of a bundle's bytes it served (no read from the store's files).
+    pub hot_cache_hits: u64,
+    /// Reads it could not serve: the bytes were read back from the store's files.
+    pub hot_cache_misses: u64,
+    /// Bundles it did not keep because it was full of entries younger than one second (the
+    /// next ones a draining backlog reads).
+    pub hot_cache_refused: u64,
+    /// Entries it dropped for a newer bundle after they had waited more than a second.
+    pub hot_cache_evicted: u64,
 }
 
 /// `store.state`.

@@ -671,11 +671,21 @@ fn sends_to_a_volatile_store_are_staged_by_their_connection_and_survive_a_kill_9
     let b = n1.status().bundles;
     assert_eq!((b.created, b.created_prepared, b.created_staged), (4, 4, 3));
     assert_eq!(store_files(&n1, ".stage"), 0, "no staging file left");
+    // The staged sends' bytes are in the hot cache (the 100 kB one is below its 256 KiB).
+    let st = n1.status().store;
+    assert_eq!(st.hot_cache_budget_bytes, 32 << 20, "{st:?}");
+    assert!(
+        (3_000_000..3_100_000).contains(&st.hot_cache_held_bytes),
+        "{st:?}"
+    );
     n1.kill();
     n1.restart();
     let n2 = NodeProc::start(&dir.0, &tcp_node(2, l2, 1, None, ""));
     assert_three_1mb_and_one_100kb_arrive(&n2);
     assert_eq!(n2.status().bundles.malformed, 0);
+    // After the restart the cache was empty: the three were read back from the segment log.
+    let st = n1.status().store;
+    assert!(st.hot_cache_misses >= 3 && st.hot_cache_hits == 0, "{st:?}");
 }
 
 #[test]

@@ -1210,6 +1210,7 @@ impl AgentThread {
                 &s,
                 self.agent.store_health(),
                 self.agent.store().latency().status(),
+                bp::store::Store::hot_cache(self.agent.store()),
                 now_ms,
             ),
             backoff: crate::hardening_status::backoff_status(&self.agent, now_ms),

@@ -12,8 +12,10 @@ pub(crate) fn store_status(
     s: &AgentStatus,
     h: &StoreHealth,
     commit_latency: CommitLatency,
+    hot: Option<bp::store::HotCacheStats>,
     now_ms: u64,
 ) -> StoreStatus {
+    let hot = hot.unwrap_or_default();
     StoreStatus {
         bundles: s.stored_bundles,
         bytes: s.stored_bytes,
@@ -35,6 +37,12 @@ pub(crate) fn store_status(
         failures: h.failures,
         recoveries: h.recoveries,
         recovered_from_disk: s.recovered_from_disk,
+        hot_cache_budget_bytes: hot.budget_bytes,
+        hot_cache_held_bytes: hot.held_bytes,
+        hot_cache_hits: hot.hits,
+        hot_cache_misses: hot.misses,
+        hot_cache_refused: hot.refused,
+        hot_cache_evicted: hot.evicted,
     }
 }
 

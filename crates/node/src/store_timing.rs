@@ -129,6 +129,10 @@ impl<S: Store> Store for TimedStore<S> {
     fn stager(&self) -> Option<bp::Stager> {
         self.inner.stager()
     }
+
+    fn hot_cache(&self) -> Option<bp::store::HotCacheStats> {
+        self.inner.hot_cache()
+    }
 }
 
 #[cfg(test)]

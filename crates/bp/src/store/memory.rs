@@ -130,4 +130,8 @@ impl Store for MemoryStore {
     fn stager(&self) -> Option<Stager> {
         Some(Stager::memory())
     }
+
+    fn hot_cache(&self) -> Option<super::HotCacheStats> {
+        None
+    }
 }

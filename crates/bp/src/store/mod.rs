@@ -21,6 +21,7 @@
 //! bundles are simply queued again.
 
 mod hot_cache;
+pub use hot_cache::HotCacheStats;
 mod memory;
 mod meta;
 mod redb_store;
@@ -369,6 +370,9 @@ pub trait Store {
     /// commit; `None` when the store cannot adopt staged bundles. (No default: a wrapper must
     /// pass its inner store's on, or streamed sends would be refused.)
     fn stager(&self) -> Option<Stager>;
+    /// The counters of the store's cache of recently stored bundles' bytes; `None` for a
+    /// store without one. (No default: a wrapper must pass its inner store's on.)
+    fn hot_cache(&self) -> Option<HotCacheStats>;
 }
 
 impl<S: Store + ?Sized> Store for Box<S> {
@@ -395,6 +399,9 @@ impl<S: Store + ?Sized> Store for Box<S> {
     }
     fn stager(&self) -> Option<Stager> {
         (**self).stager()
+    }
+    fn hot_cache(&self) -> Option<HotCacheStats> {
+        (**self).hot_cache()
     }
 }
 

@@ -243,17 +243,6 @@ impl RedbStore {
         Ok((index.values().map(Loc::len).sum(), index.len() as u64))
     }
 
-    /// Hot cache counters: (reads served from it, reads that went to the database or segment
-    /// log, bytes it holds).
-    pub fn hot_cache_stats(&self) -> (u64, u64, u64) {
-        self.hot.stats()
-    }
-
-    /// Bundles the hot cache turned away because its budget was full of younger entries.
-    pub fn hot_cache_refused(&self) -> u64 {
-        self.hot.refused()
-    }
-
     /// Number of payload segment files currently on disk.
     pub fn segment_count(&self) -> usize {
         self.segments.segment_count()
@@ -557,6 +546,7 @@ impl Store for RedbStore {
             .unwrap_or(self.last_commit_ms)
             .max(self.last_commit_ms);
         self.last_commit_ms = now;
+        self.hot.tick(now);
         for op in batch.ops() {
             let (key, data) = match op {
                 Op::Put { key, data, .. } => (key, data),
@@ -640,5 +630,9 @@ impl Store for RedbStore {
 
     fn stager(&self) -> Option<Stager> {
         Some(self.stager.clone())
+    }
+
+    fn hot_cache(&self) -> Option<super::HotCacheStats> {
+        Some(self.hot.stats())
     }
 }

@@ -34,6 +34,12 @@ fn store_section() {
         failures: 8,
         recoveries: 9,
         recovered_from_disk: 10,
+        hot_cache_budget_bytes: 15,
+        hot_cache_held_bytes: 16,
+        hot_cache_hits: 17,
+        hot_cache_misses: 18,
+        hot_cache_refused: 19,
+        hot_cache_evicted: 20,
     };
     golden(
         &s,
@@ -41,6 +47,8 @@ fn store_section() {
             "bundles": 1, "bytes": 2, "quota_bytes": 3, "commits": 4,
             "commit_latency": {"le_s": [0.0001, 0.5], "cumulative": [5, 6], "count": 7, "sum_s": 0.25},
             "state": "ok", "failures": 8, "recoveries": 9, "recovered_from_disk": 10,
+            "hot_cache_budget_bytes": 15, "hot_cache_held_bytes": 16, "hot_cache_hits": 17,
+            "hot_cache_misses": 18, "hot_cache_refused": 19, "hot_cache_evicted": 20,
         }),
     );
     s.state = StoreState::Degraded;

@@ -124,7 +124,7 @@ pub struct StoreSection {
     /// own default (1 GiB) would be filled by a large transfer.
     #[serde(default = "default_store_cache_mb")]
     pub cache_mb: u64,
-    /// Hot cache in MiB (default 64, 0 = off): bytes of recently stored bundles kept in memory
+    /// Hot cache in MiB (default 32, 0 = off): bytes of recently stored bundles kept in memory
     /// so that forwarding or delivering them soon after does not read them back from disk.
     #[serde(default = "default_hot_cache_mb")]
     pub hot_cache_mb: u64,

@@ -143,6 +143,12 @@ const STORE_RULES: &[Rule<StoreStatus>] = &[
     r!(bytes, G, "dtnkit_store_bytes", &[], "Bytes of encoded bundles in the store."),
     r!(quota_bytes, G, "dtnkit_store_quota_bytes", &[], "The store quota (bytes)."),
     r!(commits, C, "dtnkit_store_commits", &[], "Store transactions committed by the agent."),
+    r!(hot_cache_budget_bytes, G, "dtnkit_store_hot_cache_budget_bytes", &[], "The store's hot cache budget (bytes; 0: none)."),
+    r!(hot_cache_held_bytes, G, "dtnkit_store_hot_cache_bytes", &[], "Bytes the store's hot cache holds."),
+    r!(hot_cache_hits, C, "dtnkit_store_hot_cache_reads", &[("result", "hit")], "Reads of stored bundles' bytes, served by the hot cache (hit) or from the store's files (miss)."),
+    r!(hot_cache_misses, C, "dtnkit_store_hot_cache_reads", &[("result", "miss")], ""),
+    r!(hot_cache_refused, C, "dtnkit_store_hot_cache_refused", &[], "Bundles the hot cache did not keep: it was full of entries younger than a second."),
+    r!(hot_cache_evicted, C, "dtnkit_store_hot_cache_evicted", &[], "Hot cache entries dropped for newer bundles after waiting more than a second."),
 ];
 
 /// Rules of `queues`.
