@@ -54,9 +54,10 @@ pub use agent::{
     crcs_ok, split_failure_reason, Accepted, AdminNotice, Agent, AgentConfig, AgentError,
     AgentStatus, BlockDiscard, BlockVerdict, BundleEvent, BundleEventKind, BundleEventSink,
     BundleRows, ClaBlock, ClaOutcome, CsvBundleLog, CsvLog, CsvRouteLog, CsvRows, Degraded,
-    Delivery, DtnTime, Forward, ForwardRef, HopBundle, NeighbourBackoff, ReportFlags, RouteEvent,
-    RouteEventKind, RouteEventSink, RouteMethod, RouteRows, RxError, SendError, SendRequest,
-    StoreHealth, StreamPlan, StreamRequest, ROUTE_CSV_HEADER,
+    Delivery, DeliveryReadError, DeliveryRef, DtnTime, Forward, ForwardRef, HopBundle,
+    NeighbourBackoff, ReportFlags, RouteEvent, RouteEventKind, RouteEventSink, RouteMethod,
+    RouteRows, RxError, SendError, SendRequest, StoreHealth, StreamPlan, StreamRequest,
+    ROUTE_CSV_HEADER,
 };
 pub use contact_plan::{
     Contact, ContactId, ContactIndex, ContactPlan, IndexedContact, LinkEvent, LinkEventKind,

@@ -43,7 +43,8 @@ use crate::clock::dtn_now_ms;
 use crate::counters::{LtpCounters, StcpCounters, TcpclCounters, UdpclCounters};
 use crate::ingress::{GateChange, IngressGate};
 use crate::messages::{
-    AgentInput, AppWriter, FromCla, FromLtp, LinkChange, StreamGrant, ToLtp, ToSession, ToUdp,
+    wire_id, AgentInput, AppWriter, FromCla, FromLtp, LinkChange, StreamGrant, ToLtp, ToSession,
+    ToUdp,
 };
 use crate::ratelog::RateLog;
 use crate::reports::ReportCounts;
@@ -382,20 +383,15 @@ impl AgentThread {
         for conn in st.conns.values_mut() {
             self.resume_if_drained(conn);
         }
-        while let Some(d) = self.agent.poll_delivery() {
+        // The connection's writer reads each bundle (off this thread) and reports a failure.
+        while let Some(d) = self.agent.poll_delivery_ref() {
             let Some(&c) = st.owner.get(&d.endpoint) else {
                 continue;
             };
             let Some(conn) = st.conns.get_mut(&c) else {
                 continue;
             };
-            let msg = Response::Deliver {
-                token: d.key.as_token(),
-                endpoint: d.endpoint.to_string(),
-                id: wire_id(&d.id, d.adu_len),
-                payload: d.payload,
-            };
-            if !conn.writer.push(msg) {
+            if !conn.writer.push_delivery(d) {
                 self.drop_conn(&mut st.conns, &mut st.owner, c);
             } else if !conn.writer.has_room_for_delivery() {
                 conn.held = true;
@@ -678,6 +674,15 @@ impl AgentThread {
                 if let Some(c) = st.conns.get_mut(&conn) {
                     self.resume_if_drained(c);
                 }
+            }
+            AgentInput::DeliveryUnreadable { conn, key, error } => {
+                self.log.log("delivery-unreadable", || {
+                    format!(
+                        "application connection {conn}: stored bundle {key} could not be read \
+                         for delivery: {error}"
+                    )
+                });
+                self.agent.delivery_unreadable(now, key, &error);
             }
             AgentInput::StreamBegin { conn, args, reply } => {
                 let grant = match self.begin_stream(now, conn, args, &st.conns) {
@@ -1296,18 +1301,5 @@ fn send_error(e: SendError) -> Response {
     Response::Error {
         kind,
         message: e.to_string(),
-    }
-}
-
-/// The protocol form of a bundle id: for a fragment delivered on its own (`adu_len` set), its
-/// offset and the total length of its ADU, as docs/app-protocol.md defines the field.
-fn wire_id(id: &bpv7::BundleId, adu_len: Option<u64>) -> proto::BundleId {
-    proto::BundleId {
-        source: id.source.to_string(),
-        creation_ms: id.timestamp.dtn_time_ms,
-        sequence: id.timestamp.sequence,
-        fragment: id
-            .fragment
-            .map(|(offset, len)| (offset, adu_len.unwrap_or(len))),
     }
 }

@@ -55,6 +55,13 @@ pub(crate) enum AgentInput {
     AppClosed { conn: u64 },
     /// A connection's writer drained the backlog that held a delivery back.
     AppDrained { conn: u64 },
+    /// A connection's writer could not read a delivery's stored bundle
+    /// (`bp::DeliveryRef::read`): nothing of it was written to the application.
+    DeliveryUnreadable {
+        conn: u64,
+        key: bp::store::BundleKey,
+        error: bp::DeliveryReadError,
+    },
     /// A connection opens a streamed send (`SendBegin`): the agent answers on `reply` with
     /// what the connection's reader needs to stage the stream's bundles, or `None` after
     /// queueing the refusal on the connection's writer (the reader then ignores the stream's
@@ -296,10 +303,20 @@ pub(crate) struct Backlog {
     pub(crate) failed: AtomicBool,
 }
 
+/// What a connection's writer writes, in order.
+pub(crate) enum Outgoing {
+    /// An answer (or a delivery whose bytes the agent already had).
+    Frame(Response),
+    /// A delivery whose stored bytes the writer reads itself (`bp::DeliveryRef::read`), so
+    /// they never cross the agent's thread; a failed read is reported back
+    /// ([`AgentInput::DeliveryUnreadable`]).
+    Deliver(bp::DeliveryRef),
+}
+
 /// The agent thread's handle on a connection's writer thread. Dropping it lets the writer
 /// finish what is queued and exit.
 pub(crate) struct AppWriter {
-    tx: Sender<Response>,
+    tx: Sender<Outgoing>,
     backlog: Arc<Backlog>,
 }
 
@@ -314,7 +331,7 @@ impl std::fmt::Debug for AppWriter {
 impl AppWriter {
     /// A handle and the writer thread's two ends: the frame queue and the backlog accounting
     /// (`app::writer::spawn` starts the thread).
-    pub(crate) fn channel() -> (AppWriter, Receiver<Response>, Arc<Backlog>) {
+    pub(crate) fn channel() -> (AppWriter, Receiver<Outgoing>, Arc<Backlog>) {
         let (tx, rx) = mpsc::channel();
         let backlog = Arc::new(Backlog::default());
         let shared = Arc::clone(&backlog);
@@ -341,27 +358,62 @@ impl AppWriter {
     /// [`AppWriter::has_room_for_delivery`]; answers always). False when the connection failed or
     /// its backlog passed [`MAX_BACKLOG_BYTES`]: the caller drops the connection.
     pub(crate) fn push(&self, msg: Response) -> bool {
+        self.queue(Outgoing::Frame(msg))
+    }
+
+    /// Queues a delivery the writer reads from the store itself (after
+    /// [`AppWriter::has_room_for_delivery`]); false as for [`AppWriter::push`].
+    pub(crate) fn push_delivery(&self, delivery: bp::DeliveryRef) -> bool {
+        self.queue(Outgoing::Deliver(delivery))
+    }
+
+    fn queue(&self, out: Outgoing) -> bool {
         if self.backlog.failed.load(SeqCst) {
             return false;
         }
-        let cost = backlog_cost(&msg);
+        let cost = backlog_cost(&out);
         let queued = self.backlog.bytes.fetch_add(cost, SeqCst) + cost;
         if queued > MAX_BACKLOG_BYTES {
             return false;
         }
-        self.tx.send(msg).is_ok()
+        self.tx.send(out).is_ok()
     }
 }
 
-/// Bytes a frame holds while queued: its payload plus a bound on its head.
-pub(crate) fn backlog_cost(msg: &Response) -> usize {
+/// Bytes a frame holds (or, for a delivery the writer reads, will hold) while queued: its
+/// payload plus a bound on its head.
+pub(crate) fn backlog_cost(out: &Outgoing) -> usize {
     const HEAD: usize = 128;
-    HEAD + match msg {
-        Response::Deliver {
+    HEAD + match out {
+        Outgoing::Frame(Response::Deliver {
             endpoint, payload, ..
-        } => endpoint.len() + payload.len(),
-        Response::Error { message, .. } => message.len(),
-        Response::Status { json } => json.len(),
-        _ => 0,
+        }) => endpoint.len() + payload.len(),
+        Outgoing::Frame(Response::Error { message, .. }) => message.len(),
+        Outgoing::Frame(Response::Status { json }) => json.len(),
+        Outgoing::Frame(_) => 0,
+        Outgoing::Deliver(d) => usize::try_from(d.len()).unwrap_or(usize::MAX),
+    }
+}
+
+/// The protocol form of a bundle id: for a fragment delivered on its own (`adu_len` set), its
+/// offset and the total length of its ADU, as docs/app-protocol.md defines the field.
+pub(crate) fn wire_id(id: &bpv7::BundleId, adu_len: Option<u64>) -> client::proto::BundleId {
+    client::proto::BundleId {
+        source: id.source.to_string(),
+        creation_ms: id.timestamp.dtn_time_ms,
+        sequence: id.timestamp.sequence,
+        fragment: id
+            .fragment
+            .map(|(offset, len)| (offset, adu_len.unwrap_or(len))),
+    }
+}
+
+/// The `Deliver` frame of a delivery read from the store.
+pub(crate) fn deliver_frame(d: bp::Delivery) -> Response {
+    Response::Deliver {
+        token: d.key.as_token(),
+        endpoint: d.endpoint.to_string(),
+        id: wire_id(&d.id, d.adu_len),
+        payload: d.payload,
     }
 }

@@ -8,7 +8,8 @@ use bpv7::{
 use bytes::Bytes;
 
 use super::{
-    Agent, AgentError, BundleEventKind, Delivery, DtnTime, ReportKind, State, Txn, PRIORITY_NORMAL,
+    Agent, AgentError, BundleEventKind, Delivery, DeliveryReadError, DeliveryRef, DtnTime,
+    ReportKind, State, Txn, PRIORITY_NORMAL,
 };
 use crate::store::{BundleKey, BundleMeta, Op, Role, Store};
 
@@ -137,20 +138,7 @@ impl<S: Store> Agent<S> {
     /// The next bundle for a registered endpoint whose deliveries are not held. It stays stored
     /// until [`Agent::delivered`].
     pub fn poll_delivery(&mut self) -> Option<Delivery> {
-        while let Some(key) = self.ready.pop_front() {
-            let Some(e) = self.entries.get(&key) else {
-                continue;
-            };
-            if e.state != State::Ready {
-                continue;
-            }
-            if let Some(keys) = self.held.get_mut(&e.meta.destination) {
-                // Set aside in order; the ready queue only ever holds older bundles for the
-                // endpoint in front of newer ones, so resuming at the front keeps the order.
-                keys.push_back(key);
-                continue;
-            }
-            let meta = e.meta.clone();
+        while let Some((key, meta)) = self.next_ready() {
             let bundle = match self.store.data(key) {
                 // CRC-checked on arrival; the store checks its own integrity (see `prepare`).
                 Ok(Some(d)) => Bundle::decode_with_limits(d, &DecodeLimits::trusted_store()).ok(),
@@ -169,15 +157,80 @@ impl<S: Store> Agent<S> {
             if let Some(e) = self.entries.get_mut(&key) {
                 e.state = State::Offered;
             }
-            return Some(Delivery {
-                key,
-                endpoint: meta.destination.clone(),
-                id: meta.id.clone(),
-                source: meta.id.source.clone(),
-                payload: bundle.payload(),
-                adu_len: bundle.primary().fragment.map(|f| f.total_adu_len),
-                admin_record: bundle.is_admin_record(),
-            });
+            return Some(Delivery::of(key, meta.destination, meta.id, &bundle));
+        }
+        None
+    }
+
+    /// [`Agent::poll_delivery`] without reading the bundle: a [`DeliveryRef`] for the thread that
+    /// writes it to the application, which reads it there ([`DeliveryRef::read`]) and reports a
+    /// failure with [`Agent::delivery_unreadable`]. The agent only looks up where it is stored.
+    pub fn poll_delivery_ref(&mut self) -> Option<DeliveryRef> {
+        while let Some((key, meta)) = self.next_ready() {
+            let stored = match self.store.locate(key) {
+                Ok(Some(s)) => s,
+                Ok(None) => {
+                    // Not in the store any more: nothing can ever deliver it.
+                    self.finish_entry(key);
+                    continue;
+                }
+                Err(_) => {
+                    // Transient store failure: keep it ready and try again on the next poll.
+                    self.ready.push_front(key);
+                    return None;
+                }
+            };
+            if let Some(e) = self.entries.get_mut(&key) {
+                e.state = State::Offered;
+            }
+            return Some(DeliveryRef::new(key, meta.destination, meta.id, stored));
+        }
+        None
+    }
+
+    /// The thread that writes deliveries could not read one handed out by
+    /// [`Agent::poll_delivery_ref`]. Nothing was delivered and nothing is lost: for a store
+    /// error (I/O, or bytes that no longer match the store's CRC) the bundle stays stored and
+    /// ready, the store is marked degraded with the error as its reason (as for
+    /// [`Agent::cla_unreadable`]), and the bundle is offered again once a recovery attempt
+    /// succeeds. Bytes that pass the store's check but are not a bundle can never be
+    /// delivered: the bundle is dropped, as [`Agent::poll_delivery`] drops it. Unknown keys
+    /// and bundles no longer offered are ignored.
+    pub fn delivery_unreadable(&mut self, now: DtnTime, key: BundleKey, error: &DeliveryReadError) {
+        if self.entries.get(&key).map(|e| e.state) != Some(State::Offered) {
+            return;
+        }
+        self.clock = self.clock.max(now);
+        match error {
+            DeliveryReadError::Store(e) => {
+                self.store_failed(e);
+                if let Some(e) = self.entries.get_mut(&key) {
+                    e.state = State::Ready;
+                }
+                self.unreadable.push(key);
+            }
+            DeliveryReadError::Undecodable(_) => {
+                self.finish_entry(key);
+            }
+        }
+    }
+
+    /// The next ready bundle whose endpoint's deliveries are not held, with its metadata.
+    fn next_ready(&mut self) -> Option<(BundleKey, BundleMeta)> {
+        while let Some(key) = self.ready.pop_front() {
+            let Some(e) = self.entries.get(&key) else {
+                continue;
+            };
+            if e.state != State::Ready {
+                continue;
+            }
+            if let Some(keys) = self.held.get_mut(&e.meta.destination) {
+                // Set aside in order; the ready queue only ever holds older bundles for the
+                // endpoint in front of newer ones, so resuming at the front keeps the order.
+                keys.push_back(key);
+                continue;
+            }
+            return Some((key, e.meta.clone()));
         }
         None
     }

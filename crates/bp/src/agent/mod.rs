@@ -73,9 +73,9 @@ pub use route_log::{
 };
 pub use stream::{StreamPlan, StreamRequest};
 pub use types::{
-    Accepted, AdminNotice, AgentConfig, AgentError, AgentStatus, ClaOutcome, Delivery, DtnTime,
-    Forward, ForwardRef, HopBundle, ReportFlags, RxError, SendError, SendRequest, PRIORITY_BULK,
-    PRIORITY_EXPEDITED, PRIORITY_NORMAL,
+    Accepted, AdminNotice, AgentConfig, AgentError, AgentStatus, ClaOutcome, Delivery,
+    DeliveryReadError, DeliveryRef, DtnTime, Forward, ForwardRef, HopBundle, ReportFlags, RxError,
+    SendError, SendRequest, PRIORITY_BULK, PRIORITY_EXPEDITED, PRIORITY_NORMAL,
 };
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
@@ -170,8 +170,9 @@ pub struct Agent<S: Store> {
     admin: VecDeque<AdminNotice>,
     routing: Routing,
     routing_dirty: bool,
-    /// Bundles whose stored bytes a convergence layer could not read
-    /// ([`Agent::cla_unreadable`]): kept aside, not routed, until the store recovers.
+    /// Bundles whose stored bytes a convergence layer ([`Agent::cla_unreadable`]) or an
+    /// application's writer ([`Agent::delivery_unreadable`]) could not read: kept aside, not
+    /// routed or offered, until the store recovers.
     unreadable: Vec<BundleKey>,
     plan_cursor: DtnTime,
     plan_dirty: bool,
@@ -539,12 +540,11 @@ impl<S: Store> Agent<S> {
                 self.pending.clear();
                 self.health.recovered();
                 for key in std::mem::take(&mut self.unreadable) {
-                    if self
-                        .entries
-                        .get(&key)
-                        .is_some_and(|e| e.state == State::Unrouted)
-                    {
-                        self.enqueue_unrouted(key);
+                    match self.entries.get(&key).map(|e| e.state) {
+                        Some(State::Unrouted) => self.enqueue_unrouted(key),
+                        // A delivery the application's writer could not read: offered again.
+                        Some(State::Ready) => self.ready.push_back(key),
+                        _ => {}
                     }
                 }
             }

@@ -447,6 +447,89 @@ pub struct Delivery {
     pub admin_record: bool,
 }
 
+impl Delivery {
+    /// The delivery of `bundle` (identity `id`), stored under `key`, to `endpoint`.
+    pub(crate) fn of(key: BundleKey, endpoint: Eid, id: BundleId, bundle: &bpv7::Bundle) -> Self {
+        Delivery {
+            key,
+            endpoint,
+            source: id.source.clone(),
+            id,
+            payload: bundle.payload(),
+            adu_len: bundle.primary().fragment.map(|f| f.total_adu_len),
+            admin_record: bundle.is_admin_record(),
+        }
+    }
+}
+
+/// A bundle for a local application whose bytes the agent did not read
+/// ([`crate::Agent::poll_delivery_ref`]): the thread that writes it to the application reads it
+/// with [`DeliveryRef::read`], so no payload byte crosses the agent's thread (a bundle the store
+/// no longer holds in memory is read, checked against the store's CRC and decoded there).
+#[derive(Debug, Clone)]
+pub struct DeliveryRef {
+    /// Store key; acknowledge with [`crate::Agent::delivered`], or report a failed
+    /// [`DeliveryRef::read`] with [`crate::Agent::delivery_unreadable`].
+    pub key: BundleKey,
+    /// The registered endpoint it is for.
+    pub endpoint: Eid,
+    /// Its identity, as stored.
+    pub id: BundleId,
+    stored: StoredBytes,
+}
+
+/// Why [`DeliveryRef::read`] failed.
+#[derive(Debug)]
+pub enum DeliveryReadError {
+    /// The store could not give the bytes (an I/O error, or bytes that no longer match its
+    /// CRC): the bundle is kept for a later attempt.
+    Store(StoreError),
+    /// The stored bytes are not a bundle: nothing can ever deliver it.
+    Undecodable(String),
+}
+
+impl std::fmt::Display for DeliveryReadError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            DeliveryReadError::Store(e) => write!(f, "{e}"),
+            DeliveryReadError::Undecodable(why) => {
+                write!(f, "stored bundle does not decode: {why}")
+            }
+        }
+    }
+}
+
+impl DeliveryRef {
+    pub(crate) fn new(key: BundleKey, endpoint: Eid, id: BundleId, stored: StoredBytes) -> Self {
+        DeliveryRef {
+            key,
+            endpoint,
+            id,
+            stored,
+        }
+    }
+
+    /// Length of the stored bundle (its payload and its blocks).
+    pub fn len(&self) -> u64 {
+        self.stored.len()
+    }
+
+    /// True for an empty record (never a stored bundle).
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The delivery: the stored bytes (read and checked if the store did not hold them in
+    /// memory), decoded. Its blocks' CRCs were checked when it arrived and the store checks
+    /// its own record, so the decode checks structure only.
+    pub fn read(self) -> Result<Delivery, DeliveryReadError> {
+        let bytes = self.stored.read().map_err(DeliveryReadError::Store)?;
+        let bundle = bpv7::Bundle::decode_with_limits(bytes, &bpv7::DecodeLimits::trusted_store())
+            .map_err(|e| DeliveryReadError::Undecodable(e.to_string()))?;
+        Ok(Delivery::of(self.key, self.endpoint, self.id, &bundle))
+    }
+}
+
 /// An administrative record that arrived for this node's node id (`ipn:N.0`), e.g. a status report
 /// about a bundle this node sent.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -21,9 +21,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::BytesMut;
-use client::proto::{self, Response};
+use client::proto;
 
-use crate::messages::{backlog_cost, AgentInput, AppWriter, Backlog, DELIVERY_BACKLOG_BYTES};
+use crate::messages::{
+    backlog_cost, deliver_frame, AgentInput, AppWriter, Backlog, Outgoing, DELIVERY_BACKLOG_BYTES,
+};
 
 /// How long one write may block before the client is considered gone.
 pub(crate) const WRITE_TIMEOUT: Duration = Duration::from_secs(30);
@@ -46,21 +48,38 @@ pub(crate) fn spawn(
 fn write_loop(
     conn: u64,
     mut stream: UnixStream,
-    rx: Receiver<Response>,
+    rx: Receiver<Outgoing>,
     backlog: Arc<Backlog>,
     wake: SyncSender<AgentInput>,
 ) {
     let mut head = BytesMut::with_capacity(256);
-    while let Ok(msg) = rx.recv() {
-        let tail = msg.encode_head(&mut head);
-        if proto::write_frame(&mut stream, &head, tail).is_err() {
-            backlog.failed.store(true, SeqCst);
-            // The reader sees the end of the stream and reports the connection closed, which
-            // is when the agent unregisters its endpoints.
-            let _ = stream.shutdown(std::net::Shutdown::Both);
-            break;
+    while let Ok(out) = rx.recv() {
+        let cost = backlog_cost(&out);
+        let msg = match out {
+            Outgoing::Frame(msg) => Some(msg),
+            // Read here, not on the agent's thread; a failure goes back to the agent, which
+            // keeps the bundle (or drops one that can never be delivered).
+            Outgoing::Deliver(d) => {
+                let key = d.key;
+                match d.read() {
+                    Ok(d) => Some(deliver_frame(d)),
+                    Err(error) => {
+                        let _ = wake.send(AgentInput::DeliveryUnreadable { conn, key, error });
+                        None
+                    }
+                }
+            }
+        };
+        if let Some(msg) = msg {
+            let tail = msg.encode_head(&mut head);
+            if proto::write_frame(&mut stream, &head, tail).is_err() {
+                backlog.failed.store(true, SeqCst);
+                // The reader sees the end of the stream and reports the connection closed,
+                // which is when the agent unregisters its endpoints.
+                let _ = stream.shutdown(std::net::Shutdown::Both);
+                break;
+            }
         }
-        let cost = backlog_cost(&msg);
         let left = backlog.bytes.fetch_sub(cost, SeqCst) - cost;
         if left < DELIVERY_BACKLOG_BYTES / 2 && backlog.wake_wanted.swap(false, SeqCst) {
             let _ = wake.send(AgentInput::AppDrained { conn });
@@ -72,7 +91,7 @@ fn write_loop(
 mod tests {
     use super::*;
     use bytes::Bytes;
-    use client::proto::BundleId;
+    use client::proto::{BundleId, Response};
     use std::io::Read;
     use std::sync::mpsc;
 
