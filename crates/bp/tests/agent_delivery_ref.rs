@@ -12,6 +12,9 @@ use bp::{Agent, AgentConfig, DeliveryReadError, RedbStore, SendRequest, StoreErr
 use bpv7::Eid;
 use bytes::Bytes;
 
+mod segment_support;
+use segment_support::{flip, seg_file};
+
 const T0: u64 = 800_000_000_000;
 
 /// Bundles created at node 1 for endpoint ipn:2.5, as node 1 sends them to node 2 (ipn:2.7
@@ -46,25 +49,6 @@ fn node_2(path: &Path) -> Agent<RedbStore> {
     let mut a = Agent::open(AgentConfig::new(2), store, T0).expect("open agent");
     a.register(Eid::ipn(2, 5)).expect("register");
     a
-}
-
-fn seg_file(db: &Path) -> std::path::PathBuf {
-    let dir = db.with_extension("segments");
-    let mut files: Vec<_> = std::fs::read_dir(&dir)
-        .expect("segments dir")
-        .filter_map(|e| e.ok())
-        .map(|e| e.path())
-        .filter(|p| p.extension().is_some_and(|x| x == "seg"))
-        .collect();
-    files.sort();
-    assert_eq!(files.len(), 1, "one segment file: {files:?}");
-    files.remove(0)
-}
-
-fn flip(file: &Path, at: usize) {
-    let mut bytes = std::fs::read(file).expect("read segment");
-    bytes[at] ^= 0xFF;
-    std::fs::write(file, &bytes).expect("write segment");
 }
 
 #[test]

@@ -12,6 +12,9 @@ use bp::{Agent, AgentConfig, BundleKey, MemoryStore, RedbStore, SendRequest, Sto
 use bpv7::{Bundle, DecodeLimits, Eid};
 use bytes::Bytes;
 
+mod segment_support;
+use segment_support::{flip, seg_file};
+
 const T0: u64 = 800_000_000_000;
 
 /// Bundles created at node 1 for node 3 (hop limit 9), as node 1 sends them (to node 2 in
@@ -115,25 +118,6 @@ fn a_relayed_bundle_leaves_as_the_full_re_encode_gave_it_from_memory_and_from_di
             assert_eq!(d.hop_count().map(|h| h.count), Some(2));
         }
     }
-}
-
-fn seg_file(db: &Path) -> std::path::PathBuf {
-    let dir = db.with_extension("segments");
-    let mut files: Vec<_> = std::fs::read_dir(&dir)
-        .expect("segments dir")
-        .filter_map(|e| e.ok())
-        .map(|e| e.path())
-        .filter(|p| p.extension().is_some_and(|x| x == "seg"))
-        .collect();
-    files.sort();
-    assert_eq!(files.len(), 1, "one segment file: {files:?}");
-    files.remove(0)
-}
-
-fn flip(file: &Path, at: usize) {
-    let mut bytes = std::fs::read(file).expect("read segment");
-    bytes[at] ^= 0xFF;
-    std::fs::write(file, &bytes).expect("write segment");
 }
 
 #[test]
