@@ -2,8 +2,8 @@
 //! delivery, administrative records for the node itself, the echo service and status reports.
 
 use bpv7::{
-    AdminRecord, AduKey, Bundle, BundleBuilder, BundleFlags, DecodeLimits, Eid, ReasonCode,
-    StatusItem, StatusReport,
+    AdminRecord, AduKey, Bundle, BundleBuilder, BundleFlags, Eid, ReasonCode, StatusItem,
+    StatusReport,
 };
 use bytes::Bytes;
 
@@ -138,26 +138,24 @@ impl<S: Store> Agent<S> {
     /// The next bundle for a registered endpoint whose deliveries are not held. It stays stored
     /// until [`Agent::delivered`].
     pub fn poll_delivery(&mut self) -> Option<Delivery> {
-        while let Some((key, meta)) = self.next_ready() {
-            let bundle = match self.store.data(key) {
-                // CRC-checked on arrival; the store checks its own integrity (see `prepare`).
-                Ok(Some(d)) => Bundle::decode_with_limits(d, &DecodeLimits::trusted_store()).ok(),
-                Ok(None) => None,
-                Err(_) => {
+        // The same lookup as by reference, with the read on the caller's thread.
+        while let Some(r) = self.poll_delivery_ref() {
+            let key = r.key;
+            match r.read() {
+                Ok(d) => return Some(d),
+                // Unreadable stored bundle: nothing can ever deliver it.
+                Err(DeliveryReadError::Undecodable(_)) => {
+                    self.finish_entry(key);
+                }
+                Err(DeliveryReadError::Store(_)) => {
                     // Transient store failure: keep it ready and try again on the next poll.
+                    if let Some(e) = self.entries.get_mut(&key) {
+                        e.state = State::Ready;
+                    }
                     self.ready.push_front(key);
                     return None;
                 }
-            };
-            let Some(bundle) = bundle else {
-                // Unreadable stored bundle: nothing can ever deliver it.
-                self.finish_entry(key);
-                continue;
-            };
-            if let Some(e) = self.entries.get_mut(&key) {
-                e.state = State::Offered;
             }
-            return Some(Delivery::of(key, meta.destination, meta.id, &bundle));
         }
         None
     }
