@@ -131,13 +131,14 @@
 //!   doubled per retransmission of the same checkpoint or report, up to [`MAX_RTO_BACKOFF`]
 //!   times ([`SpanConfig::retransmission_interval`]): a peer slow to answer then neither
 //!   loses sessions it completed nor gets flooded with checkpoints.
-//! - **Memory**: received red data is held as zero-copy slices of the datagrams until the red
-//!   part is complete, then assembled once (no copy at all for a one-segment block). A segment
-//!   beyond `max_red_bytes_per_session`, or red data beyond
+//! - **Memory**: received red data is copied into its block as each segment is handled, while
+//!   the datagram is in cache, and the datagram is released; the complete red part is handed
+//!   up without another pass (and without any copy for a block in one segment, which stays a
+//!   slice of its datagram). A session is charged up to the highest offset it received (a
+//!   gap is memory too). A segment beyond `max_red_bytes_per_session`, or red data beyond
 //!   `EngineConfig::max_total_import_bytes`, cancels that session with `SYS_CNCLD` (nothing
 //!   is allocated first). That budget also counts delivered blocks awaiting
-//!   `confirm_block`, and no new import session opens while it is full. Slices keep their datagram's allocation alive: a driver that cuts
-//!   datagrams out of large receive buffers retains those buffers until the block completes. At `max_import_sessions`
+//!   `confirm_block`, and no new import session opens while it is full. At `max_import_sessions`
 //!   a half-open import session (one data segment, then silence) gives way to a new one, and
 //!   one that never progresses is dropped after `import_stall_timeout` (see the engine's
 //!   `admission` module); otherwise new sessions are dropped silently (the sender's checkpoint

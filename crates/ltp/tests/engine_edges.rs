@@ -86,6 +86,96 @@ fn hostile_offset_cancels_without_allocating() {
 }
 
 #[test]
+fn red_data_is_charged_up_to_its_highest_offset_so_a_far_segment_cannot_dodge_the_budget() {
+    // The engine copies red data into the block as it arrives, so a segment far into the block
+    // makes it hold everything before it: that is charged, and refused when it does not fit.
+    let mut e = receiver(1 << 20, 150_000);
+    // A first segment at 200 000 would hold 200 010 bytes: refused like a large segment.
+    e.handle_datagram(
+        Duration::ZERO,
+        &data_seg(1, SegmentType::RedData, 200_000, 10),
+    )
+    .unwrap();
+    assert_eq!(e.import_sessions(), 0);
+    assert_eq!(e.span_stats(1).unwrap().imports_refused, 1);
+    // One that fits opens and is charged up to its end, the gap before it included.
+    e.handle_datagram(
+        Duration::ZERO,
+        &data_seg(2, SegmentType::RedData, 100_000, 10),
+    )
+    .unwrap();
+    assert_eq!(e.import_buffer_bytes(), 100_010);
+    // Filling the gap costs nothing more; a segment past the budget cancels the session.
+    e.handle_datagram(
+        Duration::ZERO,
+        &data_seg(2, SegmentType::RedData, 0, 50_000),
+    )
+    .unwrap();
+    assert_eq!(e.import_buffer_bytes(), 100_010);
+    e.handle_datagram(
+        Duration::ZERO,
+        &data_seg(2, SegmentType::RedData, 160_000, 10),
+    )
+    .unwrap();
+    assert_eq!(e.import_buffer_bytes(), 0);
+    assert!(drain(&mut e).iter().any(|ev| matches!(
+        ev,
+        Event::ImportCancelled {
+            reason: CancelReason::SystemCancelled,
+            ..
+        }
+    )));
+}
+
+#[test]
+fn blocks_whose_segments_arrive_out_of_order_and_twice_are_delivered_intact() {
+    let mut e = receiver(1 << 20, 1 << 30);
+    let block: Vec<u8> = (0..30_000u32).map(|i| (i * 7 % 251) as u8).collect();
+    let seg = |ty: SegmentType, a: usize, b: usize| {
+        let s = Segment {
+            segment_type: ty,
+            session: SessionId {
+                originator: 1,
+                number: 5,
+            },
+            header_extensions: vec![],
+            content: Content::Data(DataSegment {
+                client_service_id: 1,
+                offset: a as u64,
+                data: Bytes::copy_from_slice(&block[a..b]),
+                checkpoint: ty.is_checkpoint().then_some(CheckpointInfo {
+                    checkpoint_serial: 1,
+                    report_serial: 0,
+                }),
+            }),
+            trailer_extensions: vec![],
+        };
+        Bytes::from(s.to_vec().unwrap())
+    };
+    // The end first, then overlapping pieces (a retransmission cut differently), then a
+    // duplicate, then the start.
+    for (ty, a, b) in [
+        (SegmentType::RedCheckpointEorpEob, 20_000, 30_000),
+        (SegmentType::RedData, 5_000, 12_000),
+        (SegmentType::RedData, 10_000, 20_000),
+        (SegmentType::RedData, 5_000, 12_000),
+        (SegmentType::RedData, 0, 6_000),
+    ] {
+        e.handle_datagram(Duration::ZERO, &seg(ty, a, b)).unwrap();
+    }
+    let got: Vec<Bytes> = drain(&mut e)
+        .into_iter()
+        .filter_map(|ev| match ev {
+            Event::BlockReceived { data, .. } => Some(data),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(got.len(), 1);
+    assert!(got[0] == block[..], "the block as sent");
+    assert_eq!(e.import_buffer_bytes(), 0);
+}
+
+#[test]
 fn global_import_limit_refuses_new_sessions_and_cancels_one_that_would_exceed_it() {
     let mut e = receiver(1 << 20, 150_000);
     e.handle_datagram(

@@ -73,7 +73,7 @@ impl Engine {
             retransmissions: 0,
             deadline: None,
         };
-        imp.pieces = Vec::new();
+        imp.red = Default::default();
         self.total_import_bytes -= imp.charged;
         imp.charged = 0;
         imp.reports.clear();

@@ -1,15 +1,14 @@
 //! Import (receiving) session state.
 //!
-//! Red data is kept as zero-copy slices of the received datagrams, bounded per session and
-//! globally, and assembled into one block handed to the client (and released) as soon as the
-//! red part is complete. The
+//! Red data is copied into its block as it arrives (`red_data`), bounded per session and
+//! globally, and the block is handed to the client (and released) as soon as the red part is
+//! complete. The
 //! received-range set is kept until the session closes so retransmitted checkpoints can be
 //! answered with a full report.
 
 use std::time::Duration;
 
-use bytes::Bytes;
-
+use super::red_data::RedData;
 use crate::rangeset::RangeSet;
 use crate::segment::{CancelReason, CheckpointInfo, ReportSegment};
 
@@ -53,9 +52,10 @@ pub(crate) enum ImportState {
 #[derive(Debug)]
 pub(crate) struct ImportSession {
     pub(crate) client_service_id: u64,
-    /// Received red data not yet delivered: disjoint (offset, zero-copy slice) pieces.
-    pub(crate) pieces: Vec<(u64, Bytes)>,
-    /// Red bytes held, charged against the engine-wide import limit.
+    /// Received red data not yet delivered, assembled as it arrives.
+    pub(crate) red: RedData,
+    /// Red bytes held (up to the highest offset received), charged against the engine-wide
+    /// import limit.
     pub(crate) charged: u64,
     pub(crate) received: RangeSet,
     pub(crate) red_len: Option<u64>,
@@ -106,7 +106,7 @@ impl ImportSession {
     ) -> Self {
         Self {
             client_service_id,
-            pieces: Vec::new(),
+            red: RedData::Empty,
             charged: 0,
             received: RangeSet::new(),
             red_len: None,

@@ -267,8 +267,16 @@ impl Engine {
             // take its first segment, or the client paused its ingress: the sender's
             // checkpoint timer retries once delivered blocks are confirmed, instead of a
             // session that would be cancelled at once. At the span's session limit a
-            // half-open session gives way (see `admission`).
-            if let Err(why) = self.admit_import(now, i, d.data.len() as u64) {
+            // half-open session gives way (see `admission`). Red data is held from offset 0
+            // up to its end (`red_data`; a segment beyond the span's limit is admitted to be
+            // cancelled with a CR), green data is not held at all.
+            let holds = if ty.is_red() {
+                let limit = s.cfg.max_red_bytes_per_session;
+                d.offset.saturating_add(d.data.len() as u64).min(limit)
+            } else {
+                d.data.len() as u64
+            };
+            if let Err(why) = self.admit_import(now, i, holds) {
                 self.count_refusal(i, why);
                 return;
             }
@@ -342,31 +350,27 @@ impl Engine {
             imp.eob = true;
         }
         if !imp.delivered {
-            // Keep zero-copy slices of the bytes not received before; the block is assembled
-            // in one pass when it is complete.
-            let mut new_bytes = 0u64;
-            imp.received
-                .for_each_gap(start..end, |g| new_bytes += g.end - g.start);
-            if self.total_import_bytes + new_bytes > self.cfg.max_total_import_bytes {
+            // The bytes not received before are copied into the block now, while the datagram
+            // is in cache (`red_data`); the session holds up to the highest offset received,
+            // and that growth is what it is charged.
+            let grow = end.saturating_sub(imp.red.len() as u64);
+            if self.total_import_bytes + grow > self.cfg.max_total_import_bytes {
                 self.cancel_import_with(now, i, id, CancelReason::SystemCancelled);
                 return;
             }
-            if new_bytes == end - start {
-                imp.pieces.push((start, d.data.clone()));
-            } else if new_bytes > 0 {
-                let pieces = &mut imp.pieces;
-                imp.received.for_each_gap(start..end, |g| {
-                    let lo = (g.start - start) as usize;
-                    let hi = (g.end - start) as usize;
-                    pieces.push((g.start, d.data.slice(lo..hi)));
-                });
-            }
-            imp.charged += new_bytes;
-            self.total_import_bytes += new_bytes;
+            let hint = self.spans.get(i).map_or(0, |s| s.red_len_hint);
+            let red = &mut imp.red;
+            imp.received.for_each_gap(start..end, |g| {
+                let lo = (g.start - start) as usize;
+                let hi = (g.end - start) as usize;
+                red.insert(g.start, &d.data.slice(lo..hi), hint, max_per_session);
+            });
+            imp.charged += grow;
+            self.total_import_bytes += grow;
             imp.received.insert(start..end);
             if imp.red_ready() {
                 let red_len = imp.red_len.unwrap_or(end) as usize;
-                let data = assemble(std::mem::take(&mut imp.pieces), red_len);
+                let data = imp.red.take(red_len);
                 imp.delivered = true;
                 self.total_import_bytes -= imp.charged;
                 // A block handed to a client that must still confirm it stays charged (the
@@ -384,6 +388,7 @@ impl Engine {
                 if let Some(s) = self.spans.get_mut(i) {
                     s.stats.blocks_received += 1;
                     s.stats.block_bytes_received += red_len as u64;
+                    s.red_len_hint = red_len as u64;
                 }
                 self.log_event(
                     now,
@@ -837,48 +842,5 @@ impl Engine {
             }
         }
         self.close_export(now, id.number, Outcome::Cancelled(reason));
-    }
-}
-
-/// Concatenate disjoint pieces that exactly cover `[0, len)`: zero-copy for a single piece,
-/// otherwise one copy of every byte into an exactly sized buffer (no zero-fill, no regrowth).
-fn assemble(mut pieces: Vec<(u64, Bytes)>, len: usize) -> Bytes {
-    if pieces.len() == 1 {
-        if let Some((_, b)) = pieces.pop() {
-            return b;
-        }
-    }
-    pieces.sort_unstable_by_key(|p| p.0);
-    let mut out = Vec::with_capacity(len);
-    for (_, b) in &pieces {
-        out.extend_from_slice(b);
-    }
-    out.truncate(len);
-    Bytes::from(out)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::assemble;
-    use bytes::Bytes;
-
-    #[test]
-    fn one_piece_is_handed_up_without_a_copy() {
-        let datagram = Bytes::from(vec![7u8; 100]);
-        let piece = datagram.slice(10..60);
-        let out = assemble(vec![(0, piece.clone())], 50);
-        assert_eq!(out.as_ptr(), piece.as_ptr());
-        assert_eq!(out.len(), 50);
-    }
-
-    #[test]
-    fn pieces_are_joined_in_offset_order_into_one_exact_buffer() {
-        let pieces = vec![
-            (6, Bytes::from_static(b"ghij")),
-            (0, Bytes::from_static(b"abc")),
-            (3, Bytes::from_static(b"def")),
-        ];
-        let out = assemble(pieces, 10);
-        assert_eq!(&out[..], b"abcdefghij");
     }
 }

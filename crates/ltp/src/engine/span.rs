@@ -119,6 +119,9 @@ pub(crate) struct Span {
     pub(crate) pending_blocks: VecDeque<PendingBlock>,
     pub(crate) aggregators: Vec<Aggregator>,
     pub(crate) stats: SpanStats,
+    /// Red length of the last block received: the expected size of the next one, which sizes
+    /// its buffer once (`red_data`).
+    pub(crate) red_len_hint: u64,
 }
 
 impl Span {
@@ -141,6 +144,7 @@ impl Span {
             pending_blocks: VecDeque::new(),
             aggregators: Vec::new(),
             stats: SpanStats::default(),
+            red_len_hint: 0,
         }
     }
 
