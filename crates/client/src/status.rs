@@ -300,8 +300,8 @@ pub struct LtpStatus {
     pub segments_received: u64,
     /// Red blocks delivered to BP.
     pub blocks_received: u64,
-    /// Received bundles the LTP thread wrote into the store's staging files (256 KiB and
-    /// more with a volatile store, 16 MiB with a durable one), so the agent did not.
+    /// Received bundles the LTP block thread wrote into the store's staging files (256 KiB
+    /// and more with a volatile store, 16 MiB with a durable one), so the agent did not.
     #[serde(default)]
     pub bundles_staged: u64,
     /// Export sessions completed.
@@ -327,6 +327,10 @@ pub struct LtpStatus {
     pub data_segments_retransmitted: u64,
     /// Checkpoint retransmission timer expirations.
     pub checkpoint_timeouts: u64,
+    /// Datagrams the kernel dropped at this node's LTP socket because its receive buffer was
+    /// full: losses this node caused by not reading fast enough (not the network's).
+    #[serde(default)]
+    pub socket_drops: u64,
     /// Segments accepted although strict RFC 5326 refuses them, by kind.
     pub deviations: BTreeMap<String, u64>,
     /// Pacing rate in effect (bit/s) of each adaptive span, by peer node.

@@ -1,7 +1,7 @@
 //! Counters shared between the node's threads: each is written by one convergence layer's
 //! threads and read by the agent thread for the status reply (`dtnkit status`, the monitor).
 //!
-//! - [`LtpCounters`]: written by the LTP thread (`ltp` object);
+//! - [`LtpCounters`]: written by the LTP thread and its block thread (`ltp` object);
 //! - [`TcpclCounters`]: written by the TCPCL listener, connectors and sessions (`tcpcl`);
 //! - [`UdpclCounters`]: written by the UDPCL threads (`udpcl`);
 //! - [`StcpCounters`]: written by the STCP threads (`stcp`).
@@ -22,7 +22,8 @@ pub(crate) fn by_name<'a>(
         .collect()
 }
 
-/// Counters shared with the status reply (written by the LTP thread only).
+/// Counters shared with the status reply (written by the LTP thread, and `bundles_staged` by
+/// the LTP block thread).
 #[derive(Debug, Default)]
 pub(crate) struct LtpCounters {
     pub(crate) export_sessions: std::sync::atomic::AtomicU64,
@@ -30,7 +31,7 @@ pub(crate) struct LtpCounters {
     pub(crate) segments_sent: std::sync::atomic::AtomicU64,
     pub(crate) segments_received: std::sync::atomic::AtomicU64,
     pub(crate) blocks_received: std::sync::atomic::AtomicU64,
-    /// Received bundles this thread wrote into the store's staging files (`bp::ClaBlock::stage`).
+    /// Received bundles the block thread wrote into the store's staging files (`bp::ClaBlock::stage`).
     pub(crate) bundles_staged: std::sync::atomic::AtomicU64,
     pub(crate) exports_completed: std::sync::atomic::AtomicU64,
     pub(crate) exports_cancelled: std::sync::atomic::AtomicU64,
@@ -49,6 +50,9 @@ pub(crate) struct LtpCounters {
     pub(crate) data_segments_retransmitted: std::sync::atomic::AtomicU64,
     /// Checkpoint retransmission timer expirations, all spans.
     pub(crate) checkpoint_timeouts: std::sync::atomic::AtomicU64,
+    /// Datagrams the kernel dropped at this node's LTP socket because its receive buffer was
+    /// full (`SO_RXQ_OVFL`, as of the last receive): this node did not read fast enough.
+    pub(crate) socket_drops: std::sync::atomic::AtomicU64,
     /// Tolerated peer deviations (`ltp::Deviation::ALL` order): segments accepted that strict
     /// RFC 5326 would refuse, e.g. ION's padded reports.
     pub(crate) deviations: [std::sync::atomic::AtomicU64; ltp::Deviation::ALL.len()],
@@ -88,6 +92,7 @@ impl LtpCounters {
             imports_stalled: stalled,
             data_segments_retransmitted: self.data_segments_retransmitted.load(Relaxed),
             checkpoint_timeouts: self.checkpoint_timeouts.load(Relaxed),
+            socket_drops: self.socket_drops.load(Relaxed),
             deviations: by_name(
                 ltp::Deviation::ALL
                     .iter()

@@ -7,8 +7,9 @@
 //! - **LTP thread** ([`ltp_thread`]): the UDP socket and the LTP adapter (`cla::LtpCla`: the
 //!   engine, its FEC layer and the classification of its events, the same code the simulator
 //!   drives); batched `recvmmsg`/`sendmmsg` (GSO when available), nanosecond `ppoll` waits,
-//!   pacing by the engine's token bucket. Exchanges whole blocks and classified outcomes with
-//!   the agent thread.
+//!   pacing by the engine's token bucket. Exchanges classified outcomes with the agent thread
+//!   and hands whole received blocks to the **LTP block thread** ([`ltp_blocks`]), which splits,
+//!   checks and stages them for the agent off the thread that reads the socket.
 //! - **Agent thread** ([`agent_thread`]): `bp::Agent` over a `RedbStore`, the contact plan's
 //!   link schedule and every application request.
 //! - **Accept thread** plus one **reader thread** and one **writer thread per application
@@ -50,6 +51,7 @@ mod counters;
 mod fec_status;
 mod hardening_status;
 mod ingress;
+mod ltp_blocks;
 mod ltp_source;
 mod ltp_spans;
 mod ltp_thread;

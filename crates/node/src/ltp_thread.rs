@@ -4,8 +4,8 @@
 //!
 //! One turn ([`LtpThread::run`]): apply the agent's commands → receive a batch (`recvmmsg`, GRO
 //! on, into shared arenas so datagrams reach the engine as zero-copy slices) → run timers → move
-//! waiting bundles into the engine → forward the adapter's events (whole blocks and classified
-//! outcomes, never segments) to the agent thread → transmit (`poll_transmit_vectored`: headers
+//! waiting bundles into the engine → forward the adapter's events (classified outcomes to the
+//! agent thread, whole blocks to the block thread, `ltp_blocks`; never segments) → transmit (`poll_transmit_vectored`: headers
 //! into one buffer, block data as zero-copy slices, sent per peer with `sendmmsg`/GSO, two iovecs
 //! per datagram) → publish counters → sleep until the socket is readable or the next timer, with
 //! `ppoll`'s nanosecond resolution. The agent thread wakes this thread by sending a one-byte
@@ -45,10 +45,9 @@ pub(crate) struct LtpThread {
     pub(crate) source: crate::ltp_source::SourcePolicy,
     /// Bundles whose stored bytes could not be read here, reported with the next events.
     pub(crate) unreadable: Vec<(u64, bp::StoreError)>,
-    /// Where received bundles of at least this size are written into the store by this
-    /// thread (`bp::ClaBlock::stage`, the size the TCPCL sessions stage from); `None` for a
-    /// store in memory.
-    pub(crate) stage: Option<(bp::Stager, usize)>,
+    /// Whole received blocks, to the block thread (`ltp_blocks`), which splits, checks and
+    /// stages them for the agent while this thread goes on reading its socket.
+    pub(crate) blocks: std::sync::mpsc::Sender<cla::ReceivedBlock>,
 }
 
 /// The agent thread is gone, or asked the thread to stop.
@@ -99,6 +98,9 @@ impl LtpThread {
         // as one buffer: one socket-queue entry and one copy per run instead of per datagram.
         // Kernels without it deliver datagrams one by one, which the loop handles the same way.
         let _ = udpio::enable_gro(&self.sock);
+        // The kernel's count of datagrams this socket dropped (its buffer was full), reported
+        // with every receive: a receiver that cannot keep up says so (`ltp.socket_drops`).
+        let _ = udpio::enable_rx_drop_counter(&self.sock);
         let mut io = Io::new(self.batch, self.gso);
         let mut published = self.published();
         loop {
@@ -183,6 +185,9 @@ impl LtpThread {
             Err(e) if transient(&e) => 0,
             Err(e) => return Err(e),
         };
+        if let Some(d) = io.meta.iter().take(n).filter_map(|m| m.drops).max() {
+            self.counters.socket_drops.fetch_max(u64::from(d), Relaxed);
+        }
         for (a, m) in io.arenas.iter_mut().zip(&io.meta).take(n) {
             if m.src == Some(self.waker_addr) || m.truncated {
                 continue;
@@ -227,19 +232,10 @@ impl LtpThread {
         while let Some(ev) = self.cla.poll_event(now) {
             let msg = match ev {
                 LtpEvent::Block(b) => {
-                    // The one pass over the bytes that accepting them costs (their CRCs) is
-                    // made here, not on the agent thread.
-                    let mut split = bp::ClaBlock::split(&b.data);
-                    split.check_crcs();
-                    // And the one write into the store, while the bytes are in this cache.
-                    if let Some((stager, from)) = &self.stage {
-                        split.stage(stager, *from);
-                        let n = split.staged.iter().filter(|p| p.is_some()).count();
-                        self.counters
-                            .bundles_staged
-                            .fetch_add(n as u64, std::sync::atomic::Ordering::Relaxed);
-                    }
-                    FromLtp::Block(b, split)
+                    // The per-block work (split, CRCs, staging) is the block thread's: done
+                    // here it kept this thread from its socket for the length of a block.
+                    self.blocks.send(b).map_err(|_| Stop)?;
+                    continue;
                 }
                 LtpEvent::Outcome(o) => FromLtp::Outcome(o),
             };
@@ -416,8 +412,9 @@ impl LtpThread {
 const RX_SLOT: usize = udpio::GRO_BUFFER;
 /// Size of one receive arena: datagrams are received into its free tail and split off as
 /// shared `Bytes`, so a datagram costs no allocation (one allocation per arena instead). An
-/// arena is freed when the last slice of it is dropped: an import session that keeps a
-/// slice pins at most one arena per piece, which is why arenas stay small.
+/// arena is freed when the last slice of it is dropped: the engine copies red data into its
+/// block at once, but a block carried in one segment keeps its slice until delivered, which
+/// is why arenas stay small.
 const RX_ARENA: usize = 4 * RX_SLOT;
 
 /// A receive buffer whose filled prefix is split off as zero-copy [`Bytes`].

@@ -20,6 +20,7 @@ use crate::agent_thread::AgentThread;
 use crate::cla_dispatch::{ClaKind, TcpRouter};
 use crate::config::Validated;
 use crate::counters::{LtpCounters, StcpCounters, TcpclCounters, UdpclCounters};
+use crate::ltp_blocks::LtpBlockThread;
 use crate::ltp_thread::LtpThread;
 use crate::messages::{AgentInput, LinkChange, ToLtp, ToUdp};
 use crate::store_timing::TimedStore;
@@ -460,7 +461,8 @@ impl Threads {
         Ok(())
     }
 
-    /// Starts the LTP thread on the engine and the socket (pinned to `[ltp] cpu`).
+    /// Starts the LTP thread on the engine and the socket (pinned to `[ltp] cpu`) and its block
+    /// thread (`ltp_blocks`).
     pub(crate) fn start_ltp(
         &mut self,
         cfg: &Validated,
@@ -469,6 +471,8 @@ impl Threads {
         stager: Option<bp::Stager>,
     ) -> Result<LtpRunning, NodeError> {
         let (ltp_tx, ltp_rx) = sync_channel::<ToLtp>(16_384);
+        // Unbounded: the LTP engine's import budget bounds the blocks it holds (ltp_blocks).
+        let (blocks_tx, blocks_rx) = std::sync::mpsc::channel::<cla::ReceivedBlock>();
         let counters = Arc::new(LtpCounters::default());
         counters.spans.publish(&adapter);
         let lt = LtpThread {
@@ -487,11 +491,18 @@ impl Threads {
                 cfg.spans.iter().map(|s| (s.engine_id, s.address)).collect(),
             ),
             unreadable: Vec::new(),
+            blocks: blocks_tx,
+        };
+        let blocks = LtpBlockThread {
+            rx: blocks_rx,
+            tx: self.agent_tx.clone(),
+            counters: counters.clone(),
             stage: stager.filter(bp::Stager::on_disk).map(|s| {
                 let from = crate::staging::stage_from(&s);
                 (s, from)
             }),
         };
+        self.spawn("ltp-blocks".into(), move || blocks.run())?;
         let ltp_cpu = cfg.raw.ltp.cpu;
         self.spawn("ltp".into(), move || {
             pin_to(ltp_cpu);

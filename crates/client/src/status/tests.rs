@@ -264,6 +264,7 @@ fn ltp_section_with_a_span_and_fec() {
         imports_stalled: 15,
         data_segments_retransmitted: 16,
         checkpoint_timeouts: 17,
+        socket_drops: 22,
         deviations: names(&[("ltp_report_trailing_bytes", 18)]),
         adaptive_rate_bps: [(2, 19)].into(),
         spans: [(2, span)].into(),
@@ -277,7 +278,8 @@ fn ltp_section_with_a_span_and_fec() {
             "exports_refused": 8, "malformed_datagrams": 9, "wrong_source": 10,
             "auth_rejected": 20, "imports_refused": {"paused": 11, "budget": 12, "full": 13},
             "imports_evicted": 14, "imports_stalled": 15, "data_segments_retransmitted": 16,
-            "checkpoint_timeouts": 17, "deviations": {"ltp_report_trailing_bytes": 18},
+            "checkpoint_timeouts": 17, "socket_drops": 22,
+            "deviations": {"ltp_report_trailing_bytes": 18},
             "adaptive_rate_bps": {"2": 19}, "spans": {"2": span_json}, "fec": {"2": fec_json},
         }),
     );
