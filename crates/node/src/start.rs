@@ -338,8 +338,19 @@ pub(crate) struct LtpSocket {
 impl LtpSocket {
     /// Binds `bind` with `[ltp] socket_buffer_bytes`, and the waker on the same IP version.
     pub(crate) fn bind(cfg: &Validated) -> Result<LtpSocket, NodeError> {
-        let (sock, _) = udpio::bind(cfg.bind, cfg.raw.ltp.socket_buffer_bytes)
-            .map_err(|e| startup::bind_error("bind", cfg.bind, &e))?;
+        let asked = cfg.raw.ltp.socket_buffer_bytes;
+        let (sock, sizes) =
+            udpio::bind(cfg.bind, asked).map_err(|e| startup::bind_error("bind", cfg.bind, &e))?;
+        // The kernel reports twice what it granted; less than asked means the process may not
+        // exceed net.core.rmem_max (not root): datagrams then overflow sooner (ltp.socket_drops).
+        if sizes.recv / 2 < asked {
+            eprintln!(
+                "dtnkit node: [ltp] socket_buffer_bytes = {asked}: the kernel granted a receive \
+                 buffer of {} bytes (capped by net.core.rmem_max without root); raise that \
+                 sysctl or expect ltp.socket_drops at high rates",
+                sizes.recv / 2
+            );
+        }
         let addr = sock
             .local_addr()
             .map_err(|e| NodeError::Io(e.to_string()))?;
