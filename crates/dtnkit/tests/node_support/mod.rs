@@ -172,7 +172,19 @@ impl NodeProc {
             {
                 return;
             }
-            assert!(Instant::now() < deadline, "node did not come up");
+            // A node that exited (a port taken meanwhile, a bad setting) says why on stderr.
+            let exited = self
+                .child
+                .as_mut()
+                .and_then(|c| c.try_wait().ok().flatten());
+            let why =
+                || std::fs::read_to_string(self.spec_dir.join("node.err")).unwrap_or_default();
+            assert!(exited.is_none(), "node exited ({exited:?}): {}", why());
+            assert!(
+                Instant::now() < deadline,
+                "node did not come up in 30 s: {}",
+                why()
+            );
             std::thread::sleep(Duration::from_millis(20));
         }
     }
