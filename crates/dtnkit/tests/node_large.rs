@@ -689,8 +689,8 @@ fn sends_to_a_volatile_store_are_staged_by_their_connection_and_survive_a_kill_9
 }
 
 #[test]
-fn bundles_received_over_ltp_by_a_volatile_store_are_staged_by_the_ltp_thread_and_survive_a_kill_9()
-{
+fn bundles_received_over_ltp_by_a_volatile_store_are_staged_by_the_ltp_block_thread_and_survive_a_kill_9(
+) {
     // Node 2's store is volatile: its LTP thread writes each received bundle of 256 KiB or
     // more into a staging file (`ltp.bundles_staged`), the agent adopts the files. Killed
     // after it stored them (and so let their blocks be acknowledged) and before the

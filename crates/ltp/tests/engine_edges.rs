@@ -25,6 +25,11 @@ fn receiver(max_red: u64, max_total: u64) -> Engine {
 }
 
 fn data_seg(number: u64, ty: SegmentType, offset: u64, len: usize) -> Bytes {
+    data_seg_with(number, ty, offset, Bytes::from(vec![0xab; len]))
+}
+
+/// A red data segment of session (1, `number`) carrying `data` at `offset`.
+fn data_seg_with(number: u64, ty: SegmentType, offset: u64, data: Bytes) -> Bytes {
     let seg = Segment {
         segment_type: ty,
         session: SessionId {
@@ -35,7 +40,7 @@ fn data_seg(number: u64, ty: SegmentType, offset: u64, len: usize) -> Bytes {
         content: Content::Data(DataSegment {
             client_service_id: 1,
             offset,
-            data: Bytes::from(vec![0xab; len]),
+            data,
             checkpoint: ty.is_checkpoint().then_some(CheckpointInfo {
                 checkpoint_serial: 1,
                 report_serial: 0,
@@ -132,25 +137,7 @@ fn blocks_whose_segments_arrive_out_of_order_and_twice_are_delivered_intact() {
     let mut e = receiver(1 << 20, 1 << 30);
     let block: Vec<u8> = (0..30_000u32).map(|i| (i * 7 % 251) as u8).collect();
     let seg = |ty: SegmentType, a: usize, b: usize| {
-        let s = Segment {
-            segment_type: ty,
-            session: SessionId {
-                originator: 1,
-                number: 5,
-            },
-            header_extensions: vec![],
-            content: Content::Data(DataSegment {
-                client_service_id: 1,
-                offset: a as u64,
-                data: Bytes::copy_from_slice(&block[a..b]),
-                checkpoint: ty.is_checkpoint().then_some(CheckpointInfo {
-                    checkpoint_serial: 1,
-                    report_serial: 0,
-                }),
-            }),
-            trailer_extensions: vec![],
-        };
-        Bytes::from(s.to_vec().unwrap())
+        data_seg_with(5, ty, a as u64, Bytes::copy_from_slice(&block[a..b]))
     };
     // The end first, then overlapping pieces (a retransmission cut differently), then a
     // duplicate, then the start.

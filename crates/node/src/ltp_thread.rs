@@ -5,9 +5,9 @@
 //! One turn ([`LtpThread::run`]): apply the agent's commands → receive a batch (`recvmmsg`, GRO
 //! on, into shared arenas so datagrams reach the engine as zero-copy slices) → run timers → move
 //! waiting bundles into the engine → forward the adapter's events (classified outcomes to the
-//! agent thread, whole blocks to the block thread, `ltp_blocks`; never segments) → transmit (`poll_transmit_vectored`: headers
-//! into one buffer, block data as zero-copy slices, sent per peer with `sendmmsg`/GSO, two iovecs
-//! per datagram) → publish counters → sleep until the socket is readable or the next timer, with
+//! agent thread, whole blocks to the block thread, `ltp_blocks`; never segments) → transmit
+//! (`poll_transmit_vectored`: headers into one buffer, block data as zero-copy slices, sent per
+//! peer with `sendmmsg`/GSO, two iovecs per datagram) → publish counters → sleep until the socket is readable or the next timer, with
 //! `ppoll`'s nanosecond resolution. The agent thread wakes this thread by sending a one-byte
 //! datagram from its waker socket, so commands never wait for a timer and no lock is shared per
 //! segment. This thread classifies nothing: the adapter says what each event means.
