@@ -139,6 +139,15 @@ pub struct StoreStatus {
     pub hot_cache_refused: u64,
     /// Entries it dropped for a newer bundle after they had waited more than a second.
     pub hot_cache_evicted: u64,
+    /// The longest an application's send is held while the hot cache has no room for it and
+    /// drains (`[store] hot_cache_hold_ms`; 0: never held; docs/node.md, "The send gate").
+    pub hot_cache_hold_ms: u64,
+    /// Sends held that way.
+    pub hot_cache_send_holds: u64,
+    /// Holds that ended at the limit rather than when room appeared.
+    pub hot_cache_send_hold_timeouts: u64,
+    /// Time spent held, all sends together (ms).
+    pub hot_cache_send_held_ms: u64,
 }
 
 /// `store.state`.

@@ -302,3 +302,50 @@ fn three_nodes_multihop_with_a_contact_that_opens_later() {
         "delivered before the contact opened"
     );
 }
+
+/// The send gate (`[store] hot_cache_hold_ms`, docs/node.md): an application's sends are held
+/// only while the hot cache drains. With nowhere to forward to, the cache never drains, so a
+/// node keeps storing at once whatever its cache holds; with a live link everything arrives,
+/// and no send is held longer than the limit.
+#[test]
+fn the_send_gate_holds_sends_only_while_the_hot_cache_drains() {
+    let dir = TempDir::new("send-gate");
+    let (p1, p2) = (free_port(), free_port());
+    // A 2 MiB cache: 500 kB bundles fill it after four.
+    let mut a = NodeSpec::new(1, p1);
+    a.spans.push((2, p2));
+    a.store_extra = "hot_cache_mb = 2".into();
+    let mut b = NodeSpec::new(2, p2);
+    b.spans.push((1, p1));
+    let n1 = NodeProc::start(&dir.0, &a);
+    // No route to node 7: 40 bundles stored, none forwarded, nothing leaves the cache.
+    send_ok(&n1.socket, "ipn:7.1", 500_000, 40, &[]);
+    let st = n1.status().store;
+    assert_eq!(st.hot_cache_hold_ms, 20, "{st:?}");
+    assert!(st.hot_cache_held_bytes <= 2 << 20, "{st:?}");
+    assert!(st.hot_cache_refused > 0, "the cache was full: {st:?}");
+    assert_eq!(
+        st.hot_cache_send_holds, 0,
+        "nothing drained, nothing held: {st:?}"
+    );
+    // A live link: 120 bundles through the same cache, all delivered.
+    let n2 = NodeProc::start(&dir.0, &b);
+    let recv = spawn_recv(&n2.socket, "ipn:2.1", 120);
+    send_ok(&n1.socket, "ipn:2.1", 500_000, 120, &["--window", "32"]);
+    let out = recv.wait(LIMIT);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let st = n1.status().store;
+    // Each hold ends when room appears or at the 20 ms limit (plus scheduling slack).
+    assert!(
+        st.hot_cache_send_held_ms <= st.hot_cache_send_holds * 120,
+        "a hold outlasted its limit: {st:?}"
+    );
+    assert!(
+        st.hot_cache_send_hold_timeouts <= st.hot_cache_send_holds,
+        "{st:?}"
+    );
+}

@@ -162,6 +162,9 @@ pub(crate) struct AgentThread {
     pub(crate) window_bytes: u64,
     /// Pauses ingress while the applications fall behind (`[bp] delivery_backlog_bytes`).
     pub(crate) ingress: IngressGate,
+    /// Holds applications' sends while the store's hot cache drains (`[store]
+    /// hot_cache_hold_ms`).
+    pub(crate) send_gate: crate::send_gate::SendGate,
     /// Status reports (and other administrative records) received, per reporting node.
     pub(crate) reports: ReportCounts,
     /// Rate-limited log lines (store errors, refusals).
@@ -272,6 +275,9 @@ impl AgentThread {
                 self.agent.flush_logs();
                 st.logs_flushed_ms = now;
             }
+            // After the store's deferred deletes: what the held sends wait for.
+            self.send_gate
+                .observe(now, bp::store::Store::hot_cache(self.agent.store()));
             let first = match self.wait_for_input(&mut st) {
                 Ok(Some(input)) => input,
                 Ok(None) => continue,
@@ -458,6 +464,7 @@ impl AgentThread {
         let mut turn = Turn::default();
         while let Some(msg) = input.take() {
             let now = dtn_now_ms();
+            self.send_gate.take(&msg);
             if let Some(msg) = self.batch(now, msg, &mut turn, st) {
                 // Anything else sees the sends and blocks before it committed and answered.
                 self.flush_sends(now, &mut turn.sends, &mut st.conns, &mut st.owner);
@@ -1216,6 +1223,7 @@ impl AgentThread {
                 self.agent.store_health(),
                 self.agent.store().latency().status(),
                 bp::store::Store::hot_cache(self.agent.store()),
+                self.send_gate.status(),
                 now_ms,
             ),
             backoff: crate::hardening_status::backoff_status(&self.agent, now_ms),

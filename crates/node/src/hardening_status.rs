@@ -13,6 +13,7 @@ pub(crate) fn store_status(
     h: &StoreHealth,
     commit_latency: CommitLatency,
     hot: Option<bp::store::HotCacheStats>,
+    hold: crate::send_gate::HoldStatus,
     now_ms: u64,
 ) -> StoreStatus {
     let hot = hot.unwrap_or_default();
@@ -43,6 +44,10 @@ pub(crate) fn store_status(
         hot_cache_misses: hot.misses,
         hot_cache_refused: hot.refused,
         hot_cache_evicted: hot.evicted,
+        hot_cache_hold_ms: hold.max_hold_ms,
+        hot_cache_send_holds: hold.holds,
+        hot_cache_send_hold_timeouts: hold.timeouts,
+        hot_cache_send_held_ms: hold.held_ms,
     }
 }
 

@@ -62,6 +62,7 @@ mod process_stats;
 mod ratelog;
 mod reports;
 pub mod sd_notify;
+mod send_gate;
 mod staging;
 mod start;
 mod startup;

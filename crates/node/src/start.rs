@@ -25,8 +25,8 @@ use crate::ltp_thread::LtpThread;
 use crate::messages::{AgentInput, LinkChange, ToLtp, ToUdp};
 use crate::store_timing::TimedStore;
 use crate::{
-    app, cla_peer_stats, ingress, ltp_source, metrics, plan_cla, ratelog, reports, startup, stcp,
-    tcpcl, tcpcl_limits, udpcl, NodeError,
+    app, cla_peer_stats, ingress, ltp_source, metrics, plan_cla, ratelog, reports, send_gate,
+    startup, stcp, tcpcl, tcpcl_limits, udpcl, NodeError,
 };
 
 /// The LTP adapter (engine, FEC layer, peers) and, per span, engine id → the peer's address.
@@ -446,6 +446,8 @@ pub(crate) struct Threads {
     pub(crate) handles: Vec<JoinHandle<()>>,
     free_bytes: Arc<AtomicU64>,
     ingress_paused: Arc<AtomicBool>,
+    /// Holds applications' sends while the hot cache drains (agent thread → connection threads).
+    send_gate: Arc<send_gate::SendGateShared>,
 }
 
 impl Threads {
@@ -458,6 +460,9 @@ impl Threads {
             handles: Vec::new(),
             free_bytes: Arc::new(AtomicU64::new(cfg.raw.store.quota_bytes)),
             ingress_paused: Arc::new(AtomicBool::new(false)),
+            send_gate: send_gate::SendGateShared::new(Duration::from_millis(
+                cfg.raw.store.hot_cache_hold_ms,
+            )),
         };
         (threads, agent_rx)
     }
@@ -682,6 +687,7 @@ impl Threads {
                 cfg.delivery_backlog_bytes(),
                 self.ingress_paused.clone(),
             ),
+            send_gate: send_gate::SendGate::new(self.send_gate.clone()),
             reports: reports::ReportCounts::default(),
             log: ratelog::RateLog::new(Duration::from_secs(10)),
             store_degraded_since: None,
@@ -706,9 +712,10 @@ impl Threads {
         let tx = self.agent_tx.clone();
         let st = self.stop.clone();
         let stager = crate::staging::for_sends(stager);
+        let gate = self.send_gate.clone();
         std::thread::Builder::new()
             .name("app-accept".into())
-            .spawn(move || app::accept_loop(listener, tx, st, stager))
+            .spawn(move || app::accept_loop(listener, tx, st, stager, gate))
             .map_err(|e| NodeError::Io(e.to_string()))?;
         Ok(())
     }

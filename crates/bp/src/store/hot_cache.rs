@@ -53,6 +53,9 @@ pub struct HotCacheStats {
     /// Entries evicted for a newer bundle because they were waiting, not draining (see the
     /// module docs).
     pub evicted: u64,
+    /// Entries that left because their bundle was deleted or replaced (forwarded, delivered,
+    /// expired): how the cache makes room while a backlog drains.
+    pub removed: u64,
 }
 
 /// A byte-bounded, insertion-ordered map from bundle key to bundle bytes.
@@ -70,6 +73,7 @@ pub(crate) struct HotCache {
     misses: u64,
     refused: u64,
     evicted: u64,
+    removed: u64,
     /// The latest commit time (DTN ms) the store told it ([`HotCache::tick`]): the cache's clock.
     clock: u64,
     /// The clock at the latest hit.
@@ -126,6 +130,7 @@ impl HotCache {
     pub(crate) fn remove(&mut self, key: u64) {
         if let Some((_, d, _)) = self.map.remove(&key) {
             self.held -= d.len() as u64;
+            self.removed += 1;
         }
         // Stale `order` entries are skipped at eviction; drop them early when they pile up at the
         // front (the common case: bundles are deleted in roughly the order they were stored).
@@ -194,6 +199,7 @@ impl HotCache {
             misses: self.misses,
             refused: self.refused,
             evicted: self.evicted,
+            removed: self.removed,
         }
     }
 }
@@ -240,6 +246,8 @@ mod tests {
         assert_eq!(c.get(3), Some(b(10, 9)));
         let st = c.stats();
         assert_eq!((st.hits, st.misses, st.evicted), (5, 4, 1));
+        // Removed: 2 (deleted) and 3 (replaced); 1 was evicted, not removed.
+        assert_eq!(st.removed, 2);
     }
 
     #[test]

@@ -40,6 +40,10 @@ fn store_section() {
         hot_cache_misses: 18,
         hot_cache_refused: 19,
         hot_cache_evicted: 20,
+        hot_cache_hold_ms: 21,
+        hot_cache_send_holds: 22,
+        hot_cache_send_hold_timeouts: 23,
+        hot_cache_send_held_ms: 24,
     };
     golden(
         &s,
@@ -49,6 +53,8 @@ fn store_section() {
             "state": "ok", "failures": 8, "recoveries": 9, "recovered_from_disk": 10,
             "hot_cache_budget_bytes": 15, "hot_cache_held_bytes": 16, "hot_cache_hits": 17,
             "hot_cache_misses": 18, "hot_cache_refused": 19, "hot_cache_evicted": 20,
+            "hot_cache_hold_ms": 21, "hot_cache_send_holds": 22, "hot_cache_send_hold_timeouts": 23,
+            "hot_cache_send_held_ms": 24,
         }),
     );
     s.state = StoreState::Degraded;

@@ -17,6 +17,7 @@ use std::sync::Arc;
 use client::proto::{self, DecodeError, ErrorKind, Request, Response};
 
 use crate::messages::AgentInput;
+use crate::send_gate::SendGateShared;
 use stream::Incoming;
 
 /// `Send` payloads from this size on are encoded into their payload block here, by the
@@ -36,6 +37,7 @@ pub(crate) fn accept_loop(
     tx: SyncSender<AgentInput>,
     stop: Arc<AtomicBool>,
     stager: Option<bp::Stager>,
+    gate: Arc<SendGateShared>,
 ) {
     let mut next_id = 1u64;
     for conn in listener.incoming() {
@@ -59,19 +61,21 @@ pub(crate) fn accept_loop(
         }
         let tx = tx.clone();
         let stager = stager.clone();
+        let gate = gate.clone();
         let _ = std::thread::Builder::new()
             .name(format!("app-conn-{id}"))
-            .spawn(move || read_loop(id, reader, tx, stager));
+            .spawn(move || read_loop(id, reader, tx, stager, &gate));
     }
 }
 
 /// `stager`: where large sends are staged ([`crate::staging::stage_from`]); `None` when they
-/// are not.
+/// are not. `gate`: holds a `Send` while the store's hot cache drains ([`crate::send_gate`]).
 fn read_loop(
     conn: u64,
     stream: UnixStream,
     tx: SyncSender<AgentInput>,
     stager: Option<bp::Stager>,
+    gate: &SendGateShared,
 ) {
     // Reads frames with the file descriptors that come with them (SendFd).
     let mut stream = client::fdpass::FdReader::new(stream);
@@ -196,6 +200,7 @@ fn read_loop(
             }
             req => AgentInput::App { conn, req },
         };
+        gate.pass(&input);
         if tx.send(input).is_err() {
             return;
         }

@@ -128,6 +128,19 @@ pub struct StoreSection {
     /// so that forwarding or delivering them soon after does not read them back from disk.
     #[serde(default = "default_hot_cache_mb")]
     pub hot_cache_mb: u64,
+    /// Longest time (ms) an application's send waits while the hot cache has no room for it
+    /// and drains (default 20, 0 = never wait): a bulk sender on a fast link then has its
+    /// bundles kept in memory until forwarded instead of read back from disk (docs/node.md,
+    /// "The send gate").
+    #[serde(default = "default_hot_cache_hold_ms")]
+    pub hot_cache_hold_ms: u64,
+}
+
+/// Largest `[store] hot_cache_hold_ms` accepted (10 s).
+const MAX_HOT_CACHE_HOLD_MS: u64 = 10_000;
+
+fn default_hot_cache_hold_ms() -> u64 {
+    20
 }
 
 /// Largest `[store] cache_mb` / `hot_cache_mb` accepted (64 GiB).
@@ -780,6 +793,14 @@ impl NodeConfig {
                 "1 to 65536 (MiB of database page cache)",
             ));
         }
+        if self.store.hot_cache_hold_ms > MAX_HOT_CACHE_HOLD_MS {
+            return Err(err(
+                file,
+                "store.hot_cache_hold_ms",
+                self.store.hot_cache_hold_ms,
+                "0 (never hold) to 10000 (ms)",
+            ));
+        }
         if self.store.hot_cache_mb > MAX_STORE_CACHE_MB {
             return Err(err(
                 file,
@@ -1279,15 +1300,24 @@ via = 3
     fn store_cache_sizes_default_and_are_validated() {
         let v = parse(GOOD).unwrap();
         assert_eq!((v.raw.store.cache_mb, v.raw.store.hot_cache_mb), (32, 32));
+        assert_eq!(v.raw.store.hot_cache_hold_ms, 20);
         let set = |extra: &str| {
             GOOD.replacen("path = \"store\"", &format!("path = \"store\"\n{extra}"), 1)
         };
-        let v = parse(&set("cache_mb = 8\nhot_cache_mb = 0")).unwrap();
+        let v = parse(&set(
+            "cache_mb = 8\nhot_cache_mb = 0\nhot_cache_hold_ms = 0",
+        ))
+        .unwrap();
         assert_eq!((v.raw.store.cache_mb, v.raw.store.hot_cache_mb), (8, 0));
+        assert_eq!(v.raw.store.hot_cache_hold_ms, 0);
         for (extra, needle) in [
             ("cache_mb = 0", "`store.cache_mb` = 0"),
             ("cache_mb = 70000", "`store.cache_mb` = 70000"),
             ("hot_cache_mb = 70000", "`store.hot_cache_mb` = 70000"),
+            (
+                "hot_cache_hold_ms = 10001",
+                "`store.hot_cache_hold_ms` = 10001",
+            ),
         ] {
             let e = parse(&set(extra)).unwrap_err().to_string();
             assert!(e.contains(needle), "{e:?} should mention {needle}");

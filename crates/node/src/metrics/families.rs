@@ -149,6 +149,10 @@ const STORE_RULES: &[Rule<StoreStatus>] = &[
     r!(hot_cache_misses, C, "dtnkit_store_hot_cache_reads", &[("result", "miss")], ""),
     r!(hot_cache_refused, C, "dtnkit_store_hot_cache_refused", &[], "Bundles the hot cache did not keep: it was full of entries younger than a second."),
     r!(hot_cache_evicted, C, "dtnkit_store_hot_cache_evicted", &[], "Hot cache entries dropped for newer bundles after waiting more than a second."),
+    r!(hot_cache_hold_ms, G, "dtnkit_store_hot_cache_hold_ms", &[], "The longest an application's send is held while the hot cache drains (ms; 0: never)."),
+    r!(hot_cache_send_holds, C, "dtnkit_store_hot_cache_send_holds", &[], "Applications' sends held until the draining hot cache had room for them."),
+    r!(hot_cache_send_hold_timeouts, C, "dtnkit_store_hot_cache_send_hold_timeouts", &[], "Holds that ended at the limit rather than when room appeared."),
+    r!(hot_cache_send_held_ms, C, "dtnkit_store_hot_cache_send_held_ms", &[], "Time applications' sends spent held (ms, all sends together)."),
 ];
 
 /// Rules of `queues`.
