@@ -125,21 +125,23 @@ fn a_staged_send_is_stored_by_writing_only_its_head_into_the_staged_file() {
         .map(|&n| Bytes::from((0..n).map(|i| (i * 13 + n) as u8).collect::<Vec<u8>>()))
         .collect();
     let mut reqs = Vec::new();
-    let mut staged_inodes = Vec::new();
+    // (name, inode) of the staging files: named as the segments they become.
+    let initial = files(&seg_dir, ".seg");
+    let mut staged_files = Vec::new();
     for p in &payloads {
         let mut r = request(p, true);
         let tail = stager
             .stage_tail(r.prepared.as_ref().expect("prepared"))
             .expect("stage the tail");
-        for (_, ino) in files(&seg_dir, ".stage") {
-            if !staged_inodes.contains(&ino) {
-                staged_inodes.push(ino);
+        for f in files(&seg_dir, ".seg") {
+            if !initial.contains(&f) && !staged_files.contains(&f) {
+                staged_files.push(f);
             }
         }
         r.staged = Some(tail);
         reqs.push(r);
     }
-    assert_eq!(staged_inodes.len(), 2);
+    assert_eq!(staged_files.len(), 2);
     // Staged tails waiting for the agent keep their files open for the head, but at most 64
     // of them (sends queue up to the agent's input channel): 200 more open at most 62 more
     // descriptors (the two above hold theirs).
@@ -160,14 +162,14 @@ fn a_staged_send_is_stored_by_writing_only_its_head_into_the_staged_file() {
     );
     drop(waiting);
     assert_eq!(
-        files(&seg_dir, ".stage").len(),
-        2,
+        files(&seg_dir, ".seg").len(),
+        initial.len() + 2,
         "dropped tails are deleted"
     );
     let segments_before = files(&seg_dir, ".seg").len();
     let sent = forwarded(&mut a, reqs);
     // Byte for byte what a plain send forwards, and the staged files became the segments that
-    // hold them (renamed, not copied); no staging file is left.
+    // hold them as they were: no file was added, none copied or renamed.
     let mut plain = agent();
     let expected = forwarded(
         &mut plain,
@@ -175,14 +177,10 @@ fn a_staged_send_is_stored_by_writing_only_its_head_into_the_staged_file() {
     );
     assert_eq!(sent, expected);
     let segs = files(&seg_dir, ".seg");
-    assert_eq!(segs.len(), segments_before + 2);
-    for i in &staged_inodes {
-        assert!(
-            segs.iter().any(|(_, ino)| ino == i),
-            "staged file {i} adopted"
-        );
+    assert_eq!(segs.len(), segments_before);
+    for f in &staged_files {
+        assert!(segs.contains(f), "staged file {f:?} adopted as it was");
     }
-    assert!(files(&seg_dir, ".stage").is_empty());
     assert_eq!(a.status().sends_prepared, 2);
     assert_eq!(a.status().sends_staged, 2);
     // What is stored is the whole bundle, read back from disk after a reopen (the store checks
@@ -225,15 +223,18 @@ fn a_staged_tail_the_bundle_does_not_end_with_is_deleted_and_the_bundle_stored_a
     let p = PreparedPayload::encode(BlockFlags::empty(), CrcType::Crc32c, payload.clone(), 8);
     small_room.staged = Some(stager.stage_tail(&p).expect("stage"));
     small_room.prepared = Some(p);
-    assert_eq!(files(&seg_dir, ".stage").len(), 2);
+    let staged = files(&seg_dir, ".seg");
+    assert_eq!(staged.len(), 2);
     let sent = forwarded(&mut a, vec![other, small_room]);
     assert_eq!(sent.len(), 2);
     for b in sent {
         assert_eq!(bpv7::Bundle::decode(b).expect("decodes").payload(), payload);
     }
+    // The id of a deleted staging file is never taken again: a name gone is the file gone.
+    let now = files(&seg_dir, ".seg");
     assert!(
-        files(&seg_dir, ".stage").is_empty(),
-        "unused staging files deleted"
+        staged.iter().all(|(n, _)| now.iter().all(|(m, _)| m != n)),
+        "unused staging files deleted: {staged:?} in {now:?}"
     );
     assert_eq!(a.status().sends_staged, 0);
     assert_eq!(a.status().created, 2);

@@ -210,7 +210,7 @@ fn nothing_of_an_uncommitted_stream_survives_a_crash_and_a_committed_one_survive
         v.sort();
         v
     };
-    {
+    let staged = {
         let mut a =
             Agent::open(cfg(1, 40_000), RedbStore::open(&path).expect("open"), T0).expect("a");
         let plan = a
@@ -219,18 +219,25 @@ fn nothing_of_an_uncommitted_stream_survives_a_crash_and_a_committed_one_survive
                 StreamRequest::new(eid("ipn:1.1"), eid("ipn:2.1"), data.len() as u64),
             )
             .expect("begin");
+        let before = files(&seg_dir);
         let pieces = stage(&plan, &data, 100_000);
-        assert!(files(&seg_dir).iter().any(|f| f.ends_with(".stage")));
+        let staged: Vec<String> = files(&seg_dir)
+            .into_iter()
+            .filter(|f| !before.contains(f))
+            .collect();
+        assert!(!staged.is_empty());
         // The process dies before the commit: the staged files stay on disk...
         std::mem::forget(pieces);
         drop(a.into_store());
-    }
-    // ... and opening the store removes them; nothing of the ADU is there.
+        staged
+    };
+    // ... and opening the store removes them (nothing references them); nothing of the ADU
+    // is there.
     let store = RedbStore::open(&path).expect("reopen");
     assert_eq!(store.bundle_count(), 0);
     assert!(
-        files(&seg_dir).iter().all(|f| !f.ends_with(".stage")),
-        "{:?}",
+        files(&seg_dir).iter().all(|f| !staged.contains(f)),
+        "{:?} left of {staged:?}",
         files(&seg_dir)
     );
     let mut a = Agent::open(cfg(1, 40_000), store, T0 + 1).expect("a");
@@ -414,26 +421,31 @@ fn a_received_bundle_staged_by_the_cla_thread_is_stored_by_adopting_its_file() {
     g.begin_piece();
     g.write(&wires[1][..100]).expect("write");
     let short = g.finish().expect("finish").piece(0).expect("piece");
-    let inodes = |suffix: &str| -> Vec<u64> {
+    // (name, inode) of the files as long as the first bundle: its staging file.
+    let named = || -> Vec<(String, u64)> {
         use std::os::unix::fs::MetadataExt;
         std::fs::read_dir(&seg_dir)
             .expect("segments")
             .filter_map(|e| e.ok())
-            .filter(|e| e.file_name().to_string_lossy().ends_with(suffix))
-            .filter_map(|e| e.metadata().ok())
-            .filter(|m| m.len() == wires[0].len() as u64)
-            .map(|m| m.ino())
+            .filter_map(|e| {
+                Some((
+                    e.file_name().to_string_lossy().into_owned(),
+                    e.metadata().ok()?,
+                ))
+            })
+            .filter(|(_, m)| m.len() == wires[0].len() as u64)
+            .map(|(n, m)| (n, m.ino()))
             .collect()
     };
-    let staged_file = inodes(".stage");
+    let staged_file = named();
     assert_eq!(staged_file.len(), 1);
     let r = b.accept_from_cla_staged(T0, Some(1), &wires, &[Some(piece), Some(short)]);
     assert!(r.iter().all(|r| r.is_ok()), "{r:?}");
-    // The staged file became a segment of the store (renamed, not copied: the same inode); no
-    // staging file is left behind.
+    // The staged file became a segment of the store as it was: neither copied (the same
+    // inode) nor renamed (the same name: a staging file is named as its segment).
     assert_eq!(b.store().segment_count(), segments_before + 1);
-    assert_eq!(inodes(".seg"), staged_file);
-    assert!(inodes(".stage").is_empty());
+    assert_eq!(named(), staged_file);
+    assert!(staged_file[0].0.ends_with(".seg"), "{staged_file:?}");
     // Both are delivered intact, also after reopening the store.
     drop(b.into_store());
     assert_eq!(delivered_after_reopen(&path), vec![3_000, 200_000]);
@@ -476,13 +488,7 @@ fn a_received_block_staged_by_the_ltp_thread_is_stored_by_adopting_one_file() {
         vec![true, false, true, false],
         "large and intact ones only"
     );
-    let segs = |suffix: &str| -> usize {
-        std::fs::read_dir(&seg_dir)
-            .expect("segments")
-            .filter_map(|e| e.ok())
-            .filter(|e| e.file_name().to_string_lossy().ends_with(suffix))
-            .count()
-    };
+    let files = || std::fs::read_dir(&seg_dir).expect("segments").count();
     let before = b.store().segment_count();
     let v = b.accept_blocks(T0, Some(1), &[split]);
     assert!(v[0].confirm);
@@ -492,9 +498,10 @@ fn a_received_block_staged_by_the_ltp_thread_is_stored_by_adopting_one_file() {
         vec![true, true, true, false],
         "the damaged one is refused"
     );
-    // The two staged bundles share one adopted file; nothing is left staged.
+    // The two staged bundles share one adopted file; nothing is left staged: every file in
+    // the directory is a segment of the store.
     assert_eq!(b.store().segment_count(), before + 1);
-    assert_eq!(segs(".stage"), 0);
+    assert_eq!(files(), b.store().segment_count());
     drop(b.into_store());
     assert_eq!(delivered_after_reopen(&path), vec![2_000, 300_000, 400_000]);
 }

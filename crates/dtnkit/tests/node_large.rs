@@ -315,7 +315,9 @@ fn streams_whose_sizes_do_not_add_up_are_refused_and_nothing_is_stored() {
         write_req(&mut c, &chunk(proto::MAX_CHUNK));
     }
     let deadline = Instant::now() + Duration::from_secs(20);
-    while store_files(&n, ".stage") == 0 {
+    // The store is empty: every file in it is a staging file (named as the segment it would
+    // become).
+    while store_files(&n, ".seg") == 0 {
         assert!(Instant::now() < deadline, "nothing was staged");
         std::thread::sleep(Duration::from_millis(10));
     }
@@ -323,14 +325,13 @@ fn streams_whose_sizes_do_not_add_up_are_refused_and_nothing_is_stored() {
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
         let st = n.status();
-        if store_files(&n, ".stage") == 0 && st.store.bundles == 0 {
+        if store_files(&n, ".seg") == 0 && st.store.bundles == 0 {
             assert_eq!(st.store.bytes, 0);
             break;
         }
         assert!(Instant::now() < deadline, "stream left behind: {st}");
         std::thread::sleep(Duration::from_millis(20));
     }
-    assert_eq!(store_files(&n, ".seg"), 0, "nothing adopted");
     // Nothing of any of them reached the endpoint, and the quota is whole again.
     let out = recv.wait(LIMIT);
     assert!(
@@ -431,18 +432,19 @@ fn kill_9_mid_stream_keeps_nothing_of_it_and_an_acknowledged_adu_arrives_whole()
         .recv_timeout(Duration::from_secs(40))
         .expect("150 MB written");
     let deadline = Instant::now() + Duration::from_secs(20);
-    while store_files(&n1, ".stage") < 2 {
+    // The store is empty: its files are the stream's staging files.
+    while store_files(&n1, ".seg") < 2 {
         assert!(Instant::now() < deadline, "nothing staged");
         std::thread::sleep(Duration::from_millis(10));
     }
     n1.kill();
-    assert!(
-        store_files(&n1, ".stage") >= 2,
-        "the crash left staged files"
-    );
+    assert!(store_files(&n1, ".seg") >= 2, "the crash left staged files");
     n1.restart();
-    assert_eq!(store_files(&n1, ".stage"), 0, "removed at open");
-    assert_eq!(store_files(&n1, ".seg"), 0);
+    assert_eq!(
+        store_files(&n1, ".seg"),
+        0,
+        "removed at open: nothing references them"
+    );
     let st = n1.status();
     assert_eq!((st.store.bundles, st.store.bytes), (0, 0), "{st}");
     // 2. A stream that was acknowledged survives a kill -9 before it was forwarded: node 2 is
@@ -670,7 +672,9 @@ fn sends_to_a_volatile_store_are_staged_by_their_connection_and_survive_a_kill_9
     send_ok(&n1.socket, "ipn:2.1", 100_000, 1, &[]);
     let b = n1.status().bundles;
     assert_eq!((b.created, b.created_prepared, b.created_staged), (4, 4, 3));
-    assert_eq!(store_files(&n1, ".stage"), 0, "no staging file left");
+    // Each staged send's file is its segment; nothing else is left (the 100 kB one is stored
+    // in the database).
+    assert_eq!(store_files(&n1, ".seg"), 3, "no staging file left");
     // The staged sends' bytes are in the hot cache (the 100 kB one is below its 256 KiB).
     let st = n1.status().store;
     assert_eq!(st.hot_cache_budget_bytes, 32 << 20, "{st:?}");

@@ -253,7 +253,7 @@ impl RedbStore {
         self.db.as_ref().ok_or_else(closed)
     }
 
-    /// Renames every staging file the batch's [`Op::PutStaged`] refer to into the segment log
+    /// Takes every staging file the batch's [`Op::PutStaged`] refer to into the segment log
     /// (and makes the directory stable when durable). Returns staging file id → segment id.
     fn adopt_staged(&mut self, batch: &Batch) -> Result<HashMap<u64, u64>, StoreError> {
         let mut adopted = HashMap::new();
@@ -265,11 +265,13 @@ impl RedbStore {
             if adopted.contains_key(&run.id()) {
                 continue;
             }
-            let path = run.path().ok_or_else(|| StoreError::CorruptData {
-                key: *key,
-                reason: "staged in memory, not in this store's staging directory".into(),
-            })?;
-            let seg = self.segments.adopt(path, run.len())?;
+            if run.path().is_none() {
+                return Err(StoreError::CorruptData {
+                    key: *key,
+                    reason: "staged in memory, not in this store's staging directory".into(),
+                });
+            }
+            let seg = self.segments.adopt(run)?;
             adopted.insert(run.id(), seg);
         }
         if !adopted.is_empty() && self.durable() {

@@ -158,7 +158,8 @@ pub(crate) struct SegmentLog {
     stage_pool: Option<super::staging::Stager>,
 }
 
-fn seg_name(id: u64) -> String {
+/// The file name of segment `id` (also the name of the staging file that becomes it).
+pub(super) fn seg_name(id: u64) -> String {
     format!("{id:08}.seg")
 }
 
@@ -270,9 +271,24 @@ impl SegmentLog {
         })
     }
 
-    /// Offers dead segments to `stager` for reuse as staging files (see [`SegmentLog::reap`]).
+    /// Shares one id space with `stager` (its files are named as the segments they become, see
+    /// [`SegmentLog::adopt`]) and offers it dead segments for reuse as staging files (see
+    /// [`SegmentLog::reap`]).
     pub(crate) fn set_stage_pool(&mut self, stager: super::staging::Stager) {
+        stager.reserve_ids_below(self.next_id);
         self.stage_pool = Some(stager);
+    }
+
+    /// A new segment id (from the stager's counter once there is one, so the two never meet).
+    fn take_id(&mut self) -> u64 {
+        match &self.stage_pool {
+            Some(st) => st.take_id(),
+            None => {
+                let id = self.next_id;
+                self.next_id += 1;
+                id
+            }
+        }
     }
 
     /// Number of segment files (sealed and active).
@@ -281,27 +297,32 @@ impl SegmentLog {
     }
 
     fn create_segment(&mut self) -> std::io::Result<Active> {
-        let id = self.next_id;
-        let path = self.dir.join(seg_name(id));
-        // Reuse a dead segment's file when there is one: overwriting blocks the file already has
-        // lets `fdatasync` skip the file-system journal commit that growing a file costs (the
-        // durable commit of a large payload is dominated by it otherwise).
+        // Reuse a dead segment's file, under its own id, when there is one: overwriting blocks
+        // the file already has lets `fdatasync` skip the file-system journal commit that growing
+        // a file costs (the durable commit of a large payload is dominated by it otherwise).
         let mut recycled = None;
         while let Some(old) = self.spares.pop() {
-            if std::fs::rename(self.dir.join(seg_name(old)), &path).is_ok() {
-                recycled = Some(OpenOptions::new().read(true).write(true).open(&path)?);
+            if let Ok(f) = OpenOptions::new()
+                .read(true)
+                .write(true)
+                .open(self.dir.join(seg_name(old)))
+            {
+                recycled = Some((old, f));
                 break;
             }
         }
-        let file = match recycled {
-            Some(f) => f,
-            None => OpenOptions::new()
-                .read(true)
-                .write(true)
-                .create_new(true)
-                .open(&path)?,
+        let (id, file) = match recycled {
+            Some(r) => r,
+            None => {
+                let id = self.take_id();
+                let file = OpenOptions::new()
+                    .read(true)
+                    .write(true)
+                    .create_new(true)
+                    .open(self.dir.join(seg_name(id)))?;
+                (id, file)
+            }
         };
-        self.next_id += 1;
         self.segs.insert(id, SegInfo::default());
         Ok(Active {
             id,
@@ -309,15 +330,31 @@ impl SegmentLog {
         })
     }
 
-    /// Takes a finished staging file of `len` bytes into the log as a sealed segment (renamed,
-    /// not copied) and returns its id. It holds no committed reference yet: the caller commits
-    /// references into it, or [`SegmentLog::reap`] retires it. The directory entry is made
-    /// stable by [`SegmentLog::sync`].
-    pub(crate) fn adopt(&mut self, path: &Path, len: u64) -> std::io::Result<u64> {
-        let id = self.next_id;
-        std::fs::rename(path, self.dir.join(seg_name(id)))?;
-        self.next_id += 1;
-        self.segs.insert(id, SegInfo { live: 0, len });
+    /// Takes a finished staging file into the log as a sealed segment and returns its id: as it
+    /// is when the stager of this log named it (segment id = file id), renamed otherwise;
+    /// never copied. It holds no committed reference yet: the caller commits references into
+    /// it, or [`SegmentLog::reap`] retires it. The directory entry is made stable by
+    /// [`SegmentLog::sync`].
+    pub(crate) fn adopt(&mut self, run: &super::staging::StagedRun) -> std::io::Result<u64> {
+        let path = run
+            .path()
+            .ok_or_else(|| std::io::Error::other("staged in memory, not in a file"))?;
+        let in_place = self.dir.join(seg_name(run.id()));
+        let id = if path == in_place && !self.segs.contains_key(&run.id()) {
+            run.id()
+        } else {
+            let id = self.take_id();
+            std::fs::rename(path, self.dir.join(seg_name(id)))?;
+            id
+        };
+        run.mark_adopted();
+        self.segs.insert(
+            id,
+            SegInfo {
+                live: 0,
+                len: run.len(),
+            },
+        );
         Ok(id)
     }
 
@@ -461,10 +498,10 @@ impl SegmentLog {
             if self
                 .stage_pool
                 .as_ref()
-                .is_some_and(|st| st.offer_spare(&self.dir.join(seg_name(id)), len))
+                .is_some_and(|st| st.offer_spare(id, &self.dir.join(seg_name(id)), len))
             {
-                // Renamed to a staging name: the stager overwrites it next (if the process
-                // stops first, the next open removes it like any staging file).
+                // The stager overwrites it next, under its name (if the process stops first, the
+                // next open removes it like any file nothing references).
                 self.segs.remove(&id);
                 continue;
             }
@@ -648,17 +685,21 @@ mod tests {
         log.reap();
         assert_eq!((stager.pooled(), log.spares.len()), (0, 1));
 
-        // A staged file, adopted, then dead: pooled under a staging name.
+        // A staged file, adopted in place (its name is its segment's, one id space with the
+        // log's own segments), then dead: pooled under that name.
         let mut f = stager.create().expect("create");
         f.begin_piece();
         f.write(&[7u8; 5000]).expect("write");
         let run = f.finish().expect("finish");
-        let seg = log
-            .adopt(run.path().expect("path"), run.len())
-            .expect("adopt");
-        let ino = std::fs::metadata(dir.path().join(seg_name(seg)))
-            .expect("meta")
-            .ino();
+        let staged_path = run.path().expect("path").to_path_buf();
+        let ino = std::fs::metadata(&staged_path).expect("meta").ino();
+        let seg = log.adopt(&run).expect("adopt");
+        assert_eq!(seg, run.id());
+        assert_ne!(seg, refs[0].seg, "the log's own segment has another id");
+        assert_eq!(staged_path, dir.path().join(seg_name(seg)), "not renamed");
+        // The run dropped after its adoption leaves the segment alone.
+        drop(run);
+        assert_eq!(std::fs::metadata(&staged_path).expect("meta").ino(), ino);
         let r = SegRef {
             seg,
             offset: 0,
@@ -670,15 +711,18 @@ mod tests {
         log.drop_ref(&r);
         log.reap();
         assert_eq!(stager.pooled(), 1);
-        assert!(!dir.path().join(seg_name(seg)).exists());
+        assert!(staged_path.exists(), "pooled under its own name");
 
-        // The next staging file is that file, overwritten and cut to what was written.
+        // The next staging file is that file, same name and id, overwritten and cut to what was
+        // written.
         let mut g = stager.create().expect("create");
         assert_eq!(stager.pooled(), 0);
         g.begin_piece();
         g.write(b"shorter").expect("write");
         let run = g.finish().expect("finish");
+        assert_eq!(run.id(), seg);
         let path = run.path().expect("path").to_path_buf();
+        assert_eq!(path, staged_path);
         assert_eq!(
             std::fs::metadata(&path).expect("meta").ino(),
             ino,
@@ -688,20 +732,21 @@ mod tests {
         let p = run.piece(0).expect("piece");
         assert_eq!((p.len(), p.crc()), (7, crc32c::crc32c(b"shorter")));
 
-        // Dropped unused, a pooled file goes with the store's next open like any staging file.
+        // Dropped unused (never adopted), a staging file is deleted; a pooled file goes with
+        // the store's next open like any file nothing references.
         drop(p);
         drop(run);
+        assert!(!path.exists(), "an unadopted run is deleted when dropped");
         let seg2 = {
             let mut h = stager.create().expect("create");
             h.begin_piece();
             h.write(&[3u8; 100]).expect("write");
             let run = h.finish().expect("finish");
-            log.adopt(run.path().expect("path"), run.len())
-                .expect("adopt")
+            log.adopt(&run).expect("adopt")
         };
         log.reap();
         assert_eq!(stager.pooled(), 1);
-        assert!(!dir.path().join(seg_name(seg2)).exists());
+        assert!(dir.path().join(seg_name(seg2)).exists());
         drop(log);
         let log = SegmentLog::open(dir.path(), 1 << 20, &[]).expect("reopen");
         assert_eq!(log.segment_count(), 0);
