@@ -339,6 +339,13 @@ impl SegmentLog {
         let path = run
             .path()
             .ok_or_else(|| std::io::Error::other("staged in memory, not in a file"))?;
+        if run.is_adopted() {
+            // Its file is a segment already (an earlier commit that failed took it): taking it
+            // again would give one file two owners.
+            return Err(std::io::Error::other(
+                "staged file already taken into the segment log",
+            ));
+        }
         let in_place = self.dir.join(seg_name(run.id()));
         let id = if path == in_place && !self.segs.contains_key(&run.id()) {
             run.id()
@@ -747,6 +754,15 @@ mod tests {
         log.reap();
         assert_eq!(stager.pooled(), 1);
         assert!(dir.path().join(seg_name(seg2)).exists());
+        // A run is taken once: its file is a segment from then on.
+        let mut k = stager.create().expect("create");
+        k.begin_piece();
+        k.write(&[4u8; 10]).expect("write");
+        let run = k.finish().expect("finish");
+        let seg3 = log.adopt(&run).expect("adopt");
+        assert!(log.adopt(&run).is_err(), "adopted twice");
+        assert!(dir.path().join(seg_name(seg3)).exists());
+        log.reap();
         drop(log);
         let log = SegmentLog::open(dir.path(), 1 << 20, &[]).expect("reopen");
         assert_eq!(log.segment_count(), 0);

@@ -495,6 +495,11 @@ impl StagedRun {
         self.inner.adopted.store(true, Ordering::Relaxed);
     }
 
+    /// Whether the segment log took the file ([`StagedRun::mark_adopted`]).
+    pub(crate) fn is_adopted(&self) -> bool {
+        self.inner.adopted.load(Ordering::Relaxed)
+    }
+
     /// The bytes (in-memory staging).
     pub(crate) fn bytes(&self) -> Option<&Bytes> {
         self.inner.bytes.as_ref()
