@@ -148,6 +148,14 @@ pub struct StoreStatus {
     pub hot_cache_send_hold_timeouts: u64,
     /// Time spent held, all sends together (ms).
     pub hot_cache_send_held_ms: u64,
+    /// The longest applications' sends wait to be committed together while the links are
+    /// busy (`[store] commit_group_ms`; 0: each turn's sends at once; docs/node.md, "Group
+    /// commit").
+    pub commit_group_ms: u64,
+    /// Store commits of applications' sends.
+    pub send_commits: u64,
+    /// The sends they committed (stored or refused): over `send_commits`, the mean group.
+    pub sends_committed: u64,
 }
 
 /// `store.state`.

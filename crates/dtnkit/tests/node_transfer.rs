@@ -303,6 +303,85 @@ fn three_nodes_multihop_with_a_contact_that_opens_later() {
     );
 }
 
+/// Group commit (`[store] commit_group_ms`, docs/node.md): while the link is busy with earlier
+/// bundles, an application's sends read one by one are committed together; on an idle link a
+/// send is committed at once; every send is answered, in order, and delivered.
+#[test]
+fn sends_are_committed_in_groups_only_while_the_link_is_busy() {
+    let dir = TempDir::new("commit-group");
+    let (p1, p2) = (free_port(), free_port());
+    // A 20 MB/s contact, offered 100 kB every millisecond: more than 1 MiB stays outstanding.
+    let plan = "a contact +0 +3600 1 2 20000000\na contact +0 +3600 2 1 20000000\n";
+    let mut a = NodeSpec::new(1, p1);
+    a.spans.push((2, p2));
+    a.plan = Some(plan.into());
+    a.store_extra = "commit_group_ms = 1000".into();
+    let mut b = NodeSpec::new(2, p2);
+    b.spans.push((1, p1));
+    b.plan = Some(plan.into());
+    let n1 = NodeProc::start(&dir.0, &a);
+    let n2 = NodeProc::start(&dir.0, &b);
+    let recv = spawn_recv(&n2.socket, "ipn:2.1", 101);
+    let args = |i: usize| client::proto::SendArgs {
+        source: String::new(),
+        destination: "ipn:2.1".into(),
+        lifetime_ms: 0,
+        report_flags: 0,
+        priority: 0,
+        payload: vec![i as u8; 100_000].into(),
+    };
+    let mut app = client::Client::connect(&n1.socket).unwrap();
+    for i in 0..100 {
+        app.submit(args(i)).unwrap();
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let mut last = None;
+    for _ in 0..100 {
+        let id = app.next_send_result().unwrap();
+        assert!(
+            last.as_ref() < Some(&id),
+            "answers out of order: {last:?}, {id:?}"
+        );
+        last = Some(id);
+    }
+    let st = n1.status().store;
+    assert_eq!(
+        (st.commit_group_ms, st.sends_committed),
+        (1000, 100),
+        "{st:?}"
+    );
+    // Read one at a time, each of them alone would have been a commit of its own.
+    assert!(
+        st.send_commits <= 50,
+        "a busy link, yet the sends were not grouped: {st:?}"
+    );
+    // Idle again (everything reported): a lone send is committed at once, not after 1 s.
+    let deadline = Instant::now() + LIMIT;
+    while n1.status().queues.in_flight > 0 {
+        assert!(Instant::now() < deadline, "bundles never left node 1");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let t = Instant::now();
+    app.send(args(100)).unwrap();
+    let took = t.elapsed();
+    let st2 = n1.status().store;
+    assert_eq!(
+        (st2.send_commits, st2.sends_committed),
+        (st.send_commits + 1, 101),
+        "{st2:?}"
+    );
+    assert!(
+        took < Duration::from_millis(1000),
+        "a lone send waited {took:?}"
+    );
+    let out = recv.wait(LIMIT);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 /// The send gate (`[store] hot_cache_hold_ms`, docs/node.md): an application's sends are held
 /// only while the hot cache drains. With nowhere to forward to, the cache never drains, so a
 /// node keeps storing at once whatever its cache holds; with a live link everything arrives,

@@ -28,7 +28,7 @@ use std::net::{SocketAddr, UdpSocket};
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, TryRecvError, TrySendError};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use bp::{
     Agent, BundleKey, ClaOutcome, RedbStore, ReportFlags, SendError, SendRequest, StagedPiece,
@@ -94,17 +94,28 @@ struct Conn {
 /// per entry the connection and the request to commit, or the answer already known (a request
 /// refused before reaching the agent, e.g. an unparsable endpoint), which keeps its place in
 /// the connection's answer order.
+///
+/// Kept from turn to turn while the links are busy (a group, `crate::commit_group`).
 #[derive(Default)]
 struct SendBatch {
     items: Vec<(u64, Result<SendRequest, Response>)>,
     bytes: usize,
+    /// When the first of them was read (monotonic: a wall clock that jumps back must not
+    /// stretch a group).
+    opened: Option<Instant>,
+    /// Their payload bytes as the send gate counts them (`crate::send_gate::send_len`),
+    /// refused ones included: taken from the gate's room when they are committed.
+    gate_bytes: u64,
 }
 
 impl SendBatch {
-    fn push(&mut self, conn: u64, req: Result<SendRequest, Response>) {
+    /// Adds a send whose `Send` carried `gate_len` payload bytes.
+    fn push(&mut self, conn: u64, req: Result<SendRequest, Response>, gate_len: u64) {
         if let Ok(r) = &req {
             self.bytes += r.payload.len();
         }
+        self.opened.get_or_insert_with(Instant::now);
+        self.gate_bytes = self.gate_bytes.saturating_add(gate_len);
         self.items.push((conn, req));
     }
 
@@ -165,6 +176,8 @@ pub(crate) struct AgentThread {
     /// Holds applications' sends while the store's hot cache drains (`[store]
     /// hot_cache_hold_ms`).
     pub(crate) send_gate: crate::send_gate::SendGate,
+    /// When applications' sends are committed (`[store] commit_group_ms`).
+    pub(crate) commit_group: crate::commit_group::CommitGroup,
     /// Status reports (and other administrative records) received, per reporting node.
     pub(crate) reports: ReportCounts,
     /// Rate-limited log lines (store errors, refusals).
@@ -216,13 +229,13 @@ struct LoopState {
     next_link: usize,
     /// When the bundle and route logs were last written out (`LOG_FLUSH_MS`).
     logs_flushed_ms: u64,
+    /// Application sends read and not committed yet (`crate::commit_group`).
+    sends: SendBatch,
 }
 
 /// The inputs of one turn not committed yet, and whether the LTP thread needs waking.
 #[derive(Default)]
 struct Turn {
-    /// Application sends, committed together (group commit).
-    sends: SendBatch,
     /// LTP blocks from one peer, committed together.
     blocks: BlockBatch,
     /// A confirmation or command was queued for the LTP thread.
@@ -256,6 +269,7 @@ impl AgentThread {
         let mut st = LoopState::default();
         loop {
             let now = dtn_now_ms();
+            self.commit_sends_if_due(now, &mut st);
             let mut wake_ltp = self.apply_link_changes(now, &mut st);
             self.run_timers(now);
             self.bibe_timers(now);
@@ -270,7 +284,10 @@ impl AgentThread {
                 self.wake_ltp();
             }
             self.deliver(&mut st);
-            self.flush_store();
+            // An open group's commit takes the deferred deletes with it.
+            if st.sends.items.is_empty() {
+                self.flush_store();
+            }
             if now.saturating_sub(st.logs_flushed_ms) >= LOG_FLUSH_MS {
                 self.agent.flush_logs();
                 st.logs_flushed_ms = now;
@@ -436,6 +453,9 @@ impl AgentThread {
         if let Some(c) = self.links.get(st.next_link) {
             deadline = deadline.min(c.at_ms);
         }
+        if let Some(left) = self.sends_wait_left_ms(st) {
+            deadline = deadline.min(now.saturating_add(left));
+        }
         // Driven by the next event, not by polling: idle, the thread sleeps until an input
         // or its next timer (plan change, expiry, back-off end), so a node with a large
         // contact plan costs nothing between events. Only work that waits for room in a
@@ -464,16 +484,18 @@ impl AgentThread {
         let mut turn = Turn::default();
         while let Some(msg) = input.take() {
             let now = dtn_now_ms();
-            self.send_gate.take(&msg);
             if let Some(msg) = self.batch(now, msg, &mut turn, st) {
-                // Anything else sees the sends and blocks before it committed and answered.
-                self.flush_sends(now, &mut turn.sends, &mut st.conns, &mut st.owner);
+                // Any other request sees the sends before it (committed and answered, in
+                // order per connection); convergence-layer events do not depend on them.
+                if !matches!(msg, AgentInput::Cla(_) | AgentInput::Ltp(_)) {
+                    self.flush_sends(now, &mut st.sends, &mut st.conns, &mut st.owner);
+                }
                 turn.confirm |= self.flush_blocks(now, &mut turn.blocks);
                 self.handle_input(now, msg, st)?;
             }
             input = budget.next(&self.rx);
         }
-        self.flush_sends(dtn_now_ms(), &mut turn.sends, &mut st.conns, &mut st.owner);
+        // The sends wait for their group's commit at the start of the next turn.
         turn.confirm |= self.flush_blocks(dtn_now_ms(), &mut turn.blocks);
         Ok(turn.confirm)
     }
@@ -489,7 +511,7 @@ impl AgentThread {
     ) -> Option<AgentInput> {
         match msg {
             AgentInput::Ltp(FromLtp::Block(b, block)) => {
-                self.flush_sends(now, &mut turn.sends, &mut st.conns, &mut st.owner);
+                self.flush_sends(now, &mut st.sends, &mut st.conns, &mut st.owner);
                 if turn.blocks.peer.is_some_and(|p| p != b.peer) {
                     turn.confirm |= self.flush_blocks(now, &mut turn.blocks);
                 }
@@ -523,10 +545,11 @@ impl AgentThread {
                 req: Request::Send(a),
             } => {
                 turn.confirm |= self.flush_blocks(now, &mut turn.blocks);
+                let gate_len = a.payload.len() as u64;
                 let req = self.send_request(conn, a, &st.conns).map_err(bad_request);
-                turn.sends.push(conn, req);
-                if turn.sends.is_full() {
-                    self.flush_sends(now, &mut turn.sends, &mut st.conns, &mut st.owner);
+                st.sends.push(conn, req, gate_len);
+                if st.sends.is_full() {
+                    self.flush_sends(now, &mut st.sends, &mut st.conns, &mut st.owner);
                 }
                 None
             }
@@ -537,6 +560,7 @@ impl AgentThread {
                 staged,
             } => {
                 turn.confirm |= self.flush_blocks(now, &mut turn.blocks);
+                let gate_len = args.payload.len() as u64;
                 let req = self
                     .send_request(conn, args, &st.conns)
                     .map(|mut r| {
@@ -545,9 +569,9 @@ impl AgentThread {
                         r
                     })
                     .map_err(bad_request);
-                turn.sends.push(conn, req);
-                if turn.sends.is_full() {
-                    self.flush_sends(now, &mut turn.sends, &mut st.conns, &mut st.owner);
+                st.sends.push(conn, req, gate_len);
+                if st.sends.is_full() {
+                    self.flush_sends(now, &mut st.sends, &mut st.conns, &mut st.owner);
                 }
                 None
             }
@@ -1080,6 +1104,23 @@ impl AgentThread {
         })
     }
 
+    /// How long (ms) the sends read so far may still wait for their commit
+    /// (`crate::commit_group`); `None` when there are none.
+    fn sends_wait_left_ms(&self, st: &LoopState) -> Option<u64> {
+        st.sends.opened.map(|t| {
+            let open_ms = u64::try_from(t.elapsed().as_millis()).unwrap_or(u64::MAX);
+            self.commit_group
+                .wait_left_ms(open_ms, st.outstanding_bytes)
+        })
+    }
+
+    /// Commits and answers the sends read so far when their group is due.
+    fn commit_sends_if_due(&mut self, now: u64, st: &mut LoopState) {
+        if self.sends_wait_left_ms(st) == Some(0) {
+            self.flush_sends(now, &mut st.sends, &mut st.conns, &mut st.owner);
+        }
+    }
+
     /// Commits the collected application sends in one transaction and answers each on its
     /// connection, in arrival order (so per connection in request order).
     fn flush_sends(
@@ -1092,8 +1133,12 @@ impl AgentThread {
         if batch.items.is_empty() {
             return;
         }
+        // Counted as taken only now: until their commit they are still on their way to the
+        // hot cache, which the gate must not offer their room to.
+        self.send_gate.take(std::mem::take(&mut batch.gate_bytes));
         let items = std::mem::take(&mut batch.items);
         batch.bytes = 0;
+        batch.opened = None;
         let mut reqs = Vec::with_capacity(items.len());
         let mut slots = Vec::with_capacity(items.len());
         for (conn, r) in items {
@@ -1105,6 +1150,7 @@ impl AgentThread {
                 Err(answer) => slots.push((conn, Some(answer))),
             }
         }
+        self.commit_group.committed(reqs.len());
         let mut results = self.agent.send_batch(now, reqs).into_iter();
         for (conn, known) in slots {
             let answer = match known {
@@ -1224,6 +1270,7 @@ impl AgentThread {
                 self.agent.store().latency().status(),
                 bp::store::Store::hot_cache(self.agent.store()),
                 self.send_gate.status(),
+                self.commit_group.status(),
                 now_ms,
             ),
             backoff: crate::hardening_status::backoff_status(&self.agent, now_ms),

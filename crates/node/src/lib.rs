@@ -45,6 +45,7 @@ mod bibe_glue;
 mod cla_dispatch;
 mod cla_peer_stats;
 pub mod clock;
+mod commit_group;
 pub mod config;
 mod contacts;
 mod counters;

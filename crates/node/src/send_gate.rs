@@ -183,11 +183,9 @@ impl SendGate {
         self.shared.status()
     }
 
-    /// Counts an input taken from the agent's channel (only `Send`s count).
-    pub(crate) fn take(&mut self, input: &AgentInput) {
-        if let Some(len) = send_len(input) {
-            self.taken = self.taken.saturating_add(len);
-        }
+    /// Counts the payload bytes ([`send_len`]) of sends the agent committed (or refused).
+    pub(crate) fn take(&mut self, bytes: u64) {
+        self.taken = self.taken.saturating_add(bytes);
     }
 
     /// Publishes the hot cache's state at the end of a turn (`now_ms`: DTN time) and wakes the
@@ -297,16 +295,16 @@ mod tests {
         assert!(!state(&shared).open_for(1), "the room is spoken for");
         // The agent takes and commits them (the cache now holds them): same room, nothing on
         // the way.
-        gate.take(&send(40));
-        gate.take(&send(40));
+        gate.take(send_len(&send(40)).unwrap());
+        gate.take(send_len(&send(40)).unwrap());
         gate.observe(6, hot(100, 100, 1));
         assert!(!state(&shared).open_for(1));
         // Two entries leave (forwarded): room for two again.
         gate.observe(7, hot(100, 20, 3));
         assert!(state(&shared).open_for(80));
         assert!(!state(&shared).open_for(81));
-        // Other inputs are not counted on either side.
-        gate.take(&AgentInput::AppClosed { conn: 1 });
+        // Other inputs are not counted.
+        assert_eq!(send_len(&AgentInput::AppClosed { conn: 1 }), None);
         shared.pass(&AgentInput::AppClosed { conn: 1 });
         assert_eq!(state(&shared).passed, 80);
     }

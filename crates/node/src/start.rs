@@ -688,6 +688,7 @@ impl Threads {
                 self.ingress_paused.clone(),
             ),
             send_gate: send_gate::SendGate::new(self.send_gate.clone()),
+            commit_group: crate::commit_group::CommitGroup::new(cfg.raw.store.commit_group_ms),
             reports: reports::ReportCounts::default(),
             log: ratelog::RateLog::new(Duration::from_secs(10)),
             store_degraded_since: None,

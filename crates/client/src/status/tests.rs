@@ -44,6 +44,9 @@ fn store_section() {
         hot_cache_send_holds: 22,
         hot_cache_send_hold_timeouts: 23,
         hot_cache_send_held_ms: 24,
+        commit_group_ms: 25,
+        send_commits: 26,
+        sends_committed: 27,
     };
     golden(
         &s,
@@ -54,7 +57,8 @@ fn store_section() {
             "hot_cache_budget_bytes": 15, "hot_cache_held_bytes": 16, "hot_cache_hits": 17,
             "hot_cache_misses": 18, "hot_cache_refused": 19, "hot_cache_evicted": 20,
             "hot_cache_hold_ms": 21, "hot_cache_send_holds": 22, "hot_cache_send_hold_timeouts": 23,
-            "hot_cache_send_held_ms": 24,
+            "hot_cache_send_held_ms": 24, "commit_group_ms": 25, "send_commits": 26,
+            "sends_committed": 27,
         }),
     );
     s.state = StoreState::Degraded;

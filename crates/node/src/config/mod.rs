@@ -134,6 +134,17 @@ pub struct StoreSection {
     /// "The send gate").
     #[serde(default = "default_hot_cache_hold_ms")]
     pub hot_cache_hold_ms: u64,
+    /// Longest time (ms) applications' sends wait to be committed together while the links
+    /// are busy (default 10, 0 = commit every send at once; docs/node.md, "Group commit").
+    #[serde(default = "default_commit_group_ms")]
+    pub commit_group_ms: u64,
+}
+
+/// Largest `[store] commit_group_ms` accepted (1 s).
+const MAX_COMMIT_GROUP_MS: u64 = 1_000;
+
+fn default_commit_group_ms() -> u64 {
+    10
 }
 
 /// Largest `[store] hot_cache_hold_ms` accepted (10 s).
@@ -801,6 +812,14 @@ impl NodeConfig {
                 "0 (never hold) to 10000 (ms)",
             ));
         }
+        if self.store.commit_group_ms > MAX_COMMIT_GROUP_MS {
+            return Err(err(
+                file,
+                "store.commit_group_ms",
+                self.store.commit_group_ms,
+                "0 (commit every send at once) to 1000 (ms)",
+            ));
+        }
         if self.store.hot_cache_mb > MAX_STORE_CACHE_MB {
             return Err(err(
                 file,
@@ -1301,15 +1320,17 @@ via = 3
         let v = parse(GOOD).unwrap();
         assert_eq!((v.raw.store.cache_mb, v.raw.store.hot_cache_mb), (32, 32));
         assert_eq!(v.raw.store.hot_cache_hold_ms, 20);
+        assert_eq!(v.raw.store.commit_group_ms, 10);
         let set = |extra: &str| {
             GOOD.replacen("path = \"store\"", &format!("path = \"store\"\n{extra}"), 1)
         };
         let v = parse(&set(
-            "cache_mb = 8\nhot_cache_mb = 0\nhot_cache_hold_ms = 0",
+            "cache_mb = 8\nhot_cache_mb = 0\nhot_cache_hold_ms = 0\ncommit_group_ms = 0",
         ))
         .unwrap();
         assert_eq!((v.raw.store.cache_mb, v.raw.store.hot_cache_mb), (8, 0));
         assert_eq!(v.raw.store.hot_cache_hold_ms, 0);
+        assert_eq!(v.raw.store.commit_group_ms, 0);
         for (extra, needle) in [
             ("cache_mb = 0", "`store.cache_mb` = 0"),
             ("cache_mb = 70000", "`store.cache_mb` = 70000"),
@@ -1318,6 +1339,7 @@ via = 3
                 "hot_cache_hold_ms = 10001",
                 "`store.hot_cache_hold_ms` = 10001",
             ),
+            ("commit_group_ms = 1001", "`store.commit_group_ms` = 1001"),
         ] {
             let e = parse(&set(extra)).unwrap_err().to_string();
             assert!(e.contains(needle), "{e:?} should mention {needle}");

@@ -153,6 +153,9 @@ const STORE_RULES: &[Rule<StoreStatus>] = &[
     r!(hot_cache_send_holds, C, "dtnkit_store_hot_cache_send_holds", &[], "Applications' sends held until the draining hot cache had room for them."),
     r!(hot_cache_send_hold_timeouts, C, "dtnkit_store_hot_cache_send_hold_timeouts", &[], "Holds that ended at the limit rather than when room appeared."),
     r!(hot_cache_send_held_ms, C, "dtnkit_store_hot_cache_send_held_ms", &[], "Time applications' sends spent held (ms, all sends together)."),
+    r!(commit_group_ms, G, "dtnkit_store_commit_group_ms", &[], "The longest applications' sends wait to be committed together while the links are busy (ms; 0: never)."),
+    r!(send_commits, C, "dtnkit_store_send_commits", &[], "Store commits of applications' sends."),
+    r!(sends_committed, C, "dtnkit_store_sends_committed", &[], "Applications' sends those commits committed (stored or refused)."),
 ];
 
 /// Rules of `queues`.
