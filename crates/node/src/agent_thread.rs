@@ -1110,7 +1110,7 @@ impl AgentThread {
         st.sends.opened.map(|t| {
             let open_ms = u64::try_from(t.elapsed().as_millis()).unwrap_or(u64::MAX);
             self.commit_group
-                .wait_left_ms(open_ms, st.outstanding_bytes)
+                .wait_left_ms(st.sends.items.len(), open_ms, st.outstanding_bytes)
         })
     }
 

@@ -15,8 +15,8 @@
 //! committed — one transaction, with the deletes deferred meanwhile — `[store]
 //! commit_group_ms` after it opened, as soon as the layers hold less than [`BUSY_BYTES`] (the
 //! rule is checked again at every turn, and every report of a forwarded bundle is an input
-//! that starts one), when it is full, or before any other application request or a shutdown
-//! is handled (answers keep their order on each connection). While the layers hold less, a
+//! that starts one), once it has [`ENOUGH_SENDS`], or before any other application request or
+//! a shutdown is handled (answers keep their order on each connection). While the layers hold less, a
 //! send is committed in the turn it arrives, as before: a lone or interactive sender (a ping,
 //! a request–response) waits for no group. A group delays when its bundles are stored and
 //! acknowledged, not what the link sends: the link still has the bytes the layers hold, and
@@ -47,6 +47,12 @@ pub(crate) struct CommitGroup {
     sends: u64,
 }
 
+/// Sends from which a group is committed at once: eight share the cost of one commit, and a
+/// turn that reads this many (small bundles) has no need to wait for more — holding them
+/// would only stall the applications' windows (measured: −6 % goodput with 64 KiB bundles over
+/// TCPCL, whose turns read about 20 sends each).
+pub(crate) const ENOUGH_SENDS: usize = 8;
+
 /// Outstanding bytes from which the links count as busy. The group is committed as soon as
 /// the layers hold less: 1 MiB is 0.8 ms of sending at 10 Gb/s, several agent turns.
 pub(crate) const BUSY_BYTES: u64 = 1 << 20;
@@ -73,11 +79,11 @@ impl CommitGroup {
         (self.hold_ms, self.commits, self.sends)
     }
 
-    /// How long (ms) a group open for `open_ms` may still wait while the convergence layers
-    /// hold `outstanding_bytes`: 0 (commit now) when they are not busy, else what is left of
-    /// `hold_ms`.
-    pub(crate) fn wait_left_ms(&self, open_ms: u64, outstanding_bytes: u64) -> u64 {
-        if outstanding_bytes >= self.busy_bytes {
+    /// How long (ms) a group of `sends` open for `open_ms` may still wait while the convergence
+    /// layers hold `outstanding_bytes`: 0 (commit now) when they are not busy or the group has
+    /// [`ENOUGH_SENDS`], else what is left of `hold_ms`.
+    pub(crate) fn wait_left_ms(&self, sends: usize, open_ms: u64, outstanding_bytes: u64) -> u64 {
+        if outstanding_bytes >= self.busy_bytes && sends < ENOUGH_SENDS {
             self.hold_ms.saturating_sub(open_ms)
         } else {
             0
@@ -92,28 +98,36 @@ mod tests {
     #[test]
     fn commits_at_once_while_the_links_are_idle() {
         let g = CommitGroup::new(10);
-        assert_eq!(g.wait_left_ms(0, 0), 0);
-        assert_eq!(g.wait_left_ms(0, BUSY_BYTES - 1), 0);
+        assert_eq!(g.wait_left_ms(1, 0, 0), 0);
+        assert_eq!(g.wait_left_ms(1, 0, BUSY_BYTES - 1), 0);
         // A group opened while busy is committed as soon as the layers hold less.
-        assert_eq!(g.wait_left_ms(3, BUSY_BYTES), 7);
-        assert_eq!(g.wait_left_ms(3, BUSY_BYTES - 1), 0);
+        assert_eq!(g.wait_left_ms(1, 3, BUSY_BYTES), 7);
+        assert_eq!(g.wait_left_ms(1, 3, BUSY_BYTES - 1), 0);
     }
 
     #[test]
     fn groups_for_at_most_hold_ms_while_they_are_busy() {
         let g = CommitGroup::new(10);
-        assert_eq!(g.wait_left_ms(0, BUSY_BYTES), 10);
-        assert_eq!(g.wait_left_ms(9, u64::MAX), 1);
+        assert_eq!(g.wait_left_ms(1, 0, BUSY_BYTES), 10);
+        assert_eq!(g.wait_left_ms(1, 9, u64::MAX), 1);
         // Counted from the group's first send, not the latest: a steady stream cannot keep
         // it open.
-        assert_eq!(g.wait_left_ms(10, BUSY_BYTES), 0);
-        assert_eq!(g.wait_left_ms(u64::MAX, BUSY_BYTES), 0);
+        assert_eq!(g.wait_left_ms(1, 10, BUSY_BYTES), 0);
+        assert_eq!(g.wait_left_ms(1, u64::MAX, BUSY_BYTES), 0);
+    }
+
+    #[test]
+    fn a_group_of_enough_sends_is_committed_at_once() {
+        let g = CommitGroup::new(10);
+        assert_eq!(g.wait_left_ms(ENOUGH_SENDS - 1, 0, BUSY_BYTES), 10);
+        assert_eq!(g.wait_left_ms(ENOUGH_SENDS, 0, BUSY_BYTES), 0);
+        assert_eq!(g.wait_left_ms(256, 0, u64::MAX), 0);
     }
 
     #[test]
     fn zero_hold_never_groups() {
         let g = CommitGroup::new(0);
-        assert_eq!(g.wait_left_ms(0, u64::MAX), 0);
+        assert_eq!(g.wait_left_ms(1, 0, u64::MAX), 0);
     }
 
     #[test]
