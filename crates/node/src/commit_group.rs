@@ -47,6 +47,14 @@ pub(crate) struct CommitGroup {
     sends: u64,
 }
 
+/// `store.commit_group_ms`, `send_commits` and `sends_committed` of `dtnkit status`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct GroupStatus {
+    pub(crate) hold_ms: u64,
+    pub(crate) commits: u64,
+    pub(crate) sends: u64,
+}
+
 /// Sends from which a group is committed at once: eight share the cost of one commit, and a
 /// turn that reads this many (small bundles) has no need to wait for more — holding them
 /// would only stall the applications' windows (measured: −6 % goodput with 64 KiB bundles over
@@ -74,9 +82,13 @@ impl CommitGroup {
         self.sends = self.sends.saturating_add(sends as u64);
     }
 
-    /// `hold_ms`, the commits of sends and the sends they committed.
-    pub(crate) fn status(&self) -> (u64, u64, u64) {
-        (self.hold_ms, self.commits, self.sends)
+    /// The hold, the commits of sends and the sends they committed.
+    pub(crate) fn status(&self) -> GroupStatus {
+        GroupStatus {
+            hold_ms: self.hold_ms,
+            commits: self.commits,
+            sends: self.sends,
+        }
     }
 
     /// How long (ms) a group of `sends` open for `open_ms` may still wait while the convergence
@@ -135,6 +147,7 @@ mod tests {
         let mut g = CommitGroup::new(10);
         g.committed(3);
         g.committed(1);
-        assert_eq!(g.status(), (10, 2, 4));
+        let s = g.status();
+        assert_eq!((s.hold_ms, s.commits, s.sends), (10, 2, 4));
     }
 }

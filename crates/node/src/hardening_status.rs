@@ -14,7 +14,7 @@ pub(crate) fn store_status(
     commit_latency: CommitLatency,
     hot: Option<bp::store::HotCacheStats>,
     hold: crate::send_gate::HoldStatus,
-    (commit_group_ms, send_commits, sends_committed): (u64, u64, u64),
+    group: crate::commit_group::GroupStatus,
     now_ms: u64,
 ) -> StoreStatus {
     let hot = hot.unwrap_or_default();
@@ -49,9 +49,9 @@ pub(crate) fn store_status(
         hot_cache_send_holds: hold.holds,
         hot_cache_send_hold_timeouts: hold.timeouts,
         hot_cache_send_held_ms: hold.held_ms,
-        commit_group_ms,
-        send_commits,
-        sends_committed,
+        commit_group_ms: group.hold_ms,
+        send_commits: group.commits,
+        sends_committed: group.sends,
     }
 }
 
