@@ -64,6 +64,9 @@ struct Gate {
     taken: u64,
     /// Send bytes the connection threads passed to the agent, ever.
     passed: u64,
+    /// Connection threads waiting on the condition variable now: the agent wakes them only
+    /// when there are any (a wake is a system call, and the agent publishes every turn).
+    waiting: u32,
     /// Sends held, holds that ended at the deadline, and the time held (µs).
     holds: u64,
     timeouts: u64,
@@ -121,6 +124,7 @@ impl SendGateShared {
             let started = Instant::now();
             let deadline = started + self.max_hold;
             g.holds += 1;
+            g.waiting += 1;
             loop {
                 let now = Instant::now();
                 if now >= deadline {
@@ -136,6 +140,7 @@ impl SendGateShared {
                     break;
                 }
             }
+            g.waiting -= 1;
             g.held_us = g
                 .held_us
                 .saturating_add(u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX));
@@ -204,7 +209,8 @@ impl SendGate {
                 .is_some_and(|t| now_ms.saturating_sub(t) <= hold_ms);
         let room = hot.budget_bytes.saturating_sub(hot.held_bytes);
         let mut g = self.shared.lock();
-        let wake = g.room != room || g.taken != self.taken || g.draining != draining;
+        let wake =
+            g.waiting > 0 && (g.room != room || g.taken != self.taken || g.draining != draining);
         g.draining = draining;
         g.budget = hot.budget_bytes;
         g.room = room;
@@ -329,8 +335,14 @@ mod tests {
             assert!(Instant::now() < until, "the send was never held");
             std::thread::sleep(Duration::from_millis(1));
         }
+        assert_eq!(
+            state(&shared).waiting,
+            1,
+            "the held thread is counted as waiting"
+        );
         gate.observe(6, hot(100, 50, 2));
         let waited = t.join().expect("held thread");
+        assert_eq!(state(&shared).waiting, 0);
         assert!(waited < Duration::from_millis(1_500), "held {waited:?}");
         let st = shared.status();
         assert_eq!((st.holds, st.timeouts), (1, 0));
