@@ -114,7 +114,10 @@ def disk_write_mbps(args):
 
 
 def run_iperf(args, tcp, length):
-    """Receiver-side goodput in Mbit/s of one iperf3 run (UDP: payload delivered, i.e. sent minus lost)."""
+    """Receiver-side goodput in Mbit/s of one iperf3 run (UDP: payload delivered, i.e. sent minus lost), and the CPU
+    seconds both iperf3 processes spent per GB delivered (user + system, iperf3's own `cpu_utilization_percent` of
+    the client and the server over the run): what moving the bytes through the kernel costs on this machine with no
+    protocol, store or application work, the floor dtnkit's CPU s/GB (both nodes) is compared with."""
     port = free_port(socket.SOCK_STREAM)
     server = subprocess.Popen(["iperf3", "-s", "-1", "-p", str(port)],
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -127,10 +130,19 @@ def run_iperf(args, tcp, length):
         j = json.loads(out.stdout)
         if "error" in j:
             raise RuntimeError(f"iperf3: {j['error']}")
+        end = j["end"]
+        cpu = end.get("cpu_utilization_percent", {})
+        cores = (cpu.get("host_total", float("nan")) + cpu.get("remote_total", float("nan"))) / 100
         if tcp:
-            return j["end"]["sum_received"]["bits_per_second"] / 1e6
-        s = j["end"]["sum"]
-        return s["bits_per_second"] * (1 - s["lost_percent"] / 100) / 1e6
+            s = end["sum_received"]
+            delivered = s["bytes"]
+            mbps = s["bits_per_second"] / 1e6
+        else:
+            s = end["sum"]
+            delivered = s["bytes"] * (1 - s["lost_percent"] / 100)
+            mbps = s["bits_per_second"] * (1 - s["lost_percent"] / 100) / 1e6
+        cpu_per_gb = cores * s["seconds"] / (delivered / 1e9) if delivered > 0 else float("nan")
+        return mbps, cpu_per_gb
     finally:
         try:
             server.wait(timeout=10)
@@ -507,7 +519,7 @@ def large_family(args, out, modes):
         single = total == b and b == args.single_bytes
         for mode in modes:
             for r in range(1, args.reps + 1):
-                c = float("nan") if single else run_iperf(args, cla in ("tcpcl", "stcp"), seg)
+                c = float("nan") if single else run_iperf(args, cla in ("tcpcl", "stcp"), seg)[0]
                 hot = []
                 d, cpu, m1, m2, stats = run_dtnkit(args, cla, seg, b, mode == "durable", total, detail=True,
                                                    quota=total + b + (1 << 30), check_sha=single, hot=hot)
@@ -631,15 +643,16 @@ def main():
     runs = csv.writer(runs_f)
     runs.writerow(["cla", "segment_bytes", "bundle_bytes", "store", "rep", "network_ceiling_mbps",
                    "disk_write_mbps", "ceiling_mbps", "dtnkit_mbps", "cpu_s_per_gb", "rss_mb_sender",
-                   "rss_mb_receiver", "ltp_resent_pct", "hot_hit_pct_sender", "hot_hit_pct_receiver"])
+                   "rss_mb_receiver", "ltp_resent_pct", "hot_hit_pct_sender", "hot_hit_pct_receiver",
+                   "network_cpu_s_per_gb"])
     summary = []
     thread_rows = {}
     for i, (cla, seg, b, mode) in enumerate(points, 1):
         durable = mode == "durable"
-        cs, disks, eff, ds, cpus, rss1, rss2, resent, hot = [], [], [], [], [], [], [], [], []
+        cs, disks, eff, ds, cpus, rss1, rss2, resent, hot, ncpus = [], [], [], [], [], [], [], [], [], []
         for r in range(1, args.reps + 1):
             # Ceilings are re-measured next to every dtnkit run, so both see the same machine state.
-            c = run_iperf(args, cla in ("tcpcl", "stcp"), seg)
+            c, ncpu = run_iperf(args, cla in ("tcpcl", "stcp"), seg)
             disk = disk_write_mbps(args) if durable else float("nan")
             ceiling = min(c, disk / 2) if durable else c
             d, cpu, m1, m2, stats = run_dtnkit(args, cla, seg, b, durable, args.bytes, detail=True, resent=resent,
@@ -651,15 +664,16 @@ def main():
                 thread_rows.setdefault((cla, seg, b, mode, role), []).append(
                     {n: v / gb for n, v in st[2].items()})
             cs.append(c), disks.append(disk), eff.append(ceiling), ds.append(d)
-            cpus.append(cpu), rss1.append(m1), rss2.append(m2)
+            cpus.append(cpu), rss1.append(m1), rss2.append(m2), ncpus.append(ncpu)
             runs.writerow([cla, seg, b, mode, r, f"{c:.1f}", f"{disk:.1f}", f"{ceiling:.1f}", f"{d:.1f}",
-                           f"{cpu:.2f}", f"{m1:.1f}", f"{m2:.1f}", f"{rs:.2f}", f"{h1:.1f}", f"{h2:.1f}"])
+                           f"{cpu:.2f}", f"{m1:.1f}", f"{m2:.1f}", f"{rs:.2f}", f"{h1:.1f}", f"{h2:.1f}",
+                           f"{ncpu:.2f}"])
             runs_f.flush()
             resent_note = f", {rs:.1f} % of LTP data resent" if cla == "ltp" else ""
             disk_note = f", disk {disk:.0f} Mbit/s" if durable else ""
             print(f"[{i}/{len(points)}] {cla} seg={seg or '-'} bundle={b} {mode} rep {r}: "
                   f"network {c:.0f} Mbit/s{disk_note}, dtnkit {d:.0f} Mbit/s ({d / ceiling:.2f} of the ceiling), "
-                  f"{cpu:.1f} CPU s/GB, RSS {m1:.0f}/{m2:.0f} MB{resent_note}, "
+                  f"{cpu:.1f} CPU s/GB (iperf3 {ncpu:.2f}), RSS {m1:.0f}/{m2:.0f} MB{resent_note}, "
                   f"hot cache hits {h1:.0f}/{h2:.0f} %", flush=True)
         summary.append({
             "cla": cla, "segment_bytes": seg, "bundle_bytes": b, "store": mode,
@@ -670,6 +684,7 @@ def main():
             "ratio": statistics.median(ds) / statistics.median(eff),
             "ratio_network": statistics.median(ds) / statistics.median(cs),
             "cpu_s_per_gb": statistics.median(cpus),
+            "network_cpu_s_per_gb": statistics.median(ncpus),
             "rss_mb_sender": max(rss1), "rss_mb_receiver": max(rss2),
             "ltp_resent_pct": statistics.median(resent) if resent else float("nan"),
             "hot_hit_pct_sender": statistics.median(h[0] for h in hot),
@@ -695,21 +710,25 @@ def main():
             w.writerow({k: (f"{v:.3f}" if isinstance(v, float) else v) for k, v in s.items()})
     md = [f"Reps per point: {args.reps}; {args.bytes / 1e6:.0f} MB per dtnkit run.", "",
           "| CLA | segment B | bundle B | store | network ceiling Mbit/s (min/med/max) | disk/2 Mbit/s | "
-          "dtnkit Mbit/s (min/med/max) | ratio | ratio to network | CPU s/GB | peak RSS MB (tx/rx) | LTP data resent % | "
-          "hot cache hits % (tx/rx) |",
-          "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+          "dtnkit Mbit/s (min/med/max) | ratio | ratio to network | CPU s/GB | iperf3 CPU s/GB | peak RSS MB (tx/rx) | "
+          "LTP data resent % | hot cache hits % (tx/rx) |",
+          "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for s in summary:
         disk = f"{s['disk_median'] / 2:.0f}" if s["store"] == "durable" else "-"
         md.append(f"| {s['cla']} | {s['segment_bytes'] or '-'} | {s['bundle_bytes']} | {s['store']} | "
                   f"{s['network_min']:.0f} / {s['network_median']:.0f} / {s['network_max']:.0f} | {disk} | "
                   f"{s['dtnkit_min']:.0f} / {s['dtnkit_median']:.0f} / {s['dtnkit_max']:.0f} | "
                   f"**{s['ratio']:.2f}** | {s['ratio_network']:.2f} | {s['cpu_s_per_gb']:.1f} | "
+                  f"{s['network_cpu_s_per_gb']:.2f} | "
                   f"{s['rss_mb_sender']:.0f} / {s['rss_mb_receiver']:.0f} | "
                   + (f"{s['ltp_resent_pct']:.1f} |" if s["cla"] == "ltp" else "- |")
                   + f" {s['hot_hit_pct_sender']:.0f} / {s['hot_hit_pct_receiver']:.0f} |")
     md += ["", "Network ceiling: iperf3 UDP -l SEG (ltp) or iperf3 TCP (tcpcl, stcp), measured back to back with each "
            "dtnkit run. Durable rows: ratio = dtnkit / min(network, disk/2), disk = sequential write+fdatasync "
            "rate of the store's disk measured in the same repetition (both nodes write every bundle once). "
+           "CPU s/GB: both dtnkit nodes, user + system, per GB delivered; iperf3 CPU s/GB: the iperf3 client and "
+           "server of the ceiling run the same way (their own `cpu_utilization_percent`), the cost of moving the "
+           "bytes through the kernel alone on this machine. "
            "Volatile rows (no fsync): ratio = dtnkit / network. LTP data resent: the share of the sending node's "
            "LTP data segments that were retransmissions (its `dtnkit status` after the run; median over the reps). "
            "Hot cache hits: the share of each node's reads of stored bundles served from memory by its store's hot "
