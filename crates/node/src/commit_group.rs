@@ -38,9 +38,6 @@
 pub(crate) struct CommitGroup {
     /// Longest time (ms) a group stays open; 0 commits every turn.
     hold_ms: u64,
-    /// The bytes the convergence layers must hold, handed over and not reported, for a send
-    /// to wait for a group.
-    busy_bytes: u64,
     /// Commits of applications' sends.
     commits: u64,
     /// The sends they committed.
@@ -70,7 +67,6 @@ impl CommitGroup {
     pub(crate) fn new(hold_ms: u64) -> Self {
         Self {
             hold_ms,
-            busy_bytes: BUSY_BYTES,
             commits: 0,
             sends: 0,
         }
@@ -95,7 +91,7 @@ impl CommitGroup {
     /// layers hold `outstanding_bytes`: 0 (commit now) when they are not busy or the group has
     /// [`ENOUGH_SENDS`], else what is left of `hold_ms`.
     pub(crate) fn wait_left_ms(&self, sends: usize, open_ms: u64, outstanding_bytes: u64) -> u64 {
-        if outstanding_bytes >= self.busy_bytes && sends < ENOUGH_SENDS {
+        if outstanding_bytes >= BUSY_BYTES && sends < ENOUGH_SENDS {
             self.hold_ms.saturating_sub(open_ms)
         } else {
             0
