@@ -4,11 +4,26 @@
 
 /// Bundles from this size on are staged by the thread that holds their bytes (a TCPCL session,
 /// the LTP thread, an application connection's reader for its sends) when the store is
-/// volatile: the store's segment threshold (smaller bundles are kept inline in its database,
-/// where a staging file would cost more than the copy it saves). The bytes go along to the
-/// agent, which hands them to the store's hot cache, so a staged bundle is not read back to be
+/// volatile (smaller ones are appended to the segment log by the agent, from
+/// [`VOLATILE_SEGMENT_THRESHOLD`], or kept inline in the store's database below it: a staging
+/// file of their own would cost more than the copy it saves). The bytes go along to the agent,
+/// which hands them to the store's hot cache, so a staged bundle is not read back to be
 /// forwarded or delivered.
 pub(crate) const STAGE_FROM_VOLATILE: usize = 256 << 10;
+
+/// A volatile store keeps bundles from this size on in its segment log, smaller ones inline
+/// in its database (`bp::store::StoreOptions::segment_threshold`; a durable store keeps the
+/// default 256 KiB, where one flush per commit made inline 100 kB commits faster, docs/store.md).
+/// Without fsync the segment log is the cheaper place from far below 256 KiB: an inline payload
+/// is copied into the database's pages, checksummed with them and written out with them by the
+/// agent thread, kept out of the hot cache (a small bundle may slice a large buffer) and so
+/// read back out of the database to be forwarded; in the segment log it is one write and stays
+/// in the hot cache. Measured with volatile stores (binaries alternated, 500 MB per run, 2
+/// pairs): 64 KiB bundles over TCPCL 2516–2772 → 4233–4551 Mb/s and 5.2–5.6 → 2.8–3.2 CPU-s/GB
+/// (both nodes), 128 KiB 2696–2799 → 4041–5536 and 4.9 → 2.4–3.3, LTP with 1400-byte segments
+/// and 64 KiB bundles 2171–2180 → 3520–3885 and 6.6 → 3.4–3.7 (docs/throughput.md, twelfth
+/// part). Below 64 KiB an agent turn commits many bundles at once and each is a few pages.
+pub(crate) const VOLATILE_SEGMENT_THRESHOLD: u64 = 64 << 10;
 
 /// The same for a durable store, where each staging file costs its own `fdatasync` (the
 /// agent's appends share one per commit): measured with 1 MB bundles received over TCPCL,

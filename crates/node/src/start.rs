@@ -73,6 +73,11 @@ pub(crate) fn open_store(cfg: &Validated) -> Result<TimedStore<RedbStore>, NodeE
         cache_bytes: usize::try_from(cfg.raw.store.cache_mb << 20).unwrap_or(usize::MAX),
         hot_cache_bytes: cfg.raw.store.hot_cache_mb << 20,
         durable: cfg.raw.store.durable,
+        segment_threshold: if cfg.raw.store.durable {
+            bp::store::StoreOptions::default().segment_threshold
+        } else {
+            crate::staging::VOLATILE_SEGMENT_THRESHOLD
+        },
         ..bp::store::StoreOptions::default()
     };
     let store =
