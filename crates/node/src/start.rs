@@ -733,9 +733,13 @@ mod tests {
     use crate::config::NodeConfig;
 
     fn node(span_extra: &str) -> Validated {
+        node_with_segments(1024, span_extra)
+    }
+
+    fn node_with_segments(segment: usize, span_extra: &str) -> Validated {
         let text = format!(
             "node = 1\nbind = \"127.0.0.1:4556\"\n[store]\npath = \"store\"\n\
-             [[span]]\npeer = 2\naddress = \"127.0.0.1:4557\"\nmax_segment_size = 1024\n{span_extra}"
+             [[span]]\npeer = 2\naddress = \"127.0.0.1:4557\"\nmax_segment_size = {segment}\n{span_extra}"
         );
         NodeConfig::parse(&text, "n.toml", Path::new("/etc/dtn")).unwrap()
     }
@@ -774,9 +778,9 @@ mod tests {
         (rate, at_zero, later)
     }
 
-    /// Towards ION, HDTN and unknown implementations adaptive pacing starts at 25 Mb/s (their
-    /// 212 992-byte socket buffers dropped most of the first blocks sent at 100 Mb/s); towards
-    /// dtnkit at 100 Mb/s. Checked on the engine the node
+    /// Towards ION, HDTN and unknown implementations adaptive pacing starts at 3 000 segments a
+    /// second, 25 Mb/s at 1 KiB segments (their 212 992-byte socket buffers dropped most of the
+    /// first blocks sent at 100 Mb/s); towards dtnkit at 100 Mb/s. Checked on the engine the node
     /// builds, by what it lets leave: the profile's number alone would pass even if the node
     /// never handed it to the engine.
     #[test]
@@ -805,6 +809,19 @@ mod tests {
             (500_000 - 1024..=500_000 + 1024).contains(&later),
             "{later} bytes in 40 ms at 100 Mb/s"
         );
+        // The conservative start is 3 000 segments a second: 8 KiB segments start at
+        // 196.6 Mb/s, and the whole 1 MB block leaves within 41 ms (983 040 bytes in 40 ms
+        // after the first burst; at 25 Mb/s it took 320 ms).
+        for kind in ["ion", "hdtn", "generic"] {
+            let cfg = node_with_segments(8192, &format!("peer_kind = \"{kind}\"\n"));
+            let (rate, at_zero, later) = first_bursts(&cfg);
+            assert_eq!(rate, 196_608_000, "{kind}");
+            assert!(
+                at_zero + later >= 1_000_000,
+                "{kind}: {} bytes in 40 ms at 8 KiB segments",
+                at_zero + later
+            );
+        }
         // A configured rate is a ceiling the adaptive rate starts at, whatever the profile.
         let cfg = node("peer_kind = \"ion\"\nrate_bps = 10000000\n");
         assert_eq!(first_bursts(&cfg).0, 10_000_000);

@@ -1055,7 +1055,7 @@ impl NodeConfig {
                 } else {
                     profile.checkpoint_bytes
                 }),
-                adaptive_start_bps: profile.adaptive_start_bps,
+                adaptive_start_bps: profile.start_bps(s.max_segment_size),
                 fec,
                 cfg: s.clone(),
             });
