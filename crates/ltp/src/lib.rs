@@ -88,7 +88,7 @@
 //!   counted in the order the burst sent its data (a retransmission batch lost whole is one
 //!   hole). Clean rounds double it until the first loss or a
 //!   queue shows in the report times, then raise it by a sixteenth (a sixty-fourth near the
-//!   drain rate seen); never above a configured `rate_bps` ([`pacing::RateController`], whose
+//!   drain rate seen) — except a round whose answers show a queue, which keeps it; never above a configured `rate_bps` ([`pacing::RateController`], whose
 //!   [`pacing::PacingState`] says why the rate is what it is). A burst is the data one
 //!   checkpoint closes, so without intermediate checkpoints a block is one burst.
 //! - **Intermediate checkpoints** (`SpanConfig::checkpoint_interval_bytes`, 0 = off by

@@ -312,7 +312,8 @@ pub const RUN_HOLES: u64 = 2;
 ///   yet (a quick start from `initial_bps`), then grows by a sixteenth per round. The quick
 ///   start also ends when an answer comes later than the fastest answer of its kind (with
 ///   gaps, or complete: [`Burst::complete`]) by more than half that and [`QUEUE_SIGNAL`]: a
-///   queue builds at the receiver. The rate never
+///   queue builds at the receiver. A clean round with such an answer keeps the rate (raising it
+///   would only deepen the queue until it overflows at once). The rate never
 ///   grows beyond twice what the round's bursts achieved: a host or an application slower than
 ///   the rate would otherwise let it grow without bound while nothing is learnt;
 /// - the rate never exceeds the span's configured rate (the *ceiling*, e.g. a contact's rate)
@@ -565,7 +566,18 @@ impl RateController {
             if self.slow_start && self.round_queued {
                 self.slow_start = false;
             }
-            if self.limited {
+            if self.round_queued {
+                // Nothing was lost yet, but the answers come later than the fastest: the
+                // receiver takes the data into a queue faster than it drains it. Raising the rate
+                // then only deepens that queue until it overflows at once (a receiver that drains
+                // 450 Mb/s from a 16 MiB queue: the probe went on to 943 Mb/s and 17 % of the data
+                // was sent again), so the rate is kept until the answers come in time again.
+                self.state = if self.last_loss_spread {
+                    PacingState::ReceiverLimited
+                } else {
+                    PacingState::Probing
+                };
+            } else if self.limited {
                 // Near the rate a receiver was seen to drain, probe by a sixty-fourth: its buffer
                 // hides an excess until it is full, a fast climb passes the drain rate by far,
                 // and every probe beyond it costs a round of loss.
@@ -785,9 +797,14 @@ mod tests {
         c.pacing_limited();
         let late = b(Duration::from_micros(3100), 1000, 0);
         assert_eq!(c.on_burst(ms(5), late, 1), Some(4_000_000));
-        // 2 ms of queue (answered 3 ms after its checkpoint): no more doubling.
+        // 2 ms of queue (answered 3 ms after its checkpoint): no more doubling, and no growth
+        // while the queue is there.
         c.pacing_limited();
-        assert_eq!(c.on_burst(ms(8), b(ms(5), 2000, 0), 1), Some(4_250_000));
+        assert_eq!(c.on_burst(ms(8), b(ms(5), 2000, 0), 1), None);
+        assert_eq!((c.rate(), c.state()), (4_000_000, PacingState::Probing));
+        // Answered in time again: a sixteenth more.
+        c.pacing_limited();
+        assert_eq!(c.on_burst(ms(10), b(ms(9), 2000, 0), 1), Some(4_250_000));
         assert_eq!(c.state(), PacingState::Probing);
     }
 

@@ -539,3 +539,37 @@ fn a_pause_after_each_block_and_channel_loss_do_not_collapse_the_rate() {
     eprintln!("lowest rate after the first report {low}");
     assert!(low >= START, "the rate fell to {low}");
 }
+
+/// A receiver that takes datagrams into a deep queue (16 MiB) and drains it at 450 Mb/s loses
+/// nothing until the queue is full; only its answers, later and later, show the excess. Twenty
+/// 5 MB blocks of 8 KiB segments from 196.6 Mb/s (the `ion` profile's start at that size): the
+/// quick start ends at the first late answer, and the rate is not raised while the answers stay
+/// late. Probing by a sixteenth per clean round went on while the queue grew, to 943 Mb/s, and
+/// when the queue overflowed 17 % of the data was sent again; now the rate stays at 786 Mb/s
+/// until the overflow and 13 % is sent again (ION 4.1.3, whose answers came later and later while
+/// the rate rose past 1.8 Gb/s, is the receiver this models).
+#[test]
+fn a_receiver_that_queues_deeply_is_not_probed_while_its_answers_are_late() {
+    const R: u64 = 450_000_000;
+    let mut p = params(10_000_000_000, 8192);
+    p.delay = MS;
+    p.span.pacing_max_burst_bytes = 64 * 1024;
+    p.span.adaptive_rate = Some(AdaptiveRate {
+        initial_bps: 196_608_000,
+        ..AdaptiveRate::default()
+    });
+    let mut h = Harness::with_spans(&p, p.span.clone(), p.span.clone());
+    h.rx_queues[1] = Some(RxQueue::new(R, 16 << 20));
+    for k in 0..20 {
+        h.send_a(block(5_000_000, k), 5_000_000, k);
+    }
+    let rates = sample_rates(&mut h, 20, Duration::from_secs(60));
+    h.run();
+    assert_eq!(h.completed().len(), 20);
+    let st = h.engines[0].span_stats(ID[1]).unwrap();
+    let peak = rates.iter().map(|r| r.1).max().unwrap();
+    let resent = st.data_segments_retransmitted as f64 / st.data_segments_sent as f64;
+    eprintln!("peak {peak}, resent {:.1} %", 100.0 * resent);
+    assert!(peak < 2 * R, "the rate reached {peak}");
+    assert!(resent < 0.15, "{:.1} % sent again", 100.0 * resent);
+}
