@@ -85,12 +85,23 @@ impl RedData {
         match std::mem::take(self) {
             RedData::Empty => Bytes::new(),
             RedData::First(b) => b.slice(..len.min(b.len())),
-            RedData::Buf(mut buf) => {
-                buf.truncate(len);
-                Bytes::from(buf)
-            }
+            RedData::Buf(buf) => Bytes::from(fitted(buf, len)),
         }
     }
+}
+
+/// `buf` cut to `len` bytes, its allocation shrunk to match. The block's bundles are zero-copy
+/// slices of it that may outlive the block (a store's hot cache keeps large ones), so the
+/// allocation must be the block's length, which is what those who slice it see and bound
+/// (`bp::ClaBlock::unshare`) and what the import budget charged: a buffer sized from the
+/// span's previous block (the hint) is larger when this block is shorter, and one grown by
+/// appending may be up to twice the block. Shrinking gives the allocator back the tail in
+/// place (glibc: the chunk is split, or a mapping's tail unmapped; nothing is copied); in a
+/// steady stream of equal blocks the buffer already fits and nothing happens.
+fn fitted(mut buf: Vec<u8>, len: usize) -> Vec<u8> {
+    buf.truncate(len);
+    buf.shrink_to_fit();
+    buf
 }
 
 /// Writes `data` at `offset` of `buf`, growing it (zeros in any gap before `offset`).
@@ -177,6 +188,20 @@ mod tests {
             buf.capacity() < 1 << 20,
             "a huge hint is capped by the limit"
         );
+    }
+
+    #[test]
+    fn a_block_shorter_than_its_hint_keeps_no_more_memory_than_its_length() {
+        // A 1 MB hint (the span's previous block), then a 100 KB block.
+        let mut red = RedData::default();
+        red.insert(0, &Bytes::from(vec![1u8; 50_000]), 1 << 20, 1 << 30);
+        red.insert(50_000, &Bytes::from(vec![2u8; 50_000]), 1 << 20, 1 << 30);
+        let RedData::Buf(buf) = std::mem::take(&mut red) else {
+            panic!("two segments make a buffer");
+        };
+        assert!(buf.capacity() >= 1 << 20);
+        let buf = super::fitted(buf, 100_000);
+        assert_eq!((buf.len(), buf.capacity()), (100_000, 100_000));
     }
 
     #[test]
