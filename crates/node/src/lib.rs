@@ -163,7 +163,8 @@ impl Node {
         let monitor = start::start_monitor(&cfg)?;
         let (mut threads, agent_rx) = start::Threads::new(&cfg);
         let stager = bp::Store::stager(agent.store());
-        let ltp = threads.start_ltp(&cfg, engine, ltp_socket, stager.clone())?;
+        let hot_cache = bp::Store::hot_cache(agent.store());
+        let ltp = threads.start_ltp(&cfg, engine, ltp_socket, stager.clone(), hot_cache)?;
         let (ltp_tx, ltp_addr) = (ltp.tx.clone(), ltp.addr);
         let udpcl = threads.start_udpcl(&cfg)?;
         let tcpcl = threads.start_tcpcl(&cfg, stager.clone())?;

@@ -483,13 +483,15 @@ impl Threads {
     }
 
     /// Starts the LTP thread on the engine and the socket (pinned to `[ltp] cpu`) and its block
-    /// thread (`ltp_blocks`).
+    /// thread (`ltp_blocks`). `hot_cache`: the store's, whose smallest cached bundle the block
+    /// thread unshares from.
     pub(crate) fn start_ltp(
         &mut self,
         cfg: &Validated,
         (adapter, addr_of): LtpEngine,
         socket: LtpSocket,
         stager: Option<bp::Stager>,
+        hot_cache: Option<bp::store::HotCacheStats>,
     ) -> Result<LtpRunning, NodeError> {
         let (ltp_tx, ltp_rx) = sync_channel::<ToLtp>(16_384);
         // Unbounded: the LTP engine's import budget bounds the blocks it holds (ltp_blocks).
@@ -522,6 +524,9 @@ impl Threads {
                 let from = crate::staging::stage_from(&s);
                 (s, from)
             }),
+            unshare_from: hot_cache
+                .filter(|h| h.budget_bytes > 0)
+                .map(|h| usize::try_from(h.min_bundle_bytes).unwrap_or(usize::MAX)),
         };
         self.spawn("ltp-blocks".into(), move || blocks.run())?;
         let ltp_cpu = cfg.raw.ltp.cpu;

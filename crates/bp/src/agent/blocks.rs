@@ -7,7 +7,10 @@
 //! 1. [`Agent::split_block`] as soon as the block arrives: zero-copy slices, one per bundle; bytes
 //!    after the last bundle that are no bundle are counted and logged as a discard with their
 //!    reason (`status bundles.discarded`), and the block is acknowledged for what split —
-//!    refusing it would only make the sender send the same bytes again, forever.
+//!    refusing it would only make the sender send the same bytes again, forever. A bundle large
+//!    enough for the store's hot cache that shares its block with more than its own size of
+//!    other bytes gets its own copy ([`ClaBlock::unshare`]), so that caching it does not keep the
+//!    whole block alive.
 //! 2. [`Agent::accept_blocks`] for any number of split blocks from one neighbour: every bundle is
 //!    validated and stored in ONE store transaction, and each block gets a verdict: may it be
 //!    acknowledged to the previous hop ([`BlockVerdict::confirm`])? Yes when each of its bundles was
@@ -63,6 +66,38 @@ impl ClaBlock {
             crc_checked: Vec::new(),
             staged: Vec::new(),
         }
+    }
+
+    /// Gives each bundle of at least `from` bytes that is less than half of its block its own
+    /// copy of its bytes; returns how many were copied. `from`: the smallest bundle the store
+    /// keeps in its hot cache ([`crate::store::HotCacheStats::min_bundle_bytes`]).
+    ///
+    /// Why: a bundle is a zero-copy slice of its block, and a clone of it in the store's hot
+    /// cache keeps the whole block alive while the cache's byte budget counts only the bundle.
+    /// A peer that packs one 64 KiB bundle (a volatile node store's segment threshold) with
+    /// 5 MB of small ones into each block would make a 32 MiB cache hold 512 such blocks,
+    /// 2.5 GB. With the copy each cached bundle keeps at most twice its own size alive (a block
+    /// it is at least half of), so the cache holds at most twice its budget. Deciding per bundle
+    /// (not per block) keeps that bound whatever becomes of its neighbours (duplicates,
+    /// refused, delivered and gone at once).
+    ///
+    /// What it costs: one copy of the bundle (a `memcpy`, a few GB/s), only for a bundle that
+    /// shares its block with more than its own size of others, and nothing for smaller bundles,
+    /// which are never cached. Between dtnkit peers a block closes as soon as it holds
+    /// `aggregation_bytes` (64 KiB) of bundles, so a block holds either one bundle, or small ones
+    /// below 64 KiB together followed by the one that filled it: a bundle of at least 64 KiB is
+    /// always more than half of its block, and none is copied. Blocks of a peer that aggregates
+    /// several large bundles into one block (e.g. ten 1 MB bundles in a 10 MB block) are copied
+    /// bundle by bundle: one more pass over bytes that the store writes anyway.
+    pub fn unshare(&mut self, from: usize) -> usize {
+        let mut copied = 0;
+        for b in &mut self.bundles {
+            if b.len() >= from.max(1) && b.len().saturating_mul(2) < self.len {
+                *b = Bytes::copy_from_slice(b);
+                copied += 1;
+            }
+        }
+        copied
     }
 
     /// Writes the bundles of at least `from` bytes whose CRCs this thread checked
@@ -142,8 +177,14 @@ pub struct BlockVerdict {
 impl<S: Store> Agent<S> {
     /// Splits a block received from `from` into its bundles (step 1, see the module doc). Trailing
     /// bytes that are no bundle are counted in `discarded` and logged as a `discarded` event.
+    /// Bundles the store's hot cache would keep get their own copy when they are less than half
+    /// of the block ([`ClaBlock::unshare`]; a block split by another thread with
+    /// [`ClaBlock::split`] is unshared there).
     pub fn split_block(&mut self, now: DtnTime, from: Option<NodeNum>, data: &Bytes) -> ClaBlock {
-        let block = ClaBlock::split(data);
+        let mut block = ClaBlock::split(data);
+        if let Some(h) = self.store.hot_cache().filter(|h| h.budget_bytes > 0) {
+            block.unshare(usize::try_from(h.min_bundle_bytes).unwrap_or(usize::MAX));
+        }
         self.note_block(now, from, &block);
         block
     }
@@ -278,6 +319,112 @@ mod tests {
         split.crc_checked = vec![true; 3];
         let v = b.accept_blocks(2_000, Some(1), &[split]);
         assert!(v[0].bundles.iter().all(|r| r.is_ok()), "{:?}", v[0].bundles);
+    }
+
+    /// A bundle for node 3 (stored by node 2 to be forwarded) with a payload of `size` bytes.
+    fn relayed(seq: u64, size: usize) -> Vec<u8> {
+        BundleBuilder::new(Eid::ipn(1, 1), Eid::ipn(3, 1))
+            .creation(CreationTimestamp::new(1_000, seq))
+            .lifetime_ms(3_600_000)
+            .payload(Bytes::from(vec![seq as u8; size]))
+            .build()
+            .expect("bundle")
+            .encode()
+    }
+
+    /// Node 2 on a redb store as a volatile node opens it: segment log (and hot cache) from
+    /// 64 KiB on, a 32 MiB hot cache.
+    fn redb_agent(dir: &std::path::Path) -> Agent<crate::RedbStore> {
+        let opts = crate::store::StoreOptions {
+            segment_threshold: 64 << 10,
+            hot_cache_bytes: 32 << 20,
+            durable: false,
+            ..crate::store::StoreOptions::default()
+        };
+        let store = crate::RedbStore::open_with(&dir.join("s.redb"), &opts).expect("store");
+        let mut cfg = AgentConfig::new(2);
+        cfg.status_reports = false;
+        Agent::open(cfg, store, 1_000).expect("agent")
+    }
+
+    /// Receives `block` through `split_block` and `accept_blocks`, then reads bundle `i` of it
+    /// back from the store: it must be served by the hot cache. True when those bytes lie inside
+    /// the block's buffer (the cached entry keeps the whole block alive).
+    fn cached_bundle_shares_the_block(block: &Bytes, i: usize) -> bool {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut a = redb_agent(dir.path());
+        let split = a.split_block(2_000, Some(1), block);
+        let v = a.accept_blocks(2_000, Some(1), &[split]);
+        assert!(v[0].confirm);
+        let Ok(Accepted::Stored { key, .. }) = &v[0].bundles[i] else {
+            panic!("bundle {i} not stored: {:?}", v[0].bundles[i]);
+        };
+        let mut store = a.into_store();
+        let hot = store.hot_cache().expect("hot cache");
+        let data = store.data(*key).expect("read").expect("stored");
+        assert_eq!(store.hot_cache().expect("hot cache").hits, hot.hits + 1);
+        assert_eq!(hot.held_bytes, data.len() as u64, "only the large bundle");
+        let (lo, hi) = (
+            block.as_ptr() as usize,
+            block.as_ptr() as usize + block.len(),
+        );
+        let p = data.as_ptr() as usize;
+        (lo..hi).contains(&p)
+    }
+
+    #[test]
+    fn a_cached_bundle_does_not_keep_a_block_of_megabytes_of_others_alive() {
+        // What a peer packing large blocks sends: one 64 KiB bundle, then 4 MB of smaller ones
+        // (below the segment threshold: stored inline, not cached).
+        let mut data = relayed(0, 64 << 10);
+        for seq in 1..=64 {
+            data.extend(relayed(seq, 62_000));
+        }
+        let block = Bytes::from(data);
+        assert!(block.len() > 4_000_000);
+        assert!(
+            !cached_bundle_shares_the_block(&block, 0),
+            "the cached 64 KiB bundle must be a copy, not a slice of the {}-byte block",
+            block.len()
+        );
+    }
+
+    #[test]
+    fn blocks_as_dtnkit_peers_aggregate_them_are_cached_without_a_copy() {
+        // One large bundle alone in its block.
+        let one = Bytes::from(relayed(0, 1 << 20));
+        assert!(cached_bundle_shares_the_block(&one, 0));
+        // Small bundles below `aggregation_bytes` (64 KiB) together, then the 64 KiB bundle
+        // that filled the block: it is more than half of it.
+        let mut data = Vec::new();
+        for seq in 1..=10 {
+            data.extend(relayed(seq, 6_000));
+        }
+        data.extend(relayed(0, 64 << 10));
+        let block = Bytes::from(data);
+        assert!(cached_bundle_shares_the_block(&block, 10));
+    }
+
+    #[test]
+    fn unshare_copies_only_large_bundles_that_are_less_than_half_of_their_block() {
+        let mut data = relayed(0, 3_000);
+        data.extend(relayed(1, 1_000));
+        data.extend(relayed(2, 1_000));
+        let block = Bytes::from(data);
+        let mut split = ClaBlock::split(&block);
+        let inside = |b: &Bytes| {
+            let lo = block.as_ptr() as usize;
+            (lo..lo + block.len()).contains(&(b.as_ptr() as usize))
+        };
+        // The 3000-byte bundle is more than half of the block; the others are below `from`.
+        assert_eq!(split.unshare(2_000), 0);
+        assert!(split.bundles.iter().all(inside));
+        // From 500 bytes on, the two small ones are less than half of the block: copied.
+        let before = split.bundles.clone();
+        assert_eq!(split.unshare(500), 2);
+        assert!(inside(&split.bundles[0]));
+        assert!(!inside(&split.bundles[1]) && !inside(&split.bundles[2]));
+        assert_eq!(split.bundles, before, "the same bytes");
     }
 
     #[test]

@@ -42,6 +42,12 @@ pub(crate) const STALE_AFTER_MS: u64 = 1_000;
 pub struct HotCacheStats {
     /// The byte budget (`[store] hot_cache_mb`).
     pub budget_bytes: u64,
+    /// Bundles of at least this many bytes are cached, smaller ones never (the store's segment
+    /// threshold). Whoever slices received bundles out of a larger buffer gives the ones of this
+    /// size on their own copy when the buffer is much larger than they are
+    /// ([`crate::ClaBlock::unshare`]): a cached clone keeps its whole buffer alive, which the
+    /// budget would not see.
+    pub min_bundle_bytes: u64,
     /// Bytes held now.
     pub held_bytes: u64,
     /// Reads of a bundle's bytes served from the cache.
@@ -194,6 +200,8 @@ impl HotCache {
     pub(crate) fn stats(&self) -> HotCacheStats {
         HotCacheStats {
             budget_bytes: self.budget,
+            // The store fills it in: the cache is told only what to keep.
+            min_bundle_bytes: 0,
             held_bytes: self.held,
             hits: self.hits,
             misses: self.misses,

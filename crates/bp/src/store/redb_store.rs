@@ -48,7 +48,10 @@ pub struct StoreOptions {
     /// what was committed) so that forwarding or delivering them soon after does not read the
     /// store. Only bundles that go to the segment log are cached (see `segment_threshold`): a
     /// clone keeps the whole buffer it slices alive, and a small bundle may slice a large one.
-    /// 0 disables it.
+    /// A bundle that is cached and was sliced out of a buffer more than twice its size (a
+    /// received LTP block) was given its own copy where it was sliced
+    /// ([`crate::ClaBlock::unshare`]), so what the cache holds stays within about twice its
+    /// budget whatever a peer packs into a block. 0 disables it.
     pub hot_cache_bytes: u64,
     /// Payloads of at least this many bytes are appended to the segment log instead of the
     /// B-tree; `u64::MAX` keeps every payload in the database.
@@ -561,7 +564,8 @@ impl Store for RedbStore {
             };
             // Only segment-log payloads: their reads are the expensive ones, and a small
             // bundle may be a slice of a much larger receive buffer, which a cached clone
-            // would keep alive beyond the budget.
+            // would keep alive beyond the budget. (A large one sliced out of a buffer more than
+            // twice its size was given its own copy by whoever sliced it: `ClaBlock::unshare`.)
             let large = data.len() as u64 >= self.segment_threshold;
             if large && self.index.contains_key(&key.0) {
                 self.hot.insert(key.0, data, now);
@@ -635,6 +639,9 @@ impl Store for RedbStore {
     }
 
     fn hot_cache(&self) -> Option<super::HotCacheStats> {
-        Some(self.hot.stats())
+        Some(super::HotCacheStats {
+            min_bundle_bytes: self.segment_threshold,
+            ..self.hot.stats()
+        })
     }
 }
