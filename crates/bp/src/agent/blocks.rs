@@ -240,7 +240,12 @@ mod tests {
     use bpv7::{BundleBuilder, CreationTimestamp, Eid};
 
     fn bundle(seq: u64, size: usize) -> Vec<u8> {
-        BundleBuilder::new(Eid::ipn(1, 1), Eid::ipn(2, 1))
+        bundle_to(2, seq, size)
+    }
+
+    /// A bundle from ipn:1.1 to node `dst` with a payload of `size` bytes.
+    fn bundle_to(dst: u64, seq: u64, size: usize) -> Vec<u8> {
+        BundleBuilder::new(Eid::ipn(1, 1), Eid::ipn(dst, 1))
             .creation(CreationTimestamp::new(1_000, seq))
             .lifetime_ms(3_600_000)
             .payload(Bytes::from(vec![seq as u8; size]))
@@ -323,13 +328,7 @@ mod tests {
 
     /// A bundle for node 3 (stored by node 2 to be forwarded) with a payload of `size` bytes.
     fn relayed(seq: u64, size: usize) -> Vec<u8> {
-        BundleBuilder::new(Eid::ipn(1, 1), Eid::ipn(3, 1))
-            .creation(CreationTimestamp::new(1_000, seq))
-            .lifetime_ms(3_600_000)
-            .payload(Bytes::from(vec![seq as u8; size]))
-            .build()
-            .expect("bundle")
-            .encode()
+        bundle_to(3, seq, size)
     }
 
     /// Node 2 on a redb store as a volatile node opens it: segment log (and hot cache) from
