@@ -25,6 +25,10 @@ pub(crate) const STAGE_FROM_VOLATILE: usize = 256 << 10;
 /// part). Below 64 KiB an agent turn commits many bundles at once and each is a few pages.
 pub(crate) const VOLATILE_SEGMENT_THRESHOLD: u64 = 64 << 10;
 
+// A staged bundle is committed into the segment log: staging must start at or above the
+// threshold from which a volatile store keeps bundles there.
+const _: () = assert!(STAGE_FROM_VOLATILE as u64 >= VOLATILE_SEGMENT_THRESHOLD);
+
 /// The same for a durable store, where each staging file costs its own `fdatasync` (the
 /// agent's appends share one per commit): measured with 1 MB bundles received over TCPCL,
 /// staging each cost the session thread 0.8 CPU-s/GB more and 20 % of the goodput, so only

@@ -74,7 +74,7 @@ pub(crate) fn open_store(cfg: &Validated) -> Result<TimedStore<RedbStore>, NodeE
         hot_cache_bytes: cfg.raw.store.hot_cache_mb << 20,
         durable: cfg.raw.store.durable,
         segment_threshold: if cfg.raw.store.durable {
-            bp::store::StoreOptions::default().segment_threshold
+            bp::store::DEFAULT_SEGMENT_THRESHOLD
         } else {
             crate::staging::VOLATILE_SEGMENT_THRESHOLD
         },

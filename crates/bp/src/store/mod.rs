@@ -30,7 +30,7 @@ mod staging;
 
 pub use memory::MemoryStore;
 pub use meta::{BundleMeta, MetaDecodeError, Role};
-pub use redb_store::{RedbStore, StoreOptions};
+pub use redb_store::{RedbStore, StoreOptions, DEFAULT_SEGMENT_THRESHOLD};
 pub use staging::{StageFile, StagedPiece, StagedRun, StagedTail, Stager};
 
 use bpv7::BundleId;

@@ -62,14 +62,17 @@ pub struct StoreOptions {
     pub durable: bool,
 }
 
+/// [`StoreOptions::segment_threshold`] by default: measured (docs/store.md), durable commits
+/// of 100 kB bundles are faster inline (one flush instead of two), 1 MB and larger ones faster
+/// in the segment log.
+pub const DEFAULT_SEGMENT_THRESHOLD: u64 = 256 << 10;
+
 impl Default for StoreOptions {
     fn default() -> Self {
         StoreOptions {
             cache_bytes: 32 << 20,
             hot_cache_bytes: 32 << 20,
-            // Measured (docs/store.md): durable commits of 100 kB bundles are faster inline
-            // (one flush instead of two), 1 MB and larger ones faster in the segment log.
-            segment_threshold: 256 << 10,
+            segment_threshold: DEFAULT_SEGMENT_THRESHOLD,
             segment_bytes: 64 << 20,
             durable: true,
         }
