@@ -566,7 +566,7 @@ impl RateController {
             if self.slow_start && self.round_queued {
                 self.slow_start = false;
             }
-            if self.round_queued {
+            if self.limited && self.round_queued {
                 // Nothing was lost yet, but the answers come later than the fastest: the
                 // receiver takes the data into a queue faster than it drains it. Raising the rate
                 // then only deepens that queue until it overflows at once (a receiver that drains
