@@ -511,7 +511,7 @@ def large_family(args, out, modes):
     w = csv.writer(f)
     w.writerow(["cla", "segment_bytes", "bundle_bytes", "bundles", "store", "rep", "network_ceiling_mbps",
                 "dtnkit_mbps", "cpu_s_per_gb", "cpu_s_per_gb_sender", "cpu_s_per_gb_receiver", "rss_mb_sender",
-                "rss_mb_receiver", "sha256", "hot_hit_pct_sender", "hot_hit_pct_receiver"])
+                "rss_mb_receiver", "sha256", "hot_hit_pct_sender", "hot_hit_pct_receiver", "network_cpu_s_per_gb"])
     rows, thread_rows = [], {}
     for i, (cla, seg, b, total) in enumerate(points, 1):
         count = max(1, total // b)
@@ -519,7 +519,7 @@ def large_family(args, out, modes):
         single = total == b and b == args.single_bytes
         for mode in modes:
             for r in range(1, args.reps + 1):
-                c = float("nan") if single else run_iperf(args, cla in ("tcpcl", "stcp"), seg)[0]
+                c, ncpu = (float("nan"), float("nan")) if single else run_iperf(args, cla in ("tcpcl", "stcp"), seg)
                 hot = []
                 d, cpu, m1, m2, stats = run_dtnkit(args, cla, seg, b, mode == "durable", total, detail=True,
                                                    quota=total + b + (1 << 30), check_sha=single, hot=hot)
@@ -530,11 +530,11 @@ def large_family(args, out, modes):
                 tx, rx = stats[0][0] / gb, stats[-1][0] / gb
                 sha = "equal" if single else "-"
                 w.writerow([cla, seg, b, count, mode, r, f"{c:.1f}", f"{d:.1f}", f"{cpu:.2f}", f"{tx:.2f}",
-                            f"{rx:.2f}", f"{m1:.1f}", f"{m2:.1f}", sha, f"{h1:.1f}", f"{h2:.1f}"])
+                            f"{rx:.2f}", f"{m1:.1f}", f"{m2:.1f}", sha, f"{h1:.1f}", f"{h2:.1f}", f"{ncpu:.2f}"])
                 f.flush()
-                rows.append((cla, seg, b, count, mode, r, c, d, cpu, tx, rx, m1, m2, sha, h1, h2))
+                rows.append((cla, seg, b, count, mode, r, c, d, cpu, tx, rx, m1, m2, sha, h1, h2, ncpu))
                 print(f"[large {i}/{len(points)}] {cla} seg={seg or '-'} bundle={b} x{count} {mode} rep {r}: "
-                      f"network {c:.0f} Mbit/s, dtnkit {d:.0f} Mbit/s, CPU s/GB {cpu:.2f} "
+                      f"network {c:.0f} Mbit/s (iperf3 CPU s/GB {ncpu:.2f}), dtnkit {d:.0f} Mbit/s, CPU s/GB {cpu:.2f} "
                       f"(sender {tx:.2f}, receiver {rx:.2f}), peak RSS {m1:.0f}/{m2:.0f} MB, "
                       f"hot cache hits {h1:.0f}/{h2:.0f} %{', SHA-256 equal' if single else ''}", flush=True)
     f.close()
@@ -542,11 +542,11 @@ def large_family(args, out, modes):
           f"{args.single_bytes} bytes; {args.reps} rep(s).", "",
           "| CLA | segment B | bundle B | bundles | store | rep | network Mbit/s | dtnkit Mbit/s | CPU s/GB (both) | "
           "CPU s/GB sender | CPU s/GB receiver | peak RSS MB sender | peak RSS MB receiver | SHA-256 | "
-          "hot cache hits % (tx/rx) |",
-          "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
-    for cla, seg, b, n, mode, r, c, d, cpu, tx, rx, m1, m2, sha, h1, h2 in rows:
+          "hot cache hits % (tx/rx) | iperf3 CPU s/GB |",
+          "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for cla, seg, b, n, mode, r, c, d, cpu, tx, rx, m1, m2, sha, h1, h2, ncpu in rows:
         md.append(f"| {cla} | {seg or '-'} | {b} | {n} | {mode} | {r} | {c:.0f} | {d:.0f} | {cpu:.2f} | {tx:.2f} | "
-                  f"{rx:.2f} | {m1:.0f} | {m2:.0f} | {sha} | {h1:.0f} / {h2:.0f} |")
+                  f"{rx:.2f} | {m1:.0f} | {m2:.0f} | {sha} | {h1:.0f} / {h2:.0f} | {ncpu:.2f} |")
     md += ["", "CPU by thread (user + system, per GB moved; threads under 2 % of their node left out):", ""]
     md += thread_table(thread_rows)
     (out / "large.md").write_text("\n".join(md) + "\n")
