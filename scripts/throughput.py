@@ -168,6 +168,8 @@ class NodeChain:
             ]
             if quota:
                 lines.append(f"quota_bytes = {quota}")
+            if args.store_extra:
+                lines.append(args.store_extra.replace("\\n", "\n"))
             neighbours = [p for p in (n - 1, n + 1) if 1 <= p <= nodes]
             if cla == "ltp":
                 for peer in neighbours:
@@ -612,6 +614,9 @@ def main():
     ap.add_argument("--node-extra", default="",
                     help="TOML appended to every node's configuration ('\\n' for a line break), e.g. "
                          "'[ltp]\\ngso = false' to compare LTP without UDP GSO")
+    ap.add_argument("--store-extra", default="",
+                    help="TOML lines added to every node's [store] table ('\\n' for a line break), e.g. "
+                         "'hot_cache_mb = 128'")
     ap.add_argument("--keep", action="store_true", help="keep node work directories")
     args = ap.parse_args()
     modes = ["durable", "volatile"] if args.store == "both" else [args.store]
