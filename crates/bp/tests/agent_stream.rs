@@ -160,11 +160,11 @@ fn streams_reserve_quota_and_aborts_release_it() {
         a.send(T0, big()),
         Err(SendError::StoreFull { .. })
     ));
-    assert!(a.abort_stream(s1.stream));
+    assert_eq!(a.abort_stream(s1.stream), Some(0));
     assert_eq!(a.reserved_bytes(), 0);
     a.send(T0, big())
         .expect("fits once the reservation is gone");
-    assert!(!a.abort_stream(s1.stream), "already closed");
+    assert_eq!(a.abort_stream(s1.stream), None, "already closed");
 }
 
 #[test]
@@ -504,4 +504,216 @@ fn a_received_block_staged_by_the_ltp_thread_is_stored_by_adopting_one_file() {
     assert_eq!(files(), b.store().segment_count());
     drop(b.into_store());
     assert_eq!(delivered_after_reopen(&path), vec![2_000, 300_000, 400_000]);
+}
+
+/// Stages the planned pieces `range` of `plan` into one staging file (what a node's connection
+/// thread hands over each time a staging file is full).
+fn stage_range(plan: &StreamPlan, data: &[u8], range: std::ops::Range<usize>) -> Vec<StagedPiece> {
+    let mut file = plan.stager.create().expect("stage file");
+    for i in range {
+        let mut e = plan.plan.encoder(i).expect("encoder");
+        let p = e.piece();
+        file.begin_piece();
+        file.write(e.head()).expect("write");
+        let bytes = &data[p.offset as usize..(p.offset + p.len) as usize];
+        e.update(bytes);
+        file.write(bytes).expect("write");
+        file.write(&e.tail()).expect("write");
+    }
+    file.finish().expect("finish").pieces().collect()
+}
+
+#[test]
+fn a_fragmented_stream_for_another_node_is_forwarded_part_by_part_before_its_last_byte() {
+    let data = adu(100_000);
+    let mut a = Agent::open(cfg(1, 10_000), MemoryStore::new(), T0).expect("a");
+    let mut b = Agent::open(AgentConfig::new(2), MemoryStore::new(), T0).expect("b");
+    b.register(eid("ipn:2.1")).expect("register");
+    a.link_up(T0, 2, 0);
+    let plan = a
+        .begin_stream(
+            T0,
+            StreamRequest::new(eid("ipn:1.1"), eid("ipn:2.1"), data.len() as u64),
+        )
+        .expect("begin");
+    assert!(plan.commit_in_parts);
+    let n = plan.plan.pieces().len();
+    assert!(n >= 10, "{n} pieces");
+    let part_bytes: u64 = plan.plan.pieces()[..4].iter().map(|p| p.encoded_len).sum();
+    // The first staging file's four bundles are committed while the rest is still to come...
+    let part = stage_range(&plan, &data, 0..4);
+    assert_eq!(
+        a.commit_stream_part(T0, plan.stream, part).expect("part"),
+        4
+    );
+    assert_eq!(
+        a.reserved_bytes(),
+        plan.plan.encoded_len() - part_bytes,
+        "the part's reservation became its bundles"
+    );
+    assert_eq!(a.stored_bundles(), 4);
+    // ... and leave at once.
+    let lens = forward(&mut a, &mut b, T0 + 1);
+    assert_eq!(lens.len(), 4);
+    assert!(b.poll_delivery().is_none(), "the ADU is not complete yet");
+    let part = stage_range(&plan, &data, 4..7);
+    assert_eq!(
+        a.commit_stream_part(T0 + 2, plan.stream, part)
+            .expect("part"),
+        7
+    );
+    // The final commit takes the rest and answers with the ADU's id.
+    let rest = stage_range(&plan, &data, 7..n);
+    let id = a.commit_stream(T0 + 3, plan.stream, rest).expect("commit");
+    assert_eq!(id, plan.id);
+    assert_eq!((a.reserved_bytes(), a.open_streams()), (0, 0));
+    let lens = forward(&mut a, &mut b, T0 + 4);
+    assert_eq!(lens.len(), n - 4);
+    let d = b.poll_delivery().expect("reassembled delivery");
+    assert_eq!(&d.payload[..], &data[..]);
+    assert!(
+        a.notes(b"stream/").is_empty(),
+        "the stream's note went with its end"
+    );
+}
+
+#[test]
+fn parts_only_for_fragmented_adus_to_other_nodes_and_never_the_last_bundle() {
+    let data = adu(100_000);
+    let mut a = Agent::open(cfg(1, 10_000), MemoryStore::new(), T0).expect("a");
+    a.register(eid("ipn:1.5")).expect("register");
+    // For a local endpoint: committed whole.
+    let local = a
+        .begin_stream(
+            T0,
+            StreamRequest::new(eid("ipn:1.1"), eid("ipn:1.5"), data.len() as u64),
+        )
+        .expect("begin");
+    assert!(!local.commit_in_parts);
+    let e = a
+        .commit_stream_part(T0, local.stream, stage_range(&local, &data, 0..1))
+        .expect_err("not in parts");
+    assert!(e.to_string().contains("committed whole"), "{e}");
+    assert_eq!(a.abort_stream(local.stream), Some(0));
+    // One that fits a bundle: committed whole.
+    let whole = a
+        .begin_stream(
+            T0,
+            StreamRequest::new(eid("ipn:1.1"), eid("ipn:2.1"), 5_000),
+        )
+        .expect("begin");
+    assert!(!whole.commit_in_parts);
+    assert_eq!(a.abort_stream(whole.stream), Some(0));
+    // Off by configuration.
+    let mut off = Agent::open(
+        AgentConfig {
+            stream_cut_through: false,
+            ..cfg(1, 10_000)
+        },
+        MemoryStore::new(),
+        T0,
+    )
+    .expect("off");
+    let p = off
+        .begin_stream(
+            T0,
+            StreamRequest::new(eid("ipn:1.1"), eid("ipn:2.1"), data.len() as u64),
+        )
+        .expect("begin");
+    assert!(!p.commit_in_parts);
+    // A part holding the last bundle is refused, and the stream can no longer complete: its
+    // final commit says why and deletes the parts committed before.
+    let plan = a
+        .begin_stream(
+            T0,
+            StreamRequest::new(eid("ipn:1.1"), eid("ipn:2.1"), data.len() as u64),
+        )
+        .expect("begin");
+    let n = plan.plan.pieces().len();
+    assert_eq!(
+        a.commit_stream_part(T0, plan.stream, stage_range(&plan, &data, 0..2))
+            .expect("part"),
+        2
+    );
+    let e = a
+        .commit_stream_part(T0, plan.stream, stage_range(&plan, &data, 2..n))
+        .expect_err("the last bundle ends the stream");
+    assert!(
+        e.to_string().contains("the last one ends the stream"),
+        "{e}"
+    );
+    assert_eq!(a.stored_bundles(), 2);
+    let e = a
+        .commit_stream(T0, plan.stream, Vec::new())
+        .expect_err("failed before");
+    assert!(
+        e.to_string().contains("the last one ends the stream"),
+        "{e}"
+    );
+    assert_eq!((a.stored_bundles(), a.reserved_bytes()), (0, 0));
+    assert!(a.notes(b"stream/").is_empty());
+}
+
+#[test]
+fn a_stream_ended_early_deletes_its_parts_not_forwarded_and_a_crash_mid_stream_deletes_them_at_open(
+) {
+    let data = adu(100_000);
+    // Ended early (the application went away): the parts still stored are deleted, the one
+    // forwarded already is not recalled.
+    let mut a = Agent::open(cfg(1, 10_000), MemoryStore::new(), T0).expect("a");
+    let mut b = Agent::open(AgentConfig::new(2), MemoryStore::new(), T0).expect("b");
+    a.link_up(T0, 2, 0);
+    let plan = a
+        .begin_stream(
+            T0,
+            StreamRequest::new(eid("ipn:1.1"), eid("ipn:2.1"), data.len() as u64),
+        )
+        .expect("begin");
+    a.commit_stream_part(T0, plan.stream, stage_range(&plan, &data, 0..4))
+        .expect("part");
+    let first = a.poll_transmit(T0).expect("the first part leaves");
+    b.accept_from_cla(T0, Some(1), first.bundle).expect("b");
+    a.cla_result(T0, first.key, ClaOutcome::Sent).expect("sent");
+    let in_flight = a.poll_transmit(T0).expect("a second one is in flight");
+    assert_eq!(a.abort_stream(plan.stream), Some(3));
+    assert_eq!((a.stored_bundles(), a.reserved_bytes()), (0, 0));
+    // The convergence layer's outcome for the deleted one finds nothing to finish.
+    a.cla_result(T0, in_flight.key, ClaOutcome::Sent)
+        .expect("outcome");
+    assert!(a.poll_transmit(T0).is_none());
+    assert_eq!(b.stored_bundles(), 1);
+
+    // The node dies mid-stream after two parts: opening its store deletes them.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("n1.redb");
+    {
+        let mut a =
+            Agent::open(cfg(1, 10_000), RedbStore::open(&path).expect("open"), T0).expect("a");
+        let plan = a
+            .begin_stream(
+                T0,
+                StreamRequest::new(eid("ipn:1.1"), eid("ipn:2.1"), data.len() as u64),
+            )
+            .expect("begin");
+        for r in [0..3, 3..6] {
+            a.commit_stream_part(T0, plan.stream, stage_range(&plan, &data, r))
+                .expect("part");
+        }
+        // A whole ADU sent beside it is not touched.
+        a.send(
+            T0,
+            SendRequest::new(eid("ipn:1.1"), eid("ipn:2.1"), Bytes::from(vec![7u8; 500])),
+        )
+        .expect("send");
+        assert_eq!(a.stored_bundles(), 7);
+        drop(a.into_store());
+    }
+    let store = RedbStore::open(&path).expect("reopen");
+    assert_eq!(store.bundle_count(), 7, "the parts were durable");
+    let a = Agent::open(cfg(1, 10_000), store, T0 + 1).expect("a");
+    assert_eq!(a.stored_bundles(), 1, "only the whole ADU is left");
+    assert!(a.notes(b"stream/").is_empty());
+    drop(a.into_store());
+    let store = RedbStore::open(&path).expect("reopen");
+    assert_eq!(store.bundle_count(), 1, "the deletes were committed");
 }

@@ -161,7 +161,8 @@ pub enum Request {
     /// Start a streamed send: an application data unit of `total_len` bytes follows in
     /// [`Request::SendChunk`] frames. The stream is answered once, like a [`Request::Send`]:
     /// [`Response::SendOk`] only after its last byte arrived and all of it is durably stored, or
-    /// [`Response::Error`] (then nothing of it is kept). Until the stream is complete only
+    /// [`Response::Error`] (then nothing of it stays stored; fragments the node forwarded while
+    /// the stream came in, its cut-through, are not recalled). Until the stream is complete only
     /// `SendChunk`, `Ack` and `Counters` may follow on the connection; any other request cuts the stream
     /// short (refused) and is then handled as usual.
     SendBegin(StreamArgs),

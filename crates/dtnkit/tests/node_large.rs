@@ -1,7 +1,7 @@
 //! Application data units far beyond the 64 MiB frame limit, end to end through real nodes
-//! (issue 30 item 4): streamed sends stored as bounded fragments with bounded memory, kill -9
-//! in the middle of a stream, bundles fragmented for a next hop that carries less, and the
-//! refusal of streams whose sizes do not add up.
+//! (issue 30 item 4): streamed sends stored as bounded fragments with bounded memory and
+//! forwarded while they stream in, kill -9 in the middle of a stream, bundles fragmented for a
+//! next hop that carries less, and the refusal of streams whose sizes do not add up.
 //!
 //! Memory bound checked here (peak RSS from `/proc/PID/status` VmHWM minus the node's RSS when
 //! idle): with `[bp] max_fragment_bytes` F = 8 MiB, a forwarding window W = 16 MiB and a hot
@@ -384,9 +384,10 @@ fn streams_whose_sizes_do_not_add_up_are_refused_and_nothing_is_stored() {
     );
 }
 
-/// A reader that yields `limit` bytes of a pattern, then blocks until the test ends.
+/// A reader that yields `left` bytes of a pattern, then stalls for `stall` and fails.
 struct Stalling {
     left: u64,
+    stall: Duration,
     staged: std::sync::mpsc::Sender<()>,
 }
 
@@ -394,7 +395,7 @@ impl Read for Stalling {
     fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
         if self.left == 0 {
             let _ = self.staged.send(());
-            std::thread::sleep(Duration::from_secs(30));
+            std::thread::sleep(self.stall);
             return Err(std::io::Error::other("stalled"));
         }
         let n = (buf.len() as u64).min(self.left) as usize;
@@ -416,6 +417,7 @@ fn kill_9_mid_stream_keeps_nothing_of_it_and_an_acknowledged_adu_arrives_whole()
         let mut c = client::Client::connect(&socket).unwrap();
         let mut src = Stalling {
             left: 150_000_000,
+            stall: Duration::from_secs(30),
             staged: staged_tx,
         };
         let args = StreamArgs {
@@ -432,19 +434,22 @@ fn kill_9_mid_stream_keeps_nothing_of_it_and_an_acknowledged_adu_arrives_whole()
         .recv_timeout(Duration::from_secs(40))
         .expect("150 MB written");
     let deadline = Instant::now() + Duration::from_secs(20);
-    // The store is empty: its files are the stream's staging files.
+    // Its files: the staging file being written and those of the parts committed while it
+    // streamed in (cut-through; node 2 is not up, so none left).
     while store_files(&n1, ".seg") < 2 {
         assert!(Instant::now() < deadline, "nothing staged");
         std::thread::sleep(Duration::from_millis(10));
     }
+    let parts = n1.status().store.bundles;
+    assert!(
+        parts >= 2,
+        "parts of 16 MiB committed as the stream went: {parts}"
+    );
     n1.kill();
     assert!(store_files(&n1, ".seg") >= 2, "the crash left staged files");
     n1.restart();
-    assert_eq!(
-        store_files(&n1, ".seg"),
-        0,
-        "removed at open: nothing references them"
-    );
+    // The staging file was removed at open (nothing references it) and the committed parts
+    // were deleted (their stream never ended); their files are unlinked or kept as spares.
     let st = n1.status();
     assert_eq!((st.store.bundles, st.store.bytes), (0, 0), "{st}");
     // 2. A stream that was acknowledged survives a kill -9 before it was forwarded: node 2 is
@@ -753,4 +758,107 @@ fn assert_three_1mb_and_one_100kb_arrive(n: &NodeProc) {
     for e in &expected {
         assert!(text.contains(e), "{e} missing in: {text}");
     }
+}
+
+#[test]
+fn a_stream_is_forwarded_while_it_streams_in_and_one_cut_short_leaves_nothing_behind() {
+    let dir = TempDir::new("large-cut-through");
+    let (l1, l2) = (free_tcp_port(), free_tcp_port());
+    let n2 = NodeProc::start(&dir.0, &tcp_node(2, l2, 1, None, ""));
+    let n1 = NodeProc::start(&dir.0, &tcp_node(1, l1, 2, Some(l2), BOUNDED));
+    // 60 MB of a 1 GB ADU, then the application stalls for 5 s and goes away.
+    let socket = n1.socket.clone();
+    let (staged_tx, staged_rx) = std::sync::mpsc::channel();
+    let sender = std::thread::spawn(move || {
+        let mut c = client::Client::connect(&socket).unwrap();
+        let mut src = Stalling {
+            left: 60_000_000,
+            stall: Duration::from_secs(5),
+            staged: staged_tx,
+        };
+        let args = StreamArgs {
+            source: String::new(),
+            destination: "ipn:2.1".into(),
+            lifetime_ms: 0,
+            report_flags: 0,
+            priority: 1,
+            total_len: 1_000_000_000,
+        };
+        c.send_stream(args, &mut src, &mut |_| {}).is_err()
+    });
+    staged_rx
+        .recv_timeout(Duration::from_secs(40))
+        .expect("60 MB written");
+    // While the stream is open, its first fragments reach node 2: three staging files of
+    // 16 MiB (two 8 MiB fragments each) are complete.
+    let deadline = Instant::now() + Duration::from_secs(4);
+    loop {
+        let got = n2.status().bundles.received;
+        if got >= 6 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "only {got} fragments forwarded while the stream was open"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(!sender.is_finished(), "the stream is still open");
+    assert!(
+        sender.join().unwrap(),
+        "the stream failed when its source did"
+    );
+    // Cut short: nothing of it stays on node 1, and its quota is free again.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let st = n1.status();
+        if (st.store.bundles, st.store.bytes) == (0, 0) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "left behind: {st}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // A complete stream still arrives whole.
+    let out = run(
+        &[
+            "send",
+            "--socket",
+            s(&n1.socket),
+            "--dst",
+            "ipn:2.3",
+            "--size",
+            "40000000",
+            "--quiet",
+        ],
+        LIMIT,
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let got = run(
+        &[
+            "recv",
+            "--socket",
+            s(&n2.socket),
+            "--endpoint",
+            "ipn:2.3",
+            "--count",
+            "1",
+            "--timeout",
+            "30",
+            "--hash",
+        ],
+        LIMIT,
+    );
+    let text = String::from_utf8_lossy(&got.stdout);
+    assert!(
+        text.contains(&format!(
+            "len=40000000 sha256={}",
+            generated_sha256(0, 40_000_000)
+        )),
+        "{text} {}",
+        String::from_utf8_lossy(&got.stderr)
+    );
 }

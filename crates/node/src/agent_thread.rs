@@ -728,6 +728,13 @@ impl AgentThread {
                 let _ = reply.send(grant);
                 self.update_free();
             }
+            AgentInput::StreamPart { stream, pieces } => {
+                // A failure is remembered by the agent and answered at the stream's end.
+                if let Err(e) = self.agent.commit_stream_part(now, stream, pieces) {
+                    self.log.log("stream-part", || format!("{e}"));
+                }
+                self.update_free();
+            }
             AgentInput::StreamEnd {
                 conn,
                 stream,
@@ -741,7 +748,15 @@ impl AgentThread {
                         Err(e) => send_error(e),
                     }),
                     Err(answer) => {
-                        self.agent.abort_stream(stream);
+                        if let Some(n @ 1..) = self.agent.abort_stream(stream) {
+                            self.log.log("stream-cancelled", || {
+                                format!(
+                                    "stream {stream} of application connection {conn} ended \
+                                     early: its {n} bundles committed while it streamed in and \
+                                     not forwarded yet were deleted"
+                                )
+                            });
+                        }
                         answer
                     }
                 };
@@ -1101,6 +1116,7 @@ impl AgentThread {
             stream: plan.stream,
             plan: plan.plan,
             stager: plan.stager,
+            in_parts: plan.commit_in_parts,
         })
     }
 

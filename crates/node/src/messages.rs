@@ -71,6 +71,12 @@ pub(crate) enum AgentInput {
         args: StreamArgs,
         reply: SyncSender<Option<StreamGrant>>,
     },
+    /// Bundles of an open stream staged so far, to commit while the rest streams in
+    /// (cut-through). Not answered; a failure ends the stream at its `StreamEnd`.
+    StreamPart {
+        stream: u64,
+        pieces: Vec<StagedPiece>,
+    },
     /// A stream's last byte was staged (`Ok`: its bundles, to commit and answer), or the
     /// stream failed (`Err`: the answer to give, none when the connection is gone).
     StreamEnd {
@@ -91,6 +97,8 @@ pub(crate) struct StreamGrant {
     pub(crate) plan: Arc<bpv7::FragmentPlan>,
     /// Where to write them.
     pub(crate) stager: Stager,
+    /// Commit finished staging files as the stream goes (`bp::StreamPlan::commit_in_parts`).
+    pub(crate) in_parts: bool,
 }
 
 /// A link change scheduled by the contact plan (DTN time).

@@ -101,6 +101,7 @@ pub(crate) fn build_agent(
     acfg.store_quota_bytes = cfg.raw.store.quota_bytes;
     acfg.max_bundle_size = cfg.raw.bp.max_bundle_size;
     acfg.max_fragment_bytes = cfg.max_fragment_bytes();
+    acfg.stream_cut_through = cfg.raw.bp.stream_cut_through;
     acfg.default_lifetime_ms = cfg.raw.bp.default_lifetime_ms;
     acfg.echo_service = (cfg.raw.bp.echo_service != 0).then_some(cfg.raw.bp.echo_service);
     acfg.status_reports = cfg.raw.bp.status_reports;

@@ -312,6 +312,7 @@ impl<S: Store> Agent<S> {
             }
         }
         agent.commit_txn(now, txn)?;
+        agent.cancel_interrupted_streams(now);
         agent.handle_timeout(now)?;
         Ok(agent)
     }

@@ -8,20 +8,36 @@
 //!    fragments of at most [`super::AgentConfig::max_fragment_bytes`]). It returns a [`StreamPlan`]: what another
 //!    thread needs to encode those bundles as the bytes arrive and write them to the store's
 //!    staging files ([`crate::store::Stager`]). No payload byte crosses the agent.
-//! 2. [`Agent::commit_stream`] takes the staged bundles and commits them all in ONE transaction
-//!    ([`Op::PutStaged`]): before it, nothing of the ADU is routable, deliverable or even in the
-//!    store's index; after it, all of it is, durably. A crash before the commit leaves staging
-//!    files that opening the store deletes.
-//! 3. [`Agent::abort_stream`] gives the reservation back (the writer drops its staging files).
+//! 2. [`Agent::commit_stream_part`] commits the bundles of a fragmented ADU that are staged
+//!    already while the rest still streams in, so they are forwarded while the application
+//!    is still sending (cut-through): without it a node forwards nothing of a 4 GiB ADU before
+//!    it has stored all of it, and the ADU takes twice its transfer time end to end.
+//!    Only a fragmented ADU for another node is committed in parts
+//!    ([`StreamPlan::commit_in_parts`]). [`Agent::commit_stream`] commits the remaining
+//!    bundles ([`Op::PutStaged`], one transaction each) and closes the stream; only then is the
+//!    ADU acknowledged as stored. A stream never committed in parts is all or nothing: before
+//!    the final commit nothing of it is routable, deliverable or even in the store's index. A
+//!    crash before a commit leaves staging files that opening the store deletes; the first part
+//!    commit also stores a note naming the ADU, removed by the last, and an agent opened on a
+//!    store that still has it deletes the ADU's bundles it holds (the application, never told
+//!    the ADU was stored, sends it again under a new timestamp).
+//! 3. [`Agent::abort_stream`] gives the reservation back (the writer drops its staging files)
+//!    and deletes the stream's bundles committed in parts that have not left yet (deletion
+//!    reports "transmission canceled" where requested); those already forwarded are not
+//!    recalled, and the destination drops their incomplete ADU when its lifetime ends.
 
 use std::sync::Arc;
 
-use bpv7::{BundleBuilder, BundleFlags, BundleId, CrcType, CreationTimestamp, Eid, FragmentPlan};
+use bpv7::{
+    BundleBuilder, BundleFlags, BundleId, CrcType, CreationTimestamp, Eid, FragmentPlan, ReasonCode,
+};
 use bytes::Bytes;
 
 use super::local::Dest;
-use super::{Agent, BundleEventKind, DtnTime, ReportFlags, SendError, Txn, PRIORITY_NORMAL};
-use crate::store::{BundleMeta, Op, Role, StagedPiece, Stager, Store, StoreError};
+use super::{
+    Agent, BundleEventKind, DtnTime, ReportFlags, ReportKind, SendError, Txn, PRIORITY_NORMAL,
+};
+use crate::store::{BundleKey, BundleMeta, Op, Role, StagedPiece, Stager, Store, StoreError};
 
 /// What an application asks for to send an ADU whose bytes will stream in.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -72,6 +88,24 @@ pub struct StreamPlan {
     pub plan: Arc<FragmentPlan>,
     /// Where to write them, one piece after the other (one or several staging files).
     pub stager: Stager,
+    /// Whether the writer should hand finished staging files' bundles to
+    /// [`Agent::commit_stream_part`] as it goes (a fragmented ADU, with
+    /// [`super::AgentConfig::stream_cut_through`]), or all of them to [`Agent::commit_stream`]
+    /// at the end.
+    pub commit_in_parts: bool,
+}
+
+/// Names of the notes that mark streams being committed in parts.
+const STREAM_NOTE: &[u8] = b"stream/";
+
+/// The note naming an ADU (source, creation timestamp) being committed in parts.
+fn note_name(source: &Eid, t: CreationTimestamp) -> Vec<u8> {
+    format!("stream/{source}/{}/{}", t.dtn_time_ms, t.sequence).into_bytes()
+}
+
+/// The note of stream `s`.
+fn stream_note(s: &OpenStream) -> Option<Vec<u8>> {
+    s.plan.primary(0).map(|p| note_name(&p.source, s.timestamp))
 }
 
 /// The agent's side of an open stream.
@@ -83,6 +117,12 @@ pub(super) struct OpenStream {
     priority: u8,
     expires_at_ms: u64,
     reserved: u64,
+    /// Planned pieces committed so far by [`Agent::commit_stream_part`].
+    committed: usize,
+    /// Their bundles' keys (deleted by [`Agent::abort_stream`] unless forwarded already).
+    keys: Vec<BundleKey>,
+    /// A part commit failed: the stream cannot complete; its final commit reports this.
+    failed: Option<SendError>,
 }
 
 impl<S: Store> Agent<S> {
@@ -191,6 +231,9 @@ impl<S: Store> Agent<S> {
                 priority: req.priority,
                 expires_at_ms: timestamp.dtn_time_ms.saturating_add(req.lifetime_ms),
                 reserved: needed,
+                committed: 0,
+                keys: Vec::new(),
+                failed: None,
             },
         );
         Ok(StreamPlan {
@@ -200,14 +243,135 @@ impl<S: Store> Agent<S> {
                 timestamp,
                 fragment: None,
             },
+            commit_in_parts: self.cut_through(&plan, role),
             plan,
             stager,
         })
     }
 
-    /// Commits a stream's staged bundles (one per planned piece, in order) in one transaction
-    /// and closes the stream. `Ok` only once every one of them is durably stored; on `Err`
-    /// nothing of the stream is stored (its staging files go when the pieces are dropped).
+    /// Commits the next staged bundles of an open stream (the planned pieces after those
+    /// committed so far, in order) while the rest of the ADU still streams in: they are routed
+    /// and forwarded like any stored bundle from now on (see the module docs). The last planned
+    /// piece is always left to [`Agent::commit_stream`], which answers the application. `Ok`:
+    /// how many bundles of the stream are committed now. On `Err` these pieces are not stored
+    /// and the stream cannot complete any more: its final commit reports the failure and
+    /// deletes what was committed in parts.
+    pub fn commit_stream_part(
+        &mut self,
+        now: DtnTime,
+        stream: u64,
+        pieces: Vec<StagedPiece>,
+    ) -> Result<usize, SendError> {
+        self.clock = self.clock.max(now);
+        let Some(mut s) = self.streams.remove(&stream) else {
+            return Err(SendError::BadStream(format!("no open stream {stream}")));
+        };
+        let r = self.commit_part(now, &mut s, pieces);
+        let committed = s.committed;
+        self.streams.insert(stream, s);
+        match r {
+            Ok(()) => Ok(committed),
+            Err(e) => {
+                let text = format!("stream {stream} cannot complete: {e}");
+                if let Some(s) = self.streams.get_mut(&stream) {
+                    s.failed.get_or_insert(e);
+                }
+                Err(SendError::BadStream(text))
+            }
+        }
+    }
+
+    fn commit_part(
+        &mut self,
+        now: DtnTime,
+        s: &mut OpenStream,
+        pieces: Vec<StagedPiece>,
+    ) -> Result<(), SendError> {
+        if s.failed.is_some() {
+            return Err(SendError::BadStream(
+                "an earlier part of the stream was not stored".into(),
+            ));
+        }
+        if !self.cut_through(&s.plan, s.role) {
+            return Err(SendError::BadStream(
+                "this stream is committed whole (not fragmented, for this node, or \
+                 stream_cut_through is off)"
+                    .into(),
+            ));
+        }
+        if let Some(e) = self.health.unavailable(now) {
+            return Err(SendError::Store(e));
+        }
+        let left = s.plan.pieces().len() - s.committed;
+        if pieces.len() >= left {
+            return Err(SendError::BadStream(format!(
+                "{} bundles offered as a part, {left} left: the last one ends the stream",
+                pieces.len()
+            )));
+        }
+        let bytes: u64 = s.plan.pieces()[s.committed..s.committed + pieces.len()]
+            .iter()
+            .map(|p| p.encoded_len)
+            .sum();
+        // The part's reservation becomes the part's bundles.
+        s.reserved = s.reserved.saturating_sub(bytes);
+        self.reserved = self.reserved.saturating_sub(bytes);
+        let mut txn = Txn::default();
+        let keys = self.stage_pieces(now, s, pieces, &mut txn)?;
+        if s.committed == 0 {
+            // Durable with the first part: a node restarted before the stream ended deletes
+            // its parts (`cancel_interrupted_streams`).
+            if let Some(name) = stream_note(s) {
+                self.put_note(&name, s.expires_at_ms);
+            }
+        }
+        self.commit_txn(now, txn).map_err(SendError::Store)?;
+        self.counters.created += keys.len() as u64;
+        s.committed += keys.len();
+        s.keys.extend(keys);
+        Ok(())
+    }
+
+    /// Whether a stream of `plan` with `role` is committed in parts (see the module docs):
+    /// only a fragmented ADU for another node. One for a local endpoint gains nothing from it
+    /// and would hand its application fragments of an ADU that may never complete.
+    fn cut_through(&self, plan: &FragmentPlan, role: Role) -> bool {
+        self.cfg.stream_cut_through && plan.is_fragmented() && role == Role::Forward
+    }
+
+    /// Deletes the bundles of streams that were being committed in parts when the node
+    /// stopped (their notes, written with the first part and removed with the last, are still
+    /// there): the application was never told they were stored. Called when the agent opens.
+    pub(super) fn cancel_interrupted_streams(&mut self, now: DtnTime) {
+        let open: std::collections::BTreeSet<Vec<u8>> = self
+            .notes(STREAM_NOTE)
+            .into_iter()
+            .map(|(name, _)| name)
+            .collect();
+        if open.is_empty() {
+            return;
+        }
+        let keys: Vec<BundleKey> = self
+            .entries
+            .iter()
+            .filter(|(_, e)| {
+                e.meta.prev_hop.is_none()
+                    && e.meta.id.fragment.is_some()
+                    && open.contains(&note_name(&e.meta.id.source, e.meta.id.timestamp))
+            })
+            .map(|(k, _)| *k)
+            .collect();
+        for name in &open {
+            self.delete_note(name);
+        }
+        self.delete_parts(now, &keys);
+    }
+
+    /// Commits a stream's staged bundles (one per planned piece not committed in parts yet,
+    /// in order) in one transaction and closes the stream. `Ok` only once every bundle of the
+    /// ADU is durably stored; on `Err` nothing of these pieces is stored (their staging files
+    /// go when the pieces are dropped) and the bundles committed in parts are deleted as by
+    /// [`Agent::abort_stream`].
     pub fn commit_stream(
         &mut self,
         now: DtnTime,
@@ -215,20 +379,71 @@ impl<S: Store> Agent<S> {
         pieces: Vec<StagedPiece>,
     ) -> Result<BundleId, SendError> {
         self.clock = self.clock.max(now);
-        let Some(s) = self.close_stream(stream) else {
+        let Some(mut s) = self.close_stream(stream) else {
             return Err(SendError::BadStream(format!("no open stream {stream}")));
         };
+        let r = self.commit_rest(now, &mut s, pieces);
+        if r.is_err() {
+            self.cancel_parts(now, &s);
+        }
+        r
+    }
+
+    fn commit_rest(
+        &mut self,
+        now: DtnTime,
+        s: &mut OpenStream,
+        pieces: Vec<StagedPiece>,
+    ) -> Result<BundleId, SendError> {
+        if let Some(e) = s.failed.take() {
+            return Err(e);
+        }
         if let Some(e) = self.health.unavailable(now) {
             return Err(SendError::Store(e));
         }
-        let planned = s.plan.pieces();
-        if pieces.len() != planned.len() {
+        let left = s.plan.pieces().len() - s.committed;
+        if pieces.len() != left {
             return Err(SendError::BadStream(format!(
-                "{} bundles staged, {} planned",
-                pieces.len(),
-                planned.len()
+                "{} bundles staged, {left} planned",
+                pieces.len()
             )));
         }
+        let needed: u64 = s.plan.pieces()[s.committed..]
+            .iter()
+            .map(|p| p.encoded_len)
+            .sum();
+        let mut txn = Txn::default();
+        let free = self.free_bytes(&txn);
+        if needed > free {
+            self.counters.refused_store_full += 1;
+            return Err(SendError::StoreFull { needed, free });
+        }
+        let keys = self.stage_pieces(now, s, pieces, &mut txn)?;
+        if s.committed > 0 {
+            if let Some(name) = stream_note(s) {
+                self.delete_note(&name);
+            }
+        }
+        self.commit_txn(now, txn).map_err(SendError::Store)?;
+        self.counters.created += keys.len() as u64;
+        let id = s.plan.primary(0).map(|p| BundleId {
+            source: p.source.clone(),
+            timestamp: s.timestamp,
+            fragment: None,
+        });
+        id.ok_or_else(|| SendError::Store(StoreError::Database("empty stream".into())))
+    }
+
+    /// Checks `pieces` against the plan (the pieces from `s.committed` on) and adds them to
+    /// `txn`; their keys, in order.
+    fn stage_pieces(
+        &mut self,
+        now: DtnTime,
+        s: &OpenStream,
+        pieces: Vec<StagedPiece>,
+        txn: &mut Txn,
+    ) -> Result<Vec<BundleKey>, SendError> {
+        let planned = &s.plan.pieces()[s.committed..];
         if let Some((i, (got, want))) = pieces
             .iter()
             .zip(planned)
@@ -236,23 +451,17 @@ impl<S: Store> Agent<S> {
             .find(|(_, (got, want))| got.len() != want.encoded_len)
         {
             return Err(SendError::BadStream(format!(
-                "staged bundle {i} has {} bytes, {} planned",
+                "staged bundle {} has {} bytes, {} planned",
+                s.committed + i,
                 got.len(),
                 want.encoded_len
             )));
         }
-        let needed = s.plan.encoded_len();
-        let mut txn = Txn::default();
-        let free = self.free_bytes(&txn);
-        if needed > free {
-            self.counters.refused_store_full += 1;
-            return Err(SendError::StoreFull { needed, free });
-        }
         let (time_ms, sequence) = self.creation_cursor;
         txn.batch.push(Op::SetCreationCursor { time_ms, sequence });
-        let mut id = None;
+        let mut keys = Vec::with_capacity(pieces.len());
         for (i, (piece, want)) in pieces.into_iter().zip(planned).enumerate() {
-            let Some(primary) = s.plan.primary(i) else {
+            let Some(primary) = s.plan.primary(s.committed + i) else {
                 continue;
             };
             let meta = BundleMeta {
@@ -271,12 +480,8 @@ impl<S: Store> Agent<S> {
                 prev_hop: None,
                 len: want.encoded_len,
             };
-            id.get_or_insert_with(|| BundleId {
-                fragment: None,
-                ..meta.id.clone()
-            });
             let key = self.alloc_key();
-            self.stage_dedup(&mut txn, &meta.id, meta.expires_at_ms);
+            self.stage_dedup(txn, &meta.id, meta.expires_at_ms);
             txn.added_bytes += meta.len;
             txn.batch.push(Op::PutStaged {
                 key,
@@ -286,17 +491,60 @@ impl<S: Store> Agent<S> {
             });
             txn.added
                 .push((key, meta, None, Bytes::new(), BundleEventKind::Created));
+            keys.push(key);
         }
-        let count = planned.len() as u64;
-        self.commit_txn(now, txn).map_err(SendError::Store)?;
-        self.counters.created += count;
-        id.ok_or_else(|| SendError::Store(StoreError::Database("empty stream".into())))
+        Ok(keys)
     }
 
-    /// Closes a stream without storing anything of it (its reservation is released). False
-    /// when no such stream is open.
-    pub fn abort_stream(&mut self, stream: u64) -> bool {
-        self.close_stream(stream).is_some()
+    /// Closes a stream without storing anything more of it: its reservation is released and
+    /// its bundles committed in parts that are still stored are deleted (see the module docs).
+    /// `Some(n)`: n such bundles were deleted; `None` when no such stream is open.
+    pub fn abort_stream(&mut self, stream: u64) -> Option<usize> {
+        let s = self.close_stream(stream)?;
+        Some(self.cancel_parts(self.clock, &s))
+    }
+
+    /// Deletes the bundles of `s` committed in parts that are still stored (in flight ones
+    /// too: their convergence layer's outcome then finds nothing to finish); how many.
+    fn cancel_parts(&mut self, now: DtnTime, s: &OpenStream) -> usize {
+        if s.committed == 0 {
+            return 0;
+        }
+        if let Some(name) = stream_note(s) {
+            self.delete_note(&name);
+        }
+        self.delete_parts(now, &s.keys)
+    }
+
+    /// Deletes those of `keys` still stored, with deletion reports "transmission canceled"
+    /// where asked for; how many. The deletes (and any pending note changes) are committed
+    /// now, or with the next commit while the store is degraded.
+    fn delete_parts(&mut self, now: DtnTime, keys: &[BundleKey]) -> usize {
+        let mut txn = Txn::default();
+        let mut n = 0;
+        for &key in keys {
+            let Some(entry) = self.remove_entry(key) else {
+                continue;
+            };
+            n += 1;
+            self.event(now, BundleEventKind::Deleted, &entry.meta, None, Some(key));
+            txn.batch.push(Op::Delete(key));
+            self.stage_report(
+                now,
+                &mut txn,
+                &entry.meta,
+                ReportKind::Deleted,
+                ReasonCode::TransmissionCanceled,
+            );
+        }
+        if n == 0 {
+            // Nothing to delete: a note change goes with the next commit.
+            return 0;
+        }
+        // Degraded: the deletes wait like other deferred ones; the bundles are out of the
+        // agent's tables already and leave the store at its next successful commit.
+        let _ = self.commit_txn(now, txn);
+        n
     }
 
     /// Streams opened and not yet committed or aborted.

@@ -57,6 +57,11 @@ pub struct AgentConfig {
     /// `max_bundle_size`) when its ADU does not fit one bundle of `max_bundle_size`: such an
     /// ADU becomes fragments of at most this many bytes; a smaller one stays one bundle.
     pub max_fragment_bytes: u64,
+    /// Whether a fragmented streamed ADU's bundles may be committed as they are staged
+    /// ([`crate::Agent::commit_stream_part`], [`crate::StreamPlan::commit_in_parts`]), so they
+    /// are forwarded while the application still sends; false keeps every stream all or
+    /// nothing until its last byte.
+    pub stream_cut_through: bool,
     /// First back-off (ms) towards a neighbour that refused a bundle for lack of resources
     /// ([`ClaOutcome::Refused`]); doubled per refusal up to `refusal_backoff_max_ms`.
     pub refusal_backoff_first_ms: u64,
@@ -82,6 +87,7 @@ impl AgentConfig {
             max_reassembly_bytes: 256 << 20,
             max_reassembled_adu: 64 << 20,
             max_fragment_bytes: 16 << 20,
+            stream_cut_through: true,
             refusal_backoff_first_ms: 500,
             refusal_backoff_max_ms: 30_000,
         }

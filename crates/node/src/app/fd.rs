@@ -24,7 +24,7 @@ use std::sync::mpsc::SyncSender;
 use client::proto::{ErrorKind, StreamArgs};
 
 use super::stream::Incoming;
-use super::{end_stream, finish_stream, open_stream, refusal, write_failed};
+use super::{commit_ready, end_stream, finish_stream, open_stream, refusal, write_failed};
 use crate::messages::AgentInput;
 
 /// Bytes read from the descriptor at a time: small enough that the checksum pass and the write
@@ -75,7 +75,7 @@ pub(super) fn send_from_fd(
                     ErrorKind::BadRequest,
                     format!(
                         "SendFd: the file ended after {off} of total_len {total} bytes (it \
-                         shrank while the node read it); nothing of it was stored"
+                         shrank while the node read it); nothing of it stays stored"
                     ),
                 );
                 end_stream(tx, conn, stream, Err(Some(answer)));
@@ -88,7 +88,7 @@ pub(super) fn send_from_fd(
                     ErrorKind::BadRequest,
                     format!(
                         "SendFd: reading the file descriptor failed at offset {off} of \
-                         total_len {total}: {e}; nothing of it was stored"
+                         total_len {total}: {e}; nothing of it stays stored"
                     ),
                 );
                 end_stream(tx, conn, stream, Err(Some(answer)));
@@ -98,6 +98,9 @@ pub(super) fn send_from_fd(
         if let Err(e) = s.push(&buf[..n]) {
             end_stream(tx, conn, stream, Err(Some(write_failed(&e))));
             return Ok(());
+        }
+        if !s.is_complete() {
+            commit_ready(tx, &mut s);
         }
     }
     finish_stream(tx, conn, s);

@@ -101,7 +101,7 @@ fn read_loop(
                         ErrorKind::BadRequest,
                         format!(
                             "stream stalled: {} bytes declared, {} received, then nothing for \
-                             {} s; nothing of it was stored and the connection is closed",
+                             {} s; nothing of it stays stored and the connection is closed",
                             s.total(),
                             s.received(),
                             STREAM_IDLE.as_secs()
@@ -150,7 +150,7 @@ fn read_loop(
                     ErrorKind::BadRequest,
                     format!(
                         "stream cut short: {} bytes declared, {} received before a {} request; \
-                         nothing of it was stored",
+                         nothing of it stays stored",
                         s.total(),
                         s.received(),
                         req.name()
@@ -270,7 +270,7 @@ fn open_stream(
 fn write_failed(e: &std::io::Error) -> Response {
     refusal(
         ErrorKind::Internal,
-        format!("writing the stream to the store failed: {e}; nothing of it was stored"),
+        format!("writing the stream to the store failed: {e}; nothing of it stays stored"),
     )
 }
 
@@ -286,7 +286,7 @@ fn stream_chunk(
             ErrorKind::TooLarge,
             format!(
                 "SendChunk of {} bytes exceeds the limit of {} bytes per chunk; the stream \
-                 ({} bytes declared) is refused and nothing of it was stored",
+                 ({} bytes declared) is refused and nothing of it stays stored",
                 data.len(),
                 proto::MAX_CHUNK,
                 s.total()
@@ -301,7 +301,7 @@ fn stream_chunk(
             ErrorKind::BadRequest,
             format!(
                 "more data than declared: {} bytes declared, {after} received; the stream is \
-                 refused and nothing of it was stored",
+                 refused and nothing of it stays stored",
                 s.total()
             ),
         );
@@ -316,7 +316,20 @@ fn stream_chunk(
         finish_stream(tx, conn, s);
         return None;
     }
+    commit_ready(tx, &mut s);
     Some(s)
+}
+
+/// Hands the agent thread the bundles of the staging files `s` finished so far, when its
+/// stream is committed in parts (cut-through; `Incoming::take_ready`).
+fn commit_ready(tx: &SyncSender<AgentInput>, s: &mut Incoming) {
+    let pieces = s.take_ready();
+    if !pieces.is_empty() {
+        let _ = tx.send(AgentInput::StreamPart {
+            stream: s.stream,
+            pieces,
+        });
+    }
 }
 
 /// Finishes the staging files of a complete stream and hands its bundles to the agent thread,

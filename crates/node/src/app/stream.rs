@@ -2,7 +2,9 @@
 //! data unit become the stream's bundles (fragments, see `bpv7::FragmentPlan`), encoded around
 //! the bytes as they arrive and written straight into the store's staging files. The reader
 //! holds one chunk at a time; the agent thread never sees a payload byte — it drew the stream's
-//! identity and reserved its quota at `SendBegin` and commits the staged bundles at the end.
+//! identity and reserved its quota at `SendBegin`, commits the bundles of each finished staging
+//! file while the rest streams in when the grant says so (cut-through, `bp::Agent::
+//! commit_stream_part`), and the remaining ones at the end.
 
 use std::sync::Arc;
 
@@ -11,9 +13,12 @@ use bpv7::{FragmentEncoder, FragmentPlan};
 
 use crate::messages::StreamGrant;
 
-/// A staging file is closed (and synced) and the next one started once it holds this much, so
-/// each becomes a segment of the store's usual size when the stream is committed.
-const STAGE_FILE_BYTES: u64 = 64 << 20;
+/// A staging file is closed (and synced) and the next one started once it holds this much; each
+/// becomes a segment of the store when committed. It is also the step of cut-through: a
+/// fragmented ADU's bundles are committed, and forwarded, a staging file at a time, so the
+/// first of them leaves after 16 MiB (one fragment of the default `[bp] max_fragment_bytes`)
+/// instead of after the whole ADU.
+const STAGE_FILE_BYTES: u64 = 16 << 20;
 
 /// An open stream being staged.
 pub(crate) struct Incoming {
@@ -27,8 +32,12 @@ pub(crate) struct Incoming {
     piece_left: u64,
     encoder: Option<FragmentEncoder>,
     file: Option<StageFile>,
-    /// Pieces of the staging files already finished.
+    /// Pieces of the staging files already finished (and not yet taken by
+    /// [`Incoming::take_ready`]).
     staged: Vec<StagedPiece>,
+    /// Whether the finished files' pieces go to the agent as the stream goes
+    /// ([`Incoming::take_ready`]) or all at the end.
+    in_parts: bool,
 }
 
 impl Incoming {
@@ -45,6 +54,7 @@ impl Incoming {
             encoder: None,
             file: None,
             staged: Vec::new(),
+            in_parts: grant.in_parts,
         };
         s.start_piece()?;
         Ok(s)
@@ -136,7 +146,18 @@ impl Incoming {
         Ok(())
     }
 
-    /// The complete stream's bundles, their staging files finished (synced when the store is
+    /// The bundles of the staging files finished so far, to commit now (cut-through): empty
+    /// unless the grant asked for parts. Never the stream's last bundle, which
+    /// [`Incoming::finish`] returns.
+    pub(crate) fn take_ready(&mut self) -> Vec<StagedPiece> {
+        if self.in_parts {
+            std::mem::take(&mut self.staged)
+        } else {
+            Vec::new()
+        }
+    }
+
+    /// The complete stream's bundles not taken by [`Incoming::take_ready`], their staging files finished (synced when the store is
     /// durable), in plan order.
     pub(crate) fn finish(mut self) -> std::io::Result<Vec<StagedPiece>> {
         if let Some(f) = self.file.take() {
@@ -176,6 +197,7 @@ mod tests {
                 stream: p.stream,
                 plan: p.plan.clone(),
                 stager: p.stager.clone(),
+                in_parts: false,
             })
             .expect("incoming");
             for c in data.chunks(chunk) {

@@ -283,6 +283,12 @@ pub struct BpSection {
     /// bundle downstream. Default 16 MiB (at most `max_bundle_size`).
     #[serde(default)]
     pub max_fragment_bytes: Option<u64>,
+    /// Commit a fragmented streamed ADU's bundles a staging file (16 MiB) at a time while the
+    /// rest streams in, so they are forwarded before the application has sent it all
+    /// (cut-through). A stream that fails then deletes those not forwarded yet, but those
+    /// forwarded are not recalled; `false` keeps every stream all or nothing. Default true.
+    #[serde(default = "yes")]
+    pub stream_cut_through: bool,
 }
 
 /// Smallest `[bp] max_fragment_bytes` (a fragment's blocks take a few hundred bytes).
@@ -308,6 +314,7 @@ impl Default for BpSection {
             refusal_backoff_first_ms: default_backoff_first(),
             refusal_backoff_max_ms: default_backoff_max(),
             max_fragment_bytes: None,
+            stream_cut_through: true,
         }
     }
 }
