@@ -65,6 +65,25 @@ fn delivered_after_reopen(path: &std::path::Path) -> Vec<usize> {
     lens
 }
 
+/// Opens a stream of `len` bytes from ipn:1.1 to `dst` at `now`.
+fn begin<S: Store>(a: &mut Agent<S>, now: u64, dst: &str, len: usize) -> StreamPlan {
+    a.begin_stream(
+        now,
+        StreamRequest::new(eid("ipn:1.1"), eid(dst), len as u64),
+    )
+    .expect("begin")
+}
+
+/// Node 1 (streams cut into fragments of at most `fragment` bytes, its link to node 2 up) and
+/// node 2 (ipn:2.1 registered), both with stores in memory.
+fn pair(fragment: u64) -> (Agent<MemoryStore>, Agent<MemoryStore>) {
+    let mut a = Agent::open(cfg(1, fragment), MemoryStore::new(), T0).expect("a");
+    let mut b = Agent::open(AgentConfig::new(2), MemoryStore::new(), T0).expect("b");
+    b.register(eid("ipn:2.1")).expect("register");
+    a.link_up(T0, 2, 0);
+    (a, b)
+}
+
 fn cfg(node: u64, fragment: u64) -> AgentConfig {
     // ADUs that fit `max_bundle_size` stay whole: bound both to see fragments.
     AgentConfig {
@@ -97,16 +116,8 @@ fn forward<S: Store, T: Store>(a: &mut Agent<S>, b: &mut Agent<T>, now: u64) -> 
 #[test]
 fn a_streamed_adu_becomes_bounded_fragments_committed_together_and_reassembles() {
     let data = adu(100_000);
-    let mut a = Agent::open(cfg(1, 10_000), MemoryStore::new(), T0).expect("a");
-    let mut b = Agent::open(AgentConfig::new(2), MemoryStore::new(), T0).expect("b");
-    b.register(eid("ipn:2.1")).expect("register");
-    a.link_up(T0, 2, 0);
-    let plan = a
-        .begin_stream(
-            T0,
-            StreamRequest::new(eid("ipn:1.1"), eid("ipn:2.1"), data.len() as u64),
-        )
-        .expect("begin");
+    let (mut a, mut b) = pair(10_000);
+    let plan = begin(&mut a, T0, "ipn:2.1", data.len());
     assert!(plan.plan.is_fragmented());
     assert_eq!(a.reserved_bytes(), plan.plan.encoded_len());
     let pieces = stage(&plan, &data, 30_000);
@@ -179,12 +190,7 @@ fn bad_streams_are_refused_with_the_reason() {
     );
     // The wrong number or sizes of staged bundles are refused and nothing is stored.
     let data = adu(50_000);
-    let plan = a
-        .begin_stream(
-            T0,
-            StreamRequest::new(eid("ipn:1.1"), eid("ipn:2.1"), data.len() as u64),
-        )
-        .expect("begin");
+    let plan = begin(&mut a, T0, "ipn:2.1", data.len());
     let mut pieces = stage(&plan, &data, u64::MAX);
     pieces.pop();
     let e = a.commit_stream(T0, plan.stream, pieces).expect_err("short");
@@ -213,12 +219,7 @@ fn nothing_of_an_uncommitted_stream_survives_a_crash_and_a_committed_one_survive
     let staged = {
         let mut a =
             Agent::open(cfg(1, 40_000), RedbStore::open(&path).expect("open"), T0).expect("a");
-        let plan = a
-            .begin_stream(
-                T0,
-                StreamRequest::new(eid("ipn:1.1"), eid("ipn:2.1"), data.len() as u64),
-            )
-            .expect("begin");
+        let plan = begin(&mut a, T0, "ipn:2.1", data.len());
         let before = files(&seg_dir);
         let pieces = stage(&plan, &data, 100_000);
         let staged: Vec<String> = files(&seg_dir)
@@ -241,12 +242,7 @@ fn nothing_of_an_uncommitted_stream_survives_a_crash_and_a_committed_one_survive
         files(&seg_dir)
     );
     let mut a = Agent::open(cfg(1, 40_000), store, T0 + 1).expect("a");
-    let plan = a
-        .begin_stream(
-            T0 + 1,
-            StreamRequest::new(eid("ipn:1.1"), eid("ipn:2.1"), data.len() as u64),
-        )
-        .expect("begin");
+    let plan = begin(&mut a, T0 + 1, "ipn:2.1", data.len());
     let n = plan.plan.pieces().len();
     let pieces = stage(&plan, &data, 100_000);
     a.commit_stream(T0 + 1, plan.stream, pieces)
@@ -279,12 +275,7 @@ fn fragments_of_an_adu_too_large_to_reassemble_are_delivered_one_by_one() {
     .expect("b");
     b.register(eid("ipn:2.1")).expect("register");
     a.link_up(T0, 2, 0);
-    let plan = a
-        .begin_stream(
-            T0,
-            StreamRequest::new(eid("ipn:1.1"), eid("ipn:2.1"), data.len() as u64),
-        )
-        .expect("begin");
+    let plan = begin(&mut a, T0, "ipn:2.1", data.len());
     let pieces = stage(&plan, &data, u64::MAX);
     a.commit_stream(T0, plan.stream, pieces).expect("commit");
     forward(&mut a, &mut b, T0);
@@ -360,12 +351,7 @@ fn a_streamed_adu_that_fits_one_bundle_is_the_bundle_a_send_makes() {
     let mut b = Agent::open(AgentConfig::new(2), MemoryStore::new(), T0).expect("b");
     b.register(eid("ipn:2.1")).expect("register");
     a.link_up(T0, 2, 0);
-    let plan = a
-        .begin_stream(
-            T0,
-            StreamRequest::new(eid("ipn:1.1"), eid("ipn:2.1"), data.len() as u64),
-        )
-        .expect("begin");
+    let plan = begin(&mut a, T0, "ipn:2.1", data.len());
     assert!(!plan.plan.is_fragmented());
     assert_eq!(plan.plan.pieces().len(), 1);
     let pieces = stage(&plan, &data, 1 << 20);
@@ -526,16 +512,8 @@ fn stage_range(plan: &StreamPlan, data: &[u8], range: std::ops::Range<usize>) ->
 #[test]
 fn a_fragmented_stream_for_another_node_is_forwarded_part_by_part_before_its_last_byte() {
     let data = adu(100_000);
-    let mut a = Agent::open(cfg(1, 10_000), MemoryStore::new(), T0).expect("a");
-    let mut b = Agent::open(AgentConfig::new(2), MemoryStore::new(), T0).expect("b");
-    b.register(eid("ipn:2.1")).expect("register");
-    a.link_up(T0, 2, 0);
-    let plan = a
-        .begin_stream(
-            T0,
-            StreamRequest::new(eid("ipn:1.1"), eid("ipn:2.1"), data.len() as u64),
-        )
-        .expect("begin");
+    let (mut a, mut b) = pair(10_000);
+    let plan = begin(&mut a, T0, "ipn:2.1", data.len());
     assert!(plan.commit_in_parts);
     let n = plan.plan.pieces().len();
     assert!(n >= 10, "{n} pieces");
@@ -583,12 +561,7 @@ fn parts_only_for_fragmented_adus_to_other_nodes_and_never_the_last_bundle() {
     let mut a = Agent::open(cfg(1, 10_000), MemoryStore::new(), T0).expect("a");
     a.register(eid("ipn:1.5")).expect("register");
     // For a local endpoint: committed whole.
-    let local = a
-        .begin_stream(
-            T0,
-            StreamRequest::new(eid("ipn:1.1"), eid("ipn:1.5"), data.len() as u64),
-        )
-        .expect("begin");
+    let local = begin(&mut a, T0, "ipn:1.5", data.len());
     assert!(!local.commit_in_parts);
     let e = a
         .commit_stream_part(T0, local.stream, stage_range(&local, &data, 0..1))
@@ -614,21 +587,11 @@ fn parts_only_for_fragmented_adus_to_other_nodes_and_never_the_last_bundle() {
         T0,
     )
     .expect("off");
-    let p = off
-        .begin_stream(
-            T0,
-            StreamRequest::new(eid("ipn:1.1"), eid("ipn:2.1"), data.len() as u64),
-        )
-        .expect("begin");
+    let p = begin(&mut off, T0, "ipn:2.1", data.len());
     assert!(!p.commit_in_parts);
     // A part holding the last bundle is refused, and the stream can no longer complete: its
     // final commit says why and deletes the parts committed before.
-    let plan = a
-        .begin_stream(
-            T0,
-            StreamRequest::new(eid("ipn:1.1"), eid("ipn:2.1"), data.len() as u64),
-        )
-        .expect("begin");
+    let plan = begin(&mut a, T0, "ipn:2.1", data.len());
     let n = plan.plan.pieces().len();
     assert_eq!(
         a.commit_stream_part(T0, plan.stream, stage_range(&plan, &data, 0..2))
@@ -663,12 +626,7 @@ fn a_stream_ended_early_deletes_its_parts_not_forwarded_and_a_crash_mid_stream_d
     let mut a = Agent::open(cfg(1, 10_000), MemoryStore::new(), T0).expect("a");
     let mut b = Agent::open(AgentConfig::new(2), MemoryStore::new(), T0).expect("b");
     a.link_up(T0, 2, 0);
-    let plan = a
-        .begin_stream(
-            T0,
-            StreamRequest::new(eid("ipn:1.1"), eid("ipn:2.1"), data.len() as u64),
-        )
-        .expect("begin");
+    let plan = begin(&mut a, T0, "ipn:2.1", data.len());
     a.commit_stream_part(T0, plan.stream, stage_range(&plan, &data, 0..4))
         .expect("part");
     let first = a.poll_transmit(T0).expect("the first part leaves");
@@ -689,12 +647,7 @@ fn a_stream_ended_early_deletes_its_parts_not_forwarded_and_a_crash_mid_stream_d
     {
         let mut a =
             Agent::open(cfg(1, 10_000), RedbStore::open(&path).expect("open"), T0).expect("a");
-        let plan = a
-            .begin_stream(
-                T0,
-                StreamRequest::new(eid("ipn:1.1"), eid("ipn:2.1"), data.len() as u64),
-            )
-            .expect("begin");
+        let plan = begin(&mut a, T0, "ipn:2.1", data.len());
         for r in [0..3, 3..6] {
             a.commit_stream_part(T0, plan.stream, stage_range(&plan, &data, r))
                 .expect("part");

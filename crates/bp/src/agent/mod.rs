@@ -624,17 +624,12 @@ impl<S: Store> Agent<S> {
             if t > now {
                 break;
             }
-            if let Some(entry) = self.remove_entry(key) {
+            let reason = ReasonCode::LifetimeExpired;
+            if self
+                .delete_reported(now, key, BundleEventKind::Expired, None, reason, &mut txn)
+                .is_some()
+            {
                 self.counters.expired += 1;
-                self.event(now, BundleEventKind::Expired, &entry.meta, None, Some(key));
-                txn.batch.push(Op::Delete(key));
-                self.stage_report(
-                    now,
-                    &mut txn,
-                    &entry.meta,
-                    ReportKind::Deleted,
-                    ReasonCode::LifetimeExpired,
-                );
             } else {
                 self.expiry.remove(&(t, key));
             }
@@ -932,6 +927,25 @@ impl<S: Store> Agent<S> {
             _ => {}
         }
         Some(e)
+    }
+
+    /// Removes stored bundle `key` from the agent's tables (event `kind`, from neighbour
+    /// `from`) and adds its store delete and the deletion report its source asked for
+    /// (`reason`) to `txn`; the entry, `None` when the bundle is not stored.
+    fn delete_reported(
+        &mut self,
+        now: DtnTime,
+        key: BundleKey,
+        kind: BundleEventKind,
+        from: Option<NodeNum>,
+        reason: ReasonCode,
+        txn: &mut Txn,
+    ) -> Option<Entry> {
+        let entry = self.remove_entry(key)?;
+        self.event(now, kind, &entry.meta, from, Some(key));
+        txn.batch.push(Op::Delete(key));
+        self.stage_report(now, txn, &entry.meta, ReportKind::Deleted, reason);
+        Some(entry)
     }
 
     /// Removes a bundle whose job is done and defers its store delete.

@@ -34,9 +34,7 @@ use bpv7::{
 use bytes::Bytes;
 
 use super::local::Dest;
-use super::{
-    Agent, BundleEventKind, DtnTime, ReportFlags, ReportKind, SendError, Txn, PRIORITY_NORMAL,
-};
+use super::{Agent, BundleEventKind, DtnTime, ReportFlags, SendError, Txn, PRIORITY_NORMAL};
 use crate::store::{BundleKey, BundleMeta, Op, Role, StagedPiece, Stager, Store, StoreError};
 
 /// What an application asks for to send an ADU whose bytes will stream in.
@@ -523,19 +521,13 @@ impl<S: Store> Agent<S> {
         let mut txn = Txn::default();
         let mut n = 0;
         for &key in keys {
-            let Some(entry) = self.remove_entry(key) else {
-                continue;
-            };
-            n += 1;
-            self.event(now, BundleEventKind::Deleted, &entry.meta, None, Some(key));
-            txn.batch.push(Op::Delete(key));
-            self.stage_report(
-                now,
-                &mut txn,
-                &entry.meta,
-                ReportKind::Deleted,
-                ReasonCode::TransmissionCanceled,
-            );
+            let (kind, reason) = (BundleEventKind::Deleted, ReasonCode::TransmissionCanceled);
+            if self
+                .delete_reported(now, key, kind, None, reason, &mut txn)
+                .is_some()
+            {
+                n += 1;
+            }
         }
         if n == 0 {
             // Nothing to delete: a note change goes with the next commit.

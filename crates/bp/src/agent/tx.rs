@@ -293,24 +293,13 @@ impl<S: Store> Agent<S> {
             return None;
         }
         if over {
-            if let Some(entry) = self.remove_entry(key) {
+            let mut txn = Txn::default();
+            let (kind, reason) = (BundleEventKind::Deleted, ReasonCode::HopLimitExceeded);
+            if self
+                .delete_reported(now, key, kind, Some(neighbour), reason, &mut txn)
+                .is_some()
+            {
                 self.counters.hop_limit_exceeded += 1;
-                self.event(
-                    now,
-                    BundleEventKind::Deleted,
-                    &entry.meta,
-                    Some(neighbour),
-                    Some(key),
-                );
-                let mut txn = Txn::default();
-                txn.batch.push(crate::store::Op::Delete(key));
-                self.stage_report(
-                    now,
-                    &mut txn,
-                    &entry.meta,
-                    ReportKind::Deleted,
-                    ReasonCode::HopLimitExceeded,
-                );
                 let _ = self.commit_txn(now, txn);
             }
             return None;
