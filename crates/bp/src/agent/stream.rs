@@ -115,12 +115,18 @@ pub(super) struct OpenStream {
     priority: u8,
     expires_at_ms: u64,
     reserved: u64,
-    /// Planned pieces committed so far by [`Agent::commit_stream_part`].
-    committed: usize,
-    /// Their bundles' keys (deleted by [`Agent::abort_stream`] unless forwarded already).
+    /// The keys of the bundles committed so far by [`Agent::commit_stream_part`], one per
+    /// planned piece in order (deleted by [`Agent::abort_stream`] unless forwarded already).
     keys: Vec<BundleKey>,
     /// A part commit failed: the stream cannot complete; its final commit reports this.
     failed: Option<SendError>,
+}
+
+impl OpenStream {
+    /// Planned pieces committed so far by [`Agent::commit_stream_part`].
+    fn committed(&self) -> usize {
+        self.keys.len()
+    }
 }
 
 impl<S: Store> Agent<S> {
@@ -229,7 +235,6 @@ impl<S: Store> Agent<S> {
                 priority: req.priority,
                 expires_at_ms: timestamp.dtn_time_ms.saturating_add(req.lifetime_ms),
                 reserved: needed,
-                committed: 0,
                 keys: Vec::new(),
                 failed: None,
             },
@@ -265,7 +270,7 @@ impl<S: Store> Agent<S> {
             return Err(SendError::BadStream(format!("no open stream {stream}")));
         };
         let r = self.commit_part(now, &mut s, pieces);
-        let committed = s.committed;
+        let committed = s.committed();
         self.streams.insert(stream, s);
         match r {
             Ok(()) => Ok(committed),
@@ -300,14 +305,14 @@ impl<S: Store> Agent<S> {
         if let Some(e) = self.health.unavailable(now) {
             return Err(SendError::Store(e));
         }
-        let left = s.plan.pieces().len() - s.committed;
+        let left = s.plan.pieces().len() - s.committed();
         if pieces.len() >= left {
             return Err(SendError::BadStream(format!(
                 "{} bundles offered as a part, {left} left: the last one ends the stream",
                 pieces.len()
             )));
         }
-        let bytes: u64 = s.plan.pieces()[s.committed..s.committed + pieces.len()]
+        let bytes: u64 = s.plan.pieces()[s.committed()..s.committed() + pieces.len()]
             .iter()
             .map(|p| p.encoded_len)
             .sum();
@@ -316,7 +321,7 @@ impl<S: Store> Agent<S> {
         self.reserved = self.reserved.saturating_sub(bytes);
         let mut txn = Txn::default();
         let keys = self.stage_pieces(now, s, pieces, &mut txn)?;
-        if s.committed == 0 {
+        if s.keys.is_empty() {
             // Durable with the first part: a node restarted before the stream ended deletes
             // its parts (`cancel_interrupted_streams`).
             if let Some(name) = stream_note(s) {
@@ -325,7 +330,6 @@ impl<S: Store> Agent<S> {
         }
         self.commit_txn(now, txn).map_err(SendError::Store)?;
         self.counters.created += keys.len() as u64;
-        s.committed += keys.len();
         s.keys.extend(keys);
         Ok(())
     }
@@ -399,14 +403,14 @@ impl<S: Store> Agent<S> {
         if let Some(e) = self.health.unavailable(now) {
             return Err(SendError::Store(e));
         }
-        let left = s.plan.pieces().len() - s.committed;
+        let left = s.plan.pieces().len() - s.committed();
         if pieces.len() != left {
             return Err(SendError::BadStream(format!(
                 "{} bundles staged, {left} planned",
                 pieces.len()
             )));
         }
-        let needed: u64 = s.plan.pieces()[s.committed..]
+        let needed: u64 = s.plan.pieces()[s.committed()..]
             .iter()
             .map(|p| p.encoded_len)
             .sum();
@@ -417,7 +421,7 @@ impl<S: Store> Agent<S> {
             return Err(SendError::StoreFull { needed, free });
         }
         let keys = self.stage_pieces(now, s, pieces, &mut txn)?;
-        if s.committed > 0 {
+        if !s.keys.is_empty() {
             if let Some(name) = stream_note(s) {
                 self.delete_note(&name);
             }
@@ -432,7 +436,7 @@ impl<S: Store> Agent<S> {
         id.ok_or_else(|| SendError::Store(StoreError::Database("empty stream".into())))
     }
 
-    /// Checks `pieces` against the plan (the pieces from `s.committed` on) and adds them to
+    /// Checks `pieces` against the plan (the pieces from `s.committed()` on) and adds them to
     /// `txn`; their keys, in order.
     fn stage_pieces(
         &mut self,
@@ -441,7 +445,7 @@ impl<S: Store> Agent<S> {
         pieces: Vec<StagedPiece>,
         txn: &mut Txn,
     ) -> Result<Vec<BundleKey>, SendError> {
-        let planned = &s.plan.pieces()[s.committed..];
+        let planned = &s.plan.pieces()[s.committed()..];
         if let Some((i, (got, want))) = pieces
             .iter()
             .zip(planned)
@@ -450,7 +454,7 @@ impl<S: Store> Agent<S> {
         {
             return Err(SendError::BadStream(format!(
                 "staged bundle {} has {} bytes, {} planned",
-                s.committed + i,
+                s.committed() + i,
                 got.len(),
                 want.encoded_len
             )));
@@ -459,7 +463,7 @@ impl<S: Store> Agent<S> {
         txn.batch.push(Op::SetCreationCursor { time_ms, sequence });
         let mut keys = Vec::with_capacity(pieces.len());
         for (i, (piece, want)) in pieces.into_iter().zip(planned).enumerate() {
-            let Some(primary) = s.plan.primary(s.committed + i) else {
+            let Some(primary) = s.plan.primary(s.committed() + i) else {
                 continue;
             };
             let meta = BundleMeta {
@@ -505,7 +509,7 @@ impl<S: Store> Agent<S> {
     /// Deletes the bundles of `s` committed in parts that are still stored (in flight ones
     /// too: their convergence layer's outcome then finds nothing to finish); how many.
     fn cancel_parts(&mut self, now: DtnTime, s: &OpenStream) -> usize {
-        if s.committed == 0 {
+        if s.committed() == 0 {
             return 0;
         }
         if let Some(name) = stream_note(s) {
