@@ -186,6 +186,11 @@ pub struct Burst {
     pub end: Duration,
     /// Red bytes it carried (unclaimed before the reports answering its checkpoint).
     pub sent: u64,
+    /// Data bytes the span sent from `start` to `end`, of this burst and of every other
+    /// session's (retransmissions of other blocks go ahead of a first transmission and
+    /// stretch it): with the burst's duration, the rate the span sent at. At least `sent` is
+    /// assumed when smaller.
+    pub link_bytes: u64,
     /// Of those, the bytes still unclaimed after those reports.
     pub lost: u64,
     /// Separate unclaimed ranges those reports left (the loss *pattern*: a receiver that drops
@@ -284,9 +289,11 @@ pub const RUN_HOLES: u64 = 2;
 ///   the share of those bytes the reports answering their checkpoints leave unclaimed, and how
 ///   many separate gaps they leave. Rounds accumulate over sessions until they hold `min_round_segments`
 ///   segments and [`MIN_ROUND_TIME`] of sending at the current rate;
-/// - the round's *delivered rate* is the rate its bursts achieved (their bytes over their
-///   durations, at most the pacing rate) times the share that was claimed: the rate the
-///   receiver drained while it was overrun;
+/// - the round's *delivered rate* is the rate the span sent at during its bursts (the data
+///   bytes of every session sent while they lasted, over their durations, at most the pacing
+///   rate: a first transmission stretched by other sessions' retransmissions does not read
+///   as a slow sender) times the share that was claimed: the rate the receiver drained while
+///   it was overrun;
 /// - **overrun** (unclaimed share above `overrun_loss`) with gaps spread along the bursts (at
 ///   least [`SPREAD_GAPS`]) is a receiver dropping what it cannot drain. During the quick start
 ///   the rate falls to the delivered rate (but not below half, the last clean rate); after it,
@@ -346,9 +353,10 @@ pub struct RateController {
     /// Highest rate at which a whole round got through with at most `overrun_loss` unclaimed,
     /// long runs included (0 = none yet); lowered with every decrease of the rate.
     good_rate: u64,
-    /// Bytes of the round's bursts that took time, and the time they covered together
-    /// (achieved rate): bursts of sessions served in turn, or a retransmission batch sent in
-    /// the middle of another session's block, overlap, and their time counts once.
+    /// Data bytes the span sent while the round's bursts that took time lasted, and the time
+    /// they covered together (achieved rate): bursts of sessions served in turn, or a
+    /// retransmission batch sent in the middle of another session's block, overlap, and their
+    /// time (and the bytes sent in it) counts once.
     round_burst_bytes: u64,
     round_burst_ns: u128,
     /// Latest end of a burst counted so far.
@@ -474,9 +482,19 @@ impl RateController {
             self.round_holes = self.round_holes.saturating_add(burst.holes.max(1));
         }
         if burst.end > burst.start {
-            self.round_burst_bytes = self.round_burst_bytes.saturating_add(burst.sent);
+            // What the span sent in the part of the burst's time no earlier burst of the round
+            // covered: a first transmission that other sessions' retransmissions interleave
+            // took longer than its own bytes show, and judged on those alone the span seemed
+            // to send at half its rate, and an overrun receiver to drain half what it did.
             let from = burst.start.max(self.covered_until);
-            self.round_burst_ns += burst.end.saturating_sub(from).as_nanos();
+            let span = burst.end - burst.start;
+            let part = burst.end.saturating_sub(from);
+            let bytes =
+                u128::from(burst.link_bytes.max(burst.sent)) * part.as_nanos() / span.as_nanos();
+            self.round_burst_bytes = self
+                .round_burst_bytes
+                .saturating_add(u64::try_from(bytes).unwrap_or(u64::MAX));
+            self.round_burst_ns += part.as_nanos();
             self.covered_until = self.covered_until.max(burst.end);
         }
         let time_bytes = u64::try_from(
@@ -720,6 +738,7 @@ mod tests {
             start,
             end: start,
             sent,
+            link_bytes: sent,
             lost,
             gaps: if lost > 0 { SPREAD_GAPS } else { 0 },
             paused: 0,
@@ -818,6 +837,7 @@ mod tests {
             start,
             end: start,
             sent: 1000,
+            link_bytes: 1000,
             lost,
             gaps: 1,
             paused: 0,
@@ -935,6 +955,40 @@ mod tests {
         );
     }
 
+    /// A first transmission that other sessions' retransmissions interleaved: its own
+    /// 500 kB took 10 ms, in which the span sent 1 MB (800 Mb/s). A quarter of it was lost,
+    /// spread: the receiver drained three quarters of 800 Mb/s, and the quick start falls to a
+    /// sixteenth below that. Judged on its own bytes (400 Mb/s sent, 300 delivered) the rate
+    /// fell to half instead (400 Mb/s).
+    #[test]
+    fn the_delivered_rate_counts_what_the_span_sent_during_a_burst() {
+        let ms = Duration::from_millis;
+        let cfg = AdaptiveRate {
+            initial_bps: 800_000_000,
+            min_bps: 1,
+            overrun_loss: 0.05,
+            min_round_segments: 1,
+        };
+        let burst = |link_bytes| Burst {
+            start: ms(0),
+            end: ms(10),
+            sent: 500_000,
+            link_bytes,
+            lost: 125_000,
+            gaps: SPREAD_GAPS,
+            paused: 0,
+            holes: 0,
+            timed: true,
+            complete: false,
+        };
+        let mut c = RateController::new(cfg, 0);
+        c.pacing_limited();
+        assert_eq!(c.on_burst(ms(11), burst(1_000_000), 1), Some(562_500_000));
+        let mut c = RateController::new(cfg, 0);
+        c.pacing_limited();
+        assert_eq!(c.on_burst(ms(11), burst(500_000), 1), Some(400_000_000));
+    }
+
     #[test]
     fn rate_controller_grows_at_most_to_twice_the_achieved_rate() {
         let ms = Duration::from_millis;
@@ -952,6 +1006,7 @@ mod tests {
             start: ms(0),
             end: ms(20),
             sent: 1_000_000,
+            link_bytes: 1_000_000,
             lost: 0,
             gaps: 0,
             paused: 0,
@@ -967,6 +1022,7 @@ mod tests {
             start: ms(40),
             end: ms(50),
             sent: 1_000_000,
+            link_bytes: 1_000_000,
             lost: 0,
             gaps: 0,
             paused: 0,

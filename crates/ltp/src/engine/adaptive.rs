@@ -71,6 +71,7 @@ pub(super) fn before_claims(span: &Span, ex: &mut ExportSession, rs: &ReportSegm
         burst_start: cp.burst_start,
         burst_end: cp.burst_end,
         burst_bytes: cp.burst_bytes,
+        burst_link_bytes: cp.burst_link_bytes,
         start,
         end,
         outstanding,
@@ -151,6 +152,7 @@ pub(super) fn after_claims(
         start: fb.burst_start,
         end: fb.burst_end,
         sent,
+        link_bytes: fb.burst_link_bytes,
         lost: lost.saturating_sub(unsent).min(sent),
         gaps,
         // What the short gaps do not account for of the unsent bytes is taken from the runs.

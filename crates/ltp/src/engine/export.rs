@@ -64,6 +64,8 @@ pub(crate) struct Checkpoint {
     pub(crate) burst_end: Duration,
     /// Red bytes the burst carried (the checkpoint's scope can hold gaps other batches resend).
     pub(crate) burst_bytes: u64,
+    /// Data bytes the span sent, of every session, from the burst's start to the checkpoint.
+    pub(crate) burst_link_bytes: u64,
     /// Where in the scope the burst began, when it began at a rate change in the middle of a
     /// first transmission: adaptive pacing judges `[burst_from, end)`, the part sent at the
     /// current rate (see `ExportSession::burst_from`). `None`: the whole scope.
@@ -90,6 +92,7 @@ pub(crate) struct Feedback {
     pub(crate) burst_start: Duration,
     pub(crate) burst_end: Duration,
     pub(crate) burst_bytes: u64,
+    pub(crate) burst_link_bytes: u64,
     /// The checkpoint's scope, `[start, end)`.
     pub(crate) start: u64,
     pub(crate) end: u64,
@@ -139,6 +142,8 @@ pub(crate) struct ExportSession {
     pub(crate) burst_start: Option<Duration>,
     /// Red bytes sent since `burst_start` (adaptive pacing).
     pub(crate) burst_bytes: u64,
+    /// The span's `data_bytes_sent` before the burst's first segment.
+    pub(crate) burst_link_from: u64,
     /// Offset of the first segment of the burst in progress when it was restarted at a rate
     /// change in the middle of a first transmission (adaptive pacing). A first transmission
     /// leaves in offset order, so everything from here to the checkpoint was paced at the new
@@ -223,6 +228,7 @@ impl ExportSession {
             queued: false,
             burst_start: None,
             burst_bytes: 0,
+            burst_link_from: 0,
             burst_from: None,
             feedback: None,
             feedback_sent: Vec::new(),
