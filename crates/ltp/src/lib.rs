@@ -99,11 +99,13 @@
 //!   MiB the reports come during the block. The receiver scopes reports as RFC 5326
 //!   section 6.11 says: a primary report (answering a first-transmission checkpoint) starts at
 //!   the previous primary report's upper bound — a checkpoint below it, one lost or late, gets
-//!   a report from 0 —, a secondary report at the lower bound of the answer it follows up;
-//!   with one checkpoint per block both are 0 as before. Reports answering intermediate
-//!   checkpoints, and the checkpoints of the retransmissions they cause, count as progress,
-//!   not as retransmission cycles, on both ends (at most
-//!   `2 × max_red_bytes_per_session / MIN_CHECKPOINT_INTERVAL` per import session).
+//!   a report from 0 —, a secondary report at the lower bound of the report segment its
+//!   checkpoint cites. Reports answering intermediate checkpoints, and the checkpoints of the
+//!   retransmissions they cause, count as progress, not as retransmission cycles, on both
+//!   ends; so do, after the first, the checkpoints citing the segments of one answer split
+//!   over several report segments (one retransmission, and one checkpoint, per segment: one
+//!   cycle at the sender and at the receiver). At most
+//!   `2 × max_red_bytes_per_session / MIN_CHECKPOINT_INTERVAL` of them per import session.
 //!   Retransmission batches still leave after the session's first transmission, each closed
 //!   by one checkpoint; a gap already planned in an unsent batch is not planned again (a
 //!   receiver whose reports all start at 0 would otherwise have it resent per interval), and

@@ -406,9 +406,11 @@ fn adaptive_pacing_learns_within_one_long_block() {
 
 /// A long block into a receiver slower than the sender's first guess (50 Mb/s behind a
 /// 212 992-byte queue, as in `adaptive_pacing.rs`). With a single checkpoint the one report
-/// per round comes after 10 MB sent at 100 Mb/s, most of it overran the receiver, and the
-/// retransmission rounds that follow exceed the cycle limit: the session is cancelled. With a
-/// checkpoint per 256 KiB the rate falls within the block and the block completes.
+/// per round comes after 10 MB sent at 100 Mb/s, most of which overran the receiver: its
+/// answer takes dozens of report segments, each drawing a retransmission and a checkpoint.
+/// The receiver used to count each of those checkpoints as a retransmission cycle and cancel
+/// the session; they are one cycle now, and the block completes (1.68 s). With a checkpoint
+/// per 256 KiB the rate falls within the block, and the block completes too (1.66 s).
 #[test]
 fn adaptive_pacing_fits_a_slow_receiver_within_one_long_block() {
     const BIG: usize = 10_000_000;
@@ -438,7 +440,8 @@ fn adaptive_pacing_fits_a_slow_receiver_within_one_long_block() {
     };
     let (single, single_cancelled, _) = run(0);
     let (intervals, cancelled, downs) = run(256 << 10);
-    assert_eq!((single, single_cancelled), (None, 1));
+    assert!(single.is_some());
+    assert_eq!(single_cancelled, 0);
     assert!(intervals.is_some());
     assert_eq!(cancelled, 0);
     assert!(downs >= 1, "{downs} decreases");

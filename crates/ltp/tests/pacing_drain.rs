@@ -573,3 +573,51 @@ fn a_receiver_that_queues_deeply_is_not_probed_while_its_answers_are_late() {
     assert!(peak < 2 * R, "the rate reached {peak}");
     assert!(resent < 0.15, "{:.1} % sent again", 100.0 * resent);
 }
+
+/// A receiver that drains 10 Mb/s (less than half the `ion` profile's 25 Mb/s start) from a
+/// 92-datagram buffer (ION's 212 992 bytes of 1 KiB datagrams) and stops for 40 ms after every
+/// 5 MB. The first block overruns it by half; its single checkpoint's answer takes 97 report
+/// segments, and each draws a retransmission batch with its own checkpoint. The receiver
+/// answered each of those from 0, so every answer claimed again the gaps whose
+/// retransmissions were still on their way and drew them again, and it counted every
+/// checkpoint as a retransmission cycle: it cancelled the first session (RXMTCYCEXC) after
+/// 112 checkpoints and 541 reports, while the sender had counted a fifth of that. Answered
+/// on the cited segment's scope and counted once per answer, every block completes, in 1.03×
+/// the time the receiver needs to drain their payload.
+#[test]
+fn a_block_that_overran_a_slow_receiver_is_recovered_not_cancelled() {
+    const BLOCK: usize = 5_000_000;
+    const DRAIN: u64 = 10_000_000;
+    let mut p = params(10_000_000_000, 1024);
+    p.delay = MS;
+    p.span.pacing_max_burst_bytes = 64 * 1024;
+    p.span.adaptive_rate = Some(AdaptiveRate {
+        initial_bps: 25_000_000,
+        ..AdaptiveRate::default()
+    });
+    let mut h = Harness::with_spans(&p, p.span.clone(), p.span.clone());
+    let mut q = RxQueue::new(DRAIN, 92 * 1100);
+    q.stall_every = BLOCK as u64;
+    q.stall = 40 * MS;
+    h.rx_queues[1] = Some(q);
+    for k in 0..10 {
+        h.send_a(block(BLOCK, k), BLOCK, k);
+    }
+    let rates = sample_rates(&mut h, 10, Duration::from_secs(120));
+    h.run();
+    let done = rates.last().unwrap().0;
+    let a = h.engines[0].span_stats(ID[1]).unwrap();
+    let b = h.engines[1].span_stats(ID[0]).unwrap();
+    eprintln!(
+        "done {done:?}, resent {} of {} data segments, {} reports",
+        a.data_segments_retransmitted, a.data_segments_sent, b.reports_sent
+    );
+    assert_eq!(h.completed().len(), 10);
+    assert_eq!(a.cancelled_here.total() + b.cancelled_here.total(), 0);
+    // The payload alone takes 40 s at the drain rate.
+    let drain_time = Duration::from_secs(10 * BLOCK as u64 * 8 / DRAIN);
+    assert!(
+        done <= drain_time.mul_f64(1.1),
+        "{done:?} against {drain_time:?}"
+    );
+}

@@ -912,6 +912,80 @@ fn many_gaps_are_split_over_several_reports() {
     assert_eq!(st.checkpoint_timeouts, 0);
 }
 
+/// RFC 5326 section 6.11: a checkpoint sent in response to a report segment draws a secondary
+/// report whose scope starts at that report segment's lower bound. The answer above, split over
+/// three report segments, draws three retransmission batches, each ending with a checkpoint
+/// citing its segment: each is answered over its own segment's scope, and the three are one
+/// retransmission cycle at the receiver as at the sender. Answered from the answer's lower
+/// bound (0), each secondary report claimed again the segments before its own, and counted per
+/// checkpoint, the receiver's limit was used up three times as fast as the sender's: with
+/// one cycle allowed the receiver cancelled the session at the second checkpoint.
+#[test]
+fn checkpoints_answering_one_split_answer_are_reported_on_their_own_scopes_and_count_once() {
+    let mut p = Params::standard();
+    p.span.max_claims_per_report = 2;
+    p.span.max_retransmission_cycles = 1;
+    let mut h = Harness::new(&p);
+    h.set_script(|s| {
+        if s.from == 0 && matches!(s.index, 1 | 3 | 5 | 7) {
+            Action::Drop
+        } else {
+            Action::Deliver
+        }
+    });
+    let data = block(10_000, 16);
+    h.send_a(data.clone(), data.len(), 1);
+    h.run();
+    assert_eq!(h.delivered().len(), 1);
+    assert_eq!(h.completed().len(), 1);
+    assert!(h
+        .events_of(1, |e| matches!(e, Event::ImportCancelled { .. }))
+        .is_empty());
+    let reports: HashMap<u64, ltp::ReportSegment> = h
+        .sent_of(1, SegmentType::Report)
+        .iter()
+        .map(|s| {
+            let r = report_of(s);
+            (r.report_serial, r)
+        })
+        .collect();
+    // Every checkpoint citing a report of the first answer, and the report answering it.
+    let mut answered = 0;
+    for s in h
+        .sent
+        .iter()
+        .filter(|s| s.from == 0 && s.seg.segment_type.is_data())
+    {
+        let (_, _, Some(cp)) = data_of(s) else {
+            continue;
+        };
+        let Some(cited) = reports.get(&cp.report_serial) else {
+            continue;
+        };
+        let answer: Vec<_> = reports
+            .values()
+            .filter(|r| r.checkpoint_serial == cp.checkpoint_serial)
+            .collect();
+        assert_eq!(answer.len(), 1);
+        let r = answer[0];
+        if r.claims.len() == 1 && r.claims[0].length == 10_000 {
+            // The answer to the checkpoint that completed the block claims all of it.
+            assert_eq!((r.lower_bound, r.upper_bound), (0, 10_000));
+        } else {
+            assert_eq!(
+                r.lower_bound, cited.lower_bound,
+                "{r:?} answering {cited:?}"
+            );
+            assert!(
+                r.upper_bound <= cited.upper_bound,
+                "{r:?} answering {cited:?}"
+            );
+        }
+        answered += 1;
+    }
+    assert_eq!(answered, 3);
+}
+
 #[test]
 fn receive_buffer_is_released_at_delivery_before_the_report_ack() {
     let p = Params::standard();

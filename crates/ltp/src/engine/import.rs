@@ -15,15 +15,18 @@ use crate::segment::{CancelReason, CheckpointInfo, ReportSegment};
 /// Report serials whose answer an import session remembers ([`ImportSession::answer_of`]).
 pub(crate) const MAX_ANSWERS: usize = 256;
 
-/// The answer to one checkpoint (all its report segments).
+/// A report segment's part in the answer to one checkpoint (all its report segments).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Answer {
-    /// Lower bound of its scope: a checkpoint citing one of its reports draws a secondary
-    /// report from there.
+    /// Lower bound of the segment's scope: a checkpoint citing it draws a secondary report
+    /// from there.
     pub(crate) lower: u64,
     /// Whether it answered an intermediate checkpoint: the retransmission it causes is part
     /// of the first transmission's repair, not a retransmission cycle.
     pub(crate) intermediate: bool,
+    /// Serial of the checkpoint it answered: the checkpoints citing its report segments are
+    /// one retransmission cycle between them.
+    pub(crate) checkpoint: u64,
 }
 
 /// A report issued by this session, kept until acknowledged.
@@ -68,13 +71,18 @@ pub(crate) struct ImportSession {
     pub(crate) next_report_serial: u64,
     pub(crate) answered_checkpoints: Vec<u64>,
     /// Of those, the ones that are not retransmission cycles: intermediate checkpoints
-    /// (primary ones that moved `primary_upper` forward without ending the red part) and
-    /// checkpoints of retransmissions planned from their reports.
+    /// (primary ones that moved `primary_upper` forward without ending the red part),
+    /// checkpoints of retransmissions planned from their reports, and checkpoints citing
+    /// another report segment of the answer `cycle_answer` names.
     pub(crate) free_answered: usize,
+    /// The checkpoint whose answer the last counted retransmission cycle cited. An answer
+    /// split over several report segments draws one retransmission, and one checkpoint,
+    /// per segment; the sender counts them as one cycle, and so does the receiver.
+    pub(crate) cycle_answer: Option<u64>,
     /// Upper bound of the primary reports issued so far (RFC 5326 section 6.11): the next
     /// primary report's scope starts there.
     pub(crate) primary_upper: u64,
-    /// The answer each recent report belonged to, by report serial (at most
+    /// Each recent report segment's part in its answer, by report serial (at most
     /// [`MAX_ANSWERS`], oldest forgotten first).
     answers: Vec<(u64, Answer)>,
     pub(crate) state: ImportState,
@@ -118,6 +126,7 @@ impl ImportSession {
             next_report_serial: first_report_serial,
             answered_checkpoints: Vec::new(),
             free_answered: 0,
+            cycle_answer: None,
             primary_upper: 0,
             answers: Vec::new(),
             state: ImportState::Active,

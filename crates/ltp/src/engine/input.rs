@@ -486,11 +486,14 @@ impl Engine {
         }
         // RFC 5326 section 6.11: a checkpoint of the first transmission (report serial 0)
         // draws a primary report, whose scope starts where the previous primary report's
-        // ended; one sent in answer to a report draws a secondary report, whose scope starts
-        // where that report's answer started (the lower bound of all its segments: the
-        // answer to a single checkpoint per block starts at 0, so such blocks keep reports
-        // from 0). A primary checkpoint below the previous primary bound (a lost or late one)
-        // is answered from 0. Once the red part is complete, one claim covers it all.
+        // ended; one sent in answer to a report segment draws a secondary report, whose scope
+        // starts where that segment's did. An answer split over several segments draws one
+        // retransmission per segment (from us, ION and HDTN alike; our sender merges them
+        // into one batch citing the first segment when it can); answered from the lower
+        // bound of the whole answer, each claimed again the segments before its own, whose
+        // retransmissions were still on their way, and drew them once more. A primary
+        // checkpoint below the previous primary bound (a lost or late one) is answered from
+        // 0. Once the red part is complete, one claim covers it all.
         let primary = cp.report_serial == 0;
         let cited = (!primary)
             .then(|| imp.answer_of(cp.report_serial))
@@ -512,7 +515,13 @@ impl Engine {
         // (the sender does not count those either). At most `max_free` of them per session.
         let intermediate =
             primary && !imp.delivered && cp_end > imp.primary_upper && imp.red_len != Some(cp_end);
-        let free = (intermediate || cited.is_some_and(|a| a.intermediate))
+        // Nor is a checkpoint citing another report segment of the answer the last counted
+        // cycle cited: the sender resends per report segment, each batch with its checkpoint,
+        // and counts the answer once. Counted per checkpoint, an answer split over five
+        // segments used up the limit five times as fast here as at the sender (a receiver
+        // overrun by a block's first transmission cancelled it after 22 cycles).
+        let sibling = cited.is_some_and(|a| imp.cycle_answer == Some(a.checkpoint));
+        let free = (intermediate || cited.is_some_and(|a| a.intermediate) || sibling)
             && (imp.free_answered as u64) < max_free;
         let cycles = imp.answered_checkpoints.len() - imp.free_answered;
         if !free && cycles as u64 > u64::from(max_cycles) {
@@ -522,6 +531,8 @@ impl Engine {
         imp.answered_checkpoints.push(cp.checkpoint_serial);
         if free {
             imp.free_answered += 1;
+        } else if let Some(a) = cited {
+            imp.cycle_answer = Some(a.checkpoint);
         }
         if primary {
             imp.primary_upper = imp.primary_upper.max(upper);
@@ -541,6 +552,7 @@ impl Engine {
         let answer = Answer {
             lower,
             intermediate: intermediate && free,
+            checkpoint: cp.checkpoint_serial,
         };
         let mut lower = lower;
         for (k, chunk) in in_scope.chunks(max_claims).enumerate() {
@@ -569,7 +581,8 @@ impl Engine {
                 deadline: None,
                 full: full && last && k == 0,
             });
-            imp.note_answer(serial, answer);
+            // A checkpoint citing this segment is answered from its lower bound.
+            imp.note_answer(serial, Answer { lower, ..answer });
             new_serials.push(serial);
             lower = ub;
         }
