@@ -955,6 +955,16 @@ mod tests {
         );
     }
 
+    /// Rounds that decide on one segment (their [`MIN_ROUND_TIME`] aside), from `initial_bps`.
+    fn one_segment_rounds(initial_bps: u64) -> AdaptiveRate {
+        AdaptiveRate {
+            initial_bps,
+            min_bps: 1,
+            overrun_loss: 0.05,
+            min_round_segments: 1,
+        }
+    }
+
     /// A first transmission that other sessions' retransmissions interleaved: its own
     /// 500 kB took 10 ms, in which the span sent 1 MB (800 Mb/s). A quarter of it was lost,
     /// spread: the receiver drained three quarters of 800 Mb/s, and the quick start falls to a
@@ -963,12 +973,7 @@ mod tests {
     #[test]
     fn the_delivered_rate_counts_what_the_span_sent_during_a_burst() {
         let ms = Duration::from_millis;
-        let cfg = AdaptiveRate {
-            initial_bps: 800_000_000,
-            min_bps: 1,
-            overrun_loss: 0.05,
-            min_round_segments: 1,
-        };
+        let cfg = one_segment_rounds(800_000_000);
         let burst = |link_bytes| Burst {
             start: ms(0),
             end: ms(10),
@@ -992,12 +997,7 @@ mod tests {
     #[test]
     fn rate_controller_grows_at_most_to_twice_the_achieved_rate() {
         let ms = Duration::from_millis;
-        let cfg = AdaptiveRate {
-            initial_bps: 1_000_000_000,
-            min_bps: 1,
-            overrun_loss: 0.05,
-            min_round_segments: 1,
-        };
+        let cfg = one_segment_rounds(1_000_000_000);
         let mut c = RateController::new(cfg, 0);
         // The host sent 1 MB in 20 ms (400 Mb/s) although 1 Gb/s was allowed: the rate may
         // not double beyond 800 Mb/s... and it stays where it is, as 800 < 1000.

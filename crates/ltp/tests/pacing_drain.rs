@@ -380,6 +380,19 @@ fn a_receiver_that_delays_reports_with_gaps_does_not_end_the_quick_start() {
     assert!(last >= START << 4, "rate {last} after six blocks");
 }
 
+/// A span towards a peer with a small receive buffer, as the `ion` profile sets it up: pacing
+/// bursts capped at 64 KiB, adaptive pacing from `initial_bps`, 1 ms each way.
+fn small_buffer_peer(segment: usize, initial_bps: u64) -> Params {
+    let mut p = params(10_000_000_000, segment);
+    p.delay = MS;
+    p.span.pacing_max_burst_bytes = 64 * 1024;
+    p.span.adaptive_rate = Some(AdaptiveRate {
+        initial_bps,
+        ..AdaptiveRate::default()
+    });
+    p
+}
+
 /// A span as the `hdtn` peer profile sets it up: an intermediate checkpoint every MiB, pacing
 /// bursts capped at 64 KiB, adaptive pacing from 25 Mb/s.
 fn hdtn_profile(segment: usize) -> Params {
@@ -504,13 +517,7 @@ fn one_outage_after_settling_on_a_receiver_that_drops_in_runs_keeps_the_rate() {
 fn a_pause_after_each_block_and_channel_loss_do_not_collapse_the_rate() {
     use rand::{RngExt, SeedableRng};
     const START: u64 = 25_000_000;
-    let mut p = params(10_000_000_000, 1024);
-    p.delay = MS;
-    p.span.pacing_max_burst_bytes = 64 * 1024;
-    p.span.adaptive_rate = Some(AdaptiveRate {
-        initial_bps: START,
-        ..AdaptiveRate::default()
-    });
+    let p = small_buffer_peer(1024, START);
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(4);
     let mut pause_until = Duration::ZERO;
     let t = run(&p, None, 6, 5_000_000, move |s| {
@@ -551,13 +558,7 @@ fn a_pause_after_each_block_and_channel_loss_do_not_collapse_the_rate() {
 #[test]
 fn a_receiver_that_queues_deeply_is_not_probed_while_its_answers_are_late() {
     const R: u64 = 450_000_000;
-    let mut p = params(10_000_000_000, 8192);
-    p.delay = MS;
-    p.span.pacing_max_burst_bytes = 64 * 1024;
-    p.span.adaptive_rate = Some(AdaptiveRate {
-        initial_bps: 196_608_000,
-        ..AdaptiveRate::default()
-    });
+    let p = small_buffer_peer(8192, 196_608_000);
     let mut h = Harness::with_spans(&p, p.span.clone(), p.span.clone());
     h.rx_queues[1] = Some(RxQueue::new(R, 16 << 20));
     for k in 0..20 {
@@ -588,13 +589,7 @@ fn a_receiver_that_queues_deeply_is_not_probed_while_its_answers_are_late() {
 fn a_block_that_overran_a_slow_receiver_is_recovered_not_cancelled() {
     const BLOCK: usize = 5_000_000;
     const DRAIN: u64 = 10_000_000;
-    let mut p = params(10_000_000_000, 1024);
-    p.delay = MS;
-    p.span.pacing_max_burst_bytes = 64 * 1024;
-    p.span.adaptive_rate = Some(AdaptiveRate {
-        initial_bps: 25_000_000,
-        ..AdaptiveRate::default()
-    });
+    let p = small_buffer_peer(1024, 25_000_000);
     let mut h = Harness::with_spans(&p, p.span.clone(), p.span.clone());
     let mut q = RxQueue::new(DRAIN, 92 * 1100);
     q.stall_every = BLOCK as u64;
