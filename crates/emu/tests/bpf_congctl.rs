@@ -332,6 +332,9 @@ fn hybla_initial_window_and_slow_start_scale_with_rho() {
 fn hybla_congestion_avoidance_grows_by_rho_squared() {
     require_privilege!();
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    // The socket asks for hybla itself (no route `congctl`, which would load it): load it here, as each test runs
+    // in a process of its own, in any order (on a fresh machine this one ran first and found no hybla).
+    congctl::ensure("hybla").expect("loading hybla");
     // RTT 100 ms: rho = 4. Losses (0.2 % of the data packets) end slow start and cut the window again and again;
     // between them the window grows in congestion avoidance.
     let emu = start(50.0, 0.002, "initcwnd = 10");
