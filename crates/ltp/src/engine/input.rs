@@ -517,9 +517,10 @@ impl Engine {
             primary && !imp.delivered && cp_end > imp.primary_upper && imp.red_len != Some(cp_end);
         // Nor is a checkpoint citing another report segment of the answer the last counted
         // cycle cited: the sender resends per report segment, each batch with its checkpoint,
-        // and counts the answer once. Counted per checkpoint, an answer split over five
-        // segments used up the limit five times as fast here as at the sender (a receiver
-        // overrun by a block's first transmission cancelled it after 22 cycles).
+        // and counts the answer once. Counted per checkpoint, an answer split over n segments
+        // used up n cycles of the limit here and one at the sender: a block that overran its
+        // receiver (97 report segments in the first answer) was cancelled here after 112
+        // checkpoints.
         let sibling = cited.is_some_and(|a| imp.cycle_answer == Some(a.checkpoint));
         let free = (intermediate || cited.is_some_and(|a| a.intermediate) || sibling)
             && (imp.free_answered as u64) < max_free;

@@ -255,7 +255,7 @@ impl Engine {
                     burst_start: ex.burst_start.take().unwrap_or(now),
                     burst_end: now,
                     burst_bytes: std::mem::take(&mut ex.burst_bytes),
-                    burst_link_bytes: s.stats.data_bytes_sent - ex.burst_link_from,
+                    burst_link_bytes: s.stats.data_bytes_sent.saturating_sub(ex.burst_link_from),
                     burst_from: ex.burst_from.take(),
                 });
             }
