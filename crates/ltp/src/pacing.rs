@@ -372,6 +372,8 @@ pub struct RateController {
     round_queued: bool,
     /// Whether pacing held data back during the current round.
     limited: bool,
+    /// When a report segment last arrived from the receiver.
+    heard: Duration,
 }
 
 impl RateController {
@@ -409,6 +411,7 @@ impl RateController {
             min_answer: [None; 2],
             round_queued: false,
             limited: false,
+            heard: Duration::ZERO,
         }
     }
 
@@ -630,6 +633,55 @@ impl RateController {
                 self.state = PacingState::AtCeiling;
             }
         }
+        self.new_round();
+        if self.rate == old {
+            return None;
+        }
+        self.epoch = now;
+        Some(self.rate)
+    }
+
+    /// A report segment arrived from the receiver at `now`.
+    pub fn heard(&mut self, now: Duration) {
+        self.heard = self.heard.max(now);
+    }
+
+    /// A checkpoint went unanswered for its whole timer, `waited` up to `now`, for the
+    /// `unanswered`-th time in a row (1 = its first transmission). When it was sent at least
+    /// twice unanswered, nothing at all came back from the receiver during this timer, the
+    /// checkpoint left at the current rate, and the quick start is still on (no report has
+    /// confirmed the rate yet), the rate is halved (not below `min_bps`); returns the new rate
+    /// when it changed.
+    ///
+    /// Why: a receiver overrun far beyond its drain rate drops most of what arrives, the
+    /// checkpoints among it, so the report that would lower the rate never comes while the
+    /// sender goes on at the rate that drowns it. A receiver draining 5 Mb/s from a 92-datagram
+    /// buffer, sent 5 MB blocks from the `ion` profile's 25 Mb/s start, lost the first block's
+    /// checkpoint and three retransmissions of it (each dropped with four in five of the data):
+    /// the first report came 5.9 s into the run, after 18 MB had been sent at five times its
+    /// drain rate. Silence is the only signal then. One checkpoint unanswered is not enough: a
+    /// receiver that pauses after each block (ION 4.1.3 stopped reading for 40–65 ms) loses a
+    /// retransmission batch whole, its checkpoint with it, and answers the next copy. After the
+    /// quick start the rate has been confirmed by reports, and a lost checkpoint is a loss like
+    /// any other. The quick start goes on: a checkpoint lost twice by chance costs one halving,
+    /// made up by the next clean round.
+    pub fn on_silence(&mut self, now: Duration, waited: Duration, unanswered: u32) -> Option<u64> {
+        let since = now.saturating_sub(waited);
+        if unanswered < 2 || !self.slow_start || self.heard > since || since < self.epoch {
+            return None;
+        }
+        let old = self.rate;
+        self.rate = (old / 2).max(self.cfg.min_bps.max(1));
+        if self.rate == old {
+            return None;
+        }
+        self.new_round();
+        self.epoch = now;
+        Some(self.rate)
+    }
+
+    /// Forget the current round (the rate changed, or it decided).
+    fn new_round(&mut self) {
         self.round_sent = 0;
         self.round_lost = 0;
         self.round_gaps = 0;
@@ -639,11 +691,6 @@ impl RateController {
         self.round_burst_ns = 0;
         self.round_queued = false;
         self.limited = false;
-        if self.rate == old {
-            return None;
-        }
-        self.epoch = now;
-        Some(self.rate)
     }
 }
 
@@ -992,6 +1039,44 @@ mod tests {
         let mut c = RateController::new(cfg, 0);
         c.pacing_limited();
         assert_eq!(c.on_burst(ms(11), burst(500_000), 1), Some(400_000_000));
+    }
+
+    /// Silence halves the quick start's rate only when a checkpoint went unanswered twice, the
+    /// receiver was not heard from during its timer, and it left at the current rate; after
+    /// the quick start it does nothing.
+    #[test]
+    fn silence_halves_the_quick_start_only_after_two_unanswered_copies() {
+        let ms = Duration::from_millis;
+        let cfg = one_segment_rounds(25_000_000);
+        let mut c = RateController::new(cfg, 0);
+        assert_eq!(c.on_silence(ms(1900), ms(300), 1), None, "one copy lost");
+        assert_eq!(c.on_silence(ms(2500), ms(600), 2), Some(12_500_000));
+        assert_eq!(c.epoch(), ms(2500));
+        // A copy that left before the rate changed says nothing about the new rate.
+        assert_eq!(c.on_silence(ms(2700), ms(600), 2), None);
+        // The receiver was heard during the timer: not silent.
+        c.heard(ms(3000));
+        assert_eq!(c.on_silence(ms(3200), ms(600), 3), None);
+        assert_eq!(c.on_silence(ms(3700), ms(600), 3), Some(6_250_000));
+        // Once a round decided (here an overrun), the quick start is over: silence is a loss
+        // like any other.
+        c.pacing_limited();
+        let lossy = Burst {
+            start: ms(3800),
+            end: ms(4800),
+            sent: 781_250,
+            link_bytes: 781_250,
+            lost: 156_250,
+            gaps: SPREAD_GAPS,
+            paused: 0,
+            holes: 0,
+            timed: true,
+            complete: false,
+        };
+        assert!(c.on_burst(ms(4900), lossy, 1).is_some());
+        let rate = c.rate();
+        assert_eq!(c.on_silence(ms(9000), ms(1200), 5), None);
+        assert_eq!(c.rate(), rate);
     }
 
     #[test]

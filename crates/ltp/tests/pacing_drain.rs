@@ -575,44 +575,121 @@ fn a_receiver_that_queues_deeply_is_not_probed_while_its_answers_are_late() {
     assert!(resent < 0.15, "{:.1} % sent again", 100.0 * resent);
 }
 
-/// A receiver that drains 10 Mb/s (less than half the `ion` profile's 25 Mb/s start) from a
-/// 92-datagram buffer (ION's 212 992 bytes of 1 KiB datagrams) and stops for 40 ms after every
-/// 5 MB. The first block overruns it by half; its single checkpoint's answer takes 97 report
-/// segments, and each draws a retransmission batch with its own checkpoint. The receiver
-/// answered each of those from 0, so every answer claimed again the gaps whose
-/// retransmissions were still on their way and drew them again, and it counted every
-/// checkpoint as a retransmission cycle: it cancelled the first session (RXMTCYCEXC) after
-/// 112 checkpoints and 541 reports, while the sender had counted a fifth of that. Answered
-/// on the cited segment's scope and counted once per answer, every block completes, in 1.03×
-/// the time the receiver needs to drain their payload.
-#[test]
-fn a_block_that_overran_a_slow_receiver_is_recovered_not_cancelled() {
-    const BLOCK: usize = 5_000_000;
-    const DRAIN: u64 = 10_000_000;
-    let p = small_buffer_peer(1024, 25_000_000);
+/// Ten 5 MB blocks of 1 KiB segments from the `ion` profile's 25 Mb/s adaptive start into a
+/// receiver that drains `drain` bit/s from a 92-datagram buffer (ION's 212 992 bytes of 1 KiB
+/// datagrams) and stops for 40 ms after every 5 MB; `rto_backoff` as the span sets it (a node
+/// does unless an RTO is configured). Returns the harness run to completion (or 240 s) and the
+/// rate sampled every millisecond.
+fn overrun_slow_receiver(drain: u64, rto_backoff: bool) -> (Harness, Vec<(Duration, u64)>) {
+    let mut p = small_buffer_peer(1024, 25_000_000);
+    p.span.rto_backoff = rto_backoff;
     let mut h = Harness::with_spans(&p, p.span.clone(), p.span.clone());
-    let mut q = RxQueue::new(DRAIN, 92 * 1100);
-    q.stall_every = BLOCK as u64;
+    let mut q = RxQueue::new(drain, 92 * 1100);
+    q.stall_every = OVERRUN_BLOCK as u64;
     q.stall = 40 * MS;
     h.rx_queues[1] = Some(q);
     for k in 0..10 {
-        h.send_a(block(BLOCK, k), BLOCK, k);
+        h.send_a(block(OVERRUN_BLOCK, k), OVERRUN_BLOCK, k);
     }
-    let rates = sample_rates(&mut h, 10, Duration::from_secs(120));
+    let rates = sample_rates(&mut h, 10, Duration::from_secs(240));
     h.run();
-    let done = rates.last().unwrap().0;
     let a = h.engines[0].span_stats(ID[1]).unwrap();
     let b = h.engines[1].span_stats(ID[0]).unwrap();
     eprintln!(
-        "done {done:?}, resent {} of {} data segments, {} reports",
-        a.data_segments_retransmitted, a.data_segments_sent, b.reports_sent
+        "done {:?}, resent {} of {} data segments, {} reports, cancelled {:?} / {:?}",
+        rates.last().unwrap().0,
+        a.data_segments_retransmitted,
+        a.data_segments_sent,
+        b.reports_sent,
+        a.cancelled_here,
+        b.cancelled_here
     );
+    (h, rates)
+}
+
+const OVERRUN_BLOCK: usize = 5_000_000;
+
+/// Every block completed, none cancelled on either side, within 1.1× the time the receiver
+/// needs to drain the ten blocks' payload at `drain` bit/s.
+fn assert_all_recovered_near_the_drain_time(h: &Harness, rates: &[(Duration, u64)], drain: u64) {
+    let a = h.engines[0].span_stats(ID[1]).unwrap();
+    let b = h.engines[1].span_stats(ID[0]).unwrap();
     assert_eq!(h.completed().len(), 10);
     assert_eq!(a.cancelled_here.total() + b.cancelled_here.total(), 0);
-    // The payload alone takes 40 s at the drain rate.
-    let drain_time = Duration::from_secs(10 * BLOCK as u64 * 8 / DRAIN);
+    let done = rates.last().unwrap().0;
+    let drain_time = Duration::from_secs(10 * OVERRUN_BLOCK as u64 * 8 / drain);
     assert!(
         done <= drain_time.mul_f64(1.1),
         "{done:?} against {drain_time:?}"
+    );
+}
+
+/// A receiver that drains 10 Mb/s (less than half the start). The first block overruns it by
+/// half; its single checkpoint's answer takes 97 report segments, and each draws a
+/// retransmission batch with its own checkpoint. The receiver answered each of those from 0,
+/// so every answer claimed again the gaps whose retransmissions were still on their way and
+/// drew them again, and it counted every checkpoint as a retransmission cycle: it cancelled
+/// the first session (RXMTCYCEXC) after 112 checkpoints and 541 reports, while the sender had
+/// counted a fifth of that. Answered on the cited segment's scope and counted once per answer,
+/// every block completes, in 1.07× the time the receiver needs to drain their payload. RFC
+/// 5326's timers (no back-off).
+#[test]
+fn a_block_that_overran_a_slow_receiver_is_recovered_not_cancelled() {
+    const DRAIN: u64 = 10_000_000;
+    let (h, rates) = overrun_slow_receiver(DRAIN, false);
+    assert_all_recovered_near_the_drain_time(&h, &rates, DRAIN);
+}
+
+/// The same at 5 Mb/s, a fifth of the start, with RFC 5326's timers (no back-off, 300 ms RTO).
+/// Answered from the lower bound of the report segment they cite, the checkpoints of the
+/// retransmission batches were kept waiting for the data of other batches (their scope started
+/// at 0), and the receiver ignores copies of a checkpoint whose report was acknowledged: the
+/// first block was cancelled (RLEXC) after 11 unanswered copies of a checkpoint answered at
+/// once. A batch's checkpoint now vouches for the data from the cited segment's lower bound,
+/// where its answer starts: every block completes.
+#[test]
+fn retransmission_checkpoints_are_done_when_their_own_answer_claims_their_scope() {
+    const DRAIN: u64 = 5_000_000;
+    let (h, rates) = overrun_slow_receiver(DRAIN, false);
+    assert_all_recovered_near_the_drain_time(&h, &rates, DRAIN);
+}
+
+/// The same receiver with a node's timers (back-off). At 25 Mb/s it drops four datagrams in
+/// five, checkpoints among them: the first block's checkpoint and three copies of it were
+/// lost, and the first report came 5.9 s into the run, after 18 MB had been sent at five
+/// times the drain rate (35 % of the payload was sent again). A checkpoint unanswered twice
+/// while nothing at all comes back now halves the rate during the quick start: the rate is
+/// halved before the first report (2.7 s) arrives, and a sixth of the payload is resent.
+#[test]
+fn a_silent_receiver_slows_the_quick_start_before_any_report() {
+    const DRAIN: u64 = 5_000_000;
+    let (h, rates) = overrun_slow_receiver(DRAIN, true);
+    assert_all_recovered_near_the_drain_time(&h, &rates, DRAIN);
+    let first_report = h
+        .sent_of(1, SegmentType::Report)
+        .first()
+        .map(|s| s.time)
+        .unwrap();
+    let before = rates
+        .iter()
+        .take_while(|r| r.0 < first_report)
+        .map(|r| r.1)
+        .min()
+        .unwrap();
+    let a = h.engines[0].span_stats(ID[1]).unwrap();
+    let payload_segments = 10 * OVERRUN_BLOCK.div_ceil(1004) as u64;
+    let resent = a.data_segments_retransmitted as f64 / payload_segments as f64;
+    eprintln!(
+        "first report at {first_report:?}, lowest rate before it {before}, resent {:.1} %",
+        100.0 * resent
+    );
+    assert!(
+        before <= 25_000_000 / 2,
+        "rate {before} before the first report"
+    );
+    assert!(
+        resent <= 0.25,
+        "{:.1} % of the payload resent",
+        100.0 * resent
     );
 }

@@ -172,3 +172,28 @@ pub(super) fn after_claims(
         }
     }
 }
+
+/// A report segment arrived on `span` at `now`: the receiver is heard from.
+pub(super) fn heard(span: &mut Span, now: Duration) {
+    if let Some(ctl) = span.rate_ctl.as_mut() {
+        ctl.heard(now);
+    }
+}
+
+/// A checkpoint on `span` went unanswered for its timer, `waited`, the `unanswered`-th time in a
+/// row: a receiver silent that long while the quick start goes on may be drowning in the data
+/// (see [`crate::pacing::RateController::on_silence`]).
+pub(super) fn checkpoint_timed_out(
+    span: &mut Span,
+    now: Duration,
+    waited: Duration,
+    unanswered: u32,
+) {
+    let Some(ctl) = span.rate_ctl.as_mut() else {
+        return;
+    };
+    if let Some(rate) = ctl.on_silence(now, waited, unanswered) {
+        span.bucket.set_rate(rate, now);
+        span.stats.rate_decreases += 1;
+    }
+}

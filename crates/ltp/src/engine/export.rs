@@ -30,9 +30,9 @@ pub(crate) struct Batch {
     /// Report serial carried by the batch's checkpoint (0 for the first transmission).
     pub(crate) report_serial: u64,
     pub(crate) retransmission: bool,
-    /// Start of the first-transmission interval the batch's data lies in (see
-    /// [`Checkpoint::scope_start`]; 0 for the first transmission, whose scope moves with its
-    /// intermediate checkpoints).
+    /// Start of the first-transmission interval the batch's data lies in, or the lower bound
+    /// of the report segment it answers when higher (see [`Checkpoint::scope_start`]; 0 for
+    /// the first transmission, whose scope moves with its intermediate checkpoints).
     pub(crate) scope_start: u64,
     /// Serial of the checkpoint whose answer planned this retransmission batch (0 for the
     /// first transmission).
@@ -51,8 +51,10 @@ pub(crate) struct Checkpoint {
     /// Start of the red data this checkpoint vouches for: the end of the previous checkpoint
     /// of the first transmission (0 for its first one, and for every checkpoint of a block sent
     /// with a single one), or for a retransmission batch the start of the first-transmission
-    /// interval its data lies in. Its reports cover `[scope_start, end)`: the checkpoint is
-    /// done once that is claimed, and adaptive pacing takes the burst's outcome there.
+    /// interval its data lies in, or the lower bound of the report segment it answers when that
+    /// is higher (where the receiver's answer starts). Its reports cover `[scope_start, end)`:
+    /// the checkpoint is done once that is claimed, and adaptive pacing takes the burst's
+    /// outcome there.
     pub(crate) scope_start: u64,
     pub(crate) ty: SegmentType,
     pub(crate) retransmissions: u32,

@@ -621,6 +621,7 @@ impl Engine {
             .map_or(0, |s| s.cfg.max_retransmission_cycles);
         if let Some(s) = self.spans.get_mut(i) {
             s.stats.reports_received += 1;
+            adaptive::heard(s, now);
         }
         let Some(ex) = self.exports.get_mut(&id.number) else {
             // Closed session: the receiver missed our RA (or this is a replicated copy).
@@ -769,7 +770,14 @@ impl Engine {
             ex.checkpoints
                 .retain(|c| !(c.first_pass() && c.scope_start >= lower && c.end() <= upper));
         }
-        let scope_start = ex.interval_start(lower);
+        // The batch's checkpoint cites this report segment, so a receiver following RFC 5326
+        // section 6.11 (dtnkit, ION) answers it from this segment's lower bound: its scope
+        // must not start below that, or the answer that claims all of it leaves the checkpoint
+        // waiting for data other batches recover. The receiver ignores copies of a checkpoint
+        // whose report was acknowledged, so the timer ran out: with a 300 ms RTO a receiver
+        // draining 5 Mb/s saw the first block cancelled (RLEXC) after 11 unanswered copies of
+        // a checkpoint answered at once.
+        let scope_start = ex.interval_start(lower).max(rs.lower_bound.min(upper));
         let merge = ex.cp_interval > 0
             && rs.checkpoint_serial != 0
             && ex

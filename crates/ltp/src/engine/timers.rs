@@ -43,9 +43,12 @@ impl Engine {
                     return;
                 };
                 cp.deadline = None;
+                let waited = cfg.retransmission_interval(cp.retransmissions);
+                let unanswered = cp.retransmissions + 1;
                 let id = ex.id;
                 if let Some(s) = self.spans.get_mut(i) {
                     s.stats.checkpoint_timeouts += 1;
+                    adaptive::checkpoint_timed_out(s, now, waited, unanswered);
                 }
                 self.log_event(
                     now,
