@@ -90,7 +90,10 @@
 //!   queue shows in the report times, then raise it by a sixteenth (a sixty-fourth near the
 //!   drain rate seen) — except a round whose answers show a queue, which keeps it; never above a configured `rate_bps` ([`pacing::RateController`], whose
 //!   [`pacing::PacingState`] says why the rate is what it is). A burst is the data one
-//!   checkpoint closes, so without intermediate checkpoints a block is one burst.
+//!   checkpoint closes, so without intermediate checkpoints a block is one burst. During the
+//!   quick start a checkpoint unanswered twice while nothing at all came back from the
+//!   receiver halves the rate: a receiver overrun far beyond its drain rate drops the
+//!   checkpoints too, and the report that would lower the rate never comes.
 //! - **Intermediate checkpoints** (`SpanConfig::checkpoint_interval_bytes`, 0 = off by
 //!   default): the first transmission of a red part gets a checkpoint (`RD_CP`) each time that
 //!   many red bytes were sent since the previous one. A 50 MB block sent with its single final
@@ -124,7 +127,10 @@
 //!   replay protection (RFC 5327 has none; see [`auth`]).
 //! - **No silent stall**: while red data of an export session is unclaimed, a checkpoint
 //!   timer runs (a report that claims its whole scope without completing the block keeps
-//!   the checkpoint armed), so the session progresses or ends by a limit with a reason.
+//!   the checkpoint armed unless other checkpoints or planned retransmissions cover the rest),
+//!   so the session progresses or ends by a limit with a reason. A retransmission batch's
+//!   checkpoint vouches for the data from the lower bound of the report segment it cites,
+//!   where the receiver's answer starts.
 //! - **Segmentation**: a segment never exceeds the span's `max_segment_size`; red segments keep
 //!   6 bytes free for checkpoint fields so any of them can be resent as a checkpoint unsplit.
 //! - **Timers** start when a segment leaves `poll_transmit` and run on a per-span clock that
