@@ -108,6 +108,9 @@ pub struct Client {
     rx: BytesMut,
     /// A large frame being read straight into its own buffer: (body so far, body length).
     large: Option<(Vec<u8>, usize)>,
+    /// The buffer of a large delivery the application handed back ([`Client::recycle`]): the
+    /// next large frame that fits is read into it.
+    spare: Vec<u8>,
     /// Reusable read buffer for small frames.
     chunk: Box<[u8]>,
     /// Reusable encode buffer for request heads.
@@ -144,6 +147,7 @@ impl Client {
             stream,
             rx: BytesMut::with_capacity(64 * 1024),
             large: None,
+            spare: Vec::new(),
             chunk: vec![0u8; READ_CHUNK].into_boxed_slice(),
             head: BytesMut::with_capacity(256),
             pending_sends: 0,
@@ -528,6 +532,29 @@ impl Client {
         }
     }
 
+    /// Hands a received bundle back once the application is done with its payload (written,
+    /// hashed, acknowledged): the next large delivery that fits is read into the same memory
+    /// instead of a fresh buffer. Optional; a payload still shared elsewhere (a clone of the
+    /// `Bytes` kept) is simply dropped.
+    ///
+    /// Why: a fresh buffer for a large frame is mapped anew by the allocator and every page of
+    /// it faults in zeroed while the frame is read; receiving 50 MB bundles over TCPCL, that
+    /// was 7 % of all CPU samples of both nodes and the receiving application together.
+    pub fn recycle(&mut self, r: Received) {
+        if r.payload.len() < LARGE_FRAME {
+            return;
+        }
+        let Ok(mut body) = r.payload.try_into_mut() else {
+            return;
+        };
+        // Emptied first: turning it into a `Vec` moves no bytes.
+        body.clear();
+        let body = Vec::from(body);
+        if body.capacity() > self.spare.capacity() {
+            self.spare = body;
+        }
+    }
+
     /// Deliveries skipped because they were returned before (node re-offers after restarts).
     pub fn duplicates_skipped(&self) -> u64 {
         self.duplicates
@@ -590,7 +617,11 @@ impl Client {
                 if n >= LARGE_FRAME {
                     // The length was checked against the limit above.
                     self.rx.advance(4);
-                    let mut body = Vec::with_capacity(n);
+                    let mut body = if self.spare.capacity() >= n {
+                        std::mem::take(&mut self.spare)
+                    } else {
+                        Vec::with_capacity(n)
+                    };
                     body.extend_from_slice(&self.rx);
                     self.rx.clear();
                     self.large = Some((body, n));

@@ -277,6 +277,68 @@ fn large_frames_cross_intact_in_both_directions() {
     node.join().expect("node");
 }
 
+/// A large delivery handed back with `recycle` is the buffer the next large delivery that fits
+/// is read into (no fresh mapping to fault in), and the data is the new delivery's; a larger
+/// one gets a buffer of its own, and a payload still shared is not taken back.
+#[test]
+fn a_recycled_delivery_buffer_takes_the_next_large_delivery() {
+    let payload = |n: usize, salt: u8| -> Bytes {
+        Bytes::from(
+            (0..n)
+                .map(|i| (i as u8).wrapping_mul(7).wrapping_add(salt))
+                .collect::<Vec<u8>>(),
+        )
+    };
+    let sizes = [2_000_000usize, 1_500_000, 3_000_000, 1_000_000, 1_000_000];
+    let (path, node) = fake_node(move |i, req| {
+        Some(match req {
+            // One delivery before each status answer, read while the client waits for it.
+            Request::Status => vec![
+                deliver(i as u64, payload(sizes[i], i as u8)),
+                Response::Status { json: "{}".into() },
+            ],
+            _ => Vec::new(),
+        })
+    });
+    let mut c = connect(&path);
+    let next = |c: &mut Client, k: usize| {
+        assert_eq!(c.status().expect("status"), "{}");
+        let r = c
+            .recv(Some(Duration::from_secs(10)))
+            .expect("recv")
+            .expect("delivery");
+        assert!(
+            r.payload == payload(sizes[k], k as u8),
+            "delivery {k} differs"
+        );
+        r
+    };
+    let first = next(&mut c, 0);
+    let at = first.payload.as_ptr();
+    c.recycle(first);
+    let second = next(&mut c, 1);
+    assert_eq!(second.payload.as_ptr(), at, "read into the recycled buffer");
+    c.recycle(second);
+    // Larger than the spare: a buffer of its own, which becomes the spare.
+    let third = next(&mut c, 2);
+    assert_ne!(third.payload.as_ptr(), at);
+    let at = third.payload.as_ptr();
+    c.recycle(third);
+    // Still shared: not taken back, and the spare stays as it was.
+    let fourth = next(&mut c, 3);
+    assert_eq!(fourth.payload.as_ptr(), at);
+    let kept = fourth.payload.clone();
+    c.recycle(fourth);
+    let fifth = next(&mut c, 4);
+    assert_ne!(fifth.payload.as_ptr(), at, "the shared buffer was reused");
+    assert!(
+        kept == payload(sizes[3], 3),
+        "the kept payload was overwritten"
+    );
+    drop(c);
+    node.join().expect("node");
+}
+
 #[test]
 fn an_oversized_send_is_refused_before_anything_is_written() {
     let (path, node) = fake_node(|i, _| Some(vec![Response::SendOk { id: id(i as u64) }]));

@@ -505,6 +505,8 @@ pub fn run_server(
             what: "acknowledging a delivery".into(),
             source,
         })?;
+        // Its memory takes the next large delivery.
+        c.recycle(r);
         on_bundle(server.stats());
     }
     if let Some(w) = csv {

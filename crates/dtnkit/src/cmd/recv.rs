@@ -132,13 +132,15 @@ pub fn run(a: RecvArgs) -> anyhow::Result<()> {
                 .with_context(|| format!("fragment {}", r.id))?;
             // Written: the node may delete the fragment.
             let _ = c.ack(&r);
+            let id = r.id.clone();
+            c.recycle(r);
             fragments += 1;
             let Some(done) = done else {
                 continue;
             };
             let whole = client::BundleId {
                 fragment: None,
-                ..r.id.clone()
+                ..id
             };
             let mut line = format!("recv {whole} len={}", done.len);
             if let Some(h) = done.sha256 {
@@ -179,6 +181,7 @@ pub fn run(a: RecvArgs) -> anyhow::Result<()> {
         }
         n += 1;
         bytes += r.payload.len() as u64;
+        c.recycle(r);
     }
     let pieces = if fragments > 0 {
         format!(", {fragments} of them in fragments delivered one by one")
