@@ -110,7 +110,11 @@
 //!   cycle at the sender and at the receiver). At most
 //!   `2 × max_red_bytes_per_session / MIN_CHECKPOINT_INTERVAL` of them per import session.
 //!   Retransmission batches still leave after the session's first transmission, each closed
-//!   by one checkpoint; a gap already planned in an unsent batch is not planned again (a
+//!   by one checkpoint. The segments of one split answer go in one batch while it has data
+//!   left to send (one checkpoint per round instead of one per segment, each a chance of an
+//!   RTO), except on a span pacing adaptively without intermediate checkpoints, where each
+//!   segment's batch and its answer are one burst outcome for the controller. A gap already
+//!   planned in an unsent batch is not planned again (a
 //!   receiver whose reports all start at 0 would otherwise have it resent per interval), and
 //!   a report that covers an unanswered first-transmission checkpoint's interval retires it
 //!   (its own report, or the checkpoint, was lost).

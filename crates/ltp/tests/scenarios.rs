@@ -883,15 +883,19 @@ fn aggregation_by_size_and_by_time() {
 }
 
 /// A 10 000-byte block whose first transmission loses segments 1, 3, 5 and 7, answered by
-/// a receiver that puts at most 2 claims in a report segment, run to the end.
-fn five_claims_in_reports_of_two(max_cycles: u32) -> (Harness, Bytes) {
+/// a receiver that puts at most 2 claims in a report segment, run to the end. `stagger`: the
+/// answer's second and third segments arrive 5 and 10 ms late, after the retransmission the
+/// segment before them drew has left (as from a receiver that sends them apart).
+fn five_claims_in_reports_of_two(max_cycles: u32, stagger: bool) -> (Harness, Bytes) {
     let mut p = Params::standard();
     p.span.max_claims_per_report = 2;
     p.span.max_retransmission_cycles = max_cycles;
     let mut h = Harness::new(&p);
-    h.set_script(|s| {
+    h.set_script(move |s| {
         if s.from == 0 && matches!(s.index, 1 | 3 | 5 | 7) {
             Action::Drop
+        } else if stagger && s.from == 1 && matches!(s.index, 1 | 2) {
+            Action::Delay(Duration::from_millis(5 * s.index as u64))
         } else {
             Action::Deliver
         }
@@ -905,7 +909,7 @@ fn five_claims_in_reports_of_two(max_cycles: u32) -> (Harness, Bytes) {
 #[test]
 fn many_gaps_are_split_over_several_reports() {
     let (h, data) =
-        five_claims_in_reports_of_two(Params::standard().span.max_retransmission_cycles);
+        five_claims_in_reports_of_two(Params::standard().span.max_retransmission_cycles, false);
     let rs = h.sent_of(1, SegmentType::Report);
     let first_round: Vec<_> = rs.iter().map(|s| report_of(s)).take(3).collect();
     // 5 claims (segments 0, 2, 4, 6, 8-9) in reports of at most 2 claims, scopes contiguous.
@@ -923,9 +927,40 @@ fn many_gaps_are_split_over_several_reports() {
     assert_eq!(st.checkpoint_timeouts, 0);
 }
 
+/// The answer above, split over three report segments that arrive back to back, is resent in
+/// as few batches as the timing allows (the span paces at a fixed rate): the first segment's
+/// batch, one segment long, has left when the second segment arrives; the second and third
+/// segments' gaps go in one batch closed by one checkpoint citing the second. Two checkpoints
+/// where a batch per segment exposed three to the channel, and the block completes in the round.
+#[test]
+fn one_checkpoint_closes_the_segments_of_a_split_answer_resent_together() {
+    let (h, data) = five_claims_in_reports_of_two(1, false);
+    assert_eq!(h.delivered(), vec![(h.delivered()[0].0, data)]);
+    let reports: Vec<_> = h
+        .sent_of(1, SegmentType::Report)
+        .iter()
+        .map(|s| report_of(s))
+        .collect();
+    let resent_cps: Vec<_> = h
+        .sent
+        .iter()
+        .filter(|s| s.from == 0 && s.seg.segment_type.is_data())
+        .filter_map(|s| data_of(s).2)
+        .filter(|cp| cp.report_serial != 0)
+        .map(|cp| cp.report_serial)
+        .collect();
+    assert_eq!(
+        resent_cps,
+        vec![reports[0].report_serial, reports[1].report_serial]
+    );
+    let st = h.engines[0].span_stats(ID[1]).unwrap();
+    assert_eq!(st.data_segments_retransmitted, 4);
+    assert_eq!(st.checkpoint_timeouts, 0);
+}
+
 /// RFC 5326 section 6.11: a checkpoint sent in response to a report segment draws a secondary
-/// report whose scope starts at that report segment's lower bound. The answer above, split over
-/// three report segments, draws three retransmission batches, each ending with a checkpoint
+/// report whose scope starts at that report segment's lower bound. The answer above, its three
+/// segments arriving apart, draws three retransmission batches, each ending with a checkpoint
 /// citing its segment: each is answered over its own segment's scope, and the three are one
 /// retransmission cycle at the receiver as at the sender. Answered from the answer's lower
 /// bound (0), each secondary report claimed again the segments before its own, and counted per
@@ -933,7 +968,7 @@ fn many_gaps_are_split_over_several_reports() {
 /// one cycle allowed the receiver cancelled the session at the second checkpoint.
 #[test]
 fn checkpoints_answering_one_split_answer_are_reported_on_their_own_scopes_and_count_once() {
-    let (h, _) = five_claims_in_reports_of_two(1);
+    let (h, _) = five_claims_in_reports_of_two(1, true);
     assert_eq!(h.delivered().len(), 1);
     assert_eq!(h.completed().len(), 1);
     assert!(h

@@ -37,8 +37,6 @@ pub(crate) struct Batch {
     /// Serial of the checkpoint whose answer planned this retransmission batch (0 for the
     /// first transmission).
     pub(crate) answers: u64,
-    /// Whether a segment was cut from it already.
-    pub(crate) started: bool,
 }
 
 /// An outstanding checkpoint, kept so a timeout can resend it verbatim.
@@ -209,7 +207,6 @@ impl ExportSession {
             retransmission: false,
             scope_start: 0,
             answers: 0,
-            started: false,
         });
         Self {
             id,
@@ -349,7 +346,6 @@ impl ExportSession {
                 self.batches.pop_front();
                 continue;
             };
-            batch.started = true;
             let start = range.start;
             let red = start < red_len;
             let base = header + sdnv::encoded_len(start);
