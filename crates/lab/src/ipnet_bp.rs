@@ -189,6 +189,8 @@ pub(crate) fn run_bp(
                 got += 1;
                 bytes += r.payload.len() as u64;
                 let _ = rx.ack(&r);
+                // The next large delivery is read into this one's memory (`Client::recycle`).
+                rx.recycle(r);
             }
             Ok(None) => {}
             Err(e) => {

@@ -165,6 +165,9 @@ pub(crate) fn receive(p: &StreamPlan, sh: &Shared, rx: &mut Client) -> Result<Re
                 sh.delivered_bytes.store(r.bytes, Ordering::Relaxed);
                 rx.ack(&d)
                     .map_err(|e| format!("node {}: {e}", p.destination))?;
+                // The next large delivery is read into this one's memory (`Client::recycle`),
+                // as `dtnkit recv` and the perf server do.
+                rx.recycle(d);
             }
             Ok(None) => {}
             Err(e) => return Err(format!("node {}: {e}", p.destination)),
