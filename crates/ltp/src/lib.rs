@@ -88,7 +88,10 @@
 //!   counted in the order the burst sent its data (a retransmission batch lost whole is one
 //!   hole). Clean rounds double it until the first loss or a
 //!   queue shows in the report times, then raise it by a sixteenth (a sixty-fourth near the
-//!   drain rate seen) — except a round whose answers show a queue, which keeps it; never above a configured `rate_bps` ([`pacing::RateController`], whose
+//!   drain rate seen) — except a round whose answers show a queue, which keeps it; a quick
+//!   start that ended on a late answer alone resumes after three clean rounds answered in time
+//!   (one late answer is often the host's jitter), and its clean rounds of large segments
+//!   decide at 1 MiB rather than 64 segments; never above a configured `rate_bps` ([`pacing::RateController`], whose
 //!   [`pacing::PacingState`] says why the rate is what it is). A burst is the data one
 //!   checkpoint closes, so without intermediate checkpoints a block is one burst. During the
 //!   quick start a checkpoint unanswered twice while nothing at all came back from the
