@@ -392,10 +392,9 @@ pub struct RateController {
     round_queued: bool,
     /// Whether pacing held data back during the current round.
     limited: bool,
-    /// Whether the quick start ended on a late answer with no loss seen since it began, and
-    /// how many clean rounds answered in time came after (see [`QUICK_START_RESUME_ROUNDS`]).
-    queue_exit: bool,
-    in_time_rounds: u32,
+    /// Set when the quick start ended on a late answer with no loss seen since: how many clean
+    /// rounds answered in time came after (see [`QUICK_START_RESUME_ROUNDS`]).
+    after_queue_exit: Option<u32>,
     /// When a report segment last arrived from the receiver.
     heard: Duration,
 }
@@ -435,8 +434,7 @@ impl RateController {
             min_answer: [None; 2],
             round_queued: false,
             limited: false,
-            queue_exit: false,
-            in_time_rounds: 0,
+            after_queue_exit: None,
             heard: Duration::ZERO,
         }
     }
@@ -576,8 +574,7 @@ impl RateController {
         let overrun = self.round_lost as f64 > budget;
         if overrun {
             self.loss_rounds = self.loss_rounds.saturating_add(1);
-            self.queue_exit = false;
-            self.in_time_rounds = 0;
+            self.after_queue_exit = None;
             let sent_rate = achieved.map_or(old, |a| a.min(old));
             let claimed = self.round_sent - self.round_lost;
             let delivered = u64::try_from(
@@ -629,17 +626,18 @@ impl RateController {
             // overrun it by far.
             if self.slow_start && self.round_queued {
                 self.slow_start = false;
-                self.queue_exit = true;
+                self.after_queue_exit = Some(0);
             }
-            if self.round_queued || !self.limited {
-                self.in_time_rounds = 0;
-            } else if self.queue_exit {
-                self.in_time_rounds += 1;
-                if self.in_time_rounds >= QUICK_START_RESUME_ROUNDS {
+            if let Some(n) = self.after_queue_exit.as_mut() {
+                *n = if self.round_queued || !self.limited {
+                    0
+                } else {
+                    *n + 1
+                };
+                if *n >= QUICK_START_RESUME_ROUNDS {
                     // The late answer was the host's jitter, not a queue: double again.
                     self.slow_start = true;
-                    self.queue_exit = false;
-                    self.in_time_rounds = 0;
+                    self.after_queue_exit = None;
                 }
             }
             if self.limited && self.round_queued {
