@@ -443,6 +443,11 @@ pub struct LtpSpanStatus {
     pub rate_decreases: u64,
     /// Adaptive pacing: rate increases.
     pub rate_increases: u64,
+    /// Receiver-pause learning (`learn_receiver_pause`): holds of the span's pacing after a
+    /// block's first transmission, for a receiver that stops reading after each block.
+    pub receiver_pause_holds: u64,
+    /// Receiver-pause learning: the holds' total length in ms.
+    pub receiver_pause_held_ms: u64,
 }
 
 /// `ltp.fec.<peer>`: the FEC layer of one span (the `fec` crate's counters, cumulative).

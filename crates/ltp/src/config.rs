@@ -226,6 +226,13 @@ pub struct SpanConfig {
     /// [`SpanAuth::overhead`] bytes longer; data segments are planned that much smaller so
     /// `max_segment_size` still holds. `None` (the default): no authentication.
     pub auth: Option<SpanAuth>,
+    /// Receiver-pause learning (spans with `adaptive_rate` only): a receiver that stops reading
+    /// for a while after completing each block (ION 4.1.3 does while it hands the block to its
+    /// bundle agent) drops what arrives meanwhile. With this set, the span learns that pause
+    /// from the runs lost soon after a block's completion reached it, and holds its data (not
+    /// its signals) for it after every completion (see `engine::pause` in the source). Off by
+    /// default.
+    pub learn_receiver_pause: bool,
 }
 
 impl SpanConfig {
@@ -264,6 +271,7 @@ impl SpanConfig {
             defer_final_report: false,
             immediate_import_close: false,
             auth: None,
+            learn_receiver_pause: false,
         }
     }
 

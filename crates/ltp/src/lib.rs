@@ -97,6 +97,14 @@
 //!   quick start a checkpoint unanswered twice while nothing at all came back from the
 //!   receiver halves the rate: a receiver overrun far beyond its drain rate drops the
 //!   checkpoints too, and the report that would lower the rate never comes.
+//! - **Receiver pauses** (`SpanConfig::learn_receiver_pause`, adaptive spans, off by default):
+//!   a receiver that stops reading for a while after completing each block (ION 4.1.3 hands
+//!   the block to its bundle agent first) is given that time: when a report completes a block,
+//!   the span's data (not its signals) wait for the pause learnt from earlier blocks — a run
+//!   lost soon after a completion, timed from the completion to the send time of the run's
+//!   end, per byte of the completed block, plus an eighth; lowered by 1/32 per block whose
+//!   first answer shows no such run. Holds inside a burst do not count as sending time for the
+//!   rate controller. See `engine::pause` in the source.
 //! - **Intermediate checkpoints** (`SpanConfig::checkpoint_interval_bytes`, 0 = off by
 //!   default): the first transmission of a red part gets a checkpoint (`RD_CP`) each time that
 //!   many red bytes were sent since the previous one. A 50 MB block sent with its single final

@@ -70,6 +70,11 @@ pub struct SpanStats {
     pub rate_decreases: u64,
     /// Adaptive pacing: rounds that raised the rate (clean reports while pacing held data back).
     pub rate_increases: u64,
+    /// Receiver-pause learning ([`crate::SpanConfig::learn_receiver_pause`]): holds of the
+    /// span's pacing after a block's first transmission.
+    pub receiver_pause_holds: u64,
+    /// Receiver-pause learning: the holds' total length.
+    pub receiver_pause_held: std::time::Duration,
     /// Segments for this span refused by its authentication ([`crate::SpanConfig::auth`]),
     /// by reason. Not counted in `segments_received`.
     pub auth_rejected: AuthCounts,

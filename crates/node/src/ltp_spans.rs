@@ -99,6 +99,8 @@ fn span_status(engine_id: u64, st: &SpanStats, state: &SpanState) -> LtpSpanStat
         auth_rejected: by_name(st.auth_rejected.iter()),
         rate_decreases: st.rate_decreases,
         rate_increases: st.rate_increases,
+        receiver_pause_holds: st.receiver_pause_holds,
+        receiver_pause_held_ms: st.receiver_pause_held.as_millis() as u64,
     }
 }
 

@@ -310,6 +310,7 @@ fn span_config(cfg: &Validated, s: &crate::config::Span, planned: bool) -> ltp::
     sc.aggregation_max_items = s.max_bundles_per_block;
     sc.pacing_max_burst_bytes = s.max_burst_bytes;
     sc.checkpoint_interval_bytes = s.checkpoint_bytes;
+    sc.learn_receiver_pause = s.learn_receiver_pause;
     sc.rto = s.rto;
     sc.rto_backoff = s.rto_backoff();
     sc.owlt = s.owlt;

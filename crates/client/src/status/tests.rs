@@ -201,6 +201,8 @@ fn ltp_section_with_a_span_and_fec() {
         auth_rejected: names(&[("bad_value", 30)]),
         rate_decreases: 28,
         rate_increases: 29,
+        receiver_pause_holds: 31,
+        receiver_pause_held_ms: 32,
     };
     let span_json = json!({
         "engine_id": 1, "link_up": true, "export_sessions": 2, "import_sessions": 3,
@@ -214,6 +216,7 @@ fn ltp_section_with_a_span_and_fec() {
         "imports_refused": 23, "stale_segments": 24, "cancelled_here": {"RLEXC": 25},
         "cancelled_by_peer": {"USR_CNCLD": 26}, "deviations": {"ltp_report_trailing_bytes": 27},
         "auth_rejected": {"bad_value": 30}, "rate_decreases": 28, "rate_increases": 29,
+        "receiver_pause_holds": 31, "receiver_pause_held_ms": 32,
     });
     golden(&span, span_json.clone());
     let fec = FecSpanStatus {

@@ -93,6 +93,7 @@ pub(super) fn after_claims(
         return;
     }
     ex.feedback = None;
+    super::pause::on_first_answer(span, ex);
     // Holes of many segments in a row are handed on apart from the short gaps: the receiver
     // pausing (assembling or delivering a block, its host busy) leaves them, but so does a
     // receiver that reads its socket in batches and drops its overflow in runs (HDTN). The
@@ -140,6 +141,8 @@ pub(super) fn after_claims(
         a.min_round_segments
             .saturating_mul(span.cfg.max_segment_size as u64)
     });
+    // Holds for the receiver's pauses inside the burst are no slowness of the sender.
+    let held = super::pause::held_between(span, fb.burst_start, fb.burst_end);
     let Some(ctl) = span.rate_ctl.as_mut() else {
         return;
     };
@@ -149,7 +152,7 @@ pub(super) fn after_claims(
     let sent = fb.burst_bytes.min(fb.outstanding);
     let unsent = fb.outstanding - sent;
     let burst = Burst {
-        start: fb.burst_start,
+        start: (fb.burst_start + held).min(fb.burst_end),
         end: fb.burst_end,
         sent,
         link_bytes: fb.burst_link_bytes,

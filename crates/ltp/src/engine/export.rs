@@ -156,6 +156,9 @@ pub(crate) struct ExportSession {
     /// (what a retransmission batch resent, in the order it left; empty when there were more
     /// than `adaptive::MAX_FOLLOWED_RANGES`).
     pub(crate) feedback_sent: Vec<std::ops::Range<u64>>,
+    /// Receiver-pause learning: the previous block's end when this block's first segment left
+    /// right behind it (see `engine::pause`).
+    pub(crate) head: Option<super::pause::Head>,
     /// Intermediate checkpoints every this many red bytes of the first transmission (0 =
     /// none: its last red segment is its only checkpoint).
     pub(crate) cp_interval: u64,
@@ -231,6 +234,7 @@ impl ExportSession {
             burst_from: None,
             feedback: None,
             feedback_sent: Vec::new(),
+            head: None,
             cp_interval: 0,
             since_cp: 0,
             first_pass_cps: Vec::new(),

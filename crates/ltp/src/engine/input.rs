@@ -681,6 +681,9 @@ impl Engine {
             adaptive::after_claims(now, span, ex, &rs);
         }
         if ex.red_complete() {
+            if let Some(span) = self.spans.get_mut(i) {
+                pause::on_complete(span, ex, now);
+            }
             ex.checkpoints.clear();
             ex.drop_red_plan();
             if ex.finished() {

@@ -27,6 +27,7 @@ mod import;
 mod input;
 mod logging;
 mod output;
+mod pause;
 mod red_data;
 mod send;
 mod span;

@@ -40,6 +40,10 @@ impl Engine {
                 s.pacer_idle = true;
                 continue;
             }
+            // Data waits while the span holds for its receiver's pause (signals do not).
+            if s.signals.is_empty() && s.pause.holding(now) {
+                continue;
+            }
             if s.pacer_idle {
                 // Output after a pause: the pause is not lateness to catch up on. Adaptive
                 // spans keep their bucket as it is: their controller learns the rate from the
@@ -105,7 +109,12 @@ impl Engine {
                 consider(t);
             }
             if s.link_up && s.has_output() {
-                consider(s.bucket.earliest());
+                let paced = s.bucket.earliest();
+                consider(if s.signals.is_empty() {
+                    paced.max(s.pause.hold_until())
+                } else {
+                    paced
+                });
             }
             for a in &s.aggregators {
                 consider(a.deadline);
@@ -150,6 +159,9 @@ impl Engine {
         }
         loop {
             let s = self.spans.get_mut(i)?;
+            if s.pause.holding(now) {
+                return None;
+            }
             let mss = s.data_segment_budget();
             let &number = s.data_sessions.front()?;
             let Some(ex) = self.exports.get_mut(&number) else {
@@ -226,6 +238,9 @@ impl Engine {
                 ex.burst_link_from = s.stats.data_bytes_sent - plan.len;
             }
             ex.burst_bytes += plan.len;
+            if !plan.retransmission {
+                pause::on_first_pass(s, ex, now, plan.offset);
+            }
         }
         if let Some(cp) = plan.checkpoint {
             let key = TimerKey::Checkpoint {

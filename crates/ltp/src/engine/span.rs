@@ -122,6 +122,8 @@ pub(crate) struct Span {
     /// Red length of the last block received: the expected size of the next one, which sizes
     /// its buffer once (`red_data`).
     pub(crate) red_len_hint: u64,
+    /// Receiver-pause learning (`cfg.learn_receiver_pause`).
+    pub(crate) pause: super::pause::ReceiverPause,
 }
 
 impl Span {
@@ -145,6 +147,7 @@ impl Span {
             aggregators: Vec::new(),
             stats: SpanStats::default(),
             red_len_hint: 0,
+            pause: super::pause::ReceiverPause::default(),
         }
     }
 

@@ -425,6 +425,12 @@ pub struct SpanSection {
     /// `[span.fec]`; otherwise at least 65 536).
     #[serde(default)]
     pub checkpoint_bytes: Option<u64>,
+    /// Receiver-pause learning (`ltp::SpanConfig::learn_receiver_pause`, adaptive pacing
+    /// only): hold the span's data after each block's completion for the time the receiver
+    /// was seen to stop reading after one (default: the peer kind's, on towards ION, off
+    /// otherwise).
+    #[serde(default)]
+    pub learn_receiver_pause: Option<bool>,
     /// Packet-layer FEC below LTP on this span (`[span.fec]`, docs/fec.md); the neighbour must
     /// have it on its span too. The FEC layer paces at `rate_bps` (or the contact's rate) and
     /// adaptive pacing is off.
@@ -540,6 +546,8 @@ pub struct Span {
     pub max_burst_bytes: u64,
     /// Intermediate checkpoint interval in effect (0 = one checkpoint per block).
     pub checkpoint_bytes: u64,
+    /// Receiver-pause learning in effect.
+    pub learn_receiver_pause: bool,
     /// Start rate of adaptive pacing (the peer kind's).
     pub adaptive_start_bps: u64,
     /// FEC settings (`[span.fec]`), paced at `rate_bps` until a contact sets another rate.
@@ -1062,6 +1070,9 @@ impl NodeConfig {
                 } else {
                     profile.checkpoint_bytes
                 }),
+                learn_receiver_pause: s
+                    .learn_receiver_pause
+                    .unwrap_or(profile.learn_receiver_pause),
                 adaptive_start_bps: profile.start_bps(s.max_segment_size),
                 fec,
                 cfg: s.clone(),
@@ -1440,6 +1451,23 @@ adaptive_rate = true
 ")
         )
         .is_err());
+    }
+
+    #[test]
+    fn receiver_pause_learning_is_on_towards_ion_only_unless_set() {
+        let span = |extra: &str| parse(&format!("{GOOD}{extra}")).map(|v| v.spans[0].clone());
+        assert!(span("peer_kind = \"ion\"\n").unwrap().learn_receiver_pause);
+        for k in ["dtnkit", "hdtn", "generic"] {
+            let s = span(&format!("peer_kind = \"{k}\"\n")).unwrap();
+            assert!(!s.learn_receiver_pause, "{k}");
+        }
+        let off = span("peer_kind = \"ion\"\nlearn_receiver_pause = false\n").unwrap();
+        assert!(!off.learn_receiver_pause);
+        assert!(
+            span("learn_receiver_pause = true\n")
+                .unwrap()
+                .learn_receiver_pause
+        );
     }
 
     #[test]
