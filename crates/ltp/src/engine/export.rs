@@ -156,8 +156,8 @@ pub(crate) struct ExportSession {
     /// (what a retransmission batch resent, in the order it left; empty when there were more
     /// than `adaptive::MAX_FOLLOWED_RANGES`).
     pub(crate) feedback_sent: Vec<std::ops::Range<u64>>,
-    /// Receiver-pause learning: the previous block's end when this block's first segment left
-    /// right behind it (see `engine::pause`).
+    /// Receiver-pause learning: when this block's first transmission left, sampled, until its
+    /// first answer (see `engine::pause`).
     pub(crate) head: Option<super::pause::Head>,
     /// Intermediate checkpoints every this many red bytes of the first transmission (0 =
     /// none: its last red segment is its only checkpoint).
