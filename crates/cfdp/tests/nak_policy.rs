@@ -146,6 +146,82 @@ fn a_lost_retransmission_is_asked_again_and_the_nak_timer_follows_the_round_trip
 }
 
 #[test]
+fn a_lost_retransmission_overtaken_by_a_later_one_is_asked_again_at_once() {
+    // As above, but the retransmission of 3000 is the one lost and that of 6000 arrives. The
+    // EOF's NAK (10 ms) asks for both; A resends them lowest offset first at 20 ms. When 6000
+    // arrives (30 ms), 3000 is not coming: B asks again one NAK-timer minimum (10 ms) later,
+    // at 40 ms, not at its deadline (10 ms + the 1 s NAK timer standing in for a round trip
+    // not measured when the NAK left).
+    let data = pattern(10_000, 12);
+    let cb = config(B, A, |r| {
+        r.nak_timer = ms(1000);
+        r.inactivity_timer = ms(10_000);
+    });
+    let ca = config(A, B, |r| r.inactivity_timer = ms(10_000));
+    let mut n = Net::new(ca, cb, &[("f", data.clone())]);
+    n.drop = drop_fd(&[(3000, 2), (6000, 1)]);
+    let naks = record_naks(&mut n);
+    n.a.put(n.now, PutRequest::new(B, "f")).unwrap();
+    n.run(ms(10_000));
+    assert_eq!(
+        n.sent_times(B, "NAK"),
+        [10, 40].map(ms).to_vec(),
+        "{}",
+        n.dump()
+    );
+    assert_eq!(
+        *naks.borrow(),
+        vec![vec![(3000, 4000), (6000, 7000)], vec![(3000, 4000)]]
+    );
+    assert_eq!(n.b.stats().nak_bytes_overtaken, 1000);
+    assert_eq!(fd_times(&n, 3000), [0, 20, 50].map(ms));
+    assert_eq!(fd_times(&n, 6000), [0, 20].map(ms));
+    assert_eq!(n.sent_times(B, "FIN"), vec![ms(60)]);
+    assert_eq!(n.file_b("f").unwrap(), data);
+}
+
+#[test]
+fn before_any_clean_sample_a_first_request_measures_the_round_trip() {
+    // A paced at 8 Mb/s (a PDU about every millisecond). FD 3000 is lost, NAKed alone when
+    // FD 4000 arrives, and its copy is lost too: no clean sample. FD 6000 is lost and NAKed
+    // while 3000 is outstanding (not alone: a sample from it may include the time A spends
+    // on 3000). Its copy arrives; B has no sample yet, so it takes this one rather than
+    // keep the configured 1 s as its round trip, and its NAK timer follows it.
+    let data = pattern(10_000, 12);
+    let cb = config(B, A, |r| {
+        r.nak_timer = ms(1000);
+        r.inactivity_timer = ms(10_000);
+    });
+    let ca = config(A, B, |r| {
+        r.inactivity_timer = ms(10_000);
+        r.rate_bps = 8_000_000;
+        r.pacing_burst_bytes = 1100;
+    });
+    let mut n = Net::new(ca, cb, &[("f", data.clone())]);
+    n.drop = drop_fd(&[(3000, 2), (6000, 1)]);
+    let naks = record_naks(&mut n);
+    n.a.put(n.now, PutRequest::new(B, "f")).unwrap();
+    n.run(ms(10_000));
+    let nak_times = n.sent_times(B, "NAK");
+    assert_eq!(
+        naks.borrow()[..2],
+        [vec![(3000, 4000)], vec![(6000, 7000)]],
+        "{}",
+        n.dump()
+    );
+    let copy_6000 = fd_times(&n, 6000)[1] + n.delay;
+    let rtt = n.b.round_trip(A).expect("measured");
+    assert_eq!(rtt.samples(), 1);
+    assert_eq!(rtt.srtt(), Some(copy_6000 - nak_times[1]));
+    assert_eq!(n.b.effective_timers(A).nak, rtt.rto().unwrap());
+    assert!(n.b.effective_timers(A).nak < ms(100));
+    // The copy of 6000 also overtook the lost copy of 3000: asked again at once.
+    assert_eq!(naks.borrow()[2], vec![(3000, 4000)]);
+    assert_eq!(nak_times[2], copy_6000 + ms(10));
+    assert_eq!(n.file_b("f").unwrap(), data);
+}
+
+#[test]
 fn the_same_with_an_explicit_nak_timer() {
     // An explicit setting wins: with `adaptive.nak` off the timer stays at 1 s.
     let data = pattern(10_000, 12);
@@ -237,6 +313,70 @@ fn crossing_naks_cause_one_retransmission() {
         .unwrap();
     assert_eq!(drain_fd(&mut a, ms(50)), vec![3000]);
     assert_eq!(a.stats().nak_bytes_crossed, 1000);
+}
+
+#[test]
+fn a_sender_judges_crossing_with_the_round_trip_known_when_the_nak_arrives() {
+    // The sender alone, fed by hand, ACK timer 100 ms (the stand-in for a round trip before
+    // any sample). NAK for 3000 at 30 ms: resent at once, no sample yet. ACK(EOF) at 40 ms
+    // (EOF sent once, at 0): SRTT 40 ms. A NAK for 3000 at 75 ms was issued after the copy
+    // (30 ms) should have arrived (30 + 40): resent, although 75 ms is within the 100 ms the
+    // sender assumed when the copy left.
+    let mut fs = MemFilestore::new();
+    fs.insert("f", pattern(10_000, 13));
+    let mut a = Entity::new(config(A, B, |_| {}), Box::new(fs));
+    a.put(ms(0), PutRequest::new(B, "f")).unwrap();
+    let mut buf = Vec::new();
+    let t = a.poll_transmit(ms(0), &mut buf).unwrap();
+    let first = Pdu::decode(&Bytes::copy_from_slice(&buf[..t.len])).unwrap();
+    assert_eq!(drain_fd(&mut a, ms(0)).len(), 10);
+    a.handle_pdu(ms(30), &to_sender(&first, nak(3000, 4000)))
+        .unwrap();
+    assert_eq!(drain_fd(&mut a, ms(30)), vec![3000]);
+    let ack = PduBody::Ack(Ack {
+        directive: DirectiveCode::Eof,
+        subtype: 0,
+        condition: C::NoError,
+        status: TransactionStatus::Active,
+    });
+    a.handle_pdu(ms(40), &to_sender(&first, ack)).unwrap();
+    assert_eq!(a.round_trip(B).unwrap().srtt(), Some(ms(40)));
+    a.handle_pdu(ms(65), &to_sender(&first, nak(3000, 4000)))
+        .unwrap();
+    assert_eq!(drain_fd(&mut a, ms(65)), Vec::<u64>::new(), "crossed");
+    a.handle_pdu(ms(75), &to_sender(&first, nak(3000, 4000)))
+        .unwrap();
+    assert_eq!(drain_fd(&mut a, ms(75)), vec![3000]);
+    assert_eq!(a.stats().nak_bytes_crossed, 1000);
+}
+
+#[test]
+fn a_second_nak_crossing_the_same_copy_resends_it() {
+    // No round trip measured (the ACK timer, 100 ms, stands in): the copy of 3000 sent at
+    // 30 ms seems on its way until 130 ms. A NAK at 45 ms crossed it; a second one at 60 ms
+    // means the receiver's deadline for it passed twice: resent.
+    let mut fs = MemFilestore::new();
+    fs.insert("f", pattern(10_000, 13));
+    let mut a = Entity::new(config(A, B, |_| {}), Box::new(fs));
+    a.put(ms(0), PutRequest::new(B, "f")).unwrap();
+    let mut buf = Vec::new();
+    let t = a.poll_transmit(ms(0), &mut buf).unwrap();
+    let first = Pdu::decode(&Bytes::copy_from_slice(&buf[..t.len])).unwrap();
+    assert_eq!(drain_fd(&mut a, ms(0)).len(), 10);
+    a.handle_pdu(ms(30), &to_sender(&first, nak(3000, 4000)))
+        .unwrap();
+    assert_eq!(drain_fd(&mut a, ms(30)), vec![3000]);
+    a.handle_pdu(ms(45), &to_sender(&first, nak(3000, 4000)))
+        .unwrap();
+    assert_eq!(drain_fd(&mut a, ms(45)), Vec::<u64>::new());
+    a.handle_pdu(ms(60), &to_sender(&first, nak(2000, 4000)))
+        .unwrap();
+    assert_eq!(drain_fd(&mut a, ms(60)), vec![2000, 3000]);
+    assert_eq!(a.stats().nak_bytes_crossed, 1000);
+    // The new copy starts a new count: one more NAK at 70 ms crosses it.
+    a.handle_pdu(ms(70), &to_sender(&first, nak(3000, 4000)))
+        .unwrap();
+    assert_eq!(drain_fd(&mut a, ms(70)), Vec::<u64>::new());
 }
 
 #[test]

@@ -20,6 +20,10 @@ pub(crate) struct Flight {
     /// Receiver: asked while nothing else was outstanding, and asked for the first time (a
     /// round-trip sample may be taken from its first byte).
     pub clean: bool,
+    /// Receiver: asked for the first time (before any clean sample, a sample that may
+    /// include the time the sender spent on other requests may be taken from its first byte:
+    /// too long, never too short).
+    pub first: bool,
 }
 
 /// Disjoint ranges keyed by their start.
@@ -98,6 +102,63 @@ impl InFlight {
             .map(|(k, f)| (*k, *f))
     }
 
+    /// Whether an entry still in flight with `batch <= batch` starts below `below`.
+    pub fn any_below(&self, now: Duration, below: u64, batch: u64) -> bool {
+        self.map
+            .range(..below)
+            .any(|(_, f)| f.until > now && f.batch <= batch)
+    }
+
+    /// Mark as no longer in flight (`until = now`) the parts below `below` of the entries
+    /// still in flight with `batch <= batch`; returns the bytes marked.
+    pub fn expire_below(&mut self, now: Duration, below: u64, batch: u64) -> u64 {
+        let hit: Vec<(u64, Flight)> = self
+            .map
+            .range(..below)
+            .filter(|(_, f)| f.until > now && f.batch <= batch)
+            .map(|(k, f)| (*k, *f))
+            .collect();
+        let mut bytes = 0;
+        for (k, f) in hit {
+            let end = f.end.min(below);
+            bytes += end - k;
+            self.insert(k..end, Flight { until: now, ..f });
+        }
+        bytes
+    }
+
+    /// Sender: a NAK names the parts of `r` still in flight at `now` (it crossed their copy).
+    /// Counts the crossing in `batch`; returns the parts named by such a NAK once before,
+    /// which are asked for again, not crossed (a receiver asks once per deadline of its own:
+    /// a second request while the copy seems on its way means the copy was lost or the
+    /// round trip used here, before any sample a configured bound, is too long).
+    pub fn cross(&mut self, now: Duration, r: Range<u64>) -> Vec<Range<u64>> {
+        let hit: Vec<(u64, Flight)> = self
+            .overlapping(&r)
+            .into_iter()
+            .map(|k| (k, self.map[&k]))
+            .filter(|(_, f)| f.until > now)
+            .collect();
+        let mut again: Vec<Range<u64>> = Vec::new();
+        for (k, f) in hit {
+            let part = k.max(r.start)..f.end.min(r.end);
+            if f.batch >= 1 {
+                match again.last_mut() {
+                    Some(last) if last.end == part.start => last.end = part.end,
+                    _ => again.push(part.clone()),
+                }
+            }
+            self.insert(
+                part,
+                Flight {
+                    batch: f.batch + 1,
+                    ..f
+                },
+            );
+        }
+        again
+    }
+
     /// Keep the entries for which `keep(start, flight)` holds.
     pub fn retain(&mut self, mut keep: impl FnMut(u64, &Flight) -> bool) {
         self.map.retain(|k, f| keep(*k, f));
@@ -120,6 +181,7 @@ mod tests {
             until: Duration::from_millis(until),
             batch: 0,
             clean: false,
+            first: false,
         }
     }
 
@@ -143,5 +205,33 @@ mod tests {
         assert_eq!(v, vec![(10, 15, 100), (15, 35, 200), (35, 40, 50)]);
         assert_eq!(s.find(34).map(|x| x.0), Some(15));
         assert_eq!(s.find(40), None);
+    }
+
+    #[test]
+    fn expire_below_splits_and_respects_batches() {
+        let mut s = InFlight::default();
+        s.insert(10..20, Flight { batch: 1, ..f(100) });
+        s.insert(30..40, Flight { batch: 3, ..f(100) });
+        s.insert(50..60, Flight { batch: 1, ..f(100) });
+        let now = Duration::from_millis(5);
+        // Batch 2 overtakes byte 55: the batch-1 ranges below it, not the batch-3 one.
+        assert_eq!(s.expire_below(now, 55, 2), 15);
+        assert_eq!(s.not_in_flight(now, 0..70), vec![0..30, 40..55, 60..70]);
+        assert_eq!(s.expire_below(now, 55, 2), 0);
+    }
+
+    #[test]
+    fn a_second_crossing_asks_again() {
+        let mut s = InFlight::default();
+        s.insert(10..30, f(100));
+        let now = Duration::from_millis(5);
+        assert_eq!(s.cross(now, 0..20), Vec::<Range<u64>>::new());
+        assert_eq!(s.cross(now, 15..40), vec![15..20]);
+        assert_eq!(s.cross(now, 0..40), vec![10..30]);
+        // Not in flight any more: not crossed.
+        assert_eq!(
+            s.cross(Duration::from_millis(100), 0..40),
+            Vec::<Range<u64>>::new()
+        );
     }
 }

@@ -176,6 +176,9 @@ pub struct EntityStats {
     /// Missing file data bytes a NAK did not ask for again because their retransmission,
     /// asked for earlier, could still be on its way.
     pub nak_bytes_in_flight: u64,
+    /// Bytes asked for again before their deadline because a retransmission of a higher
+    /// offset, asked for no earlier, arrived first (their copy or their NAK was lost).
+    pub nak_bytes_overtaken: u64,
     /// Faults raised.
     pub faults: u64,
     /// Transactions finished with NoError.

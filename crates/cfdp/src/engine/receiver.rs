@@ -74,6 +74,9 @@ pub(crate) struct RecvTx {
     pub nak_batch: u64,
     /// Latest batch a round-trip sample was taken from.
     pub sampled_batch: u64,
+    /// Retransmissions that overtook earlier requests: (batch, offset) of retransmitted
+    /// bytes that arrived, kept until the next NAK decision (see [`RecvTx::expire_overtaken`]).
+    pub overtaken: Vec<(u64, u64)>,
     /// Metadata asked for by a NAK, until its copy should have arrived.
     pub metadata_asked_until: Option<Duration>,
     /// The rate at which the sender sends, measured over the first pass (until EOF, when
@@ -135,6 +138,7 @@ impl RecvTx {
             asked: InFlight::default(),
             nak_batch: 0,
             sampled_batch: 0,
+            overtaken: Vec::new(),
             metadata_asked_until: None,
             rx_first: None,
             rx_last: Duration::ZERO,
@@ -224,6 +228,37 @@ impl RecvTx {
             segments.extend(ask.into_iter().map(|a| (a.start, a.end)));
         }
         (segments, skipped)
+    }
+
+    /// A retransmitted byte at `offset`, asked for by NAK number `batch`, arrived. The sender
+    /// serves the ranges a NAK asks for lowest offset first, and those of earlier NAKs before
+    /// later ones' new ranges, so every range asked for by NAK `batch` or earlier below
+    /// `offset` has either arrived or is not coming (its copy or its NAK was lost): it no
+    /// longer waits for its deadline, which is an estimate (from a round trip that may not
+    /// have been measured yet, and an arrival rate). Records the fact; returns whether it
+    /// may overtake a range still waiting.
+    fn note_overtaking(&mut self, now: Duration, batch: u64, offset: u64) -> bool {
+        if self
+            .overtaken
+            .iter()
+            .any(|&(b, o)| b >= batch && o >= offset)
+        {
+            return false;
+        }
+        self.overtaken
+            .retain(|&(b, o)| !(b <= batch && o <= offset));
+        self.overtaken.push((batch, offset));
+        self.asked.any_below(now, offset, batch)
+    }
+
+    /// Apply what [`RecvTx::note_overtaking`] recorded: the overtaken ranges may be asked
+    /// for again. Returns the bytes concerned.
+    fn expire_overtaken(&mut self, now: Duration) -> u64 {
+        let mut bytes = 0;
+        for (batch, offset) in std::mem::take(&mut self.overtaken) {
+            bytes += self.asked.expire_below(now, offset, batch);
+        }
+        bytes
     }
 
     /// Whether anything is missing (Metadata, or data below what a NAK may cover).
@@ -564,18 +599,37 @@ impl Entity {
                           // The first byte that arrives of a NAK's request, if it was asked for once and with
                           // nothing else outstanding, measures the round trip NAK → retransmitted data.
         let mut sample = None;
+        let mut overtook = false;
+        // Before the first clean sample, a request asked for the first time gives one that
+        // may include the sender's time on other requests: a round trip estimated too long
+        // by that time beats the configured bound (seconds), which every deadline and timer
+        // would otherwise wait for when no request was ever alone (a sender that overruns
+        // the path keeps the receiver asking all the time).
+        let unmeasured = self
+            .remotes
+            .get(&id.source)
+            .is_none_or(|r| r.rtt.samples() == 0);
         for piece in &new {
             if let Some((_, f)) = tx.asked.find(piece.start) {
-                if f.clean && f.batch > tx.sampled_batch {
+                if (f.clean || (unmeasured && f.first)) && f.batch > tx.sampled_batch {
                     tx.sampled_batch = f.batch;
                     sample = Some(now.saturating_sub(f.at));
                 }
+                overtook |= tx.note_overtaking(now, f.batch, piece.start);
             }
         }
         if let Some(rtt) = sample {
             self.rtt_sample(id.source, rtt);
         }
         let tx = self.receivers.get_mut(&id).expect("present");
+        if overtook {
+            // Look again soon (a NAK timer's minimum, so that the overtaken ranges of one
+            // burst of retransmissions go out in one NAK), not a round-trip estimate later.
+            let soon = now + tx.rc.adaptive.min_timer;
+            if let Some(t) = tx.timers.nak.as_mut() {
+                *t = (*t).min(soon);
+            }
+        }
         self.dirty.insert((Role::Receiver, id));
         // Immediate NAK of a new gap (and of a missing Metadata, once).
         if tx.mode == TransmissionMode::Acknowledged && tx.rc.nak_mode == NakMode::Immediate {
@@ -702,6 +756,7 @@ impl Entity {
         if tx.mode != TransmissionMode::Acknowledged || tx.state != RecvState::Receiving {
             return false;
         }
+        self.stats.nak_bytes_overtaken += tx.expire_overtaken(now);
         let end = tx.nak_end();
         let (segments, skipped) = tx.nak_segments(now);
         if segments.is_empty() && !forced {
@@ -802,6 +857,8 @@ impl Entity {
             for r in tx.received.missing_within(s..e.max(s)) {
                 outstanding += r.end - r.start;
                 let until = now + rto + tx.arrival_time(outstanding, cap);
+                // Asked for the first time: no entry overlaps it, whatever its deadline.
+                let first = tx.asked.not_in_flight(Duration::ZERO, r.clone()) == [r.clone()];
                 tx.asked.insert(
                     r.clone(),
                     Flight {
@@ -810,6 +867,7 @@ impl Entity {
                         until,
                         batch,
                         clean,
+                        first,
                     },
                 );
             }
@@ -1176,6 +1234,7 @@ impl Entity {
                 && tx.state == RecvState::Receiving
                 && (tx.eof.is_some() || before_eof_ok)
             {
+                self.stats.nak_bytes_overtaken += tx.expire_overtaken(now);
                 if tx.nak_segments(now).0.is_empty() {
                     // Everything missing was asked for and can still be on its way: not an
                     // expiry without progress; look again a NAK timer later.

@@ -65,8 +65,11 @@ pub(crate) struct SendTx {
     pub file_data_pdus: u64,
     pub naks: u64,
     pub progress: u64,
-    /// Ranges retransmitted less than a round trip ago: a NAK arriving before then was
-    /// issued before the retransmission could reach the receiver and does not resend them.
+    /// Ranges retransmitted, each `until` the time its copy leaves the pacer: a NAK arriving
+    /// less than a round trip after that was issued before the copy could reach the receiver
+    /// and does not resend them. The round trip is the one known when the NAK arrives (one
+    /// fixed at sending time, before any sample, was the configured ACK timer: seconds in
+    /// which a range whose copy was lost could not be asked for again).
     pub resent: InFlight,
     /// Start offsets and send times of the latest first-pass File Data PDUs (at most
     /// [`RECENT_SENDS`]): the immediate NAK of a gap names the PDU that revealed it.
@@ -428,20 +431,17 @@ impl Entity {
             // A NAK issued before this copy reached the receiver arrives here up to a round trip
             // after the copy has left the link: the copy leaves it once everything paced out
             // before it, and itself, are serialized (seconds on a slow link, for large PDUs).
-            // Before the first round-trip sample the ACK timer, the configured bound on a round
-            // trip, stands in for it.
-            let timers = effective(&self.remotes, tx.dest, &tx.rc);
             if let Some(r) = self.remotes.get_mut(&tx.dest) {
-                let rtt = r.rtt.srtt().unwrap_or(timers.ack);
                 let drain = r.pacer.drain_after(now, pdu_len);
                 tx.resent.insert(
                     offset..offset + len,
                     Flight {
                         end: offset + len,
                         at: now,
-                        until: now + drain + rtt,
+                        until: now + drain,
                         batch: 0,
                         clean: false,
+                        first: false,
                     },
                 );
             }
@@ -568,7 +568,15 @@ impl Entity {
                     }
                 }
                 let tx = self.senders.get_mut(&id).expect("present");
-                tx.resent.retain(|_, f| f.until > now);
+                // Copies that left less than a round trip ago (before the first sample, the
+                // ACK timer, the configured bound on a round trip, stands in for it).
+                let rtt = self
+                    .remotes
+                    .get(&tx.dest)
+                    .and_then(|r| r.rtt.srtt())
+                    .unwrap_or_else(|| effective(&self.remotes, tx.dest, &tx.rc).ack);
+                let left_before = now.saturating_sub(rtt);
+                tx.resent.retain(|_, f| f.until > left_before);
                 let had_data = tx.has_data();
                 let mut crossed = 0;
                 for &(s, e) in &nak.segments {
@@ -581,7 +589,8 @@ impl Entity {
                     if s < e {
                         // Not what was resent less than a round trip ago: this NAK was
                         // issued before that retransmission could have arrived.
-                        let resend = tx.resent.not_in_flight(now, s..e);
+                        let mut resend = tx.resent.not_in_flight(left_before, s..e);
+                        resend.extend(tx.resent.cross(left_before, s..e));
                         crossed += (e - s) - resend.iter().map(|r| r.end - r.start).sum::<u64>();
                         for r in resend {
                             tx.retransmit.insert(r);

@@ -97,6 +97,11 @@ pub struct Net {
     pub rate_ab: Option<u64>,
     /// When the direction A → B has finished serializing what it was given.
     free_ab: Duration,
+    /// Longest backlog the direction A → B holds (with `rate_ab`): a PDU that finds more
+    /// than this much serialization time queued ahead of it is dropped (a full socket buffer).
+    pub queue_ab: Option<Duration>,
+    /// PDUs the full queue of A → B dropped.
+    pub overflow_ab: u64,
 }
 
 pub fn remote(id: u64) -> RemoteConfig {
@@ -157,6 +162,8 @@ impl Net {
             link_changes: Vec::new(),
             rate_ab: None,
             free_ab: Duration::ZERO,
+            queue_ab: None,
+            overflow_ab: 0,
         }
     }
 
@@ -212,6 +219,21 @@ impl Net {
                 self.seq += 1;
                 let mut at = now + self.delay;
                 if let (A, Some(rate)) = (from, self.rate_ab) {
+                    if let Some(limit) = self.queue_ab {
+                        if self.free_ab.saturating_sub(now) > limit {
+                            self.overflow_ab += 1;
+                            self.trace.pop();
+                            self.trace.push((
+                                now,
+                                Rec::Dropped {
+                                    from,
+                                    kind: k,
+                                    offset: off,
+                                },
+                            ));
+                            continue;
+                        }
+                    }
                     let bits = out.len() as u128 * 8 * 1_000_000_000;
                     let ser = Duration::from_nanos((bits / u128::from(rate.max(1))) as u64);
                     self.free_ab = self.free_ab.max(now) + ser;
