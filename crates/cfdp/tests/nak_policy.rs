@@ -185,8 +185,9 @@ fn before_any_clean_sample_a_first_request_measures_the_round_trip() {
     // A paced at 8 Mb/s (a PDU about every millisecond). FD 3000 is lost, NAKed alone when
     // FD 4000 arrives, and its copy is lost too: no clean sample. FD 6000 is lost and NAKed
     // while 3000 is outstanding (not alone: a sample from it may include the time A spends
-    // on 3000). Its copy arrives; B has no sample yet, so it takes this one rather than
-    // keep the configured 1 s as its round trip, and its NAK timer follows it.
+    // on 3000). Its copy arrives; B has no sample yet, so it takes this one as a loose
+    // sample, which its timers follow (3 × it, as a first sample would give) rather than
+    // the configured 1 s, until a clean sample comes.
     let data = pattern(10_000, 12);
     let cb = config(B, A, |r| {
         r.nak_timer = ms(1000);
@@ -211,9 +212,9 @@ fn before_any_clean_sample_a_first_request_measures_the_round_trip() {
     );
     let copy_6000 = fd_times(&n, 6000)[1] + n.delay;
     let rtt = n.b.round_trip(A).expect("measured");
-    assert_eq!(rtt.samples(), 1);
-    assert_eq!(rtt.srtt(), Some(copy_6000 - nak_times[1]));
-    assert_eq!(n.b.effective_timers(A).nak, rtt.rto().unwrap());
+    assert_eq!(rtt.samples(), 0);
+    assert_eq!(rtt.loose(), Some(copy_6000 - nak_times[1]));
+    assert_eq!(n.b.effective_timers(A).nak, rtt.loose().unwrap() * 3);
     assert!(n.b.effective_timers(A).nak < ms(100));
     // The copy of 6000 also overtook the lost copy of 3000: asked again at once.
     assert_eq!(naks.borrow()[2], vec![(3000, 4000)]);

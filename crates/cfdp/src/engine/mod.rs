@@ -392,6 +392,11 @@ impl Entity {
         r.ack_backoff = 0;
     }
 
+    /// A round trip that may be too long (see [`RttEstimator::sample_loose`]).
+    fn rtt_sample_loose(&mut self, remote: EntityId, rtt: Duration) {
+        self.remote(remote).rtt.sample_loose(rtt);
+    }
+
     /// A positive ACK timer toward `remote` expired: back the derived ACK timer off.
     fn ack_expired(&mut self, remote: EntityId) {
         let r = self.remote(remote);

@@ -600,11 +600,12 @@ impl Entity {
                           // nothing else outstanding, measures the round trip NAK → retransmitted data.
         let mut sample = None;
         let mut overtook = false;
-        // Before the first clean sample, a request asked for the first time gives one that
-        // may include the sender's time on other requests: a round trip estimated too long
-        // by that time beats the configured bound (seconds), which every deadline and timer
-        // would otherwise wait for when no request was ever alone (a sender that overruns
-        // the path keeps the receiver asking all the time).
+        // Before the first clean sample, a request asked for the first time gives a loose one:
+        // it may include the sender's time on other requests, so it only stands in for the
+        // round trip while none was measured, and only below the configured bound (the
+        // timers are clamped to it) — which every deadline and timer would otherwise wait
+        // for when no request was ever alone (a sender that overruns the path keeps the
+        // receiver asking all the time).
         let unmeasured = self
             .remotes
             .get(&id.source)
@@ -613,13 +614,15 @@ impl Entity {
             if let Some((_, f)) = tx.asked.find(piece.start) {
                 if (f.clean || (unmeasured && f.first)) && f.batch > tx.sampled_batch {
                     tx.sampled_batch = f.batch;
-                    sample = Some(now.saturating_sub(f.at));
+                    sample = Some((now.saturating_sub(f.at), f.clean));
                 }
                 overtook |= tx.note_overtaking(now, f.batch, piece.start);
             }
         }
-        if let Some(rtt) = sample {
-            self.rtt_sample(id.source, rtt);
+        match sample {
+            Some((rtt, true)) => self.rtt_sample(id.source, rtt),
+            Some((rtt, false)) => self.rtt_sample_loose(id.source, rtt),
+            None => {}
         }
         let tx = self.receivers.get_mut(&id).expect("present");
         if overtook {

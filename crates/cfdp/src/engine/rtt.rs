@@ -27,6 +27,9 @@ pub struct RttEstimator {
     rttvar: Duration,
     samples: u64,
     last: Option<Duration>,
+    /// Smallest sample that may be too long (a receiver's request made while others were
+    /// outstanding: it includes the sender's time on those), kept until the first sample.
+    loose: Option<Duration>,
 }
 
 impl RttEstimator {
@@ -45,6 +48,17 @@ impl RttEstimator {
                 self.srtt = Some((srtt * 7 + rtt) / 8);
             }
         }
+    }
+
+    /// A round trip that may be too long, never too short: until the first sample, the
+    /// timers follow the smallest of these (bounded by the configured values as always).
+    pub fn sample_loose(&mut self, rtt: Duration) {
+        self.loose = Some(self.loose.map_or(rtt, |l| l.min(rtt)));
+    }
+
+    /// The smallest loose sample (see [`RttEstimator::sample_loose`]).
+    pub fn loose(&self) -> Option<Duration> {
+        self.loose
     }
 
     /// Smoothed round trip (None before the first sample).
@@ -70,6 +84,13 @@ impl RttEstimator {
     /// Retransmission timeout: SRTT + max(1 ms, 4·RTTVAR) (None before the first sample).
     pub fn rto(&self) -> Option<Duration> {
         self.srtt.map(|s| s + (self.rttvar * 4).max(GRANULARITY))
+    }
+
+    /// The RTO, or before the first sample the RTO a first sample equal to the smallest
+    /// loose one would give (3 × it: SRTT = R, RTTVAR = R / 2).
+    pub fn rto_or_loose(&self) -> Option<Duration> {
+        self.rto()
+            .or_else(|| self.loose.map(|l| l + (l * 2).max(GRANULARITY)))
     }
 }
 
@@ -97,7 +118,7 @@ impl EffectiveTimers {
     /// learnt once the timer has grown past it).
     pub fn derive(rc: &RemoteConfig, rtt: &RttEstimator, ack_backoff: u32) -> Self {
         let a = &rc.adaptive;
-        let Some(rto) = rtt.rto() else {
+        let Some(rto) = rtt.rto_or_loose() else {
             return Self {
                 nak: rc.nak_timer,
                 ack: rc.ack_timer,
@@ -152,6 +173,26 @@ mod tests {
         // rttvar = 3/4·50 + 1/4·0 = 37.5; srtt = 100.
         assert_eq!(e.rttvar(), Duration::from_micros(37_500));
         assert_eq!(e.rto(), Some(ms(250)));
+    }
+
+    #[test]
+    fn loose_samples_stand_in_until_the_first_sample() {
+        let rc = RemoteConfig::new(1);
+        let mut e = RttEstimator::default();
+        e.sample_loose(ms(30));
+        e.sample_loose(ms(50));
+        assert_eq!(
+            (e.rto(), e.loose(), e.rto_or_loose()),
+            (None, Some(ms(30)), Some(ms(90)))
+        );
+        assert_eq!(EffectiveTimers::derive(&rc, &e, 0).nak, ms(90));
+        // Never above the configured bound.
+        e.sample_loose(ms(1));
+        let mut big = RttEstimator::default();
+        big.sample_loose(Duration::from_secs(5));
+        assert_eq!(EffectiveTimers::derive(&rc, &big, 0).nak, rc.nak_timer);
+        e.sample(ms(100));
+        assert_eq!(e.rto_or_loose(), e.rto());
     }
 
     #[test]
