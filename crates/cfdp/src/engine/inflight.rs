@@ -127,38 +127,6 @@ impl InFlight {
         bytes
     }
 
-    /// Sender: a NAK names the parts of `r` still in flight at `now` (it crossed their copy).
-    /// Counts the crossing in `batch`; returns the parts named by such a NAK once before,
-    /// which are asked for again, not crossed (a receiver asks once per deadline of its own:
-    /// a second request while the copy seems on its way means the copy was lost or the
-    /// round trip used here, before any sample a configured bound, is too long).
-    pub fn cross(&mut self, now: Duration, r: Range<u64>) -> Vec<Range<u64>> {
-        let hit: Vec<(u64, Flight)> = self
-            .overlapping(&r)
-            .into_iter()
-            .map(|k| (k, self.map[&k]))
-            .filter(|(_, f)| f.until > now)
-            .collect();
-        let mut again: Vec<Range<u64>> = Vec::new();
-        for (k, f) in hit {
-            let part = k.max(r.start)..f.end.min(r.end);
-            if f.batch >= 1 {
-                match again.last_mut() {
-                    Some(last) if last.end == part.start => last.end = part.end,
-                    _ => again.push(part.clone()),
-                }
-            }
-            self.insert(
-                part,
-                Flight {
-                    batch: f.batch + 1,
-                    ..f
-                },
-            );
-        }
-        again
-    }
-
     /// Keep the entries for which `keep(start, flight)` holds.
     pub fn retain(&mut self, mut keep: impl FnMut(u64, &Flight) -> bool) {
         self.map.retain(|k, f| keep(*k, f));
@@ -218,20 +186,5 @@ mod tests {
         assert_eq!(s.expire_below(now, 55, 2), 15);
         assert_eq!(s.not_in_flight(now, 0..70), vec![0..30, 40..55, 60..70]);
         assert_eq!(s.expire_below(now, 55, 2), 0);
-    }
-
-    #[test]
-    fn a_second_crossing_asks_again() {
-        let mut s = InFlight::default();
-        s.insert(10..30, f(100));
-        let now = Duration::from_millis(5);
-        assert_eq!(s.cross(now, 0..20), Vec::<Range<u64>>::new());
-        assert_eq!(s.cross(now, 15..40), vec![15..20]);
-        assert_eq!(s.cross(now, 0..40), vec![10..30]);
-        // Not in flight any more: not crossed.
-        assert_eq!(
-            s.cross(Duration::from_millis(100), 0..40),
-            Vec::<Range<u64>>::new()
-        );
     }
 }
