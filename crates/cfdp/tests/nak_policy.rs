@@ -352,6 +352,36 @@ fn a_sender_judges_crossing_with_the_round_trip_known_when_the_nak_arrives() {
 }
 
 #[test]
+fn a_second_nak_crossing_the_same_copy_resends_it() {
+    // No round trip measured (the ACK timer, 100 ms, stands in): the copy of 3000 sent at
+    // 30 ms (unpaced: it left at once) seems on its way until 130 ms. A NAK at 45 ms crossed
+    // it; a second one at 60 ms means the receiver's deadline for it passed twice: resent.
+    // (A copy still waiting in a pacer is never resent so: see `InFlight::cross`.)
+    let mut fs = MemFilestore::new();
+    fs.insert("f", pattern(10_000, 13));
+    let mut a = Entity::new(config(A, B, |_| {}), Box::new(fs));
+    a.put(ms(0), PutRequest::new(B, "f")).unwrap();
+    let mut buf = Vec::new();
+    let t = a.poll_transmit(ms(0), &mut buf).unwrap();
+    let first = Pdu::decode(&Bytes::copy_from_slice(&buf[..t.len])).unwrap();
+    assert_eq!(drain_fd(&mut a, ms(0)).len(), 10);
+    a.handle_pdu(ms(30), &to_sender(&first, nak(3000, 4000)))
+        .unwrap();
+    assert_eq!(drain_fd(&mut a, ms(30)), vec![3000]);
+    a.handle_pdu(ms(45), &to_sender(&first, nak(3000, 4000)))
+        .unwrap();
+    assert_eq!(drain_fd(&mut a, ms(45)), Vec::<u64>::new());
+    a.handle_pdu(ms(60), &to_sender(&first, nak(2000, 4000)))
+        .unwrap();
+    assert_eq!(drain_fd(&mut a, ms(60)), vec![2000, 3000]);
+    assert_eq!(a.stats().nak_bytes_crossed, 1000);
+    // The new copy starts a new count: one more NAK at 70 ms crosses it.
+    a.handle_pdu(ms(70), &to_sender(&first, nak(3000, 4000)))
+        .unwrap();
+    assert_eq!(drain_fd(&mut a, ms(70)), Vec::<u64>::new());
+}
+
+#[test]
 fn asynchronous_mode_sends_one_nak_per_availability_window_covering_all_gaps() {
     // A paced at 8 Mb/s sends 100 PDUs over ~102 ms; FD 10000, 20000 and 60000 are lost.
     // B's link toward A is up 2 ms every 10 ms from 40 ms on, for good from 300 ms. Before

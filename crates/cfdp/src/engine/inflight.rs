@@ -127,6 +127,45 @@ impl InFlight {
         bytes
     }
 
+    /// Sender: a NAK names the parts of `r` whose copy left the pacer (`until <= now`) less
+    /// than a round trip ago (`until > left_before`): it crossed them. Counts the crossing in
+    /// `batch`; returns the parts named by such a NAK once before, which are resent, not
+    /// crossed (a receiver asks once per deadline of its own: a second request for a copy
+    /// already on the link means the copy was lost or the round trip used here — inflated
+    /// by queueing, or before any sample a configured bound — is too long). A copy still
+    /// waiting in the pacer cannot have been lost: a NAK naming it always crossed it.
+    pub fn cross(
+        &mut self,
+        now: Duration,
+        left_before: Duration,
+        r: Range<u64>,
+    ) -> Vec<Range<u64>> {
+        let hit: Vec<(u64, Flight)> = self
+            .overlapping(&r)
+            .into_iter()
+            .map(|k| (k, self.map[&k]))
+            .filter(|(_, f)| f.until > left_before && f.until <= now)
+            .collect();
+        let mut again: Vec<Range<u64>> = Vec::new();
+        for (k, f) in hit {
+            let part = k.max(r.start)..f.end.min(r.end);
+            if f.batch >= 1 {
+                match again.last_mut() {
+                    Some(last) if last.end == part.start => last.end = part.end,
+                    _ => again.push(part.clone()),
+                }
+            }
+            self.insert(
+                part,
+                Flight {
+                    batch: f.batch + 1,
+                    ..f
+                },
+            );
+        }
+        again
+    }
+
     /// Keep the entries for which `keep(start, flight)` holds.
     pub fn retain(&mut self, mut keep: impl FnMut(u64, &Flight) -> bool) {
         self.map.retain(|k, f| keep(*k, f));
@@ -186,5 +225,30 @@ mod tests {
         assert_eq!(s.expire_below(now, 55, 2), 15);
         assert_eq!(s.not_in_flight(now, 0..70), vec![0..30, 40..55, 60..70]);
         assert_eq!(s.expire_below(now, 55, 2), 0);
+    }
+
+    #[test]
+    fn a_second_crossing_of_a_departed_copy_resends_it() {
+        let mut s = InFlight::default();
+        s.insert(10..30, f(100)); // left the pacer at 100 ms
+        let (now, left_before) = (Duration::from_millis(120), Duration::from_millis(60));
+        assert_eq!(s.cross(now, left_before, 0..20), Vec::<Range<u64>>::new());
+        assert_eq!(s.cross(now, left_before, 15..40), vec![15..20]);
+        assert_eq!(s.cross(now, left_before, 0..40), vec![10..30]);
+        // Still in the pacer: always crossed, never resent.
+        let mut q = InFlight::default();
+        q.insert(10..30, f(200));
+        for _ in 0..3 {
+            assert_eq!(q.cross(now, left_before, 0..40), Vec::<Range<u64>>::new());
+        }
+        // Left more than a round trip ago: not crossed at all.
+        assert_eq!(
+            s.cross(
+                Duration::from_millis(300),
+                Duration::from_millis(240),
+                0..40
+            ),
+            Vec::<Range<u64>>::new()
+        );
     }
 }

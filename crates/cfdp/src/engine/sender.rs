@@ -589,7 +589,8 @@ impl Entity {
                     if s < e {
                         // Not what was resent less than a round trip ago: this NAK was
                         // issued before that retransmission could have arrived.
-                        let resend = tx.resent.not_in_flight(left_before, s..e);
+                        let mut resend = tx.resent.not_in_flight(left_before, s..e);
+                        resend.extend(tx.resent.cross(now, left_before, s..e));
                         crossed += (e - s) - resend.iter().map(|r| r.end - r.start).sum::<u64>();
                         for r in resend {
                             tx.retransmit.insert(r);
