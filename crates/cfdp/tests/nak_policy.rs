@@ -104,13 +104,9 @@ fn a_nak_is_not_repeated_while_its_retransmission_is_in_flight() {
     assert_eq!(n.b.stats().naks_sent, 1);
 }
 
-#[test]
-fn a_lost_retransmission_is_asked_again_and_the_nak_timer_follows_the_round_trip() {
-    // B's NAK timer may be up to 1 s. FD 3000 and FD 6000 are lost; the EOF's NAK (10 ms)
-    // asks for both. The retransmission of 3000 arrives at 30 ms: NAK → data = 20 ms, so
-    // SRTT 20, RTTVAR 10, RTO 60 ms. That of 6000 is lost: asked again when the first NAK's
-    // timer (started before any sample: 1 s) expires at 1010 ms; the NAK timer is then the
-    // RTO, 60 ms: the second loss of 6000 is asked again at 1070 ms.
+/// A 10 000-byte transfer with B's NAK timer bounded by 1 s and the File Data PDUs of `drops`
+/// lost as listed, run to its end: the network, B's NAKs and the file.
+fn run_lossy(drops: &[(u64, u32)]) -> (Net, NakLog, Vec<u8>) {
     let data = pattern(10_000, 12);
     let cb = config(B, A, |r| {
         r.nak_timer = ms(1000);
@@ -118,10 +114,21 @@ fn a_lost_retransmission_is_asked_again_and_the_nak_timer_follows_the_round_trip
     });
     let ca = config(A, B, |r| r.inactivity_timer = ms(10_000));
     let mut n = Net::new(ca, cb, &[("f", data.clone())]);
-    n.drop = drop_fd(&[(3000, 1), (6000, 3)]);
+    n.drop = drop_fd(drops);
     let naks = record_naks(&mut n);
     n.a.put(n.now, PutRequest::new(B, "f")).unwrap();
     n.run(ms(10_000));
+    (n, naks, data)
+}
+
+#[test]
+fn a_lost_retransmission_is_asked_again_and_the_nak_timer_follows_the_round_trip() {
+    // B's NAK timer may be up to 1 s. FD 3000 and FD 6000 are lost; the EOF's NAK (10 ms)
+    // asks for both. The retransmission of 3000 arrives at 30 ms: NAK → data = 20 ms, so
+    // SRTT 20, RTTVAR 10, RTO 60 ms. That of 6000 is lost: asked again when the first NAK's
+    // timer (started before any sample: 1 s) expires at 1010 ms; the NAK timer is then the
+    // RTO, 60 ms: the second loss of 6000 is asked again at 1070 ms.
+    let (mut n, naks, data) = run_lossy(&[(3000, 1), (6000, 3)]);
     assert_eq!(
         n.sent_times(B, "NAK"),
         [10, 1010, 1070].map(ms).to_vec(),
@@ -152,17 +159,7 @@ fn a_lost_retransmission_overtaken_by_a_later_one_is_asked_again_at_once() {
     // arrives (30 ms), 3000 is not coming: B asks again one NAK-timer minimum (10 ms) later,
     // at 40 ms, not at its deadline (10 ms + the 1 s NAK timer standing in for a round trip
     // not measured when the NAK left).
-    let data = pattern(10_000, 12);
-    let cb = config(B, A, |r| {
-        r.nak_timer = ms(1000);
-        r.inactivity_timer = ms(10_000);
-    });
-    let ca = config(A, B, |r| r.inactivity_timer = ms(10_000));
-    let mut n = Net::new(ca, cb, &[("f", data.clone())]);
-    n.drop = drop_fd(&[(3000, 2), (6000, 1)]);
-    let naks = record_naks(&mut n);
-    n.a.put(n.now, PutRequest::new(B, "f")).unwrap();
-    n.run(ms(10_000));
+    let (mut n, naks, data) = run_lossy(&[(3000, 2), (6000, 1)]);
     assert_eq!(
         n.sent_times(B, "NAK"),
         [10, 40].map(ms).to_vec(),
@@ -277,12 +274,9 @@ fn drain_fd(a: &mut Entity, now: Duration) -> Vec<u64> {
     out
 }
 
-#[test]
-fn crossing_naks_cause_one_retransmission() {
-    // The sender alone, fed by hand: EOF at 0, ACK(EOF) at 20 ms → SRTT 20 ms. A NAK for
-    // 3000..4000 at 30 ms: resent at once. A second NAK for it at 45 ms was issued (35 ms)
-    // before the resend could arrive (40 ms): they crossed, nothing is resent. One at 50 ms
-    // (issued at 40 ms, when the resend should have arrived) is a new loss: resent.
+/// A sender alone, fed by hand: a 10 000-byte transfer put at 0, its Metadata (returned, a
+/// template for PDUs toward it) and its ten File Data PDUs sent at once.
+fn hand_fed_sender() -> (Entity, Pdu) {
     let mut fs = MemFilestore::new();
     fs.insert("f", pattern(10_000, 13));
     let mut a = Entity::new(config(A, B, |_| {}), Box::new(fs));
@@ -291,6 +285,16 @@ fn crossing_naks_cause_one_retransmission() {
     let t = a.poll_transmit(ms(0), &mut buf).unwrap();
     let first = Pdu::decode(&Bytes::copy_from_slice(&buf[..t.len])).unwrap();
     assert_eq!(drain_fd(&mut a, ms(0)).len(), 10);
+    (a, first)
+}
+
+#[test]
+fn crossing_naks_cause_one_retransmission() {
+    // The sender alone, fed by hand: EOF at 0, ACK(EOF) at 20 ms → SRTT 20 ms. A NAK for
+    // 3000..4000 at 30 ms: resent at once. A second NAK for it at 45 ms was issued (35 ms)
+    // before the resend could arrive (40 ms): they crossed, nothing is resent. One at 50 ms
+    // (issued at 40 ms, when the resend should have arrived) is a new loss: resent.
+    let (mut a, first) = hand_fed_sender();
     let ack = PduBody::Ack(Ack {
         directive: DirectiveCode::Eof,
         subtype: 0,
@@ -323,14 +327,7 @@ fn a_sender_judges_crossing_with_the_round_trip_known_when_the_nak_arrives() {
     // (EOF sent once, at 0): SRTT 40 ms. A NAK for 3000 at 75 ms was issued after the copy
     // (30 ms) should have arrived (30 + 40): resent, although 75 ms is within the 100 ms the
     // sender assumed when the copy left.
-    let mut fs = MemFilestore::new();
-    fs.insert("f", pattern(10_000, 13));
-    let mut a = Entity::new(config(A, B, |_| {}), Box::new(fs));
-    a.put(ms(0), PutRequest::new(B, "f")).unwrap();
-    let mut buf = Vec::new();
-    let t = a.poll_transmit(ms(0), &mut buf).unwrap();
-    let first = Pdu::decode(&Bytes::copy_from_slice(&buf[..t.len])).unwrap();
-    assert_eq!(drain_fd(&mut a, ms(0)).len(), 10);
+    let (mut a, first) = hand_fed_sender();
     a.handle_pdu(ms(30), &to_sender(&first, nak(3000, 4000)))
         .unwrap();
     assert_eq!(drain_fd(&mut a, ms(30)), vec![3000]);
@@ -357,14 +354,7 @@ fn a_second_nak_crossing_the_same_copy_resends_it() {
     // 30 ms (unpaced: it left at once) seems on its way until 130 ms. A NAK at 45 ms crossed
     // it; a second one at 60 ms means the receiver's deadline for it passed twice: resent.
     // (A copy still waiting in a pacer is never resent so: see `InFlight::cross`.)
-    let mut fs = MemFilestore::new();
-    fs.insert("f", pattern(10_000, 13));
-    let mut a = Entity::new(config(A, B, |_| {}), Box::new(fs));
-    a.put(ms(0), PutRequest::new(B, "f")).unwrap();
-    let mut buf = Vec::new();
-    let t = a.poll_transmit(ms(0), &mut buf).unwrap();
-    let first = Pdu::decode(&Bytes::copy_from_slice(&buf[..t.len])).unwrap();
-    assert_eq!(drain_fd(&mut a, ms(0)).len(), 10);
+    let (mut a, first) = hand_fed_sender();
     a.handle_pdu(ms(30), &to_sender(&first, nak(3000, 4000)))
         .unwrap();
     assert_eq!(drain_fd(&mut a, ms(30)), vec![3000]);

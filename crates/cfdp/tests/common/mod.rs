@@ -189,7 +189,18 @@ impl Net {
                 let bytes = Bytes::copy_from_slice(&buf[buf.len() - t.len..]);
                 let mut pdu = Pdu::decode(&bytes).expect("entity sent a valid PDU");
                 let (k, off) = kind(&pdu);
-                if (self.drop)(now, from, &pdu) {
+                let lost = (self.drop)(now, from, &pdu);
+                // A full queue toward B drops what the channel did not.
+                let full = !lost
+                    && from == A
+                    && self.rate_ab.is_some()
+                    && self
+                        .queue_ab
+                        .is_some_and(|limit| self.free_ab.saturating_sub(now) > limit);
+                if full {
+                    self.overflow_ab += 1;
+                }
+                if lost || full {
                     self.trace.push((
                         now,
                         Rec::Dropped {
@@ -219,21 +230,6 @@ impl Net {
                 self.seq += 1;
                 let mut at = now + self.delay;
                 if let (A, Some(rate)) = (from, self.rate_ab) {
-                    if let Some(limit) = self.queue_ab {
-                        if self.free_ab.saturating_sub(now) > limit {
-                            self.overflow_ab += 1;
-                            self.trace.pop();
-                            self.trace.push((
-                                now,
-                                Rec::Dropped {
-                                    from,
-                                    kind: k,
-                                    offset: off,
-                                },
-                            ));
-                            continue;
-                        }
-                    }
                     let bits = out.len() as u128 * 8 * 1_000_000_000;
                     let ser = Duration::from_nanos((bits / u128::from(rate.max(1))) as u64);
                     self.free_ab = self.free_ab.max(now) + ser;
