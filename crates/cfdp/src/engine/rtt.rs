@@ -186,8 +186,12 @@ mod tests {
             (None, Some(ms(30)), Some(ms(90)))
         );
         assert_eq!(EffectiveTimers::derive(&rc, &e, 0).nak, ms(90));
-        // Never above the configured bound.
+        // Never below the floor, never above the configured bound.
         e.sample_loose(ms(1));
+        assert_eq!(
+            EffectiveTimers::derive(&rc, &e, 0).nak,
+            rc.adaptive.min_timer
+        );
         let mut big = RttEstimator::default();
         big.sample_loose(Duration::from_secs(5));
         assert_eq!(EffectiveTimers::derive(&rc, &big, 0).nak, rc.nak_timer);

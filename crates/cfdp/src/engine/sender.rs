@@ -69,7 +69,8 @@ pub(crate) struct SendTx {
     /// less than a round trip after that was issued before the copy could reach the receiver
     /// and does not resend them. The round trip is the one known when the NAK arrives (one
     /// fixed at sending time, before any sample, was the configured ACK timer: seconds in
-    /// which a range whose copy was lost could not be asked for again).
+    /// which a range whose copy was lost could not be asked for again). A second such NAK
+    /// for a copy that has left the pacer resends it ([`InFlight::cross`]).
     pub resent: InFlight,
     /// Start offsets and send times of the latest first-pass File Data PDUs (at most
     /// [`RECENT_SENDS`]): the immediate NAK of a gap names the PDU that revealed it.
