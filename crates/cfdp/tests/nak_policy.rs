@@ -153,6 +153,52 @@ fn a_lost_retransmission_is_asked_again_and_the_nak_timer_follows_the_round_trip
 }
 
 #[test]
+fn repeated_naks_without_progress_back_the_derived_timer_off() {
+    // As above, but the copies of 6000 are lost five times. With the RTO at 60 ms the first
+    // re-ask comes one RTO after the request it repeats (1070 ms), then the timer doubles
+    // with each expiry that brought nothing new: 120, 240, 480 ms. The sixth copy arrives.
+    // Without the backoff the NAKs came every 60 ms (1130, 1190, 1250 ms).
+    let (mut n, naks, data) = run_lossy(&[(3000, 1), (6000, 6)]);
+    assert_eq!(
+        n.sent_times(B, "NAK"),
+        [10, 1010, 1070, 1190, 1430, 1910].map(ms).to_vec(),
+        "{}",
+        n.dump()
+    );
+    assert_eq!(naks.borrow()[1..], vec![vec![(6000, 7000)]; 5]);
+    assert_eq!(
+        fd_times(&n, 6000),
+        [0, 20, 1020, 1080, 1200, 1440, 1920].map(ms)
+    );
+    assert_eq!(n.sent_times(B, "FIN"), vec![ms(1930)]);
+    assert_eq!(n.file_b("f").unwrap(), data);
+}
+
+#[test]
+fn the_nak_limit_outlasts_a_derived_timer_of_one_round_trip() {
+    // A sender that never gets a copy through (the link loses every one): with the derived
+    // timer (RTO 60 ms) and the default limit of 15, B asked 15 times in 0.9 s and gave up at
+    // 1910 ms. Backed off (60 · 2^k, at most the configured 1 s), the same limit waits until
+    // 12 870 ms: 1010, 1070, 1190, 1430, 1910, then every second.
+    let data = pattern(10_000, 12);
+    let cb = config(B, A, |r| {
+        r.nak_timer = ms(1000);
+        r.inactivity_timer = ms(60_000);
+    });
+    let ca = config(A, B, |r| r.inactivity_timer = ms(60_000));
+    let mut n = Net::new(ca, cb, &[("f", data)]);
+    n.drop = drop_fd(&[(3000, 1), (6000, u32::MAX)]);
+    n.a.put(n.now, PutRequest::new(B, "f")).unwrap();
+    n.run(ms(30_000));
+    let mut expected: Vec<Duration> = [10, 1010, 1070, 1190, 1430, 1910].map(ms).to_vec();
+    expected.extend((0..10).map(|k| ms(2870 + 1000 * k)));
+    assert_eq!(n.sent_times(B, "NAK"), expected, "{}", n.dump());
+    let faults: Vec<_> = n.faults(B).iter().map(|f| (f.0, f.1)).collect();
+    assert_eq!(faults, vec![(ms(12_870), C::NakLimitReached)]);
+    assert_eq!(n.b.stats().naks_sent, 16);
+}
+
+#[test]
 fn a_lost_retransmission_overtaken_by_a_later_one_is_asked_again_at_once() {
     // As above, but the retransmission of 3000 is the one lost and that of 6000 arrives. The
     // EOF's NAK (10 ms) asks for both; A resends them lowest offset first at 20 ms. When 6000

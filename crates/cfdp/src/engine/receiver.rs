@@ -55,6 +55,8 @@ pub(crate) struct RecvTx {
     pub checksum: Option<Checksum>,
     pub eof: Option<Eof>,
     pub state: RecvState,
+    /// NAK-timer expiries that found something to ask again since the last new file data
+    /// (the NAK limit counts them; the derived NAK timer backs off with them).
     pub nak_count: u32,
     pub ack_count: u32,
     pub check_count: u32,
@@ -730,8 +732,8 @@ impl Entity {
                     // the NAKs that asked for it) looks again later.
                     let tx = self.receivers.get_mut(&id).expect("present");
                     if tx.timers.nak.is_none() {
-                        let t = effective(&self.remotes, id.source, &tx.rc).nak;
-                        tx.timers.nak = Some(now + t);
+                        let t = effective(&self.remotes, id.source, &tx.rc);
+                        tx.timers.nak = Some(now + t.nak_after(&tx.rc, tx.nak_count));
                     }
                 }
             }
@@ -816,7 +818,7 @@ impl Entity {
         };
         tx.naks_sent += 1;
         let timers = effective(&self.remotes, id.source, &tx.rc);
-        tx.timers.nak = Some(now + timers.nak);
+        tx.timers.nak = Some(now + timers.nak_after(&tx.rc, tx.nak_count));
         if segments.is_empty() {
             return;
         }
@@ -1241,7 +1243,8 @@ impl Entity {
                 if tx.nak_segments(now).0.is_empty() {
                     // Everything missing was asked for and can still be on its way: not an
                     // expiry without progress; look again a NAK timer later.
-                    tx.timers.nak = Some(now + effective(&self.remotes, id.source, &tx.rc).nak);
+                    let t = effective(&self.remotes, id.source, &tx.rc);
+                    tx.timers.nak = Some(now + t.nak_after(&tx.rc, tx.nak_count));
                 } else {
                     tx.nak_count += 1;
                     if tx.nak_count > tx.rc.nak_limit {

@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use super::config::RemoteConfig;
 
-/// Largest ACK timer backoff exponent (×64).
+/// Largest backoff exponent of the ACK and NAK timers (×64).
 pub(crate) const MAX_BACKOFF: u32 = 6;
 
 /// Clock granularity term of the RTO.
@@ -112,6 +112,28 @@ fn clamp(v: Duration, lo: Duration, hi: Duration) -> Duration {
 }
 
 impl EffectiveTimers {
+    /// The NAK timer after `unanswered` NAK-timer expiries in a row without progress (no new
+    /// file data since): a derived timer doubles from the second one on (RTO, RTO, 2·RTO,
+    /// 4·RTO, ... at most ×2^[`MAX_BACKOFF`] and the configured `nak_timer`); a timer set
+    /// explicitly stays as set.
+    ///
+    /// Why: the NAK limit counts expiries, and a timer derived from a round trip of
+    /// milliseconds spent the 15 of the default limit in 150 ms (the 10 ms floor): a sender
+    /// busy with other requests or judging the repeats as NAKs that crossed its copy, or a
+    /// return link down for a moment, failed the transaction (200 MB on loopback at 10 % loss:
+    /// "NAK limit reached" with one 1024-byte PDU missing). Backed off, the same limit waits
+    /// 6.4 s at that floor; the first re-ask still comes one RTO after the request it repeats,
+    /// as a single lost retransmission needs.
+    pub fn nak_after(&self, rc: &RemoteConfig, unanswered: u32) -> Duration {
+        if !rc.adaptive.nak {
+            return self.nak;
+        }
+        let k = unanswered.saturating_sub(1).min(MAX_BACKOFF);
+        self.nak
+            .saturating_mul(1 << k)
+            .min(rc.nak_timer.max(self.nak))
+    }
+
     /// Timers for `rc` given the round trip measured so far and the ACK timer's backoff
     /// (doubled per positive-ACK expiry since the latest sample, Karn's rule: an EOF or
     /// Finished sent twice gives no sample, so a round trip grown past the timer is only
