@@ -62,6 +62,11 @@ pub struct AdaptiveRate {
     /// before it decides anything, so a loss or two in a small retransmission does not move
     /// the rate.
     pub min_round_segments: u64,
+    /// Sending time at the current rate a round must also cover before it decides
+    /// ([`crate::pacing::MIN_ROUND_TIME`] by default). A receiver whose host takes its CPU
+    /// away every few milliseconds loses data only in rounds that span such a pause; rounds
+    /// shorter than the pauses' period pass a rate it cannot take as clean.
+    pub min_round_time: Duration,
 }
 
 impl Default for AdaptiveRate {
@@ -73,6 +78,7 @@ impl Default for AdaptiveRate {
             min_bps: 1_000_000,
             overrun_loss: 0.05,
             min_round_segments: 64,
+            min_round_time: crate::pacing::MIN_ROUND_TIME,
         }
     }
 }

@@ -253,9 +253,11 @@ impl PacingState {
     }
 }
 
-/// A round's sending time the rate must cover before the round decides: rounds of many short
-/// bursts are judged over at least this much data at the current rate, so a receiver buffer
-/// that hides one short block's excess cannot pass a too-high rate as clean.
+/// A round's sending time the rate must cover before the round decides, by default
+/// ([`AdaptiveRate::min_round_time`]): rounds of many short bursts are judged over at least
+/// this much data at the current rate, so a receiver buffer that hides one short block's excess
+/// cannot pass a too-high rate as clean. A receiver whose host pauses it every few milliseconds
+/// needs rounds that span its pauses (the node's `hdtn` profile: 40 ms).
 pub const MIN_ROUND_TIME: Duration = Duration::from_millis(4);
 
 /// Queueing delay at the receiver (answer time beyond the shortest seen) that ends the quick
@@ -301,7 +303,7 @@ pub const RUN_HOLES: u64 = 2;
 ///   longer than a round still counts for the rate chosen while it was sent); its outcome is
 ///   the share of those bytes the reports answering their checkpoints leave unclaimed, and how
 ///   many separate gaps they leave. Rounds accumulate over sessions until they hold `min_round_segments`
-///   segments and [`MIN_ROUND_TIME`] of sending at the current rate (during the quick start a
+///   segments and `min_round_time` of sending at the current rate (during the quick start a
 ///   round with nothing lost and no queue decides at a [`QUICK_ROUND_FRACTION`] of those
 ///   segments, but not below [`QUICK_ROUND_BYTES`]: there is no loss to weigh);
 /// - the round's *delivered rate* is the rate the span sent at during its bursts (the data
@@ -478,7 +480,7 @@ impl RateController {
 
     /// One burst's outcome, reported when the last report segment answering its checkpoint
     /// arrived at `now`. `min_round_bytes` is the size a round must reach before it decides
-    /// (at least [`MIN_ROUND_TIME`] at the current rate is added as a bound). Returns the new
+    /// (at least `min_round_time` at the current rate is added as a bound). Returns the new
     /// rate when it changed.
     pub fn on_burst(&mut self, now: Duration, burst: Burst, min_round_bytes: u64) -> Option<u64> {
         let answer = now.saturating_sub(burst.end);
@@ -525,7 +527,7 @@ impl RateController {
             self.covered_until = self.covered_until.max(burst.end);
         }
         let time_bytes = u64::try_from(
-            u128::from(self.rate) * MIN_ROUND_TIME.as_nanos() / (8 * NS_PER_S as u128),
+            u128::from(self.rate) * self.cfg.min_round_time.as_nanos() / (8 * NS_PER_S as u128),
         )
         .unwrap_or(u64::MAX);
         // During the quick start a round that has lost nothing and shows no queue decides after

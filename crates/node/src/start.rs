@@ -300,6 +300,7 @@ fn span_config(cfg: &Validated, s: &crate::config::Span, planned: bool) -> ltp::
     if s.adaptive(planned) {
         sc.adaptive_rate = Some(ltp::AdaptiveRate {
             initial_bps: s.adaptive_start_bps,
+            min_round_time: s.adaptive_round,
             ..ltp::AdaptiveRate::default()
         });
     }

@@ -110,6 +110,12 @@ pub struct RxQueue {
     pub stall_every: u64,
     pub stall: Duration,
     since_stall: u64,
+    /// A receiver whose host takes its CPU away now and then (both nodes and their
+    /// applications on two shared cores): from every multiple of `pause_every` it takes no
+    /// datagram for `pause`, whatever its queue holds, and what arrives meanwhile beyond its
+    /// buffer is dropped (zero = never).
+    pub pause_every: Duration,
+    pub pause: Duration,
 }
 
 impl RxQueue {
@@ -124,7 +130,16 @@ impl RxQueue {
     /// Admit a datagram of `len` bytes arriving at `t`: the time its processing ends, or
     /// `None` when the queue is full.
     fn admit(&mut self, t: Duration, len: usize) -> Option<Duration> {
-        let backlog_ns = self.busy_until.saturating_sub(t).as_nanos() as u64;
+        // Time the queue takes to drain from `t` on, less the pauses in it: what it holds.
+        let mut backlog = self.busy_until.saturating_sub(self.after_pause(t));
+        if !self.pause_every.is_zero() && backlog > Duration::ZERO {
+            let e = self.pause_every.as_nanos();
+            let first = t.as_nanos() / e + 1;
+            let last = self.busy_until.as_nanos().saturating_sub(1) / e;
+            let pauses = last.saturating_sub(first - 1) as u32;
+            backlog = backlog.saturating_sub(self.pause * pauses);
+        }
+        let backlog_ns = backlog.as_nanos() as u64;
         let backlog_bytes = backlog_ns.saturating_mul(self.rate_bps) / 8_000_000_000;
         if backlog_bytes + len as u64 > self.capacity_bytes {
             self.dropped += 1;
@@ -132,7 +147,7 @@ impl RxQueue {
         }
         let service =
             Duration::from_nanos((len as u64 * 8 * 1_000_000_000).div_ceil(self.rate_bps));
-        self.busy_until = self.busy_until.max(t) + service;
+        self.busy_until = self.after_pause(self.busy_until.max(t)) + service;
         self.queued += 1;
         let done = self.busy_until;
         if self.stall_every > 0 {
@@ -143,6 +158,20 @@ impl RxQueue {
             }
         }
         Some(done)
+    }
+
+    /// `t`, or the end of the pause `t` falls in.
+    fn after_pause(&self, t: Duration) -> Duration {
+        if self.pause_every.is_zero() {
+            return t;
+        }
+        let e = self.pause_every.as_nanos();
+        let into = Duration::from_nanos((t.as_nanos() % e) as u64);
+        if into < self.pause {
+            t - into + self.pause
+        } else {
+            t
+        }
     }
 }
 

@@ -431,6 +431,11 @@ pub struct SpanSection {
     /// otherwise).
     #[serde(default)]
     pub learn_receiver_pause: Option<bool>,
+    /// Sending time an adaptive-pacing round must cover before the rate changes
+    /// (`ltp::AdaptiveRate::min_round_time`, milliseconds; default: the peer kind's, 40
+    /// towards HDTN, 4 otherwise).
+    #[serde(default)]
+    pub adaptive_round_ms: Option<f64>,
     /// Packet-layer FEC below LTP on this span (`[span.fec]`, docs/fec.md); the neighbour must
     /// have it on its span too. The FEC layer paces at `rate_bps` (or the contact's rate) and
     /// adaptive pacing is off.
@@ -550,6 +555,8 @@ pub struct Span {
     pub learn_receiver_pause: bool,
     /// Start rate of adaptive pacing (the peer kind's).
     pub adaptive_start_bps: u64,
+    /// Shortest sending time of an adaptive-pacing round (`adaptive_round_ms`).
+    pub adaptive_round: Duration,
     /// FEC settings (`[span.fec]`), paced at `rate_bps` until a contact sets another rate.
     pub fec: Option<fec::FecConfig>,
     /// LTP authentication keys (`auth_*`), loaded from their files.
@@ -1074,6 +1081,11 @@ impl NodeConfig {
                     .learn_receiver_pause
                     .unwrap_or(profile.learn_receiver_pause),
                 adaptive_start_bps: profile.start_bps(s.max_segment_size),
+                adaptive_round: ms(
+                    file,
+                    &f("adaptive_round_ms"),
+                    s.adaptive_round_ms.unwrap_or(profile.adaptive_round_ms),
+                )?,
                 fec,
                 cfg: s.clone(),
             });
@@ -1451,6 +1463,26 @@ adaptive_rate = true
 ")
         )
         .is_err());
+    }
+
+    #[test]
+    fn adaptive_rounds_span_host_pauses_towards_hdtn_unless_set() {
+        let span = |extra: &str| parse(&format!("{GOOD}{extra}")).map(|v| v.spans[0].clone());
+        let round = |extra: &str| span(extra).unwrap().adaptive_round;
+        assert_eq!(round("peer_kind = \"hdtn\"\n"), Duration::from_millis(40));
+        for k in ["dtnkit", "ion", "generic"] {
+            assert_eq!(
+                round(&format!("peer_kind = \"{k}\"\n")),
+                ltp::pacing::MIN_ROUND_TIME,
+                "{k}"
+            );
+        }
+        assert_eq!(
+            round("peer_kind = \"hdtn\"\nadaptive_round_ms = 4\n"),
+            Duration::from_millis(4)
+        );
+        let e = span("adaptive_round_ms = -1\n").unwrap_err().to_string();
+        assert!(e.contains("adaptive_round_ms") && e.contains("-1"), "{e}");
     }
 
     #[test]

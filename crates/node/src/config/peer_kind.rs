@@ -13,7 +13,9 @@
 //!   buffer); TCPCL sessions we open speak version 3 (ION 4.1.3 speaks no other);
 //! - `hdtn` (HDTN 1.3.1): exactly one bundle per block — HDTN decodes a block as one bundle and
 //!   refuses the rest, while its reports claim the whole block, so any aggregation loses bundles
-//!   silently —, bursts capped as for ION (the same 212 992-byte buffer);
+//!   silently —, bursts capped as for ION (the same 212 992-byte buffer), adaptive-pacing
+//!   rounds of at least [`SHARED_HOST_ROUND_MS`] (its one reading thread loses runs whenever
+//!   its host takes the CPU away for longer than the buffer lasts);
 //! - `dtn7` (dtn7-rs, TCPCL only): bundles beyond its advertised transfer MRU are sent whole
 //!   (`exceed_peer_transfer_mru`), since it advertises 64 000 bytes and accepts megabytes;
 //! - `generic`: an implementation not known here: the safe choices, one bundle per block and
@@ -60,6 +62,17 @@ pub const CONSERVATIVE_START_DATAGRAMS_PER_S: u64 = 3_000;
 /// half the lowest ION → ION rate seen at 8 KiB on a quiet machine (440 Mb/s).
 pub const CONSERVATIVE_START_MAX_BPS: u64 = 200_000_000;
 
+/// `adaptive_round_ms` by default: `ltp::pacing::MIN_ROUND_TIME`.
+pub const DEFAULT_ROUND_MS: f64 = 4.0;
+
+/// `adaptive_round_ms` towards HDTN: long enough that a round spans the pauses of a receiver
+/// whose host takes its CPU away every few milliseconds. HDTN 1.3.1 reads its 212 992-byte
+/// socket (26 datagrams of 8 KiB) from one thread; on a loaded host it loses a run whenever that
+/// thread waits longer than the buffer lasts at the current rate. Rounds of 4 ms at 1–3 Gb/s
+/// (1 MiB between intermediate checkpoints) often fell between such pauses, read as clean and
+/// carried the rate up, and 15–22 % of the data was sent again (8 KiB segments on loopback).
+pub const SHARED_HOST_ROUND_MS: f64 = 40.0;
+
 /// Smallest `checkpoint_bytes` other than 0: below it reports would rival data segments in
 /// number (and the receiver counts intermediate checkpoints as progress only up to its block
 /// limit divided by this, `ltp::MIN_CHECKPOINT_INTERVAL`).
@@ -97,6 +110,8 @@ pub struct LtpProfile {
     pub checkpoint_bytes: u64,
     /// `learn_receiver_pause`.
     pub learn_receiver_pause: bool,
+    /// `adaptive_round_ms`.
+    pub adaptive_round_ms: f64,
     /// Start rate of adaptive pacing (bit/s), the least one with
     /// `adaptive_start_datagrams_per_s`.
     pub adaptive_start_bps: u64,
@@ -149,6 +164,7 @@ impl PeerKind {
             max_burst_bytes: 0,
             checkpoint_bytes: 0,
             learn_receiver_pause: false,
+            adaptive_round_ms: DEFAULT_ROUND_MS,
             adaptive_start_bps: CONSERVATIVE_START_BPS,
             adaptive_start_datagrams_per_s: CONSERVATIVE_START_DATAGRAMS_PER_S,
         };
@@ -174,6 +190,7 @@ impl PeerKind {
                 max_bundles_per_block: 1,
                 max_burst_bytes: SMALL_BUFFER_BURST_BYTES,
                 checkpoint_bytes: DTNKIT_CHECKPOINT_BYTES,
+                adaptive_round_ms: SHARED_HOST_ROUND_MS,
                 ..aggregating
             }),
             PeerKind::Generic => Ok(LtpProfile {
