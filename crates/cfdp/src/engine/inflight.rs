@@ -50,6 +50,15 @@ impl InFlight {
         keys
     }
 
+    /// Whether any entry, in flight or not, overlaps `r`.
+    pub fn overlaps(&self, r: &Range<u64>) -> bool {
+        // Entries are disjoint: the last one starting below `r.end` ends last among them.
+        self.map
+            .range(..r.end)
+            .next_back()
+            .is_some_and(|(_, f)| f.end > r.start)
+    }
+
     /// The parts of `r` not covered by an entry still in flight at `now`, ascending.
     pub fn not_in_flight(&self, now: Duration, r: Range<u64>) -> Vec<Range<u64>> {
         let mut out = Vec::new();
@@ -212,6 +221,10 @@ mod tests {
         assert_eq!(v, vec![(10, 15, 100), (15, 35, 200), (35, 40, 50)]);
         assert_eq!(s.find(34).map(|x| x.0), Some(15));
         assert_eq!(s.find(40), None);
+        // Overlap, whether in flight or not: touching ends do not overlap.
+        assert!(s.overlaps(&(0..11)) && s.overlaps(&(39..45)) && s.overlaps(&(12..13)));
+        assert!(!s.overlaps(&(0..10)) && !s.overlaps(&(40..50)));
+        assert!(s.overlaps(&(0..100)));
     }
 
     #[test]

@@ -863,7 +863,7 @@ impl Entity {
                 outstanding += r.end - r.start;
                 let until = now + rto + tx.arrival_time(outstanding, cap);
                 // Asked for the first time: no entry overlaps it, whatever its deadline.
-                let first = tx.asked.not_in_flight(Duration::ZERO, r.clone()) == [r.clone()];
+                let first = !tx.asked.overlaps(&r);
                 tx.asked.insert(
                     r.clone(),
                     Flight {
