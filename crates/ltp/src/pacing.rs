@@ -857,6 +857,7 @@ mod tests {
             min_bps: 100_000,
             overrun_loss: 0.05,
             min_round_segments: 1,
+            min_round_time: MIN_ROUND_TIME,
         }
     }
 
@@ -1109,6 +1110,27 @@ mod tests {
     }
 
     #[test]
+    fn a_longer_minimum_round_time_waits_for_more_data() {
+        let ms = Duration::from_millis;
+        let cfg = AdaptiveRate {
+            initial_bps: 1_000_000_000,
+            min_round_time: ms(40),
+            ..slow_cfg()
+        };
+        let mut c = RateController::new(cfg, 0);
+        // 40 ms at 1 Gb/s is 5 MB: 49 blocks of 100 kB do not decide, the fiftieth does.
+        for k in 0..49 {
+            c.pacing_limited();
+            assert_eq!(c.on_burst(ms(k + 1), b(ms(k), 100_000, 0), 1), None);
+        }
+        c.pacing_limited();
+        assert_eq!(
+            c.on_burst(ms(50), b(ms(49), 100_000, 0), 1),
+            Some(2_000_000_000)
+        );
+    }
+
+    #[test]
     fn rate_controller_respects_the_ceiling() {
         let ms = Duration::from_millis;
         let mut c = RateController::new(AdaptiveRate::default(), 50_000_000);
@@ -1149,6 +1171,7 @@ mod tests {
             min_bps: 1,
             overrun_loss: 0.05,
             min_round_segments: 1,
+            min_round_time: MIN_ROUND_TIME,
         }
     }
 
