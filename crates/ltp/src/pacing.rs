@@ -257,7 +257,7 @@ impl PacingState {
 /// ([`AdaptiveRate::min_round_time`]): rounds of many short bursts are judged over at least
 /// this much data at the current rate, so a receiver buffer that hides one short block's excess
 /// cannot pass a too-high rate as clean. A receiver whose host pauses it every few milliseconds
-/// needs rounds that span its pauses (the node's `hdtn` profile: 40 ms).
+/// needs rounds that span its pauses (the node's `hdtn` profile: 20 ms).
 pub const MIN_ROUND_TIME: Duration = Duration::from_millis(4);
 
 /// Queueing delay at the receiver (answer time beyond the shortest seen) that ends the quick

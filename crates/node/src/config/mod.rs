@@ -432,7 +432,7 @@ pub struct SpanSection {
     #[serde(default)]
     pub learn_receiver_pause: Option<bool>,
     /// Sending time an adaptive-pacing round must cover before the rate changes
-    /// (`ltp::AdaptiveRate::min_round_time`, milliseconds; default: the peer kind's, 40
+    /// (`ltp::AdaptiveRate::min_round_time`, milliseconds; default: the peer kind's, 20
     /// towards HDTN, 4 otherwise).
     #[serde(default)]
     pub adaptive_round_ms: Option<f64>,
@@ -1469,7 +1469,7 @@ adaptive_rate = true
     fn adaptive_rounds_span_host_pauses_towards_hdtn_unless_set() {
         let span = |extra: &str| parse(&format!("{GOOD}{extra}")).map(|v| v.spans[0].clone());
         let round = |extra: &str| span(extra).unwrap().adaptive_round;
-        assert_eq!(round("peer_kind = \"hdtn\"\n"), Duration::from_millis(40));
+        assert_eq!(round("peer_kind = \"hdtn\"\n"), Duration::from_millis(20));
         for k in ["dtnkit", "ion", "generic"] {
             assert_eq!(
                 round(&format!("peer_kind = \"{k}\"\n")),
