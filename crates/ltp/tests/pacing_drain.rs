@@ -70,6 +70,19 @@ fn sample_rates(h: &mut Harness, blocks: usize, limit: Duration) -> Vec<(Duratio
     rates
 }
 
+/// Sends `n` blocks of 5 MB from A and runs until all completed (30 s at most): the pacing rate
+/// after every millisecond and the share of data segments sent again.
+fn five_mb_blocks(h: &mut Harness, n: usize) -> (Vec<(Duration, u64)>, f64) {
+    for k in 0..n as u64 {
+        h.send_a(block(5_000_000, k), 5_000_000, k);
+    }
+    let rates = sample_rates(h, n, Duration::from_secs(30));
+    assert_eq!(h.completed().len(), n);
+    let st = h.engines[0].span_stats(ID[1]).unwrap();
+    let resent = st.data_segments_retransmitted as f64 / st.data_segments_sent as f64;
+    (rates, resent)
+}
+
 /// A harness whose receiver drains 1 Gb/s but stops for 1.5 ms after every 256 KiB (HDTN's
 /// batched reads: it drops its overflow in runs).
 fn hdtn_receiver(p: &Params) -> Harness {
@@ -424,13 +437,8 @@ fn a_receiver_that_drops_its_overflow_in_runs_is_not_overrun_for_long() {
     let mut h = hdtn_receiver(&p);
     // 256 KiB in 256 × 8.27 µs (1 KiB datagrams with headers at 1 Gb/s) + 1.5 ms.
     let drain: u64 = 582_000_000;
-    for k in 0..10 {
-        h.send_a(block(5_000_000, k), 5_000_000, k);
-    }
-    let rates = sample_rates(&mut h, 10, Duration::from_secs(30));
-    assert_eq!(h.completed().len(), 10);
+    let (rates, resent) = five_mb_blocks(&mut h, 10);
     let st = h.engines[0].span_stats(ID[1]).unwrap();
-    let resent = st.data_segments_retransmitted as f64 / st.data_segments_sent as f64;
     let peak = rates.iter().map(|r| r.1).max().unwrap();
     let last = rates.last().unwrap().1;
     eprintln!(
@@ -485,11 +493,7 @@ fn one_outage_after_settling_on_a_receiver_that_drops_in_runs_keeps_the_rate() {
             Action::Deliver
         }
     });
-    for k in 0..10 {
-        h.send_a(block(5_000_000, k), 5_000_000, k);
-    }
-    let rates = sample_rates(&mut h, 10, Duration::from_secs(30));
-    assert_eq!(h.completed().len(), 10);
+    let (rates, _) = five_mb_blocks(&mut h, 10);
     let before = rates.iter().find(|r| r.0 == 1000 * MS).unwrap().1;
     let low = rates
         .iter()
@@ -801,13 +805,7 @@ fn through_host_pauses(every: Duration, pause: Duration, round: Duration) -> (f6
     q.pause_every = every;
     q.pause = pause;
     h.rx_queues[1] = Some(q);
-    for k in 0..20 {
-        h.send_a(block(5_000_000, k), 5_000_000, k);
-    }
-    let rates = sample_rates(&mut h, 20, Duration::from_secs(30));
-    assert_eq!(h.completed().len(), 20);
-    let st = h.engines[0].span_stats(ID[1]).unwrap();
-    let resent = st.data_segments_retransmitted as f64 / st.data_segments_sent as f64;
+    let (rates, resent) = five_mb_blocks(&mut h, 20);
     let done = rates.last().unwrap().0;
     let goodput = 20.0 * 5_000_000.0 * 8.0 / done.as_secs_f64() / 1e6;
     eprintln!(
