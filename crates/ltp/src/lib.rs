@@ -91,7 +91,10 @@
 //!   drain rate seen) — except a round whose answers show a queue, which keeps it; a quick
 //!   start that ended on a late answer alone resumes after three clean rounds answered in time
 //!   (one late answer is often the host's jitter), and its clean rounds of large segments
-//!   decide at 1 MiB rather than 64 segments; never above a configured `rate_bps` ([`pacing::RateController`], whose
+//!   decide at 1 MiB rather than 64 segments. A round also covers at least
+//!   `AdaptiveRate::min_round_time` of sending (4 ms by default): a receiver whose host takes
+//!   its CPU away every few milliseconds loses data only in rounds that span such a pause, and
+//!   shorter rounds read as clean between them. Never above a configured `rate_bps` ([`pacing::RateController`], whose
 //!   [`pacing::PacingState`] says why the rate is what it is). A burst is the data one
 //!   checkpoint closes, so without intermediate checkpoints a block is one burst. During the
 //!   quick start a checkpoint unanswered twice while nothing at all came back from the
