@@ -214,6 +214,12 @@ pub struct LtpSection {
     /// link's rate.
     #[serde(default)]
     pub adaptive_rate: bool,
+    /// Shortest sending time of an adaptive-pacing round in milliseconds
+    /// (`ltp::AdaptiveRate::min_round_time`, a node's `adaptive_round_ms`; default: the engine's
+    /// `ltp::pacing::MIN_ROUND_TIME`, which a node also uses towards every peer kind but HDTN).
+    /// Only with `adaptive_rate = true`.
+    #[serde(default)]
+    pub adaptive_round_ms: Option<f64>,
     /// Copies of each signal segment.
     #[serde(default = "d_one")]
     pub signal_replication: u32,
@@ -282,6 +288,7 @@ impl Default for LtpSection {
             pacing_burst_bytes: 0,
             pacing_burst_ms: None,
             adaptive_rate: false,
+            adaptive_round_ms: None,
             signal_replication: 1,
             max_checkpoint_retransmissions: d_retx(),
             max_report_retransmissions: d_retx(),
@@ -875,6 +882,13 @@ impl Scenario {
                 }
             }
             let l = &n.ltp;
+            if let (Some(r), false) = (l.adaptive_round_ms, l.adaptive_rate) {
+                return Err(invalid(
+                    format!("node[{i}].ltp.adaptive_round_ms"),
+                    r,
+                    "unset unless node.ltp.adaptive_rate = true (it sets the adaptive pacer's round)",
+                ));
+            }
             if l.max_export_sessions == 0 {
                 return Err(invalid(
                     format!("node[{i}].ltp.max_export_sessions"),
@@ -886,6 +900,7 @@ impl Scenario {
                 ("rto_ms", l.rto_ms),
                 ("owlt_ms", l.owlt_ms),
                 ("margin_ms", Some(l.margin_ms)),
+                ("adaptive_round_ms", l.adaptive_round_ms),
             ] {
                 if let Some(v) = v {
                     if !(v.is_finite() && (0.0..=1e9).contains(&v)) {

@@ -310,7 +310,11 @@ impl Simulation {
                     sc.pacing_burst_time = millis(b);
                 }
                 if lt.adaptive_rate {
-                    sc.adaptive_rate = Some(ltp::AdaptiveRate::default());
+                    let mut a = ltp::AdaptiveRate::default();
+                    if let Some(r) = lt.adaptive_round_ms {
+                        a.min_round_time = millis(r);
+                    }
+                    sc.adaptive_rate = Some(a);
                 }
                 sc.owlt = lt
                     .owlt_ms
