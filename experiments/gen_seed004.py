@@ -107,7 +107,7 @@ block-loss probabilities as the paper's point.
 """
 scenario = "../testdata/sim/cfdp_leo.toml"
 mode = "sim"
-repetitions = 3
+repetitions = 10
 seed = 1
 
 [set]
@@ -182,7 +182,7 @@ a similarity transform (experiments/gen_seed004.py).
 """
 scenario = "../testdata/sim/cfdp_geo_async.toml"
 mode = "sim"
-repetitions = 2
+repetitions = 10
 seed = 1
 
 [set]
@@ -311,7 +311,7 @@ up after NAK timer expirations without progress, so every transfer completes how
 """
 scenario = "../testdata/sim/cfdp_leo.toml"
 mode = "sim"
-repetitions = 3
+repetitions = 10
 seed = 1
 
 [set]
