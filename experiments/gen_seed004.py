@@ -245,7 +245,7 @@ above 65000 bytes run as a similarity transform (experiments/gen_seed004.py).
 """
 scenario = "../testdata/sim/cfdp_geo_async.toml"
 mode = "sim"
-repetitions = 2
+repetitions = 10
 seed = 1
 unset = ["cfdp.nak_mode", "cfdp.async_link_signal", "cfdp.nak_timer_ms", "cfdp.ack_timer_ms", "cfdp.ack_limit", "cfdp.nak_limit", "cfdp.inactivity_s"]
 
@@ -379,7 +379,7 @@ the two windows).
 """
 scenario = "../testdata/sim/cfdp_e2e.toml"
 mode = "sim"
-repetitions = 4
+repetitions = 10
 seed = 1
 
 [[axis]]
@@ -525,7 +525,7 @@ IID channel gives.
 """
 scenario = "../testdata/sim/cfdp_geo_async.toml"
 mode = "sim"
-repetitions = 3
+repetitions = 10
 seed = 1
 unset = ["cfdp.nak_mode", "cfdp.async_link_signal", "cfdp.nak_timer_ms", "cfdp.ack_timer_ms", "cfdp.ack_limit", "cfdp.nak_limit", "cfdp.inactivity_s"]
 
