@@ -443,7 +443,7 @@ sender's Finished (it needs a LEO pass). A transfer not finished in two days cou
 """
 scenario = "../testdata/sim/cfdp_e2e_bp.toml"
 mode = "sim"
-repetitions = 2
+repetitions = 10
 seed = 1
 
 [[axis]]
