@@ -458,6 +458,38 @@ def fig9(results):
     print("| CFDP NAK immediate | " + " | ".join(cells) + " | seed004_table4_leo (simulator, 420 … 42000 blocks) |")
 
 
+def geo_repeat(results):
+    """Figs 17-27: S_ratio and N_thr x S_ratio per number of transmissions, then times and the best per BER."""
+    rows = by(load(results, "seed004_geo_repeat"), "repeat", "blocks", "ber")
+    blocks = sorted({int(b) for (_, b, _) in rows})
+    reps = sorted({int(n) for (n, _, _) in rows})
+    for n in reps:
+        print(f"{n} transmission(s): S_ratio / N_thr × S_ratio")
+        print()
+        print("| blocks | " + " | ".join(f"BER {b}" for b in BERS) + " |")
+        print("|---|---|---|---|---|")
+        for b in blocks:
+            cells = [f"{pm(r, 'cfdp_s_ratio', 4)} / {pm(r, 'cfdp_weighted_nthr', 3)}"
+                     if (r := rows.get((str(n), str(b), ber))) is not None else "—" for ber in BERS]
+            print(f"| {b} | " + " | ".join(cells) + " |")
+        print()
+    paper_time = {1: "1250.72 / 1255.63", 15: "18760 / 18834"}
+    print("Transfer time (s) at BER 1e-9, and the best N_thr × S_ratio over blocks per BER (Figs 25–27):")
+    print()
+    print("| transmissions | time, 420 blocks | time, 42000 blocks | paper time 420 / 42000 | "
+          + " | ".join(f"best BER {b}" for b in BERS) + " |")
+    print("|---|---|---|---|---|---|---|---|")
+    for n in reps:
+        t = [num(rows[(str(n), str(b), "1e-9")], "cfdp_transfer_s_mean") for b in (blocks[0], blocks[-1])]
+        best = []
+        for ber in BERS:
+            r = max((rows[(str(n), str(b), ber)] for b in blocks),
+                    key=lambda r: num(r, "cfdp_weighted_nthr_mean"))
+            best.append(f"{num(r, 'cfdp_weighted_nthr_mean'):.3f} ({r['blocks']}, "
+                        f"S {num(r, 'cfdp_s_ratio_mean'):.3f})")
+        print(f"| {n} | {t[0]:.1f} | {t[1]:.1f} | {paper_time.get(n, '—')} | " + " | ".join(best) + " |")
+
+
 def fig27(results):
     geo = load(results, "seed004_geo_async")
     rep = load(results, "seed004_geo_repeat")
@@ -519,6 +551,8 @@ def main():
     figs_3_4_6(a.results)
     print("\n### Fig. 9 (seed004_tcp_tables, seed004_table4_leo)\n")
     fig9(a.results)
+    print("\n### Figs 17-26 (seed004_geo_repeat)\n")
+    geo_repeat(a.results)
     print("\n### Fig. 27 (seed004_geo_async, seed004_geo_repeat)\n")
     fig27(a.results)
     print("\n### CFDP-repeat with Gilbert-Elliott losses (seed004_geo_repeat_ge)\n")
