@@ -57,6 +57,13 @@ def by(rows, *keys):
     return {tuple(r[k] for k in keys): r for r in rows}
 
 
+def ber_head(*first, last=()):
+    """A table's header: the `first` columns, one per BER, then the `last` ones, and the separator line."""
+    cols = list(first) + [f"BER {b}" for b in BERS] + list(last)
+    print("| " + " | ".join(cols) + " |")
+    print("|---" * len(cols) + "|")
+
+
 def recovery(r):
     """resent / erased and time / bound of a point (`—` where undefined: nothing erased, nothing completed)."""
     if r is None:
@@ -69,8 +76,7 @@ def recovery(r):
 
 def recovery_table(rows, label, keys, ber_key="ber"):
     """One row per key tuple, one column per BER: resent / erased, time / bound."""
-    print(f"| {label} | " + " | ".join(f"BER {b}" for b in BERS) + " |")
-    print("|---" * (len(BERS) + 1) + "|")
+    ber_head(label)
     for k in keys:
         cells = [recovery(rows.get(k + (ber,))) for ber in BERS]
         print(f"| {k[-1]} | " + " | ".join(cells) + " |")
@@ -135,8 +141,7 @@ def geo_async(results):
     for p in ps:
         print(f"p = {p}: N_thr (failed transfers as 0), completed fraction in brackets when < 1")
         print()
-        print("| blocks | " + " | ".join(f"BER {b}" for b in BERS) + " |")
-        print("|---|---|---|---|---|")
+        ber_head("blocks")
         for b in blocks:
             cells = []
             for ber in BERS:
@@ -158,8 +163,7 @@ def geo_async(results):
         print()
     print("Best over the block counts (Fig. 16), with the block count and the transfer time of that point:")
     print()
-    print("| p | " + " | ".join(f"BER {b}" for b in BERS) + " |")
-    print("|---|---|---|---|---|")
+    ber_head("p")
     for p in ps:
         cells = []
         for ber in BERS:
@@ -173,8 +177,7 @@ def geo_async(results):
     print("The same with N_thr computed on the time the file is delivered at the receiver instead of the sender's "
           "Finished:")
     print()
-    print("| p | " + " | ".join(f"BER {b}" for b in BERS) + " |")
-    print("|---|---|---|---|---|")
+    ber_head("p")
     # Per run: N_thr × transfer time / delivery time (same file, same rate), averaged over the seeds.
     delivered = {}
     for run in load_runs(results, "seed004_geo_async"):
@@ -202,15 +205,13 @@ def e2e(results):
     print("Resent / erased File Data PDUs over both hops and transfer time / bound per completed hop (the bound does"
           " not count the wait for the LEO-GEO window), means over the seeds:")
     print()
-    print("| windows | p | " + " | ".join(f"BER {b}" for b in BERS) + " |")
-    print("|---|---" + "|---" * len(BERS) + "|")
+    ber_head("windows", "p")
     for w, p in keys:
         print(f"| {w} | {p} | " + " | ".join(recovery(table.get((w, p, ber))) for ber in BERS) + " |")
     print()
     print("End-to-end time (put at the Earth station -> file delivered at the ground), s:")
     print()
-    print("| windows | p | " + " | ".join(f"BER {b}" for b in BERS) + " |")
-    print("|---|---" + "|---" * len(BERS) + "|")
+    ber_head("windows", "p")
     runs = {}
     for run in load_runs(results, "seed004_e2e"):
         runs.setdefault(tuple(run["labels"]), []).append(run["metrics"].get("cfdp_e2e_s"))
@@ -259,8 +260,7 @@ def leo_bound(results):
           "on the paper's channel ± 1 σ; **bold** where the paper is more than 3 σ below that expectation, i.e. "
           "faster than any selective-repeat protocol on an IID channel with that BER can be expected to be. s:")
     print()
-    print("| blocks | " + " | ".join(f"BER {b}" for b in BERS) + " |")
-    print("|---|---|---|---|---|")
+    ber_head("blocks")
     for blocks, paper in PAPER_LEO.items():
         cells = []
         for ber, pv in zip(BERS, paper):
@@ -416,8 +416,7 @@ def figs_3_4_6(results):
     print("N_thr = 306.6 MB / (time × 12.8 MB/s) at the block counts run (1 and 420 of the paper's 1 … 420; "
           "`*` = cut at the time limit, N_thr of the delivered share), dtnkit / paper:")
     print()
-    print("| figure | configuration | blocks | " + " | ".join(f"BER {b}" for b in BERS) + " |")
-    print("|---|---|---|---|---|---|---|")
+    ber_head("figure", "configuration", "blocks")
     for fig, cfg in (("Fig. 3", "TCP-IW2-64K"), ("Fig. 4", "TCP-IW6-320K"), ("Fig. 6", "STP-IW86-320K")):
         for blocks in (1, 420):
             cells = []
@@ -441,8 +440,7 @@ def fig9(results):
     print("Best N_thr over the block counts run, per configuration and BER, dtnkit / paper (Fig. 9, values from its "
           "text):")
     print()
-    print("| configuration | " + " | ".join(f"BER {b}" for b in BERS) + " | source |")
-    print("|---|---|---|---|---|---|")
+    ber_head("configuration", last=("source",))
     for cfg in ("TCP-IW2-64K", "TCP-IW6-320K", "STP-IW86-320K"):
         cells = []
         for ber, pv in zip(BERS, PAPER_FIG9[cfg]):
@@ -466,8 +464,7 @@ def geo_repeat(results):
     for n in reps:
         print(f"{n} transmission(s): S_ratio / N_thr × S_ratio")
         print()
-        print("| blocks | " + " | ".join(f"BER {b}" for b in BERS) + " |")
-        print("|---|---|---|---|---|")
+        ber_head("blocks")
         for b in blocks:
             cells = [f"{pm(r, 'cfdp_s_ratio', 4)} / {pm(r, 'cfdp_weighted_nthr', 3)}"
                      if (r := rows.get((str(n), str(b), ber))) is not None else "—" for ber in BERS]
@@ -496,8 +493,7 @@ def fig27(results):
     print("Best over the block counts per BER (Fig. 27): NAK asynchronous N_thr (failed transfers as 0) per p, "
           "CFDP-repeat N_thr × S_ratio per number of transmissions:")
     print()
-    print("| solution | " + " | ".join(f"BER {b}" for b in BERS) + " |")
-    print("|---|---|---|---|---|")
+    ber_head("solution")
     for p in ("0.1", "0.01", "0.001"):
         cells = [f"{max(num(r, 'cfdp_nthr0_mean') for r in geo if r['p'] == p and r['ber'] == ber):.3f}"
                  for ber in BERS]
