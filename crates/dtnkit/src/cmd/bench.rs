@@ -106,6 +106,11 @@ struct GridArgs {
     /// Override the number of repetitions.
     #[arg(long)]
     repetitions: Option<u32>,
+    /// Override the seed of the first repetition (repetition r runs with seed SEED + r). With `--repetitions` and
+    /// `--out`, adds repetitions to a grid whose existing results used other seeds: `--seed 4 --repetitions 2` runs
+    /// exactly the runs repetitions 3 and 4 of a grid with `seed = 1` would run.
+    #[arg(long)]
+    seed: Option<u64>,
     /// Keep each run's segment logs under OUT/logs (they are large: ~150 MB per 20 s at 500 Mb/s).
     #[arg(long)]
     keep_logs: bool,
@@ -193,6 +198,9 @@ fn run_grid(a: GridArgs) -> anyhow::Result<()> {
             return Err(usage("--repetitions 0: expected at least 1"));
         }
         exp.repetitions = r;
+    }
+    if let Some(s) = a.seed {
+        exp.seed = s;
     }
     let out = a
         .out
