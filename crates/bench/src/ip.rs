@@ -67,6 +67,26 @@ pub(crate) fn run_ip(
     ] {
         m.insert(k.to_string(), v);
     }
+    if let Some(a) = &o.access {
+        for (k, v) in [
+            ("acc_fwd_lost_channel", a.fwd_lost_channel),
+            ("acc_fwd_queue_full", a.fwd_queue_full),
+            ("acc_ret_lost_channel", a.ret_lost_channel),
+            ("acc_ret_queue_full", a.ret_queue_full),
+        ] {
+            m.insert(k.to_string(), v as f64);
+        }
+    }
+    if let Some(g) = &o.gateway {
+        for (k, v) in [
+            ("gw_connections", g.connections as f64),
+            ("gw_retransmits", g.retransmits as f64),
+            ("gw_srtt_ms", g.srtt_ms),
+            ("gw_min_rtt_ms", g.min_rtt_ms),
+        ] {
+            m.insert(k.to_string(), v);
+        }
+    }
     if !ctx.keep_logs {
         let _ = std::fs::remove_dir_all(&work);
     }

@@ -1,7 +1,8 @@
 //! The emulator's IP mode (root, as CI runs): a TCP transfer's goodput and RTT match the configured link, BER
 //! losses match their expectation, an asymmetric link limits its return direction, two dtnkit nodes exchange
-//! bundles over LTP and over TCPCL through it, STP (a BPF congestion control the emulator loads) keeps a lossy link
-//! full, and its namespaces are gone after a run and after a killed run.
+//! bundles over LTP and over TCPCL through it, a splitting gateway relays a file and each leg's losses are reported,
+//! STP (a BPF congestion control the emulator loads) keeps a lossy link full, and its namespaces are gone after a run
+//! and after a killed run.
 //!
 //! These tests need root (network namespaces, TUN devices). Set DTNKIT_SKIP_ROOT_TESTS=1 to skip them as another
 //! user; without it they fail with that message.
@@ -88,6 +89,10 @@ return = { rate_bps = 10e6, delay_ms = 250, queue_bytes = 8000000 }
     let o = lab::run_ip_transfer(&s, &IpLabOptions::new(dtnkit(), work("tcp"))).unwrap();
     assert!(o.completed, "{o:?}");
     assert_eq!(o.link.unmodelled_drops, 0, "{o:?}");
+    assert!(
+        o.access.is_none() && o.gateway.is_none(),
+        "no gateway, no access leg: {o:?}"
+    );
     let rtt = o.handshake_ms.unwrap();
     assert!(
         (rtt - 500.0).abs() < 10.0,
@@ -113,6 +118,64 @@ return = { rate_bps = 10e6, delay_ms = 250, queue_bytes = 8000000 }
         (steady - payload_rate / 1e6).abs() / (payload_rate / 1e6) < 0.03,
         "goodput after the first flight {steady:.3} Mb/s, link payload rate {:.3}",
         payload_rate / 1e6
+    );
+}
+
+#[test]
+fn a_splitting_gateway_relays_the_file_and_reports_each_legs_losses() {
+    if !root_or_skip() {
+        return;
+    }
+    // sender -> (ideal access link) -> gateway -> (20 Mb/s, RTT 10 ms, BER 1e-6: 1.2 % of the data packets) ->
+    // receiver, in two connections. The losses happen on the gateway's leg: its connections retransmit, and the
+    // sender's report cannot see them.
+    let s = scenario(
+        r#"
+[transfer]
+protocol = "tcp-gateway"
+file_bytes = 3000000
+blocks = 2
+time_limit_s = 60
+[tcp]
+congestion = "cubic"
+[gateway]
+congestion = "cubic"
+sndbuf = 1000000
+rcvbuf = 1000000
+[link]
+forward = { rate_bps = 20e6, delay_ms = 5, queue_bytes = 1000000, loss = { model = "ber", ber = 1e-6 } }
+return = { rate_bps = 20e6, delay_ms = 5, queue_bytes = 1000000 }
+"#,
+    );
+    let o = lab::run_ip_transfer(&s, &IpLabOptions::new(dtnkit(), work("gateway"))).unwrap();
+    eprintln!("{o:?}");
+    assert!(o.completed, "{o:?}");
+    assert_eq!(o.delivered_bytes, 3_000_000, "{o:?}");
+    assert_eq!(o.link.unmodelled_drops, 0, "{o:?}");
+    assert!(
+        o.link.fwd_lost_channel > 0,
+        "BER 1e-6 over ~2100 packets lost none: {o:?}"
+    );
+    let access = o.access.expect("a gateway run reports its access link");
+    assert_eq!(
+        (access.fwd_lost_channel, access.ret_lost_channel),
+        (0, 0),
+        "the access link is ideal: {o:?}"
+    );
+    assert!(
+        access.fwd_received > 2000,
+        "the file crossed the access link: {o:?}"
+    );
+    let gw = o.gateway.expect("the gateway's report was read");
+    assert_eq!(gw.connections, 2, "one report per block: {o:?}");
+    assert!(
+        gw.retransmits >= 1,
+        "{} packets lost on the gateway's leg, no retransmission counted: {o:?}",
+        o.link.fwd_lost_channel
+    );
+    assert!(
+        (9.5..30.0).contains(&gw.min_rtt_ms) && gw.srtt_ms >= gw.min_rtt_ms,
+        "the gateway's leg has a 10 ms RTT: {o:?}"
     );
 }
 

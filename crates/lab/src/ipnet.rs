@@ -332,6 +332,50 @@ pub struct LinkCounters {
     pub unmodelled_drops: u64,
 }
 
+/// The gateway's upstream connections (towards the receiver, over `[link]`), from the `TCP_INFO` each reported
+/// when it ended (`dtnkit tcp gateway`'s JSON lines).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct GatewayReport {
+    /// Connections reported.
+    pub connections: u64,
+    /// Segments retransmitted, all connections.
+    pub retransmits: u64,
+    /// Smoothed RTT at the end, ms, mean over the connections (NaN without any).
+    pub srtt_ms: f64,
+    /// Smallest RTT measured, ms, over the connections (NaN without any).
+    pub min_rtt_ms: f64,
+}
+
+impl GatewayReport {
+    /// Sums the gateway's JSON lines (one [`tcp_baseline::Relayed`] per relayed connection); other lines are
+    /// skipped.
+    fn from_stdout(stdout: &str) -> GatewayReport {
+        let relayed: Vec<tcp_baseline::Relayed> = stdout
+            .lines()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect();
+        let n = relayed.len();
+        let ms = |us: u32| f64::from(us) / 1e3;
+        GatewayReport {
+            connections: n as u64,
+            retransmits: relayed
+                .iter()
+                .map(|r| u64::from(r.upstream.total_retrans))
+                .sum(),
+            srtt_ms: if n == 0 {
+                f64::NAN
+            } else {
+                relayed.iter().map(|r| ms(r.upstream.rtt_us)).sum::<f64>() / n as f64
+            },
+            min_rtt_ms: relayed
+                .iter()
+                .map(|r| ms(r.upstream.min_rtt_us))
+                .reduce(f64::min)
+                .unwrap_or(f64::NAN),
+        }
+    }
+}
+
 /// What one run produced.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct IpOutcome {
@@ -351,6 +395,10 @@ pub struct IpOutcome {
     pub min_rtt_ms: Option<f64>,
     /// The data link's counters.
     pub link: LinkCounters,
+    /// `tcp-gateway`: the `[access]` link's counters (sender → gateway and back).
+    pub access: Option<LinkCounters>,
+    /// `tcp-gateway`: what the gateway's upstream connections reported (`retransmits` is then the access leg's).
+    pub gateway: Option<GatewayReport>,
     /// 1-minute load average when the run started.
     pub load_start: f64,
     /// Wall time of the run.
@@ -567,6 +615,9 @@ pub fn run_ip_transfer(s: &IpScenario, opts: &IpLabOptions) -> Result<IpOutcome,
         .and_then(|t| serde_json::from_str(&t).ok())
         .unwrap_or_default();
     out.link = link_counters(&summary, if s.gateway() { 1 } else { 0 });
+    if s.gateway() {
+        out.access = Some(link_counters(&summary, 0));
+    }
     out.load_start = load_start;
     out.wall = wall.elapsed();
     out.work_dir = work;
@@ -638,9 +689,10 @@ fn run_tcp(
     let mut send = spawn(opts, "tcp-send", &send_args, work, a)?;
     let ok = wait_exit(&mut send, limit + Duration::from_secs(30));
     recv.stop(Duration::from_secs(2));
-    if let Some(mut g) = gw {
+    let gateway = gw.map(|mut g| {
         g.stop(Duration::from_secs(2));
-    }
+        GatewayReport::from_stdout(&std::fs::read_to_string(&g.stdout).unwrap_or_default())
+    });
     let text = std::fs::read_to_string(&send.stdout).unwrap_or_default();
     let r: serde_json::Value = text
         .lines()
@@ -662,6 +714,40 @@ fn run_tcp(
         retransmits: r.get("retransmits").and_then(serde_json::Value::as_u64),
         handshake_ms: f("handshake_ms"),
         min_rtt_ms: f("min_rtt_ms"),
+        gateway,
         ..IpOutcome::default()
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_gateways_report_sums_its_connections_and_skips_other_lines() {
+        let line = |retrans: u32, rtt_us: u32, min_rtt_us: u32| {
+            serde_json::to_string(&tcp_baseline::Relayed {
+                bytes: 1000,
+                upstream: tcp_baseline::TcpInfo {
+                    total_retrans: retrans,
+                    rtt_us,
+                    min_rtt_us,
+                    ..Default::default()
+                },
+            })
+            .unwrap()
+        };
+        let out = format!(
+            "{}\nnot a report\n{}\n{{\"bytes\": 5}}\n",
+            line(3, 12_000, 10_100),
+            line(4, 11_000, 10_050)
+        );
+        let r = GatewayReport::from_stdout(&out);
+        assert_eq!((r.connections, r.retransmits), (2, 7));
+        assert!((r.srtt_ms - 11.5).abs() < 1e-9, "{r:?}");
+        assert!((r.min_rtt_ms - 10.05).abs() < 1e-9, "{r:?}");
+        let none = GatewayReport::from_stdout("");
+        assert_eq!((none.connections, none.retransmits), (0, 0));
+        assert!(none.srtt_ms.is_nan() && none.min_rtt_ms.is_nan());
+    }
 }

@@ -35,7 +35,7 @@ pub mod procs;
 pub use cfdp::{run_emulated_cfdp, CfdpLabOutcome};
 pub use emu_report::{DirectionCounters, EmuCounters};
 pub use emulated::{run_emulated, LabOptions, LabOutcome, LabProgress, NodeRun, Phase};
-pub use ipnet::{run_ip_transfer, IpLabOptions, IpOutcome, IpScenario};
+pub use ipnet::{run_ip_transfer, GatewayReport, IpLabOptions, IpOutcome, IpScenario};
 pub use loopback::{run_loopback, LoopbackOptions, LoopbackOutcome, LoopbackScenario};
 
 /// The scenario `dtnkit demo` runs: seed 000's optical LEO downlink (500 Mb/s, 10 ms forward delay, trace H,

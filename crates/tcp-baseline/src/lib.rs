@@ -690,8 +690,18 @@ pub fn send(plan: &SendPlan, cancel: &AtomicBool) -> io::Result<SendReport> {
     Ok(report)
 }
 
+/// One connection the gateway relayed: what went towards the next hop and what its upstream connection did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Relayed {
+    /// Bytes relayed towards the next hop.
+    pub bytes: u64,
+    /// The upstream connection's `TCP_INFO` when the next hop closed its side (it had every byte by then), so
+    /// `total_retrans` counts the retransmissions on the gateway's own leg, which the sender's report cannot see.
+    pub upstream: TcpInfo,
+}
+
 /// Relays one accepted connection over a new connection to `to`, both directions, until both close.
-fn relay(client: TcpStream, to: SocketAddr, o: &TcpOptions) -> io::Result<()> {
+fn relay(client: TcpStream, to: SocketAddr, o: &TcpOptions) -> io::Result<Relayed> {
     let server = connect(to, o, Duration::from_secs(30))?;
     let (mut c1, mut s1) = (client.try_clone()?, server.try_clone()?);
     let up = std::thread::spawn(move || {
@@ -701,21 +711,25 @@ fn relay(client: TcpStream, to: SocketAddr, o: &TcpOptions) -> io::Result<()> {
     });
     let (mut s2, mut c2) = (server, client);
     let r = io::copy(&mut s2, &mut c2);
+    let upstream = tcp_info(&s2);
     let _ = c2.shutdown(Shutdown::Write);
-    let up = up
+    let bytes = up
         .join()
-        .map_err(|_| io::Error::other("relay thread panicked"))?;
-    up?;
-    r.map(|_| ())
+        .map_err(|_| io::Error::other("relay thread panicked"))??;
+    r.map(|_| Relayed { bytes, upstream })
 }
 
+/// Called with each relayed connection's [`Relayed`] when it ends (from that connection's thread).
+pub type OnRelayed = Arc<dyn Fn(&Relayed) + Send + Sync>;
+
 /// The splitting gateway: accepts on `listener` and relays every connection to `to` over its own TCP connection
-/// with `upstream` settings, until `stop` is set.
+/// with `upstream` settings, until `stop` is set; `on_relayed` hears about each connection that ended.
 pub fn gateway(
     listener: TcpListener,
     to: SocketAddr,
     upstream: TcpOptions,
     stop: Arc<AtomicBool>,
+    on_relayed: OnRelayed,
 ) -> io::Result<u64> {
     listener.set_nonblocking(true)?;
     let mut n = 0u64;
@@ -724,13 +738,13 @@ pub fn gateway(
             Ok((c, _)) => {
                 c.set_nonblocking(false)?;
                 let o = upstream.clone();
+                let report = on_relayed.clone();
                 n += 1;
                 std::thread::Builder::new()
                     .name("tcp-gateway".into())
-                    .spawn(move || {
-                        if let Err(e) = relay(c, to, &o) {
-                            eprintln!("gateway: relaying a connection to {to}: {e}");
-                        }
+                    .spawn(move || match relay(c, to, &o) {
+                        Ok(r) => report(&r),
+                        Err(e) => eprintln!("gateway: relaying a connection to {to}: {e}"),
                     })?;
             }
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
@@ -776,8 +790,14 @@ mod tests {
             blocks
         });
         let s3 = stop.clone();
-        let g =
-            std::thread::spawn(move || gateway(gw, rx_addr, TcpOptions::default(), s3).unwrap());
+        let (tx, relayed) = std::sync::mpsc::channel();
+        let tx = std::sync::Mutex::new(tx);
+        let on_relayed: OnRelayed = Arc::new(move |r: &Relayed| {
+            let _ = tx.lock().unwrap().send(*r);
+        });
+        let g = std::thread::spawn(move || {
+            gateway(gw, rx_addr, TcpOptions::default(), s3, on_relayed).unwrap()
+        });
         let plan = SendPlan {
             to: gw_addr,
             size: 1_000_001,
@@ -799,6 +819,28 @@ mod tests {
         assert_eq!(blocks.iter().map(|b| b.bytes).sum::<u64>(), 1_000_001);
         assert_eq!(r.per_block.len(), 3);
         assert!(r.transfer_s > 0.0 && r.transfer_s <= r.ack_s);
+        // Each relayed connection is reported once it ends, with the bytes it carried upstream and its upstream
+        // connection's counters (loopback: nothing lost, every byte acknowledged).
+        let mut reports: Vec<Relayed> = (0..3)
+            .map(|i| {
+                relayed
+                    .recv_timeout(Duration::from_secs(10))
+                    .unwrap_or_else(|e| panic!("relay report {i}: {e}"))
+            })
+            .collect();
+        reports.sort_by_key(|r| r.bytes);
+        let h = HEADER_LEN as u64;
+        assert_eq!(
+            reports.iter().map(|r| r.bytes).collect::<Vec<_>>(),
+            [333_333 + h, 333_334 + h, 333_334 + h]
+        );
+        for r in &reports {
+            assert_eq!(r.upstream.total_retrans, 0, "{r:?}");
+            assert!(
+                r.upstream.bytes_acked >= r.bytes,
+                "{r:?}: every byte acknowledged"
+            );
+        }
         let bad = TcpOptions {
             congestion: Some("no-such-cc".into()),
             ..TcpOptions::default()

@@ -58,7 +58,8 @@ pub enum TcpCommand {
     Send(SendArgs),
     /// Receive blocks (CRC-32C checked by the sender) and answer each with the delivery time.
     Recv(RecvArgs),
-    /// A splitting gateway: relay every accepted connection over a TCP connection of its own.
+    /// A splitting gateway: relay every accepted connection over a TCP connection of its own; print one JSON line
+    /// per relayed connection (bytes, the upstream connection's TCP_INFO) when it ends.
     Gateway(GatewayArgs),
 }
 
@@ -227,7 +228,15 @@ pub fn run(c: TcpCommand) -> anyhow::Result<()> {
                 .with_context(|| format!("listening on {}", a.listen))?;
             let stop = stop_on_ctrl_c()?;
             eprintln!("gateway: {} -> {}", a.listen, a.to);
-            let n = tcp_baseline::gateway(listener, a.to, upstream, stop)?;
+            // One JSON line per relayed connection on stdout (the IP lab sums the upstream retransmissions).
+            let on_relayed: tcp_baseline::OnRelayed = Arc::new(|r: &tcp_baseline::Relayed| {
+                if let Ok(line) = serde_json::to_string(r) {
+                    let mut out = std::io::stdout().lock();
+                    let _ = writeln!(out, "{line}");
+                    let _ = out.flush();
+                }
+            });
+            let n = tcp_baseline::gateway(listener, a.to, upstream, stop, on_relayed)?;
             eprintln!("gateway relayed {n} connection(s)");
             Ok(())
         }
