@@ -60,6 +60,8 @@ list_jobs() {
   done
   # seed 004's emulated Table IV point, the same file in the simulator with 20 seeds
   echo "seed004_table4_emu_sim|sim|bench experiments/seed004_table4_emu.toml --mode sim --repetitions 20 --out experiments/results/seed004_table4_emu_sim"
+  # seed 004's TCP tables: repetitions 4 and 5 (seeds 4-5) beside the file's three, pooled by summarize_seed004.py
+  echo "seed004_tcp_tables_seeds4_5|rt|bench experiments/seed004_tcp_tables.toml --seed 4 --repetitions 2 --out experiments/results/seed004_tcp_tables_seeds4_5"
   echo "seed001_table1_delay|calc|python3 experiments/seed001_delay_model.py"
 }
 

@@ -403,11 +403,42 @@ def nthr_of(seconds):
     return FILE_BYTES / (seconds * 12.8e6)
 
 
+# Student's t, two-sided 95 %, by degrees of freedom (as crates/analyze/src/stats.rs)
+T95 = [12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228]
+
+# The TCP tables' runs: seeds 1-3 in seed004_tcp_tables, seeds 4-5 (`--seed 4 --repetitions 2`) beside them.
+TCP_DIRS = ("seed004_tcp_tables", "seed004_tcp_tables_seeds4_5")
+
+
 def tcp_rows(results):
+    """Per (configuration, blocks, BER): every metric's mean and 95 % half-width (`NAME_mean`, `NAME_ci95`) and the
+    number of runs `n`, pooled over the runs of TCP_DIRS that exist (each run once, by seed)."""
+    runs = {}
+    for name in TCP_DIRS:
+        if not os.path.isdir(os.path.join(results, name)):
+            continue
+        for r in load_runs(results, name):
+            config, ber, blocks = r["labels"]
+            cfg = "STP-IW86-320K" if config in GATEWAY_LABELS else config
+            key = (cfg, int(blocks), ber)
+            seed = r["spec"]["seed"]
+            if seed in runs.setdefault(key, {}):
+                raise SystemExit(f"{name}: {key} seed {seed} is also in another directory of {TCP_DIRS}")
+            runs[key][seed] = r["metrics"]
     rows = {}
-    for r in load(results, "seed004_tcp_tables"):
-        cfg = "STP-IW86-320K" if r["config"] in GATEWAY_LABELS else r["config"]
-        rows[(cfg, int(r["blocks"]), r["ber"])] = r
+    for key, by_seed in runs.items():
+        row = {"n": str(len(by_seed))}
+        for m in sorted({m for v in by_seed.values() for m in v}):
+            xs = [v[m] for v in by_seed.values() if v.get(m) is not None]
+            if not xs:
+                continue
+            mean = sum(xs) / len(xs)
+            ci = math.nan
+            if len(xs) > 1:
+                sd = math.sqrt(sum((x - mean) ** 2 for x in xs) / (len(xs) - 1))
+                ci = T95[min(len(xs) - 2, len(T95) - 1)] * sd / math.sqrt(len(xs))
+            row[f"{m}_mean"], row[f"{m}_ci95"] = str(mean), str(ci)
+        rows[key] = row
     return rows
 
 
